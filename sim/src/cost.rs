@@ -1,0 +1,91 @@
+//! The documented instruction cost formulas, in engine cycles.
+//!
+//! Each function is one row of neuroncore.md §2.3 (NKI API "Estimated instruction cost",
+//! NeuronCore-v2) or §2.4 (TensorE), with `N` the elements per partition of the main input
+//! and `MIN_II` the engine's minimum initiation interval. Newer generations' speed-ups
+//! (§1.5 "performance mode") divide the per-element term, never the `MIN_II` floor.
+//! They are pure functions so the tests can state each formula once and check the simulator
+//! against it.
+
+/// `nc_matmul` (§2.3, §2.4): `max(min(64, N_stationary), N_moving)` for fp8/bf16/fp16,
+/// times `fp32_factor` (4) when the operands are fp32.
+pub fn matmul(mm_min: u64, n_stationary: u64, n_moving: u64, fp32: bool, fp32_factor: u64) -> u64 {
+    let base = n_stationary.min(mm_min).max(n_moving);
+    if fp32 {
+        base * fp32_factor
+    } else {
+        base
+    }
+}
+
+/// `nc_transpose` on TensorE (§2.3): `max(P, min(64, F))` cycles back to back.
+pub fn transpose_tensor(partitions: u64, free: u64) -> u64 {
+    partitions.max(free.min(64))
+}
+
+/// `nc_transpose` on VectorE (§2.3): `max(MIN_II, N)`.
+pub fn transpose_vector(min_ii: u64, n: u64) -> u64 {
+    min_ii.max(n)
+}
+
+/// `activation` (§2.3): `max(MIN_II, N)`, the same with or without scale/bias; with a
+/// free-axis reduce (`activation_reduce`) add `MIN_II` for the accumulator read.
+pub fn activation(min_ii: u64, n: u64, reduce: bool, speedup: u64) -> u64 {
+    min_ii.max(n.div_ceil(speedup)) + if reduce { min_ii } else { 0 }
+}
+
+/// `tensor_tensor` (§2.3): `max(MIN_II, N)` when one input is in PSUM and one in SBUF, or
+/// when all are bf16 in SBUF with add/multiply/subtract and contiguous; else `max(MIN_II, 2N)`.
+pub fn tensor_tensor(min_ii: u64, n: u64, one_pass: bool, speedup: u64) -> u64 {
+    let per_elem = if one_pass { n } else { 2 * n };
+    min_ii.max(per_elem.div_ceil(speedup))
+}
+
+/// `tensor_scalar` (§2.3): `max(MIN_II, N)`; one or two ops cost the same.
+pub fn tensor_scalar(min_ii: u64, n: u64, speedup: u64) -> u64 {
+    min_ii.max(n.div_ceil(speedup))
+}
+
+/// `tensor_reduce` (§2.3): `N/2` if bf16 in and out with add or max, else `N`.
+pub fn tensor_reduce(n: u64, bf16_add_or_max: bool) -> u64 {
+    if bf16_add_or_max {
+        n.div_ceil(2)
+    } else {
+        n
+    }
+}
+
+/// `tensor_copy` (§2.3): `max(MIN_II, N)`.
+pub fn tensor_copy(min_ii: u64, n: u64, speedup: u64) -> u64 {
+    min_ii.max(n.div_ceil(speedup))
+}
+
+/// `memset` (§2.3): `max(MIN_II, N/2)` for zero in bf16/fp16, else `max(MIN_II, N)`.
+pub fn memset(min_ii: u64, n: u64, zero_16bit: bool) -> u64 {
+    if zero_16bit {
+        min_ii.max(n.div_ceil(2))
+    } else {
+        min_ii.max(n)
+    }
+}
+
+/// `iota` and `affine_select` on GpSimd (§2.3): `GPSIMD_START + N` (GPSIMD_START ≈ 150).
+pub fn gpsimd_start_plus_n(start: u64, n: u64) -> u64 {
+    start + n
+}
+
+/// `bn_stats` (§2.3): `max(MIN_II, N)`.
+pub fn bn_stats(min_ii: u64, n: u64) -> u64 {
+    min_ii.max(n)
+}
+
+/// `bn_aggr` (§2.3): `max(MIN_II, 13 * (N / 3))`.
+pub fn bn_aggr(min_ii: u64, n: u64) -> u64 {
+    min_ii.max(13 * (n / 3))
+}
+
+/// Strided access penalty (§1.8): an inner stride over 16 bytes halves the port bandwidth,
+/// "~50% slower instruction". Applied to `N` before the formula, so the `MIN_II` floor stays.
+pub fn strided_n(n: u64) -> u64 {
+    n + n / 2
+}

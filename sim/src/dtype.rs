@@ -1,0 +1,157 @@
+//! Element types of the NeuronCore and rounding to them.
+//!
+//! The engines compute in fp32 and round on write to the destination dtype
+//! (neuroncore.md §1.5 "all arithmetic in FP32 with free cast on input/output").
+//! The functional model stores every value as an `f32` that is exactly representable
+//! in its buffer's dtype, so rounding happens once, at the write.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// An element type (neuroncore.md §2.2; the subset DESIGN.md §4 names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    F32,
+    Bf16,
+    F16,
+    /// float8_e4m3 (OCP "fn" flavour: no infinities, max ±448, NaN = S.1111.111).
+    Fp8E4m3,
+    /// float8_e5m2 (IEEE-like: infinities, max ±57344).
+    Fp8E5m2,
+    /// int32. Stored as `f32` in the functional model, so integers beyond ±2^24 lose
+    /// precision; the kernels here use int32 only for indices (iota) well below that.
+    I32,
+}
+
+impl Dtype {
+    /// Size of one element in bytes.
+    pub const fn size(self) -> usize {
+        match self {
+            Dtype::F32 | Dtype::I32 => 4,
+            Dtype::Bf16 | Dtype::F16 => 2,
+            Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => 1,
+        }
+    }
+
+    /// The NKI spelling, used in messages and traces.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "float32",
+            Dtype::Bf16 => "bfloat16",
+            Dtype::F16 => "float16",
+            Dtype::Fp8E4m3 => "float8_e4m3",
+            Dtype::Fp8E5m2 => "float8_e5m2",
+            Dtype::I32 => "int32",
+        }
+    }
+
+    pub const fn is_float(self) -> bool {
+        !matches!(self, Dtype::I32)
+    }
+
+    /// Stable small code for program hashing.
+    pub(crate) const fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// Round an fp32 value to this dtype (round-to-nearest-even; int32 rounds half to
+    /// even and saturates, NaN becomes 0 as a float→int conversion does on the engines).
+    #[inline]
+    pub fn round(self, x: f32) -> f32 {
+        match self {
+            Dtype::F32 => x,
+            Dtype::Bf16 => half::bf16::from_f32(x).to_f32(),
+            Dtype::F16 => half::f16::from_f32(x).to_f32(),
+            Dtype::Fp8E4m3 => round_minifloat(x, 3, -6, 448.0, false),
+            Dtype::Fp8E5m2 => round_minifloat(x, 2, -14, 57344.0, true),
+            Dtype::I32 => {
+                if x.is_nan() {
+                    0.0
+                } else {
+                    x.round_ties_even().clamp(i32::MIN as f32, i32::MAX as f32)
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Display for Dtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Round-to-nearest-even into a small float format with `mant` explicit mantissa bits,
+/// minimum normal exponent `emin` and largest finite magnitude `max`.
+///
+/// Written by hand because `half` stops at 16 bits and no well-kept crate rounds f32 to
+/// both OCP fp8 formats with the saturation rules the NKI simulator uses.
+fn round_minifloat(x: f32, mant: i32, emin: i32, max: f32, has_inf: bool) -> f32 {
+    if x.is_nan() {
+        return f32::NAN;
+    }
+    if x.is_infinite() {
+        return if has_inf { x } else { f32::NAN };
+    }
+    if x == 0.0 {
+        return x;
+    }
+    let a = x.abs();
+    // Quantum at this magnitude: 2^(e - mant), with e clamped to the subnormal range.
+    let e = (a.log2().floor() as i32).max(emin);
+    let quantum = (2.0f64).powi(e - mant);
+    let q = (a as f64 / quantum).round_ties_even() * quantum;
+    let r = q as f32;
+    // Overflow: fp8 e5m2 rounds to infinity past max + half a quantum; e4m3 (no inf)
+    // becomes NaN, as the OCP "fn" conversion without saturation does.
+    let r = if r > max {
+        if has_inf {
+            f32::INFINITY
+        } else {
+            f32::NAN
+        }
+    } else {
+        r
+    };
+    r.copysign(x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bf16_rounds_to_nearest_even() {
+        // 1 + 2^-8 is exactly half way between bf16 neighbours 1.0 and 1 + 2^-7:
+        // ties go to the even mantissa (1.0).
+        assert_eq!(Dtype::Bf16.round(1.0 + 2f32.powi(-8)), 1.0);
+        // 1 + 3·2^-8 is half way between 1 + 2^-7 (odd) and 1 + 2^-6 (even).
+        assert_eq!(Dtype::Bf16.round(1.0 + 3.0 * 2f32.powi(-8)), 1.0 + 2f32.powi(-6));
+        // Just above the tie rounds up.
+        assert_eq!(Dtype::Bf16.round(1.0 + 2f32.powi(-8) + 2f32.powi(-20)), 1.0 + 2f32.powi(-7));
+    }
+
+    #[test]
+    fn fp8_formats_round_and_saturate() {
+        // e4m3: 3 mantissa bits, so between 1 and 2 the step is 1/8.
+        assert_eq!(Dtype::Fp8E4m3.round(1.0625), 1.0); // tie → even
+        assert_eq!(Dtype::Fp8E4m3.round(1.1875), 1.25); // tie → even (1.25 = 1.010b)
+        assert_eq!(Dtype::Fp8E4m3.round(448.0), 448.0);
+        assert!(Dtype::Fp8E4m3.round(1000.0).is_nan());
+        // e5m2: 2 mantissa bits; 57344 is the max finite, beyond → inf.
+        assert_eq!(Dtype::Fp8E5m2.round(1.125), 1.0);
+        assert_eq!(Dtype::Fp8E5m2.round(-57344.0), -57344.0);
+        assert_eq!(Dtype::Fp8E5m2.round(1.0e6), f32::INFINITY);
+        // Smallest e4m3 subnormal is 2^-9.
+        assert_eq!(Dtype::Fp8E4m3.round(2f32.powi(-9)), 2f32.powi(-9));
+        assert_eq!(Dtype::Fp8E4m3.round(2f32.powi(-11)), 0.0);
+    }
+
+    #[test]
+    fn int32_rounds_half_even() {
+        assert_eq!(Dtype::I32.round(2.5), 2.0);
+        assert_eq!(Dtype::I32.round(-3.5), -4.0);
+        assert_eq!(Dtype::I32.round(f32::NAN), 0.0);
+    }
+}

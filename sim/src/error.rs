@@ -1,0 +1,145 @@
+//! Violations of the hardware's rules, as typed errors.
+//!
+//! Every error names the instruction, the kernel's own source line (recorded with
+//! `#[track_caller]`) and the numbers involved, so a kernel author can act on it without a
+//! debugger. The simulator never panics on a bad program.
+
+use crate::Dtype;
+use serde::Serialize;
+use std::fmt;
+use std::panic::Location;
+
+/// Where in the kernel's source an instruction was issued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct SourceLoc {
+    pub file: &'static str,
+    pub line: u32,
+    pub column: u32,
+}
+
+impl SourceLoc {
+    pub fn from_location(l: &'static Location<'static>) -> Self {
+        SourceLoc { file: l.file(), line: l.line(), column: l.column() }
+    }
+}
+
+impl fmt::Display for SourceLoc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+/// One logical tile's share of a pool, for capacity errors.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TileUse {
+    /// Tile name: its explicit name, or the allocation site.
+    pub tile: String,
+    pub bufs: u32,
+    /// Largest size per partition this tile has been allocated with.
+    pub bytes_per_partition: u64,
+}
+
+/// A pool's share of SBUF or PSUM, for capacity errors.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PoolUse {
+    pub pool: String,
+    pub bufs: u32,
+    /// bufs x largest size, summed over the pool's tiles (bytes per partition; banks for PSUM).
+    pub total: u64,
+    pub tiles: Vec<TileUse>,
+}
+
+/// What went wrong.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ViolationKind {
+    #[error("{operand} spans {partitions} partitions, more than the {max} a NeuronCore has")]
+    PartitionOverflow { operand: &'static str, partitions: u64, max: u64 },
+    #[error(
+        "{operand} starts at partition {start} with {partitions} partitions; an access of \
+         >64 partitions must start at 0, of 33-64 at 0 or 64, of <=32 at 0, 32, 64 or 96"
+    )]
+    BadStartPartition { operand: &'static str, start: u64, partitions: u64 },
+    #[error("matmul moving free size is {n}, more than the {max} one instruction takes")]
+    MovingFreeTooLarge { n: u64, max: u64 },
+    #[error("matmul stationary free size is {m}, more than the {max} one instruction takes")]
+    StationaryFreeTooLarge { m: u64, max: u64 },
+    #[error(
+        "PSUM bank overflow: {operand} needs {bytes} bytes per partition from byte {offset} of \
+         its bank, but a PSUM bank holds {bank_bytes} bytes per partition"
+    )]
+    PsumBankOverflow { operand: &'static str, offset: u64, bytes: u64, bank_bytes: u64 },
+    #[error("{}", sbuf_capacity_message(.memory, *.needed, *.capacity, .pools))]
+    OverCapacity { memory: &'static str, needed: u64, capacity: u64, pools: Vec<PoolUse> },
+    #[error(
+        "{operand} reads/writes element {index:?} of HBM tensor `{tensor}` with shape {shape:?}: \
+         out of bounds"
+    )]
+    HbmOutOfBounds { operand: &'static str, tensor: String, index: Vec<i64>, shape: Vec<u64> },
+    #[error(
+        "{operand} reads {what} at partition {partition}, element {element} before anything \
+         wrote it (fresh memory is NaN, as in nki.simulate)"
+    )]
+    UnwrittenRead { operand: &'static str, what: String, partition: u64, element: u64 },
+    #[error("{engine} does not accept {dtype} for {operand}: {rule}")]
+    DtypeNotAllowed {
+        engine: &'static str,
+        operand: &'static str,
+        dtype: Dtype,
+        rule: &'static str,
+    },
+    #[error("{operand} is in {memory}, but {rule}")]
+    MemoryNotAllowed { operand: &'static str, memory: &'static str, rule: &'static str },
+    #[error("shape mismatch: {0}")]
+    ShapeMismatch(String),
+    #[error("{operand} has free size {elems} elements in {memory}, more than the {max} allowed")]
+    FreeSizeTooLarge { operand: &'static str, elems: u64, memory: &'static str, max: u64 },
+    #[error(
+        "tile `{tile}` was used after its buffer was reused by a later allocation of the same \
+         tile (pool `{pool}` has bufs = {bufs}); raise bufs or finish using it before \
+         allocating the next one"
+    )]
+    StaleTile { tile: String, pool: String, bufs: u32 },
+    #[error("bad access pattern: {0}")]
+    BadAccessPattern(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn sbuf_capacity_message(memory: &str, needed: u64, capacity: u64, pools: &[PoolUse]) -> String {
+    let unit = if memory == "PSUM" { "banks" } else { "bytes per partition" };
+    let mut s = format!("{memory} over capacity: needs {needed} {unit}, has {capacity}");
+    for p in pools {
+        s.push_str(&format!("\n  pool `{}` (bufs={}): {} {unit}", p.pool, p.bufs, p.total));
+        for t in &p.tiles {
+            s.push_str(&format!(
+                "\n    tile `{}`: {} x {} = {}",
+                t.tile,
+                t.bufs,
+                t.bytes_per_partition,
+                t.bufs as u64 * t.bytes_per_partition
+            ));
+        }
+    }
+    s
+}
+
+/// A rule of the hardware broken by an instruction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimError {
+    /// The instruction (NKI-style name, e.g. `nc_matmul`, `dma_copy`).
+    pub instruction: &'static str,
+    /// The kernel's source line that issued it.
+    pub loc: SourceLoc,
+    pub kind: ViolationKind,
+}
+
+impl fmt::Display for SimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}: {}", self.loc, self.instruction, self.kind)
+    }
+}
+
+impl std::error::Error for SimError {}
+
+/// Result of a builder call.
+pub type SimResult<T> = Result<T, SimError>;

@@ -1,0 +1,57 @@
+//! `neuron-sim`: a cycle-approximate model of one AWS NeuronCore.
+//!
+//! Kernel authors program it with an NKI-like builder ([`Nc`]): HBM tensors, SBUF/PSUM pools
+//! of multi-buffered tiles, and the `nki.isa` instructions on their engines. Each instruction
+//! is checked against the hardware's rules and executed at once by the models a run asks for:
+//!
+//! * the **functional** model computes every value (fp32 arithmetic, rounding to the
+//!   destination dtype, NaN-filled fresh memory, a fast CPU GEMM for `matmul`);
+//! * the **timing** model schedules it on its engine's in-order stream with region-granular
+//!   dependencies, the documented cost formulas and a DMA/HBM model, in constant memory.
+//!
+//! A run ends with a [`Profile`] (times, utilizations, roofline, critical path, top source
+//! lines, a bottleneck verdict) and, on request, a Perfetto trace.
+//!
+//! This crate is a library with no knowledge of cargo, files, processes or tuning: program
+//! in, results out. It is deterministic: the same program, chip and inputs give bit-identical
+//! values and cycles. Every number it uses comes from `shared/neuroncore.md` through [`Chip`].
+//!
+//! ```
+//! use neuron_sim::{Chip, Dtype, ExecMode, Nc, Alu};
+//! let mut nc = Nc::new(Chip::trn2(), ExecMode::BOTH);
+//! let x = nc.hbm_input("x", Dtype::F32, &[128, 4], &[1.0; 512])?;
+//! let y = nc.hbm("y", Dtype::F32, &[128, 4])?;
+//! let pool = nc.sbuf_pool("io", 2);
+//! let t = nc.tile(pool, Dtype::F32, &[128, 4])?;
+//! nc.dma(t, x)?;
+//! nc.tensor_tensor(t, t, t, Alu::Add)?;
+//! nc.dma(y, t)?;
+//! assert_eq!(nc.read_hbm(y).unwrap()[0], 2.0);
+//! let profile = nc.profile();
+//! assert!(profile.kernel_time_us > 0.0);
+//! # Ok::<(), neuron_sim::SimError>(())
+//! ```
+
+mod chip;
+pub mod cost;
+mod dtype;
+mod error;
+mod isa;
+mod nc;
+mod profile;
+mod timing;
+mod trace;
+mod view;
+
+pub use chip::{Chip, ChipError, Clocks, ComputeEngine, Dma, GpSimdEngine, Memory, TensorEngine};
+pub use dtype::Dtype;
+pub use error::{PoolUse, SimError, SimResult, SourceLoc, TileUse, ViolationKind};
+pub use isa::{Act, Alu, Cmp, Engine};
+pub use nc::{Access, ActArgs, Affine, ExecMode, Nc, On, Scalar};
+pub use profile::{EngineProfile, LineProfile, Profile, Verdict};
+pub use timing::CRIT_CATEGORIES;
+pub use view::{Hbm, HbmView, Mem, Pool, Tile, TileView, MAX_FREE_DIMS, MAX_HBM_DIMS};
+
+/// Version of the simulator's model; part of every cached result's key, so a change to the
+/// model invalidates what an older one measured.
+pub const SIM_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+model1");

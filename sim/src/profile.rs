@@ -1,0 +1,357 @@
+//! The profile of a run: where the time went and why, in numbers a kernel engineer can act on.
+//!
+//! Field names follow `neuron-profile`'s summary JSON where one exists (neuroncore.md §5
+//! [SCHEMA]: `total_time`, `neuroncore_cycle_count`, `<engine>_engine_active_time_percent`,
+//! `mfu_estimated_percent`, …) so a simulated and a measured profile can be diffed; fields
+//! without a counterpart say their unit in their name.
+
+use crate::isa::Engine;
+use crate::nc::Nc;
+use crate::timing::{CAT_DMA, CAT_DMA_FIXED, CAT_LATENCY, CAT_WAIT, CRIT_CATEGORIES};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// What limits the kernel, with the numbers that show it and what to do about it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Verdict {
+    /// `Tensor-bound`, `Vector-bound`, `Scalar-bound`, `GpSimd-bound`, `DMA-bound`,
+    /// `DMA-latency-bound`, `Latency-bound` or `Launch-bound`.
+    pub kind: String,
+    /// One line: the kind and its strongest evidence.
+    pub summary: String,
+    pub evidence: Vec<String>,
+    pub advice: Vec<String>,
+}
+
+/// One engine's activity.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EngineProfile {
+    pub engine: String,
+    pub active_time_us: f64,
+    pub active_time_percent: f64,
+    pub busy_cycles: u64,
+    pub instruction_count: u64,
+}
+
+/// Time of one source line of the kernel.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LineProfile {
+    pub nki_source_location: String,
+    pub opcode: String,
+    pub busy_time_us: f64,
+    pub instruction_count: u64,
+}
+
+/// The summary of one run (see the module docs for naming).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Profile {
+    pub chip: String,
+    /// End to end, including the kernel launch overhead, in seconds (as neuron-profile).
+    pub total_time: f64,
+    pub total_time_us: f64,
+    /// The kernel's own span, from the first instruction's start to the last one's end.
+    pub kernel_time_us: f64,
+    pub launch_overhead_us: f64,
+    /// `total_time` at the chip's profiler base clock.
+    pub neuroncore_cycle_count: u64,
+    pub instruction_count: u64,
+    pub matmul_instruction_count: u64,
+    pub tensor_engine_active_time_percent: f64,
+    pub vector_engine_active_time_percent: f64,
+    pub scalar_engine_active_time_percent: f64,
+    pub gpsimd_engine_active_time_percent: f64,
+    pub tensor_engine_instruction_count: u64,
+    pub vector_engine_instruction_count: u64,
+    pub scalar_engine_instruction_count: u64,
+    pub gpsimd_engine_instruction_count: u64,
+    pub engines: Vec<EngineProfile>,
+    /// Mean over the DMA queues of the fraction of the kernel time each was moving data.
+    pub dma_active_time_percent: f64,
+    pub dma_transfer_count: u64,
+    /// Bytes per `dma_copy` instruction.
+    pub dma_transfer_average_bytes: f64,
+    pub dma_average_bytes_per_partition: f64,
+    pub dma_descriptor_count: u64,
+    pub hbm_read_bytes: u64,
+    pub hbm_write_bytes: u64,
+    pub hbm_bandwidth_gbps: f64,
+    pub mbu_estimated_percent: f64,
+    /// Useful FLOPs (matmul 2·K·M·N unless the caller set the kernel's own count).
+    pub model_flops: f64,
+    /// bf16-equivalent PE FLOPs (fp32 ×4, §5 [SCHEMA] `adjusted_flops`).
+    pub hardware_flops: f64,
+    pub transpose_flops: f64,
+    pub tflops: f64,
+    pub mfu_estimated_percent: f64,
+    pub hfu_estimated_percent: f64,
+    /// FLOPs per HBM byte.
+    pub mm_arithmetic_intensity: f64,
+    /// max(FLOPs / peak, HBM bytes / bandwidth): no schedule can beat it.
+    pub roofline_bound_us: f64,
+    /// FLOP per HBM byte at which the PE array and HBM are equally limiting (peak / bandwidth).
+    pub roofline_ridge_flop_per_byte: f64,
+    /// `compute` or `memory`: which side of the roofline the kernel's intensity puts it.
+    pub roofline_side: String,
+    pub sbuf_peak_bytes_per_partition: u64,
+    pub sbuf_peak_percent: f64,
+    pub psum_peak_banks: u64,
+    /// The critical path's time by category (µs); sums to `kernel_time_us`.
+    pub critical_path_us: BTreeMap<String, f64>,
+    /// The kernel's source lines by busy time, most first (at most 10).
+    pub top_lines: Vec<LineProfile>,
+    pub bottleneck: Verdict,
+    pub program_hash: String,
+}
+
+impl Profile {
+    /// Replace the useful-work FLOPs (the kernel's own count) and recompute MFU and TFLOP/s.
+    pub fn set_model_flops(&mut self, flops: f64, peak: f64) {
+        self.model_flops = flops;
+        let t = self.kernel_time_us * 1e-6;
+        self.tflops = if t > 0.0 { flops / t / 1e12 } else { 0.0 };
+        self.mfu_estimated_percent = if t > 0.0 { 100.0 * flops / (t * peak) } else { 0.0 };
+    }
+}
+
+impl Nc {
+    /// The profile of everything issued so far. Requires the timing model; in a
+    /// functional-only run times are zero and the verdict says so.
+    pub fn profile(&mut self) -> Profile {
+        let chip = self.chip.clone();
+        let hash = self.program_hash();
+        let st = &self.stats;
+        let (kernel_ps, tracks, crit) = match &self.timing {
+            Some(t) => (t.end, t.tracks.clone(), t.end_crit),
+            None => (0, vec![Default::default(); 4 + chip.dma.engines as usize], [0; 8]),
+        };
+        let kernel_us = kernel_ps as f64 / 1e6;
+        let launch_us = chip.launch_overhead_ns / 1e3;
+        let total_us = kernel_us + launch_us;
+        let pct = |ps: u64| if kernel_ps > 0 { 100.0 * ps as f64 / kernel_ps as f64 } else { 0.0 };
+        let engines: Vec<EngineProfile> = Engine::ALL
+            .iter()
+            .map(|e| {
+                let t = &tracks[e.index()];
+                EngineProfile {
+                    engine: e.name().to_string(),
+                    active_time_us: t.busy_ps as f64 / 1e6,
+                    active_time_percent: pct(t.busy_ps),
+                    busy_cycles: t.busy_cycles,
+                    instruction_count: t.count,
+                }
+            })
+            .collect();
+        let dma_busy: u64 = tracks[4..].iter().map(|t| t.busy_ps).sum();
+        let dma_pct = pct(dma_busy) / (tracks.len() - 4).max(1) as f64;
+        let kernel_s = kernel_us * 1e-6;
+        let hbm_bytes = (st.hbm_read_bytes + st.hbm_write_bytes) as f64;
+        let bw = if kernel_s > 0.0 { hbm_bytes / kernel_s / 1e9 } else { 0.0 };
+        let mbu = 100.0 * bw / chip.memory.hbm_gbps_per_core;
+        let peak = chip.peak_bf16_flops();
+        let per_s = |x: f64| if kernel_s > 0.0 { x / kernel_s } else { 0.0 };
+        let intensity = if hbm_bytes > 0.0 { st.matmul_flops / hbm_bytes } else { f64::INFINITY };
+        let compute_us = st.hardware_flops / peak * 1e6;
+        let memory_us = hbm_bytes / (chip.memory.hbm_gbps_per_core * 1e9) * 1e6;
+        let ridge = peak / (chip.memory.hbm_gbps_per_core * 1e9);
+        let mut crit_map = BTreeMap::new();
+        for (i, name) in CRIT_CATEGORIES.iter().enumerate() {
+            crit_map.insert(name.to_string(), crit[i] as f64 / 1e6);
+        }
+        let mut lines: Vec<_> = st.by_line.values().cloned().collect();
+        lines.sort_by(|a, b| b.busy_ps.cmp(&a.busy_ps).then(a.loc.cmp(&b.loc)));
+        let top_lines = lines
+            .iter()
+            .take(10)
+            .map(|l| LineProfile {
+                nki_source_location: format!("{}:{}", l.loc.file, l.loc.line),
+                opcode: l.opcode.to_string(),
+                busy_time_us: l.busy_ps as f64 / 1e6,
+                instruction_count: l.count,
+            })
+            .collect();
+        let avg_bpp = if st.dma_transfers > 0 {
+            st.dma_bytes_per_partition_sum / st.dma_transfers as f64
+        } else {
+            0.0
+        };
+        let mut p = Profile {
+            chip: chip.name.clone(),
+            total_time: total_us * 1e-6,
+            total_time_us: total_us,
+            kernel_time_us: kernel_us,
+            launch_overhead_us: launch_us,
+            neuroncore_cycle_count: (total_us * 1e3 * chip.clocks.base_ghz).round() as u64,
+            instruction_count: st.instructions,
+            matmul_instruction_count: st.matmuls,
+            tensor_engine_active_time_percent: engines[0].active_time_percent,
+            vector_engine_active_time_percent: engines[1].active_time_percent,
+            scalar_engine_active_time_percent: engines[2].active_time_percent,
+            gpsimd_engine_active_time_percent: engines[3].active_time_percent,
+            tensor_engine_instruction_count: engines[0].instruction_count,
+            vector_engine_instruction_count: engines[1].instruction_count,
+            scalar_engine_instruction_count: engines[2].instruction_count,
+            gpsimd_engine_instruction_count: engines[3].instruction_count,
+            engines,
+            dma_active_time_percent: dma_pct,
+            dma_transfer_count: st.dma_transfers,
+            dma_transfer_average_bytes: if st.dma_transfers > 0 {
+                st.dma_bytes as f64 / st.dma_transfers as f64
+            } else {
+                0.0
+            },
+            dma_average_bytes_per_partition: avg_bpp,
+            dma_descriptor_count: st.dma_descriptors,
+            hbm_read_bytes: st.hbm_read_bytes,
+            hbm_write_bytes: st.hbm_write_bytes,
+            hbm_bandwidth_gbps: bw,
+            mbu_estimated_percent: mbu,
+            model_flops: st.matmul_flops,
+            hardware_flops: st.hardware_flops,
+            transpose_flops: st.transpose_flops,
+            tflops: per_s(st.matmul_flops) / 1e12,
+            mfu_estimated_percent: 100.0 * per_s(st.matmul_flops) / peak,
+            hfu_estimated_percent: 100.0 * per_s(st.hardware_flops) / peak,
+            mm_arithmetic_intensity: intensity,
+            roofline_bound_us: compute_us.max(memory_us),
+            roofline_ridge_flop_per_byte: ridge,
+            roofline_side: if intensity >= ridge { "compute" } else { "memory" }.to_string(),
+            sbuf_peak_bytes_per_partition: self.sbuf_reserved,
+            sbuf_peak_percent: 100.0 * self.sbuf_reserved as f64
+                / chip.memory.sbuf_bytes_per_partition as f64,
+            psum_peak_banks: self.psum_reserved_banks,
+            critical_path_us: crit_map,
+            top_lines,
+            bottleneck: Verdict {
+                kind: String::new(),
+                summary: String::new(),
+                evidence: vec![],
+                advice: vec![],
+            },
+            program_hash: hash,
+        };
+        p.bottleneck = verdict(&p, &crit, self.timing.is_some());
+        p
+    }
+}
+
+/// Decide the bottleneck from the critical path (which work the end time waited for) and
+/// back it with utilization numbers.
+fn verdict(p: &Profile, crit: &[u64; 8], timed: bool) -> Verdict {
+    if !timed || p.kernel_time_us == 0.0 {
+        return Verdict {
+            kind: "Unknown".into(),
+            summary: "no timing: the run did not use the timing model".into(),
+            evidence: vec![],
+            advice: vec!["run with the timing model to get a verdict".into()],
+        };
+    }
+    let total: u64 = crit.iter().sum::<u64>().max(1);
+    let share = |i: usize| 100.0 * crit[i] as f64 / total as f64;
+    let dma_share = share(CAT_DMA) + share(CAT_WAIT);
+    let mut best = (0usize, share(0));
+    for i in 1..4 {
+        if share(i) > best.1 {
+            best = (i, share(i));
+        }
+    }
+    let engine_names = ["Tensor", "Vector", "Scalar", "GpSimd"];
+    let bpp = p.dma_average_bytes_per_partition;
+    let mut evidence = vec![format!(
+        "critical path: {}",
+        CRIT_CATEGORIES
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| crit[*i] > 0)
+            .map(|(i, n)| format!("{n} {:.0}%", share(i)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )];
+    evidence.push(format!(
+        "engines active: Tensor {:.0}%, Vector {:.0}%, Scalar {:.0}%, GpSimd {:.0}%; DMA queues {:.0}%",
+        p.tensor_engine_active_time_percent,
+        p.vector_engine_active_time_percent,
+        p.scalar_engine_active_time_percent,
+        p.gpsimd_engine_active_time_percent,
+        p.dma_active_time_percent
+    ));
+    evidence.push(format!(
+        "HBM {:.0} GB/s ({:.0}% of peak); {:.1} TFLOP/s ({:.0}% MFU); roofline bound {:.1} µs vs {:.1} µs achieved",
+        p.hbm_bandwidth_gbps, p.mbu_estimated_percent, p.tflops, p.mfu_estimated_percent, p.roofline_bound_us, p.kernel_time_us
+    ));
+    let mut advice = Vec::new();
+    let small = bpp > 0.0 && bpp < 2048.0;
+    let (kind, summary) = if p.launch_overhead_us > 2.0 * p.kernel_time_us {
+        advice.push("the kernel is shorter than its launch: fuse it with its neighbours or batch more work per launch".into());
+        (
+            "Launch-bound".to_string(),
+            format!(
+                "Launch-bound: the kernel runs {:.1} µs but its launch costs {:.1} µs",
+                p.kernel_time_us, p.launch_overhead_us
+            ),
+        )
+    } else if dma_share >= best.1
+        && dma_share >= share(CAT_DMA_FIXED)
+        && dma_share >= share(CAT_LATENCY)
+    {
+        let mut s = format!("DMA-bound: HBM at {:.0}% of peak", p.mbu_estimated_percent);
+        if small {
+            s.push_str(&format!(
+                "; transfers average {bpp:.0} B per partition, below the 2 KiB the hardware needs"
+            ));
+            advice.push(format!(
+                "load larger tiles: {bpp:.0} B per partition per DMA pays the per-descriptor cost on every row; aim for ≥ 2 KiB (more free-axis elements per transfer)"
+            ));
+        }
+        if p.roofline_side == "memory" {
+            advice.push(format!(
+                "arithmetic intensity is {:.0} FLOP/B, under the {:.0} the PE array needs: reuse loaded tiles across more output blocks (block M/N) so each byte feeds more matmuls",
+                p.mm_arithmetic_intensity, p.roofline_ridge_flop_per_byte
+            ));
+        } else {
+            advice.push("the data moved is more than the math needs: check for reloads of the same tile inside inner loops".into());
+        }
+        ("DMA-bound".to_string(), s)
+    } else if share(CAT_DMA_FIXED) >= best.1 && share(CAT_DMA_FIXED) >= share(CAT_LATENCY) {
+        advice.push("each DMA pays ~µs of fixed latency on the critical path: raise bufs so the next loads start while this tile computes, and move more data per DMA".into());
+        (
+            "DMA-latency-bound".to_string(),
+            format!(
+            "DMA-latency-bound: {:.0}% of the critical path is DMA fixed cost over {} transfers",
+            share(CAT_DMA_FIXED), p.dma_transfer_count
+        ),
+        )
+    } else if share(CAT_LATENCY) > best.1 {
+        advice.push("instructions wait for the results of the one before: interleave independent tiles (raise bufs) so engines pipeline".into());
+        (
+            "Latency-bound".to_string(),
+            format!(
+            "Latency-bound: {:.0}% of the critical path is dependency latency between instructions",
+            share(CAT_LATENCY)
+        ),
+        )
+    } else {
+        let e = engine_names[best.0];
+        let active = [
+            p.tensor_engine_active_time_percent,
+            p.vector_engine_active_time_percent,
+            p.scalar_engine_active_time_percent,
+            p.gpsimd_engine_active_time_percent,
+        ][best.0];
+        match best.0 {
+            0 => {
+                advice.push(format!("TensorE is the limit at {:.0}% MFU: keep moving tiles at N=512 and stationary at 128x128, use bf16 instead of fp32 (4x), and avoid transposes on the PE array", p.mfu_estimated_percent));
+            }
+            1 => advice.push("VectorE is the limit: fuse element-wise ops (tensor_scalar with two ops), use bf16 SBUF operands for performance mode, or move work to ScalarE (activation with scale/bias) or GpSimd".into()),
+            2 => advice.push("ScalarE is the limit: fold scale, bias and reduce into one activation, or move copies and tensor_scalar to VectorE".into()),
+            _ => advice.push("GpSimd is the limit: it is the slowest engine; move element-wise work to VectorE and keep GpSimd for masks and iota".into()),
+        }
+        (
+            format!("{e}-bound"),
+            format!(
+                "{e}-bound: {e}E active {active:.0}% of the time, {:.0}% of the critical path",
+                best.1
+            ),
+        )
+    };
+    Verdict { kind, summary, evidence, advice }
+}

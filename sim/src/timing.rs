@@ -1,0 +1,493 @@
+//! The timing model: per-engine in-order streams, region dependencies, shared HBM.
+//!
+//! Instructions arrive in program order and are scheduled at once (list scheduling), so the
+//! model streams: its memory depends on the number of live buffers and a bounded window of
+//! HBM time, never on the instruction count.
+//!
+//! * Each track (Tensor, Vector, Scalar, GpSimd, 16 DMA queues) runs its instructions in
+//!   program order: an instruction starts when its track is free and its dependencies are
+//!   done (DESIGN.md §4 "Execution").
+//! * Dependencies are tracked per **region** (partition range × byte range of a buffer):
+//!   a read waits for overlapping earlier writes (RAW); a write waits for overlapping earlier
+//!   reads (WAR) and writes (WAW). A result is visible `latency` cycles after the producing
+//!   instruction ends (pipeline depth + semaphore); the engine itself is free for the next
+//!   independent instruction as soon as its initiation interval has passed.
+//! * DMA transfers split across queues by partition, pay a fixed latency and a cost per
+//!   descriptor, stream at the engine rate, and share the core's HBM bandwidth through a
+//!   timeline of fixed-width buckets ([`HbmTimeline`]).
+//! * On NeuronCore-v2, VectorE and GpSimdE share the SBUF ports and VectorE and ScalarE share
+//!   PSUM (neuroncore.md §1.8): such instructions are serialized through a port resource,
+//!   granted in program order.
+//! * Every scheduled time carries its **critical path**: the time along the longest chain of
+//!   constraints that led to it, split by category, so the profile can say where the time
+//!   went without keeping the program.
+
+use crate::error::SourceLoc;
+use std::collections::VecDeque;
+
+/// Categories of critical-path time.
+pub const CRIT_CATEGORIES: [&str; 8] = [
+    "tensor",
+    "vector",
+    "scalar",
+    "gpsimd",
+    "dma_transfer",
+    "dma_fixed",
+    "dependency_latency",
+    "contention",
+];
+pub(crate) const CAT_DMA: usize = 4;
+pub(crate) const CAT_DMA_FIXED: usize = 5;
+pub(crate) const CAT_LATENCY: usize = 6;
+pub(crate) const CAT_WAIT: usize = 7;
+
+/// Time along a critical path, picoseconds per category.
+pub(crate) type Crit = [u64; 8];
+
+/// A region of a buffer: partitions `[p0, p1)` × bytes `[b0, b1)`. For HBM tensors the
+/// "partition" axis is the tensor's first dim and the byte axis is the byte range within a row.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Region {
+    pub id: u32,
+    pub p0: u32,
+    pub p1: u32,
+    pub b0: u64,
+    pub b1: u64,
+}
+
+impl Region {
+    #[inline]
+    fn overlaps(&self, r: &Rec) -> bool {
+        self.p0 < r.p1 && r.p0 < self.p1 && self.b0 < r.b1 && r.b0 < self.b1
+    }
+    #[inline]
+    fn covers(&self, r: &Rec) -> bool {
+        self.p0 <= r.p0 && r.p1 <= self.p1 && self.b0 <= r.b0 && r.b1 <= self.b1
+    }
+}
+
+/// An earlier access to a region, kept for dependency checks.
+#[derive(Clone, Copy, Debug)]
+struct Rec {
+    p0: u32,
+    p1: u32,
+    b0: u64,
+    b1: u64,
+    write: bool,
+    /// When a dependent may start: end (+ latency for writes).
+    time: u64,
+    crit: Crit,
+}
+
+/// Records kept per buffer before the oldest are merged into one conservative record.
+/// Merging can only add waits (a bounding box with the latest time), never remove one.
+const MAX_RECS: usize = 48;
+
+/// One in-order track (an engine or a DMA queue).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Track {
+    pub free: u64,
+    pub crit: Crit,
+    pub busy_ps: u64,
+    pub busy_cycles: u64,
+    pub count: u64,
+}
+
+/// One slice of the trace.
+#[derive(Clone, Debug)]
+pub(crate) struct Slice {
+    pub track: u16,
+    pub start: u64,
+    pub dur: u64,
+    pub name: &'static str,
+    pub loc: SourceLoc,
+    pub args: String,
+    pub bytes: u64,
+}
+
+/// A compute instruction to schedule.
+pub(crate) struct ComputeOp<'a> {
+    pub track: usize,
+    pub cycles: u64,
+    pub ghz: f64,
+    pub latency_cycles: u64,
+    pub reads: &'a [Region],
+    pub writes: &'a [Region],
+    /// NeuronCore-v2 shared port resources this instruction occupies (bit 0: SBUF
+    /// Vector/GpSimd, bit 1: PSUM Vector/Scalar).
+    pub ports: u8,
+}
+
+/// One queue's share of a DMA transfer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DmaChunk {
+    pub queue: usize,
+    pub descriptors: u64,
+    pub bytes: u64,
+}
+
+/// Converts engine cycles to picoseconds (rounded to the nearest picosecond).
+#[inline]
+pub(crate) fn cycles_to_ps(cycles: u64, ghz: f64) -> u64 {
+    (cycles as f64 * 1000.0 / ghz).round() as u64
+}
+
+#[inline]
+fn ns_to_ps(ns: f64) -> u64 {
+    (ns * 1000.0).round() as u64
+}
+
+#[inline]
+fn add_crit(c: &mut Crit, cat: usize, ps: u64) {
+    c[cat] += ps;
+}
+
+/// Shared HBM bandwidth as a timeline of buckets, each holding at most
+/// `bandwidth × width` bytes. A transfer fills buckets from its start at up to its engine's
+/// rate, taking only what earlier transfers left, so the sum over any interval never exceeds
+/// the core's bandwidth and transfers issued later in program order can still use idle
+/// bandwidth earlier in time. Buckets older than the window are dropped (a transfer that
+/// would start there is moved to the window's start: conservative, never optimistic).
+pub(crate) struct HbmTimeline {
+    width_ps: u64,
+    cap: f64,
+    base: u64,
+    used: VecDeque<f64>,
+}
+
+const HBM_BUCKET_PS: u64 = 128_000;
+const HBM_WINDOW_BUCKETS: usize = 1 << 18; // ≈ 33.5 ms of simulated time
+
+impl HbmTimeline {
+    fn new(gbps: f64) -> Self {
+        // GB/s = bytes per ns; a bucket of 128 ns holds gbps × 128 bytes.
+        HbmTimeline {
+            width_ps: HBM_BUCKET_PS,
+            cap: gbps * HBM_BUCKET_PS as f64 / 1000.0,
+            base: 0,
+            used: VecDeque::new(),
+        }
+    }
+
+    /// Move `bytes` starting at `start` at most `rate` bytes/ps; returns the end time.
+    fn transfer(&mut self, start: u64, bytes: f64, rate: f64) -> u64 {
+        let w = self.width_ps;
+        let mut t = start.max(self.base * w);
+        let mut remaining = bytes;
+        if remaining <= 0.0 {
+            return t;
+        }
+        loop {
+            let idx = t / w;
+            let slot = (idx - self.base) as usize;
+            while self.used.len() <= slot {
+                self.used.push_back(0.0);
+            }
+            let bucket_end = (idx + 1) * w;
+            let engine_cap = rate * (bucket_end - t) as f64;
+            let avail = (self.cap - self.used[slot]).max(0.0);
+            if remaining <= engine_cap.min(avail) {
+                self.used[slot] += remaining;
+                let end = t + (remaining / rate).ceil() as u64;
+                self.trim();
+                return end.max(t + 1).min(bucket_end);
+            }
+            let take = engine_cap.min(avail);
+            self.used[slot] += take;
+            remaining -= take;
+            t = bucket_end;
+        }
+    }
+
+    fn trim(&mut self) {
+        while self.used.len() > HBM_WINDOW_BUCKETS {
+            self.used.pop_front();
+            self.base += 1;
+        }
+    }
+}
+
+/// The timing state of one run.
+pub(crate) struct Timing {
+    pub tracks: Vec<Track>,
+    recs: Vec<Vec<Rec>>,
+    hbm: HbmTimeline,
+    ports: [(u64, Crit); 2],
+    /// Latest end of any instruction, with its critical path.
+    pub end: u64,
+    pub end_crit: Crit,
+    dma_fixed_ps: u64,
+    dma_desc_ps: f64,
+    /// Engine rate in bytes per picosecond.
+    dma_rate: f64,
+    pub trace: Option<Vec<Slice>>,
+    /// Bytes moved per microsecond window (for the trace's HBM counter).
+    pub hbm_counter: Option<std::collections::BTreeMap<u64, u64>>,
+}
+
+impl Timing {
+    pub fn new(chip: &crate::Chip, dma_queues: usize, trace: bool) -> Self {
+        Timing {
+            tracks: vec![Track::default(); 4 + dma_queues],
+            recs: Vec::new(),
+            hbm: HbmTimeline::new(chip.memory.hbm_gbps_per_core),
+            ports: [(0, [0; 8]); 2],
+            end: 0,
+            end_crit: [0; 8],
+            dma_fixed_ps: ns_to_ps(chip.dma.fixed_ns),
+            dma_desc_ps: chip.dma.descriptor_ns * 1000.0,
+            dma_rate: chip.dma.engine_gbps / 1000.0,
+            trace: trace.then(Vec::new),
+            hbm_counter: trace.then(Default::default),
+        }
+    }
+
+    /// Make room for buffer `id`'s records.
+    pub fn ensure_buffer(&mut self, id: u32) {
+        let need = id as usize + 1;
+        if self.recs.len() < need {
+            self.recs.resize_with(need, Vec::new);
+        }
+    }
+
+    /// Forget every record of buffer `id` (its memory is gone; used when a buffer is freed).
+    /// Not called for ring buffers: their reuse must wait for the readers of what they held.
+    #[allow(dead_code)]
+    pub fn clear_buffer(&mut self, id: u32) {
+        if let Some(v) = self.recs.get_mut(id as usize) {
+            v.clear();
+        }
+    }
+
+    /// Earliest time the accesses may start, with the critical path of the binding constraint.
+    fn deps(&self, reads: &[Region], writes: &[Region]) -> (u64, Crit) {
+        let mut t = 0u64;
+        let mut crit = [0u64; 8];
+        for r in reads {
+            for rec in &self.recs[r.id as usize] {
+                if rec.write && rec.time > t && r.overlaps(rec) {
+                    t = rec.time;
+                    crit = rec.crit;
+                }
+            }
+        }
+        for w in writes {
+            for rec in &self.recs[w.id as usize] {
+                if rec.time > t && w.overlaps(rec) {
+                    t = rec.time;
+                    crit = rec.crit;
+                }
+            }
+        }
+        (t, crit)
+    }
+
+    fn record(&mut self, r: &Region, write: bool, time: u64, crit: Crit) {
+        let list = &mut self.recs[r.id as usize];
+        if write {
+            // Anything this write covers is dominated by it (see module docs).
+            list.retain(|old| !r.covers(old));
+        } else {
+            list.retain(|old| old.write || old.time > time || !r.covers(old));
+        }
+        list.push(Rec { p0: r.p0, p1: r.p1, b0: r.b0, b1: r.b1, write, time, crit });
+        if list.len() > MAX_RECS {
+            merge_oldest(list);
+        }
+    }
+
+    fn bump_end(&mut self, end: u64, crit: Crit) {
+        if end > self.end {
+            self.end = end;
+            self.end_crit = crit;
+        }
+    }
+
+    /// Schedule a compute instruction; returns (start, end) in picoseconds.
+    pub fn compute(&mut self, op: &ComputeOp<'_>) -> (u64, u64) {
+        let dur = cycles_to_ps(op.cycles, op.ghz);
+        let track = &self.tracks[op.track];
+        let (mut start, mut crit) = (track.free, track.crit);
+        let (dep_t, dep_crit) = self.deps(op.reads, op.writes);
+        if dep_t > start {
+            start = dep_t;
+            crit = dep_crit;
+        }
+        for (bit, port) in self.ports.iter().enumerate() {
+            if op.ports & (1 << bit) != 0 && port.0 > start {
+                add_crit(&mut crit, CAT_WAIT, port.0 - start);
+                start = port.0;
+            }
+        }
+        let end = start + dur;
+        add_crit(&mut crit, op.track, dur);
+        for (bit, port) in self.ports.iter_mut().enumerate() {
+            if op.ports & (1 << bit) != 0 {
+                *port = (end, crit);
+            }
+        }
+        let track = &mut self.tracks[op.track];
+        track.free = end;
+        track.crit = crit;
+        track.busy_ps += dur;
+        track.busy_cycles += op.cycles;
+        track.count += 1;
+        for r in op.reads {
+            self.record(r, false, end, crit);
+        }
+        let lat = cycles_to_ps(op.latency_cycles, op.ghz);
+        let mut wcrit = crit;
+        add_crit(&mut wcrit, CAT_LATENCY, lat);
+        for w in op.writes {
+            self.record(w, true, end + lat, wcrit);
+        }
+        self.bump_end(end, crit);
+        (start, end)
+    }
+
+    /// Schedule a DMA transfer split into `chunks`; `hbm_sides` is how many of its two
+    /// sides are in HBM (each HBM side consumes HBM bandwidth). Returns per-chunk
+    /// (queue, start, end) through `out`.
+    pub fn dma(
+        &mut self,
+        chunks: &[DmaChunk],
+        hbm_sides: u32,
+        reads: &[Region],
+        writes: &[Region],
+        out: &mut Vec<(usize, u64, u64)>,
+    ) -> u64 {
+        out.clear();
+        let (dep_t, dep_crit) = self.deps(reads, writes);
+        let ready = dep_t + self.dma_fixed_ps;
+        let mut ready_crit = dep_crit;
+        add_crit(&mut ready_crit, CAT_DMA_FIXED, self.dma_fixed_ps);
+        let (mut end, mut crit) = (0u64, [0u64; 8]);
+        for c in chunks {
+            let track = &self.tracks[c.queue];
+            let (start, mut ccrit) =
+                if track.free > ready { (track.free, track.crit) } else { (ready, ready_crit) };
+            let data_start = start + (c.descriptors as f64 * self.dma_desc_ps).round() as u64;
+            let data_end = if hbm_sides > 0 {
+                self.hbm.transfer(
+                    data_start,
+                    (c.bytes * hbm_sides as u64) as f64,
+                    self.dma_rate * hbm_sides as f64,
+                )
+            } else {
+                data_start + (c.bytes as f64 / self.dma_rate).ceil() as u64
+            };
+            let chunk_end = data_end.max(start + 1);
+            let busy = chunk_end - start;
+            // Time beyond the engine's own streaming time was spent waiting for HBM.
+            let own = (data_start - start) + (c.bytes as f64 / self.dma_rate).ceil() as u64;
+            add_crit(&mut ccrit, CAT_DMA, busy.min(own));
+            add_crit(&mut ccrit, CAT_WAIT, busy.saturating_sub(own));
+            let track = &mut self.tracks[c.queue];
+            track.free = chunk_end;
+            track.crit = ccrit;
+            track.busy_ps += busy;
+            track.count += 1;
+            if chunk_end > end {
+                end = chunk_end;
+                crit = ccrit;
+            }
+            out.push((c.queue, start, chunk_end));
+            if let Some(counter) = &mut self.hbm_counter {
+                if hbm_sides > 0 {
+                    *counter.entry(data_start / 1_000_000).or_default() += c.bytes;
+                }
+            }
+        }
+        for r in reads {
+            self.record(r, false, end, crit);
+        }
+        for w in writes {
+            self.record(w, true, end, crit);
+        }
+        self.bump_end(end, crit);
+        end
+    }
+
+    /// The latest time any track is busy until (the program's frontier).
+    pub fn frontier(&self) -> u64 {
+        self.tracks.iter().map(|t| t.free).max().unwrap_or(0)
+    }
+}
+
+/// Merge the older half of a record list into one read and one write bounding record.
+fn merge_oldest(list: &mut Vec<Rec>) {
+    let half = list.len() / 2;
+    let mut merged: [Option<Rec>; 2] = [None, None];
+    for r in list.drain(..half) {
+        let slot = &mut merged[r.write as usize];
+        *slot = Some(match *slot {
+            None => r,
+            Some(m) => Rec {
+                p0: m.p0.min(r.p0),
+                p1: m.p1.max(r.p1),
+                b0: m.b0.min(r.b0),
+                b1: m.b1.max(r.b1),
+                write: r.write,
+                time: m.time.max(r.time),
+                crit: if r.time > m.time { r.crit } else { m.crit },
+            },
+        });
+    }
+    for m in merged.into_iter().flatten().rev() {
+        list.insert(0, m);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hbm_timeline_never_exceeds_bandwidth() {
+        // 100 B/ns bandwidth; two engines at 80 B/ns each start together with 64 KB each:
+        // together they need 128 KB / 100 B/ns = 1310.72 ns at least.
+        let mut h = HbmTimeline::new(100.0);
+        let a = h.transfer(0, 65536.0, 0.08);
+        let b = h.transfer(0, 65536.0, 0.08);
+        assert!(a.max(b) >= 1_310_720, "{a} {b}");
+        // Alone, one engine is engine-bound: 65536 / 80 B/ns = 819.2 ns.
+        let mut h = HbmTimeline::new(100.0);
+        let a = h.transfer(0, 65536.0, 0.08);
+        assert!((819_200..=819_201).contains(&a), "{a}");
+    }
+
+    #[test]
+    fn later_transfer_uses_idle_earlier_bandwidth() {
+        let mut h = HbmTimeline::new(100.0);
+        // A transfer far in the future does not delay one that starts now.
+        let late = h.transfer(10_000_000, 1000.0, 0.05);
+        let now = h.transfer(0, 1000.0, 0.05);
+        assert_eq!(now, 20_000);
+        assert_eq!(late, 10_020_000);
+    }
+
+    #[test]
+    fn merging_records_only_adds_waits() {
+        let mut list: Vec<Rec> = (0..10)
+            .map(|i| Rec {
+                p0: 0,
+                p1: 1,
+                b0: i * 8,
+                b1: i * 8 + 8,
+                write: i % 2 == 0,
+                time: i * 100,
+                crit: [0; 8],
+            })
+            .collect();
+        merge_oldest(&mut list);
+        // Every byte range of the first five is inside a merged record with time >= its own.
+        for i in 0..5u64 {
+            let write = i % 2 == 0;
+            assert!(list.iter().any(|r| r.write == write
+                && r.b0 <= i * 8
+                && r.b1 >= i * 8 + 8
+                && r.time >= i * 100));
+        }
+        assert_eq!(list.len(), 7);
+    }
+}

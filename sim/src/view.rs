@@ -1,0 +1,434 @@
+//! Handles to memory and access patterns over them.
+//!
+//! An [`Hbm`] is a tensor in device memory; an [`HbmView`] is an access pattern over it
+//! (offset plus up to 5 `(stride, size)` dims in elements; dim 0 maps to partitions when
+//! the view is copied on chip). A [`Tile`] is one allocation of an on-chip logical tile
+//! (SBUF or PSUM); a [`TileView`] is a partition range plus a free-axis access pattern of
+//! up to 4 dims (neuroncore.md §1.8). All handles are small `Copy` values; slicing is pure
+//! and checked later, when an instruction uses the view, so errors carry the instruction's
+//! source line.
+
+use crate::Dtype;
+use std::ops::Range;
+
+/// Maximum dims of an HBM access pattern (partition dim + 4 free dims).
+pub const MAX_HBM_DIMS: usize = 5;
+/// Maximum free dims of an on-chip access pattern (§1.8: up to 4).
+pub const MAX_FREE_DIMS: usize = 4;
+
+/// `(stride, size)` dims, strides in elements, outermost first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Dims<const N: usize> {
+    pub(crate) n: u8,
+    pub(crate) d: [(i64, u64); N],
+}
+
+impl<const N: usize> Dims<N> {
+    pub(crate) fn contiguous(shape: &[u64]) -> Self {
+        let mut d = [(0i64, 1u64); N];
+        let mut stride = 1i64;
+        for (i, &s) in shape.iter().enumerate().rev() {
+            d[i] = (stride, s);
+            stride *= s as i64;
+        }
+        Dims { n: shape.len() as u8, d }
+    }
+    pub fn len(&self) -> usize {
+        self.n as usize
+    }
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+    pub fn as_slice(&self) -> &[(i64, u64)] {
+        &self.d[..self.n as usize]
+    }
+    pub fn shape(&self) -> Vec<u64> {
+        self.as_slice().iter().map(|d| d.1).collect()
+    }
+    pub fn elems(&self) -> u64 {
+        self.as_slice().iter().map(|d| d.1).product()
+    }
+    /// Smallest and largest element offset relative to the base (inclusive), or None if empty.
+    pub(crate) fn span(&self) -> Option<(i64, i64)> {
+        let (mut lo, mut hi) = (0i64, 0i64);
+        for &(s, n) in self.as_slice() {
+            if n == 0 {
+                return None;
+            }
+            let ext = s * (n as i64 - 1);
+            if ext < 0 {
+                lo += ext;
+            } else {
+                hi += ext;
+            }
+        }
+        Some((lo, hi))
+    }
+    /// Elements in the innermost contiguous run (merging inner dims while they stay dense).
+    pub(crate) fn contiguous_run(&self) -> u64 {
+        let mut run = 1u64;
+        for &(s, n) in self.as_slice().iter().rev() {
+            if n == 1 {
+                continue;
+            }
+            if s == run as i64 {
+                run *= n;
+            } else {
+                break;
+            }
+        }
+        run
+    }
+    /// Stride of the innermost dim with more than one element (1 if none).
+    pub(crate) fn inner_stride(&self) -> i64 {
+        self.as_slice().iter().rev().find(|d| d.1 > 1).map(|d| d.0).unwrap_or(1)
+    }
+    /// Element offsets of every element, row-major over the dims.
+    pub(crate) fn offsets(&self, base: i64, out: &mut Vec<i64>) {
+        out.clear();
+        out.push(base);
+        for &(s, n) in self.as_slice() {
+            let prev = std::mem::take(out);
+            out.reserve(prev.len() * n as usize);
+            for o in prev {
+                for i in 0..n as i64 {
+                    out.push(o + i * s);
+                }
+            }
+        }
+    }
+    fn slice(mut self, dim: usize, r: Range<u64>) -> Self {
+        self.d[dim].1 = r.end.saturating_sub(r.start);
+        self
+    }
+}
+
+/// A tensor in HBM (device memory). Create with [`crate::Nc::hbm`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Hbm {
+    pub(crate) id: u32,
+    pub(crate) dtype: Dtype,
+    pub(crate) shape: Dims<MAX_HBM_DIMS>,
+}
+
+impl Hbm {
+    pub fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    pub fn shape(&self) -> Vec<u64> {
+        self.shape.shape()
+    }
+    /// Number of elements.
+    pub fn elems(&self) -> u64 {
+        self.shape.elems()
+    }
+    /// The two dims of a 2-D tensor. Panics on another rank, like indexing would: use
+    /// [`Hbm::shape`] for tensors whose rank you do not know.
+    pub fn dims2(&self) -> (u64, u64) {
+        let s = self.shape();
+        assert_eq!(s.len(), 2, "dims2() on a tensor of rank {}", s.len());
+        (s[0], s[1])
+    }
+    /// The whole tensor as an access pattern.
+    pub fn view(&self) -> HbmView {
+        HbmView { tensor: *self, offset: 0, dims: self.shape }
+    }
+    pub fn rows(&self, r: Range<u64>) -> HbmView {
+        self.view().rows(r)
+    }
+    pub fn cols(&self, r: Range<u64>) -> HbmView {
+        self.view().cols(r)
+    }
+    pub fn slice(&self, ranges: &[Range<u64>]) -> HbmView {
+        self.view().slice(ranges)
+    }
+}
+
+/// An access pattern over an HBM tensor; dim 0 is the partition dim when copied on chip.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct HbmView {
+    pub(crate) tensor: Hbm,
+    pub(crate) offset: i64,
+    pub(crate) dims: Dims<MAX_HBM_DIMS>,
+}
+
+impl HbmView {
+    pub fn shape(&self) -> Vec<u64> {
+        self.dims.shape()
+    }
+    pub fn dtype(&self) -> Dtype {
+        self.tensor.dtype
+    }
+    /// Restrict dim `dim` to `r` (bounds are checked when an instruction uses the view).
+    pub fn slice_dim(mut self, dim: usize, r: Range<u64>) -> Self {
+        if dim < self.dims.len() {
+            self.offset += self.dims.d[dim].0 * r.start as i64;
+            self.dims = self.dims.slice(dim, r);
+        }
+        self
+    }
+    /// Slice the leading dims, one range per dim.
+    pub fn slice(mut self, ranges: &[Range<u64>]) -> Self {
+        for (i, r) in ranges.iter().enumerate() {
+            self = self.slice_dim(i, r.clone());
+        }
+        self
+    }
+    pub fn rows(self, r: Range<u64>) -> Self {
+        self.slice_dim(0, r)
+    }
+    pub fn cols(self, r: Range<u64>) -> Self {
+        let last = self.dims.len().saturating_sub(1);
+        self.slice_dim(last, r)
+    }
+    /// Fix dim `dim` at index `i`, dropping it.
+    pub fn index(mut self, dim: usize, i: u64) -> Self {
+        if dim < self.dims.len() {
+            self.offset += self.dims.d[dim].0 * i as i64;
+            let n = self.dims.len();
+            self.dims.d.copy_within(dim + 1..n, dim);
+            self.dims.n -= 1;
+        }
+        self
+    }
+    /// Swap two dims (a strided, transposing access).
+    pub fn swap(mut self, a: usize, b: usize) -> Self {
+        if a < self.dims.len() && b < self.dims.len() {
+            self.dims.d.swap(a, b);
+        }
+        self
+    }
+    /// Transpose a 2-D view.
+    pub fn t(self) -> Self {
+        self.swap(0, 1)
+    }
+    /// Split dim `dim` of size `outer*inner` into `[outer, inner]` (no-op if it does not divide).
+    pub fn split(mut self, dim: usize, inner: u64) -> Self {
+        let n = self.dims.len();
+        if dim < n && n < MAX_HBM_DIMS && inner > 0 && self.dims.d[dim].1 % inner == 0 {
+            let (s, size) = self.dims.d[dim];
+            self.dims.d.copy_within(dim + 1..n, dim + 2);
+            self.dims.d[dim] = (s * inner as i64, size / inner);
+            self.dims.d[dim + 1] = (s, inner);
+            self.dims.n += 1;
+        }
+        self
+    }
+    /// Prepend a stride-0 dim of `n` elements: every partition reads the same data
+    /// (e.g. a weight vector broadcast to 128 partitions).
+    pub fn broadcast(mut self, n: u64) -> Self {
+        let k = self.dims.len();
+        if k < MAX_HBM_DIMS {
+            self.dims.d.copy_within(0..k, 1);
+            self.dims.d[0] = (0, n);
+            self.dims.n += 1;
+        }
+        self
+    }
+    /// Merge all dims after dim 0 into one, when they are dense (for 2-D copies).
+    pub fn flatten_free(mut self) -> Self {
+        let n = self.dims.len();
+        if n > 2 {
+            let free = Dims::<MAX_HBM_DIMS> { n: (n - 1) as u8, d: shift(&self.dims.d, 1) };
+            if free.contiguous_run() == free.elems() {
+                self.dims.d[1] = (1, free.elems());
+                self.dims.n = 2;
+            }
+        }
+        self
+    }
+}
+
+fn shift<const N: usize>(d: &[(i64, u64); N], by: usize) -> [(i64, u64); N] {
+    let mut out = [(0, 1); N];
+    out[..N - by].copy_from_slice(&d[by..]);
+    out
+}
+
+/// Which on-chip memory a tile lives in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Mem {
+    Sbuf,
+    Psum,
+}
+
+impl Mem {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Mem::Sbuf => "SBUF",
+            Mem::Psum => "PSUM",
+        }
+    }
+}
+
+/// A pool of on-chip memory (create with [`crate::Nc::sbuf_pool`] / [`crate::Nc::psum_pool`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Pool {
+    pub(crate) id: u32,
+    pub(crate) mem: Mem,
+    pub(crate) bufs: u32,
+}
+
+impl Pool {
+    pub fn bufs(&self) -> u32 {
+        self.bufs
+    }
+    pub fn mem(&self) -> Mem {
+        self.mem
+    }
+}
+
+/// One allocation of a logical tile: `[partitions, free...]` of `dtype` in SBUF or PSUM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Tile {
+    pub(crate) buf: u32,
+    pub(crate) gen: u32,
+    pub(crate) dtype: Dtype,
+    pub(crate) mem: Mem,
+    pub(crate) parts: u32,
+    pub(crate) free: Dims<MAX_FREE_DIMS>,
+}
+
+impl Tile {
+    pub fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    pub fn mem(&self) -> Mem {
+        self.mem
+    }
+    pub fn partitions(&self) -> u32 {
+        self.parts
+    }
+    /// Free-axis shape.
+    pub fn free_shape(&self) -> Vec<u64> {
+        self.free.shape()
+    }
+    /// Free elements per partition.
+    pub fn free_elems(&self) -> u64 {
+        self.free.elems()
+    }
+    /// The whole tile as a view.
+    pub fn view(&self) -> TileView {
+        TileView { tile: *self, p0: 0, np: self.parts, offset: 0, free: self.free }
+    }
+    pub fn parts(&self, r: Range<u32>) -> TileView {
+        self.view().parts(r)
+    }
+    pub fn cols(&self, r: Range<u64>) -> TileView {
+        self.view().cols(r)
+    }
+    pub fn at(&self, i: u64) -> TileView {
+        self.view().at(i)
+    }
+    pub fn slice(&self, parts: Range<u32>, free: &[Range<u64>]) -> TileView {
+        self.view().parts(parts).slice_free(free)
+    }
+}
+
+/// A partition range and free-axis access pattern over a tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TileView {
+    pub(crate) tile: Tile,
+    pub(crate) p0: u32,
+    pub(crate) np: u32,
+    pub(crate) offset: i64,
+    pub(crate) free: Dims<MAX_FREE_DIMS>,
+}
+
+impl From<Tile> for TileView {
+    fn from(t: Tile) -> Self {
+        t.view()
+    }
+}
+
+impl From<&Tile> for TileView {
+    fn from(t: &Tile) -> Self {
+        t.view()
+    }
+}
+
+impl TileView {
+    pub fn dtype(&self) -> Dtype {
+        self.tile.dtype
+    }
+    pub fn mem(&self) -> Mem {
+        self.tile.mem
+    }
+    pub fn partitions(&self) -> u32 {
+        self.np
+    }
+    pub fn start_partition(&self) -> u32 {
+        self.p0
+    }
+    pub fn free_shape(&self) -> Vec<u64> {
+        self.free.shape()
+    }
+    pub fn free_elems(&self) -> u64 {
+        self.free.elems()
+    }
+    /// Restrict to partitions `r` (relative to this view).
+    pub fn parts(mut self, r: Range<u32>) -> Self {
+        self.p0 += r.start;
+        self.np = r.end.saturating_sub(r.start);
+        self
+    }
+    /// Restrict free dim `dim` to `r`.
+    pub fn slice_dim(mut self, dim: usize, r: Range<u64>) -> Self {
+        if dim < self.free.len() {
+            self.offset += self.free.d[dim].0 * r.start as i64;
+            self.free = self.free.slice(dim, r);
+        }
+        self
+    }
+    /// Slice the leading free dims.
+    pub fn slice_free(mut self, ranges: &[Range<u64>]) -> Self {
+        for (i, r) in ranges.iter().enumerate() {
+            self = self.slice_dim(i, r.clone());
+        }
+        self
+    }
+    /// Restrict the last free dim to `r` (columns of a 2-D tile).
+    pub fn cols(self, r: Range<u64>) -> Self {
+        let last = self.free.len().saturating_sub(1);
+        self.slice_dim(last, r)
+    }
+    /// Fix the first free dim at `i` (e.g. block `i` of a `[128, blocks, n]` tile).
+    pub fn at(mut self, i: u64) -> Self {
+        if !self.free.is_empty() {
+            self.offset += self.free.d[0].0 * i as i64;
+            let n = self.free.len();
+            self.free.d.copy_within(1..n, 0);
+            self.free.n -= 1;
+        }
+        self
+    }
+    /// Split free dim `dim` into `[size/inner, inner]`.
+    pub fn split(mut self, dim: usize, inner: u64) -> Self {
+        let n = self.free.len();
+        if dim < n && n < MAX_FREE_DIMS && inner > 0 && self.free.d[dim].1 % inner == 0 {
+            let (s, size) = self.free.d[dim];
+            self.free.d.copy_within(dim + 1..n, dim + 2);
+            self.free.d[dim] = (s * inner as i64, size / inner);
+            self.free.d[dim + 1] = (s, inner);
+            self.free.n += 1;
+        }
+        self
+    }
+    /// Swap two free dims (strided access).
+    pub fn swap(mut self, a: usize, b: usize) -> Self {
+        if a < self.free.len() && b < self.free.len() {
+            self.free.d.swap(a, b);
+        }
+        self
+    }
+    /// Broadcast along a new innermost stride-0 dim of `n` elements (e.g. a `[P,1]`
+    /// column used against a `[P,n]` tile).
+    pub fn broadcast_free(mut self, n: u64) -> Self {
+        let k = self.free.len();
+        if k < MAX_FREE_DIMS {
+            self.free.d[k] = (0, n);
+            self.free.n += 1;
+        }
+        self
+    }
+}
