@@ -1,1 +1,83 @@
-fn main() {}
+//! Speed of the simulator (issue: "timing ≥ 5 M instructions/s on one core for a GEMM-shaped
+//! program; functional bf16 GEMM 1024³ through the builder < 0.5 s").
+//!
+//! `cargo bench -p neuron-sim` prints criterion's times; the `timing_gemm` group reports
+//! throughput in instructions per second (criterion's "elem/s").
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use neuron_sim::{Chip, Dtype, Engine, ExecMode, Hbm, Nc, SimResult};
+use std::hint::black_box;
+
+/// A blocked GEMM C[M,N] = AT[K,M].T @ B[K,N]: per (m, n) block of [128 x 512], K/128
+/// matmuls accumulate in PSUM; B tiles are loaded once per n column block and reused for
+/// every m (the GEMM fixtures' shape of program: mostly matmuls, some DMAs and copies).
+fn gemm(nc: &mut Nc, a_t: Hbm, b: Hbm, c: Hbm) -> SimResult<()> {
+    let (k, m) = a_t.dims2();
+    let n = b.dims2().1;
+    let kt = k / 128;
+    let a_pool = nc.sbuf_pool("a", 2);
+    let b_pool = nc.sbuf_pool("b", 2);
+    let o_pool = nc.sbuf_pool("out", 2);
+    let psum = nc.psum_pool("acc", 2);
+    for ni in 0..n / 512 {
+        let bt = nc.tile(b_pool, Dtype::Bf16, &[128, kt, 512])?;
+        for ki in 0..kt {
+            nc.dma(bt.at(ki), b.slice(&[ki * 128..(ki + 1) * 128, ni * 512..(ni + 1) * 512]))?;
+        }
+        for mi in 0..m / 128 {
+            let at = nc.tile(a_pool, Dtype::Bf16, &[128, kt, 128])?;
+            for ki in 0..kt {
+                nc.dma(
+                    at.at(ki),
+                    a_t.slice(&[ki * 128..(ki + 1) * 128, mi * 128..(mi + 1) * 128]),
+                )?;
+            }
+            let acc = nc.tile(psum, Dtype::F32, &[128, 512])?;
+            for ki in 0..kt {
+                nc.matmul(acc, at.at(ki), bt.at(ki), ki > 0)?;
+            }
+            let o = nc.tile(o_pool, Dtype::Bf16, &[128, 512])?;
+            nc.on(Engine::Scalar).tensor_copy(o, acc)?;
+            nc.dma(c.slice(&[mi * 128..(mi + 1) * 128, ni * 512..(ni + 1) * 512]), o)?;
+        }
+    }
+    Ok(())
+}
+
+fn run_gemm(mode: ExecMode, m: u64, k: u64, n: u64, data: Option<(&[f32], &[f32])>) -> (u64, f64) {
+    let mut nc = Nc::new(Chip::trn2(), mode);
+    let (a, b) = data.unwrap_or((&[], &[]));
+    let a_t = nc.hbm_input("aT", Dtype::Bf16, &[k, m], a).unwrap();
+    let bb = nc.hbm_input("b", Dtype::Bf16, &[k, n], b).unwrap();
+    let c = nc.hbm("c", Dtype::Bf16, &[m, n]).unwrap();
+    gemm(&mut nc, a_t, bb, c).unwrap();
+    let p = nc.profile();
+    (p.instruction_count, p.kernel_time_us)
+}
+
+fn timing(c: &mut Criterion) {
+    // 4096 x 4096 x 4096: ≈ 53 K instructions.
+    let (count, _) = run_gemm(ExecMode::TIMING, 4096, 4096, 4096, None);
+    let mut g = c.benchmark_group("timing_gemm");
+    g.throughput(Throughput::Elements(count));
+    g.sample_size(20);
+    g.bench_function("4096x4096x4096", |bench| {
+        bench.iter(|| black_box(run_gemm(ExecMode::TIMING, 4096, 4096, 4096, None)))
+    });
+    g.finish();
+}
+
+fn functional(c: &mut Criterion) {
+    let n = 1024u64;
+    let a: Vec<f32> = (0..n * n).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 500.0).collect();
+    let b: Vec<f32> = (0..n * n).map(|i| ((i * 104_729 % 1000) as f32 - 500.0) / 500.0).collect();
+    let mut g = c.benchmark_group("functional_gemm");
+    g.sample_size(10);
+    g.bench_function("bf16_1024x1024x1024", |bench| {
+        bench.iter(|| black_box(run_gemm(ExecMode::FUNCTIONAL, n, n, n, Some((&a, &b)))))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, timing, functional);
+criterion_main!(benches);

@@ -183,12 +183,12 @@ impl Chip {
             dma: Dma {
                 engines: 16,              // §1.7 [DMAOV]
                 partitions_per_engine: 8, // §1.7 [DMAOV]
-                engine_gbps: 27.2,        // §1.7 theoretical per engine (NC-v2) [DMAOV]
-                fixed_ns: 650.0,          // fitted, §4.3 (see field doc)
+                engine_gbps: 28.99,       // §1.7: the NC-v2 guide says 27 GiB/s per engine [A1]
+                fixed_ns: 1300.0,         // §1.7 [DMABW] ~1,300 ns semaphore-to-start
                 descriptor_ns: 4.0,       // fitted, §4.3 tiled GEMM
                 max_descriptor_bytes: 65_536,
             },
-            launch_overhead_ns: 12_500.0, // fitted on trn2 (§4.3); assumed equal on trn1
+            launch_overhead_ns: 11_000.0, // fitted on trn2 (§4.3); assumed equal on trn1
         }
     }
 
@@ -231,11 +231,11 @@ impl Chip {
                 engines: 16,
                 partitions_per_engine: 8,
                 engine_gbps: 27.2,   // §1.7 theoretical per engine (NC-v3) [DMAOV]
-                fixed_ns: 650.0,     // fitted, §4.3 vector-add ladder (1 element per round)
-                descriptor_ns: 24.0, // fitted, §4.3 vector-add ladder (128 vs 1 partition)
+                fixed_ns: 1300.0,    // §1.7 [DMABW]; matches the §4.3 vector-add ladder
+                descriptor_ns: 16.0, // fitted, §4.3 vector-add ladder (128 vs 1 partition)
                 max_descriptor_bytes: 65_536,
             },
-            launch_overhead_ns: 12_500.0, // fitted, §4.3 [128 x 200] vector add
+            launch_overhead_ns: 11_000.0, // fitted, §4.3 [128 x 200] vector add
         }
     }
 
@@ -373,7 +373,7 @@ mod tests {
 
     #[test]
     fn missing_field_and_bad_value_are_errors() {
-        let text = Chip::trn2().to_toml().replace("launch_overhead_ns = 12500.0\n", "");
+        let text = Chip::trn2().to_toml().replace("launch_overhead_ns = 11000.0\n", "");
         let err = Chip::from_toml(&text).unwrap_err().to_string();
         assert!(err.contains("missing field `launch_overhead_ns`"), "{err}");
         let text = Chip::trn2().to_toml().replace("tensor_ghz = 2.4", "tensor_ghz = 0.0");

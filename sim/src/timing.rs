@@ -83,14 +83,72 @@ struct Rec {
 /// Merging can only add waits (a bounding box with the latest time), never remove one.
 const MAX_RECS: usize = 48;
 
-/// One in-order track (an engine or a DMA queue).
+/// One track: a compute engine (strictly in program order) or a DMA engine.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Track {
+    /// End of the last busy interval.
     pub free: u64,
     pub crit: Crit,
     pub busy_ps: u64,
     pub busy_cycles: u64,
     pub count: u64,
+}
+
+/// Busy intervals of one DMA engine. Each engine serves 16 queues round-robin
+/// (neuroncore.md §1.7), so a transfer waiting on a semaphore does not hold up a later,
+/// ready transfer on the same engine: a transfer takes the earliest idle gap that fits it.
+/// The engine still moves one transfer at a time, so intervals never overlap.
+#[derive(Clone, Debug, Default)]
+struct DmaEngine {
+    busy: VecDeque<(u64, u64)>,
+    /// Nothing is placed before this time (intervals older than the window were dropped;
+    /// conservative: it can only delay a transfer, never speed one up).
+    floor: u64,
+}
+
+/// Busy intervals kept per DMA engine before the oldest are folded into `floor`.
+const DMA_WINDOW: usize = 64;
+
+impl DmaEngine {
+    /// Earliest start >= `ready` of a gap that fits a transfer whose end `end_of(start)`
+    /// gives; `min_dur` is a lower bound of its duration, to skip short gaps cheaply.
+    fn place(&self, ready: u64, min_dur: u64, mut end_of: impl FnMut(u64) -> u64) -> (u64, u64) {
+        let mut s = ready.max(self.floor);
+        // Intervals are sorted and disjoint, so their ends are sorted too.
+        let first = self.busy.partition_point(|&(_, b1)| b1 <= s);
+        for &(b0, b1) in self.busy.range(first..) {
+            if s + min_dur <= b0 {
+                let e = end_of(s);
+                if e <= b0 {
+                    return (s, e);
+                }
+            }
+            s = s.max(b1);
+        }
+        (s, end_of(s))
+    }
+
+    /// Add a busy interval, merging it with neighbours it touches (back-to-back transfers
+    /// form one interval, which keeps `place` short).
+    fn insert(&mut self, start: u64, end: u64) {
+        let (mut start, mut end) = (start, end);
+        let mut pos = self.busy.partition_point(|&(b0, _)| b0 <= start);
+        if pos > 0 && self.busy[pos - 1].1 >= start {
+            pos -= 1;
+            start = self.busy[pos].0;
+            end = end.max(self.busy[pos].1);
+            self.busy.remove(pos);
+        }
+        while pos < self.busy.len() && self.busy[pos].0 <= end {
+            end = end.max(self.busy[pos].1);
+            self.busy.remove(pos);
+        }
+        self.busy.insert(pos, (start, end));
+        while self.busy.len() > DMA_WINDOW {
+            let (_, e) = self.busy.pop_front().expect("non-empty");
+            self.floor = self.floor.max(e);
+        }
+    }
 }
 
 /// One slice of the trace.
@@ -153,6 +211,8 @@ pub(crate) struct HbmTimeline {
     cap: f64,
     base: u64,
     used: VecDeque<f64>,
+    /// Every bucket before this one is full: transfers skip straight past them.
+    first_open: u64,
 }
 
 const HBM_BUCKET_PS: u64 = 128_000;
@@ -166,13 +226,23 @@ impl HbmTimeline {
             cap: gbps * HBM_BUCKET_PS as f64 / 1000.0,
             base: 0,
             used: VecDeque::new(),
+            first_open: 0,
         }
     }
 
     /// Move `bytes` starting at `start` at most `rate` bytes/ps; returns the end time.
     fn transfer(&mut self, start: u64, bytes: f64, rate: f64) -> u64 {
+        self.fill(start, bytes, rate, true)
+    }
+
+    /// When a transfer starting at `start` would end, without reserving anything.
+    fn query(&mut self, start: u64, bytes: f64, rate: f64) -> u64 {
+        self.fill(start, bytes, rate, false)
+    }
+
+    fn fill(&mut self, start: u64, bytes: f64, rate: f64, commit: bool) -> u64 {
         let w = self.width_ps;
-        let mut t = start.max(self.base * w);
+        let mut t = start.max(self.base * w).max(self.first_open * w);
         let mut remaining = bytes;
         if remaining <= 0.0 {
             return t;
@@ -180,22 +250,37 @@ impl HbmTimeline {
         loop {
             let idx = t / w;
             let slot = (idx - self.base) as usize;
-            while self.used.len() <= slot {
-                self.used.push_back(0.0);
-            }
+            let used = self.used.get(slot).copied().unwrap_or(0.0);
             let bucket_end = (idx + 1) * w;
             let engine_cap = rate * (bucket_end - t) as f64;
-            let avail = (self.cap - self.used[slot]).max(0.0);
-            if remaining <= engine_cap.min(avail) {
-                self.used[slot] += remaining;
+            let avail = (self.cap - used).max(0.0);
+            let take =
+                if remaining <= engine_cap.min(avail) { remaining } else { engine_cap.min(avail) };
+            if commit && take > 0.0 {
+                while self.used.len() <= slot {
+                    self.used.push_back(0.0);
+                }
+                self.used[slot] += take;
+            }
+            if take >= remaining {
                 let end = t + (remaining / rate).ceil() as u64;
-                self.trim();
+                if commit {
+                    self.advance_open();
+                    self.trim();
+                }
                 return end.max(t + 1).min(bucket_end);
             }
-            let take = engine_cap.min(avail);
-            self.used[slot] += take;
             remaining -= take;
             t = bucket_end;
+        }
+    }
+
+    fn advance_open(&mut self) {
+        while let Some(&u) = self.used.get((self.first_open.max(self.base) - self.base) as usize) {
+            if self.cap - u >= 1.0 {
+                break;
+            }
+            self.first_open = self.first_open.max(self.base) + 1;
         }
     }
 
@@ -211,6 +296,7 @@ impl HbmTimeline {
 pub(crate) struct Timing {
     pub tracks: Vec<Track>,
     recs: Vec<Vec<Rec>>,
+    dma_engines: Vec<DmaEngine>,
     hbm: HbmTimeline,
     ports: [(u64, Crit); 2],
     /// Latest end of any instruction, with its critical path.
@@ -230,6 +316,7 @@ impl Timing {
         Timing {
             tracks: vec![Track::default(); 4 + dma_queues],
             recs: Vec::new(),
+            dma_engines: vec![DmaEngine::default(); dma_queues],
             hbm: HbmTimeline::new(chip.memory.hbm_gbps_per_core),
             ports: [(0, [0; 8]); 2],
             end: 0,
@@ -363,27 +450,45 @@ impl Timing {
         add_crit(&mut ready_crit, CAT_DMA_FIXED, self.dma_fixed_ps);
         let (mut end, mut crit) = (0u64, [0u64; 8]);
         for c in chunks {
-            let track = &self.tracks[c.queue];
-            let (start, mut ccrit) =
-                if track.free > ready { (track.free, track.crit) } else { (ready, ready_crit) };
-            let data_start = start + (c.descriptors as f64 * self.dma_desc_ps).round() as u64;
-            let data_end = if hbm_sides > 0 {
+            let desc_ps = (c.descriptors as f64 * self.dma_desc_ps).round() as u64;
+            let own_ps = (c.bytes as f64 / self.dma_rate).ceil() as u64;
+            let engine = &self.dma_engines[c.queue - 4];
+            let hbm = &mut self.hbm;
+            let rate = self.dma_rate;
+            let end_of = |start: u64| -> u64 {
+                let data_end = if hbm_sides > 0 {
+                    hbm.query(
+                        start + desc_ps,
+                        (c.bytes * hbm_sides as u64) as f64,
+                        rate * hbm_sides as f64,
+                    )
+                } else {
+                    start + desc_ps + own_ps
+                };
+                data_end.max(start + 1)
+            };
+            let (start, _) = engine.place(ready, desc_ps + own_ps, end_of);
+            let data_start = start + desc_ps;
+            let chunk_end = if hbm_sides > 0 {
                 self.hbm.transfer(
                     data_start,
                     (c.bytes * hbm_sides as u64) as f64,
                     self.dma_rate * hbm_sides as f64,
                 )
             } else {
-                data_start + (c.bytes as f64 / self.dma_rate).ceil() as u64
-            };
-            let chunk_end = data_end.max(start + 1);
+                data_start + own_ps
+            }
+            .max(start + 1);
+            self.dma_engines[c.queue - 4].insert(start, chunk_end);
+            let mut ccrit = ready_crit;
+            // Waiting for the engine (other transfers) or for HBM is contention.
+            add_crit(&mut ccrit, CAT_WAIT, start - ready);
             let busy = chunk_end - start;
-            // Time beyond the engine's own streaming time was spent waiting for HBM.
-            let own = (data_start - start) + (c.bytes as f64 / self.dma_rate).ceil() as u64;
+            let own = desc_ps + own_ps;
             add_crit(&mut ccrit, CAT_DMA, busy.min(own));
             add_crit(&mut ccrit, CAT_WAIT, busy.saturating_sub(own));
             let track = &mut self.tracks[c.queue];
-            track.free = chunk_end;
+            track.free = track.free.max(chunk_end);
             track.crit = ccrit;
             track.busy_ps += busy;
             track.count += 1;
