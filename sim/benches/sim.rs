@@ -10,8 +10,8 @@ use std::hint::black_box;
 
 /// A blocked GEMM C[M,N] = AT[K,M].T @ B[K,N]: per (m, n) block of [128 x 512], K/128
 /// matmuls accumulate in PSUM; B tiles are loaded once per n column block and reused for
-/// every m (the GEMM fixtures' shape of program: mostly matmuls, some DMAs and copies).
-fn gemm(nc: &mut Nc, a_t: Hbm, b: Hbm, c: Hbm) -> SimResult<()> {
+/// every m; A is loaded as one K panel per m block (`PANEL`) or one DMA per [128 x 128] tile.
+fn gemm<const PANEL: bool>(nc: &mut Nc, a_t: Hbm, b: Hbm, c: Hbm) -> SimResult<()> {
     let (k, m) = a_t.dims2();
     let n = b.dims2().1;
     let kt = k / 128;
@@ -44,25 +44,37 @@ fn gemm(nc: &mut Nc, a_t: Hbm, b: Hbm, c: Hbm) -> SimResult<()> {
     Ok(())
 }
 
-fn run_gemm(mode: ExecMode, m: u64, k: u64, n: u64, data: Option<(&[f32], &[f32])>) -> (u64, f64) {
+fn run_gemm<const PANEL: bool>(
+    mode: ExecMode,
+    m: u64,
+    k: u64,
+    n: u64,
+    data: Option<(&[f32], &[f32])>,
+) -> (u64, f64) {
     let mut nc = Nc::new(Chip::trn2(), mode);
     let (a, b) = data.unwrap_or((&[], &[]));
     let a_t = nc.hbm_input("aT", Dtype::Bf16, &[k, m], a).unwrap();
     let bb = nc.hbm_input("b", Dtype::Bf16, &[k, n], b).unwrap();
     let c = nc.hbm("c", Dtype::Bf16, &[m, n]).unwrap();
-    gemm(&mut nc, a_t, bb, c).unwrap();
+    gemm::<PANEL>(&mut nc, a_t, bb, c).unwrap();
     let p = nc.profile();
     (p.instruction_count, p.kernel_time_us)
 }
 
 fn timing(c: &mut Criterion) {
-    // 4096 x 4096 x 4096: ≈ 53 K instructions.
-    let (count, _) = run_gemm(ExecMode::TIMING, 4096, 4096, 4096, None);
+    // 4096 x 4096 x 4096: 9 K instructions with K-panel loads (1 DMA per 16 matmuls),
+    // 17 K with one DMA per [128 x 128] A tile (1 DMA per matmul).
     let mut g = c.benchmark_group("timing_gemm");
-    g.throughput(Throughput::Elements(count));
     g.sample_size(20);
-    g.bench_function("4096x4096x4096", |bench| {
-        bench.iter(|| black_box(run_gemm(ExecMode::TIMING, 4096, 4096, 4096, None)))
+    let (count, _) = run_gemm::<true>(ExecMode::TIMING, 4096, 4096, 4096, None);
+    g.throughput(Throughput::Elements(count));
+    g.bench_function("4096^3_panel_loads", |bench| {
+        bench.iter(|| black_box(run_gemm::<true>(ExecMode::TIMING, 4096, 4096, 4096, None)))
+    });
+    let (count, _) = run_gemm::<false>(ExecMode::TIMING, 4096, 4096, 4096, None);
+    g.throughput(Throughput::Elements(count));
+    g.bench_function("4096^3_tile_loads", |bench| {
+        bench.iter(|| black_box(run_gemm::<false>(ExecMode::TIMING, 4096, 4096, 4096, None)))
     });
     g.finish();
 }
@@ -74,7 +86,7 @@ fn functional(c: &mut Criterion) {
     let mut g = c.benchmark_group("functional_gemm");
     g.sample_size(10);
     g.bench_function("bf16_1024x1024x1024", |bench| {
-        bench.iter(|| black_box(run_gemm(ExecMode::FUNCTIONAL, n, n, n, Some((&a, &b)))))
+        bench.iter(|| black_box(run_gemm::<true>(ExecMode::FUNCTIONAL, n, n, n, Some((&a, &b)))))
     });
     g.finish();
 }

@@ -255,7 +255,9 @@ pub struct Nc {
     pub(crate) stats: Stats,
     pub(crate) sbuf_reserved: u64,
     pub(crate) psum_reserved_banks: u64,
-    hash: blake3::Hasher,
+    /// Streaming hash of the program's encoding (xxh3-128: content addressing needs no
+    /// cryptographic strength, and this runs once per instruction).
+    hash: xxhash_rust::xxh3::Xxh3,
     hash_buf: Vec<u8>,
     scratch: Vec<i64>,
     scratch2: Vec<i64>,
@@ -270,7 +272,7 @@ impl Nc {
     pub fn new(chip: Chip, mode: ExecMode) -> Nc {
         let mode = ExecMode { trace: mode.trace && mode.timing, ..mode };
         let timing = mode.timing.then(|| Timing::new(&chip, chip.dma.engines as usize, mode.trace));
-        let mut hash = blake3::Hasher::new();
+        let mut hash = xxhash_rust::xxh3::Xxh3::new();
         hash.update(b"neuron-sim program v1\0");
         hash.update(chip.to_toml().as_bytes());
         Nc {
@@ -303,11 +305,13 @@ impl Nc {
         self.mode
     }
 
-    fn new_tid(&mut self) -> u32 {
+    /// A new buffer id for dependency tracking; `bytes` is its size per partition (per row
+    /// for HBM), which sets the granularity of its records.
+    fn new_tid(&mut self, bytes: u64) -> u32 {
         let id = self.next_tid;
         self.next_tid += 1;
         if let Some(t) = &mut self.timing {
-            t.ensure_buffer(id);
+            t.ensure_buffer(id, bytes);
         }
         id
     }
@@ -327,13 +331,23 @@ impl Nc {
         self.h(&v.to_le_bytes());
     }
     fn h_tile(&mut self, v: &TileView) {
-        self.h(&[1, v.tile.dtype.code(), v.tile.mem as u8]);
-        self.h64(v.tile.buf as u64 | (v.p0 as u64) << 32);
-        self.h64(v.np as u64 | (v.offset as u64) << 32);
-        for &(s, n) in v.free.as_slice() {
-            self.h64(s as u64);
-            self.h64(n);
+        let mut w = [0u64; 3 + 2 * MAX_FREE_DIMS];
+        w[0] = 1
+            | (v.tile.dtype.code() as u64) << 8
+            | (v.tile.mem as u64) << 16
+            | (v.free.len() as u64) << 24;
+        w[1] = v.tile.buf as u64 | (v.p0 as u64) << 32;
+        w[2] = v.np as u64 | (v.offset as u64) << 32;
+        for (i, &(s, n)) in v.free.as_slice().iter().enumerate() {
+            w[3 + 2 * i] = s as u64;
+            w[4 + 2 * i] = n;
         }
+        let n = 3 + 2 * v.free.len();
+        let mut bytes = [0u8; 8 * (3 + 2 * MAX_FREE_DIMS)];
+        for (i, x) in w[..n].iter().enumerate() {
+            bytes[8 * i..8 * i + 8].copy_from_slice(&x.to_le_bytes());
+        }
+        self.h(&bytes[..8 * n]);
     }
     fn h_hbm(&mut self, v: &HbmView) {
         self.h(&[2, v.tensor.dtype.code()]);
@@ -350,7 +364,7 @@ impl Nc {
     pub fn program_hash(&mut self) -> String {
         let mut h = self.hash.clone();
         h.update(&self.hash_buf);
-        h.finalize().to_hex().to_string()
+        format!("{:032x}", h.digest128())
     }
 
     // ------------------------------------------------------------------ HBM
@@ -405,7 +419,7 @@ impl Nc {
             }
         }
         let id = self.hbm.len() as u32;
-        let tid = self.new_tid();
+        let tid = self.new_tid(shape[1..].iter().product::<u64>() * dtype.size() as u64);
         self.hbm.push(HbmTensor {
             name: name.to_string(),
             dtype,
@@ -534,7 +548,7 @@ impl Nc {
         } else {
             let b = self.bufs.len() as u32;
             self.logicals[lid as usize].ring.push(b);
-            let tid = self.new_tid();
+            let tid = self.new_tid(bytes);
             self.bufs.push(Buf {
                 logical: lid,
                 gen: 0,

@@ -155,7 +155,7 @@ impl Nc {
         let ridge = peak / (chip.memory.hbm_gbps_per_core * 1e9);
         let mut crit_map = BTreeMap::new();
         for (i, name) in CRIT_CATEGORIES.iter().enumerate() {
-            crit_map.insert(name.to_string(), crit[i] as f64 / 1e6);
+            crit_map.insert(name.to_string(), crit[i] as f64 / 1e3);
         }
         let mut lines: Vec<_> = st.by_line.values().cloned().collect();
         lines.sort_by(|a, b| b.busy_ps.cmp(&a.busy_ps).then(a.loc.cmp(&b.loc)));
@@ -236,7 +236,7 @@ impl Nc {
 
 /// Decide the bottleneck from the critical path (which work the end time waited for) and
 /// back it with utilization numbers.
-fn verdict(p: &Profile, crit: &[u64; 8], timed: bool) -> Verdict {
+fn verdict(p: &Profile, crit: &[u32; 8], timed: bool) -> Verdict {
     if !timed || p.kernel_time_us == 0.0 {
         return Verdict {
             kind: "Unknown".into(),
@@ -245,7 +245,7 @@ fn verdict(p: &Profile, crit: &[u64; 8], timed: bool) -> Verdict {
             advice: vec!["run with the timing model to get a verdict".into()],
         };
     }
-    let total: u64 = crit.iter().sum::<u64>().max(1);
+    let total: u64 = crit.iter().map(|&c| c as u64).sum::<u64>().max(1);
     let share = |i: usize| 100.0 * crit[i] as f64 / total as f64;
     let dma_share = share(CAT_DMA) + share(CAT_WAIT);
     let mut best = (0usize, share(0));

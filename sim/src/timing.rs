@@ -41,8 +41,9 @@ pub(crate) const CAT_DMA_FIXED: usize = 5;
 pub(crate) const CAT_LATENCY: usize = 6;
 pub(crate) const CAT_WAIT: usize = 7;
 
-/// Time along a critical path, picoseconds per category.
-pub(crate) type Crit = [u64; 8];
+/// Time along a critical path, nanoseconds per category (u32 keeps access records small;
+/// 4.29 s per category is far beyond any kernel).
+pub(crate) type Crit = [u32; 8];
 
 /// A region of a buffer: partitions `[p0, p1)` × bytes `[b0, b1)`. For HBM tensors the
 /// "partition" axis is the tensor's first dim and the byte axis is the byte range within a row.
@@ -79,9 +80,35 @@ struct Rec {
     crit: Crit,
 }
 
-/// Records kept per buffer before the oldest are merged into one conservative record.
+/// A buffer's access records, binned by byte range so a lookup only scans records near the
+/// accessed bytes (tiles are mostly accessed in sub-blocks). A record spanning several bins
+/// is kept in each; per bin, reads and writes are separate lists (a read only checks writes).
+#[derive(Clone, Debug, Default)]
+struct Binned {
+    shift: u32,
+    bins: Vec<[Vec<Rec>; 2]>,
+    /// Records spanning more than `WIDE_BINS` bins: kept once, checked by every access.
+    wide: [Vec<Rec>; 2],
+}
+
+/// A record spanning more bins than this goes to the `wide` lists instead.
+const WIDE_BINS: usize = 4;
+
+/// Bins per buffer (a buffer's bytes per partition / 16 per bin, at least 64 B).
+const BINS: u64 = 16;
+
+impl Binned {
+    #[inline]
+    fn range(&self, r: &Region) -> std::ops::Range<usize> {
+        let lo = (r.b0 >> self.shift) as usize;
+        let hi = ((r.b1.max(r.b0 + 1) - 1) >> self.shift) as usize;
+        lo..hi + 1
+    }
+}
+
+/// Records kept per bin list before the oldest are merged into one conservative record.
 /// Merging can only add waits (a bounding box with the latest time), never remove one.
-const MAX_RECS: usize = 48;
+const MAX_RECS: usize = 32;
 
 /// One track: a compute engine (strictly in program order) or a DMA engine.
 #[derive(Clone, Debug, Default)]
@@ -107,25 +134,24 @@ struct DmaEngine {
 }
 
 /// Busy intervals kept per DMA engine before the oldest are folded into `floor`.
-const DMA_WINDOW: usize = 64;
+const DMA_WINDOW: usize = 8;
 
 impl DmaEngine {
-    /// Earliest start >= `ready` of a gap that fits a transfer whose end `end_of(start)`
-    /// gives; `min_dur` is a lower bound of its duration, to skip short gaps cheaply.
-    fn place(&self, ready: u64, min_dur: u64, mut end_of: impl FnMut(u64) -> u64) -> (u64, u64) {
+    /// Earliest start >= `ready` of an idle gap that fits a transfer; `end_of(start)` gives
+    /// its end (only asked for gaps, as it costs a look at the HBM timeline) and `min_dur`
+    /// is a lower bound of its duration, to skip short gaps cheaply. Past the last busy
+    /// interval anything fits.
+    fn place(&self, ready: u64, min_dur: u64, mut end_of: impl FnMut(u64) -> u64) -> u64 {
         let mut s = ready.max(self.floor);
         // Intervals are sorted and disjoint, so their ends are sorted too.
         let first = self.busy.partition_point(|&(_, b1)| b1 <= s);
         for &(b0, b1) in self.busy.range(first..) {
-            if s + min_dur <= b0 {
-                let e = end_of(s);
-                if e <= b0 {
-                    return (s, e);
-                }
+            if s + min_dur <= b0 && end_of(s) <= b0 {
+                return s;
             }
             s = s.max(b1);
         }
-        (s, end_of(s))
+        s
     }
 
     /// Add a busy interval, merging it with neighbours it touches (back-to-back transfers
@@ -197,7 +223,7 @@ fn ns_to_ps(ns: f64) -> u64 {
 
 #[inline]
 fn add_crit(c: &mut Crit, cat: usize, ps: u64) {
-    c[cat] += ps;
+    c[cat] = c[cat].saturating_add(((ps + 500) / 1000) as u32);
 }
 
 /// Shared HBM bandwidth as a timeline of buckets, each holding at most
@@ -215,12 +241,12 @@ pub(crate) struct HbmTimeline {
     first_open: u64,
 }
 
-const HBM_BUCKET_PS: u64 = 128_000;
-const HBM_WINDOW_BUCKETS: usize = 1 << 18; // ≈ 33.5 ms of simulated time
+const HBM_BUCKET_PS: u64 = 512_000;
+const HBM_WINDOW_BUCKETS: usize = 1 << 17; // ≈ 67 ms of simulated time
 
 impl HbmTimeline {
     fn new(gbps: f64) -> Self {
-        // GB/s = bytes per ns; a bucket of 128 ns holds gbps × 128 bytes.
+        // GB/s = bytes per ns; a bucket of 512 ns holds gbps × 512 bytes.
         HbmTimeline {
             width_ps: HBM_BUCKET_PS,
             cap: gbps * HBM_BUCKET_PS as f64 / 1000.0,
@@ -295,7 +321,7 @@ impl HbmTimeline {
 /// The timing state of one run.
 pub(crate) struct Timing {
     pub tracks: Vec<Track>,
-    recs: Vec<Vec<Rec>>,
+    recs: Vec<Binned>,
     dma_engines: Vec<DmaEngine>,
     hbm: HbmTimeline,
     ports: [(u64, Crit); 2],
@@ -318,7 +344,7 @@ impl Timing {
             recs: Vec::new(),
             dma_engines: vec![DmaEngine::default(); dma_queues],
             hbm: HbmTimeline::new(chip.memory.hbm_gbps_per_core),
-            ports: [(0, [0; 8]); 2],
+            ports: [(0, [0u32; 8]); 2],
             end: 0,
             end_crit: [0; 8],
             dma_fixed_ps: ns_to_ps(chip.dma.fixed_ns),
@@ -330,11 +356,13 @@ impl Timing {
     }
 
     /// Make room for buffer `id`'s records.
-    pub fn ensure_buffer(&mut self, id: u32) {
+    pub fn ensure_buffer(&mut self, id: u32, bytes: u64) {
         let need = id as usize + 1;
         if self.recs.len() < need {
-            self.recs.resize_with(need, Vec::new);
+            self.recs.resize_with(need, Default::default);
         }
+        let per_bin = (bytes / BINS).max(1024);
+        self.recs[id as usize].shift = 64 - (per_bin - 1).leading_zeros();
     }
 
     /// Forget every record of buffer `id` (its memory is gone; used when a buffer is freed).
@@ -342,27 +370,34 @@ impl Timing {
     #[allow(dead_code)]
     pub fn clear_buffer(&mut self, id: u32) {
         if let Some(v) = self.recs.get_mut(id as usize) {
-            v.clear();
+            v.bins.clear();
+            v.wide = Default::default();
         }
     }
 
     /// Earliest time the accesses may start, with the critical path of the binding constraint.
     fn deps(&self, reads: &[Region], writes: &[Region]) -> (u64, Crit) {
         let mut t = 0u64;
-        let mut crit = [0u64; 8];
-        for r in reads {
-            for rec in &self.recs[r.id as usize] {
-                if rec.write && rec.time > t && r.overlaps(rec) {
+        let mut crit = [0u32; 8];
+        let mut check = |list: &[Rec], r: &Region| {
+            for rec in list {
+                if rec.time > t && r.overlaps(rec) {
                     t = rec.time;
                     crit = rec.crit;
                 }
             }
-        }
-        for w in writes {
-            for rec in &self.recs[w.id as usize] {
-                if rec.time > t && w.overlaps(rec) {
-                    t = rec.time;
-                    crit = rec.crit;
+        };
+        for (regions, kinds) in [(reads, 1..2), (writes, 0..2)] {
+            for r in regions {
+                let b = &self.recs[r.id as usize];
+                for k in kinds.clone() {
+                    check(&b.wide[k], r);
+                }
+                let range = b.range(r);
+                for bin in b.bins.get(range.start..range.end.min(b.bins.len())).unwrap_or(&[]) {
+                    for k in kinds.clone() {
+                        check(&bin[k], r);
+                    }
                 }
             }
         }
@@ -370,16 +405,39 @@ impl Timing {
     }
 
     fn record(&mut self, r: &Region, write: bool, time: u64, crit: Crit) {
-        let list = &mut self.recs[r.id as usize];
-        if write {
-            // Anything this write covers is dominated by it (see module docs).
-            list.retain(|old| !r.covers(old));
-        } else {
-            list.retain(|old| old.write || old.time > time || !r.covers(old));
+        let b = &mut self.recs[r.id as usize];
+        let range = b.range(r);
+        if b.bins.len() < range.end {
+            b.bins.resize_with(range.end, Default::default);
         }
-        list.push(Rec { p0: r.p0, p1: r.p1, b0: r.b0, b1: r.b1, write, time, crit });
-        if list.len() > MAX_RECS {
-            merge_oldest(list);
+        let rec = Rec { p0: r.p0, p1: r.p1, b0: r.b0, b1: r.b1, write, time, crit };
+        let prune = |[reads, writes]: &mut [Vec<Rec>; 2]| {
+            if write {
+                // Anything this write covers is dominated by it (see module docs).
+                reads.retain(|old| !r.covers(old));
+                writes.retain(|old| !r.covers(old));
+            } else {
+                reads.retain(|old| old.time > time || !r.covers(old));
+            }
+        };
+        prune(&mut b.wide);
+        let wide = range.len() > WIDE_BINS;
+        for bin in &mut b.bins[range] {
+            prune(bin);
+            if !wide {
+                let list = &mut bin[write as usize];
+                list.push(rec);
+                if list.len() > MAX_RECS {
+                    merge_oldest(list);
+                }
+            }
+        }
+        if wide {
+            let list = &mut b.wide[write as usize];
+            list.push(rec);
+            if list.len() > MAX_RECS {
+                merge_oldest(list);
+            }
         }
     }
 
@@ -448,37 +506,64 @@ impl Timing {
         let ready = dep_t + self.dma_fixed_ps;
         let mut ready_crit = dep_crit;
         add_crit(&mut ready_crit, CAT_DMA_FIXED, self.dma_fixed_ps);
-        let (mut end, mut crit) = (0u64, [0u64; 8]);
-        for c in chunks {
+        let (mut end, mut crit) = (0u64, [0u32; 8]);
+        // Placement. A chunk whose engine is idle from `ready` on (the common case) starts at
+        // `max(ready, floor)`; such chunks with the same start stream together and share HBM,
+        // so they are filled as one transfer: one pass over the HBM timeline instead of 16.
+        let mut placed = [(0u64, 0u64); 64];
+        let mut group: Option<(u64, u64, f64, f64)> = None; // (start, desc_ps, bytes, rate)
+        let mut grouped = [false; 64];
+        for (i, c) in chunks.iter().enumerate() {
+            let e = &self.dma_engines[c.queue - 4];
+            let s0 = ready.max(e.floor);
+            let idle_after = e.busy.back().is_none_or(|&(_, b1)| b1 <= s0);
+            if idle_after && hbm_sides > 0 && group.is_none_or(|g| g.0 == s0) {
+                let desc_ps = (c.descriptors as f64 * self.dma_desc_ps).round() as u64;
+                let g = group.get_or_insert((s0, 0, 0.0, 0.0));
+                g.1 = g.1.max(desc_ps);
+                g.2 += (c.bytes * hbm_sides as u64) as f64;
+                g.3 += self.dma_rate * hbm_sides as f64;
+                grouped[i] = true;
+            }
+        }
+        let group_end = group.map(|(s0, desc, bytes, rate)| {
+            (self.hbm.transfer(s0 + desc, bytes, rate).max(s0 + 1), s0)
+        });
+        for (i, c) in chunks.iter().enumerate() {
             let desc_ps = (c.descriptors as f64 * self.dma_desc_ps).round() as u64;
             let own_ps = (c.bytes as f64 / self.dma_rate).ceil() as u64;
-            let engine = &self.dma_engines[c.queue - 4];
-            let hbm = &mut self.hbm;
-            let rate = self.dma_rate;
-            let end_of = |start: u64| -> u64 {
+            placed[i] = if grouped[i] {
+                let (e, s0) = group_end.expect("grouped chunks have a group");
+                (s0, e)
+            } else {
+                let engine = &self.dma_engines[c.queue - 4];
+                let hbm = &mut self.hbm;
+                let rate = self.dma_rate;
+                let end_of = |start: u64| -> u64 {
+                    let data_end = if hbm_sides > 0 {
+                        hbm.query(
+                            start + desc_ps,
+                            (c.bytes * hbm_sides as u64) as f64,
+                            rate * hbm_sides as f64,
+                        )
+                    } else {
+                        start + desc_ps + own_ps
+                    };
+                    data_end.max(start + 1)
+                };
+                let start = engine.place(ready, desc_ps + own_ps, end_of);
                 let data_end = if hbm_sides > 0 {
-                    hbm.query(
+                    self.hbm.transfer(
                         start + desc_ps,
                         (c.bytes * hbm_sides as u64) as f64,
-                        rate * hbm_sides as f64,
+                        self.dma_rate * hbm_sides as f64,
                     )
                 } else {
                     start + desc_ps + own_ps
                 };
-                data_end.max(start + 1)
+                (start, data_end.max(start + 1))
             };
-            let (start, _) = engine.place(ready, desc_ps + own_ps, end_of);
-            let data_start = start + desc_ps;
-            let chunk_end = if hbm_sides > 0 {
-                self.hbm.transfer(
-                    data_start,
-                    (c.bytes * hbm_sides as u64) as f64,
-                    self.dma_rate * hbm_sides as f64,
-                )
-            } else {
-                data_start + own_ps
-            }
-            .max(start + 1);
+            let (start, chunk_end) = placed[i];
             self.dma_engines[c.queue - 4].insert(start, chunk_end);
             let mut ccrit = ready_crit;
             // Waiting for the engine (other transfers) or for HBM is contention.
@@ -499,7 +584,7 @@ impl Timing {
             out.push((c.queue, start, chunk_end));
             if let Some(counter) = &mut self.hbm_counter {
                 if hbm_sides > 0 {
-                    *counter.entry(data_start / 1_000_000).or_default() += c.bytes;
+                    *counter.entry((start + desc_ps) / 1_000_000).or_default() += c.bytes;
                 }
             }
         }
