@@ -74,7 +74,7 @@ pub enum ViolationKind {
         "{operand} reads/writes element {index:?} of HBM tensor `{tensor}` with shape {shape:?}: \
          out of bounds"
     )]
-    HbmOutOfBounds { operand: &'static str, tensor: String, index: Vec<i64>, shape: Vec<u64> },
+    HbmOutOfBounds { operand: &'static str, tensor: String, index: Box<[i64]>, shape: Box<[u64]> },
     #[error(
         "{operand} reads {what} at partition {partition}, element {element} before anything \
          wrote it (fresh memory is NaN, as in nki.simulate)"

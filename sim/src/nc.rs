@@ -711,8 +711,8 @@ impl Nc {
             return Err(V::HbmOutOfBounds {
                 operand,
                 tensor: t.name.clone(),
-                index,
-                shape: t.shape.clone(),
+                index: index.into(),
+                shape: t.shape.clone().into(),
             });
         }
         Ok(())
