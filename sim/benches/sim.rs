@@ -26,11 +26,14 @@ fn gemm<const PANEL: bool>(nc: &mut Nc, a_t: Hbm, b: Hbm, c: Hbm) -> SimResult<(
         }
         for mi in 0..m / 128 {
             let at = nc.tile(a_pool, Dtype::Bf16, &[128, kt, 128])?;
-            for ki in 0..kt {
-                nc.dma(
-                    at.at(ki),
-                    a_t.slice(&[ki * 128..(ki + 1) * 128, mi * 128..(mi + 1) * 128]),
-                )?;
+            if PANEL {
+                // [K, 128] columns of AT viewed as [128 partitions, K/128 tiles, 128].
+                nc.dma(at, a_t.cols(mi * 128..(mi + 1) * 128).split(0, 128).swap(0, 1))?;
+            } else {
+                for ki in 0..kt {
+                    let rows = ki * 128..(ki + 1) * 128;
+                    nc.dma(at.at(ki), a_t.slice(&[rows, mi * 128..(mi + 1) * 128]))?;
+                }
             }
             let acc = nc.tile(psum, Dtype::F32, &[128, 512])?;
             for ki in 0..kt {

@@ -230,7 +230,34 @@ pub(crate) struct Stats {
     pub dma_descriptors: u64,
     pub dma_partition_rows: u64,
     pub dma_bytes_per_partition_sum: f64,
-    pub by_line: FxHashMap<(usize, u32, u32), LineStat>,
+    /// Per source line: time and instruction count, in first-seen order.
+    pub lines: Vec<LineStat>,
+    line_index: FxHashMap<(usize, u32, u32), usize>,
+    last_line: Option<((usize, u32, u32), usize)>,
+}
+
+impl Stats {
+    /// Attribute `busy_ps` to the source line `loc`. Consecutive instructions usually come
+    /// from the same line (a loop body), so the last line's slot is remembered.
+    #[inline]
+    fn add_line(&mut self, loc: SourceLoc, opcode: &'static str, busy_ps: u64) {
+        let key = (loc.file.as_ptr() as usize, loc.line, loc.column);
+        let idx = match self.last_line {
+            Some((k, i)) if k == key => i,
+            _ => {
+                let next = self.lines.len();
+                let i = *self.line_index.entry(key).or_insert(next);
+                if i == next {
+                    self.lines.push(LineStat { loc, busy_ps: 0, count: 0, opcode });
+                }
+                self.last_line = Some((key, i));
+                i
+            }
+        };
+        let line = &mut self.lines[idx];
+        line.busy_ps += busy_ps;
+        line.count += 1;
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -670,12 +697,12 @@ impl Nc {
             return Err(V::BadStartPartition { operand, start: p0, partitions: np });
         }
         let (lo, hi) = v.free.span().unwrap_or((0, 0));
-        if v.offset + lo < 0 || (v.offset + hi) as u64 >= v.tile.free.elems() {
+        if v.offset + lo < 0 || (v.offset + hi) as u64 >= v.tile.elems {
             return Err(V::BadAccessPattern(format!(
                 "{operand} reaches free elements {}..={} of a tile with {} free elements",
                 v.offset + lo,
                 v.offset + hi,
-                v.tile.free.elems()
+                v.tile.elems
             )));
         }
         Ok(())
@@ -1000,13 +1027,7 @@ impl Nc {
         };
         let timing = self.timing.as_mut().expect("checked above");
         let (start, end) = timing.compute(&op);
-        let line = self
-            .stats
-            .by_line
-            .entry((loc.file.as_ptr() as usize, loc.line, loc.column))
-            .or_insert(LineStat { loc, busy_ps: 0, count: 0, opcode });
-        line.busy_ps += end - start;
-        line.count += 1;
+        self.stats.add_line(loc, opcode, end - start);
         if self.mode.trace {
             let args = reads
                 .iter()
@@ -1169,16 +1190,8 @@ impl Nc {
         let mut out = std::mem::take(&mut self.dma_out);
         let timing = self.timing.as_mut().expect("checked above");
         timing.dma(&chunks[..n_chunks as usize], hbm_sides, &rr, &wr, &mut out);
-        for &(q, s, e) in &out {
-            let line = self
-                .stats
-                .by_line
-                .entry((sloc.file.as_ptr() as usize, sloc.line, sloc.column))
-                .or_insert(LineStat { loc: sloc, busy_ps: 0, count: 0, opcode: "dma_copy" });
-            line.busy_ps += e - s;
-            line.count += 1;
-            let _ = q;
-        }
+        let busy = out.iter().map(|&(_, s, e)| e - s).sum();
+        self.stats.add_line(sloc, "dma_copy", busy);
         if self.mode.trace {
             let desc = |a: &Access| match a {
                 Access::Tile(v) => describe(v),
@@ -1617,18 +1630,24 @@ impl Nc {
         }
         let n = Self::n_with_stride(&[&s, &d]);
         let cycles = cost::activation(self.min_ii(eng), n, args.reduce.is_some(), 1);
-        let mut reads: Vec<&TileView> = vec![&s];
+        let mut reads: [&TileView; 3] = [&s; 3];
+        let mut nr = 1;
         if let Scalar::Col(c) = &args.scale {
-            reads.push(c);
+            reads[nr] = c;
+            nr += 1;
         }
         if let Some(b) = &args.bias {
-            reads.push(b);
+            reads[nr] = b;
+            nr += 1;
         }
-        let mut writes: Vec<&TileView> = vec![&d];
+        let mut writes: [&TileView; 2] = [&d; 2];
+        let mut nw = 1;
         if let Some(r) = &args.reduce {
-            writes.push(r);
+            writes[nw] = r;
+            nw += 1;
         }
-        self.schedule("activation", eng, cycles, &reads, &writes, SourceLoc::from_location(loc));
+        let (reads, writes) = (&reads[..nr], &writes[..nw]);
+        self.schedule("activation", eng, cycles, reads, writes, SourceLoc::from_location(loc));
         Ok(())
     }
 

@@ -157,7 +157,7 @@ impl Nc {
         for (i, name) in CRIT_CATEGORIES.iter().enumerate() {
             crit_map.insert(name.to_string(), crit[i] as f64 / 1e3);
         }
-        let mut lines: Vec<_> = st.by_line.values().cloned().collect();
+        let mut lines: Vec<_> = st.lines.clone();
         lines.sort_by(|a, b| b.busy_ps.cmp(&a.busy_ps).then(a.loc.cmp(&b.loc)));
         let top_lines = lines
             .iter()

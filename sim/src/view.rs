@@ -309,7 +309,15 @@ impl Tile {
     }
     /// The whole tile as a view.
     pub fn view(&self) -> TileView {
-        TileView { tile: *self, p0: 0, np: self.parts, offset: 0, free: self.free }
+        let tile = TileRef {
+            buf: self.buf,
+            gen: self.gen,
+            dtype: self.dtype,
+            mem: self.mem,
+            parts: self.parts,
+            elems: self.free.elems(),
+        };
+        TileView { tile, p0: 0, np: self.parts, offset: 0, free: self.free }
     }
     pub fn parts(&self, r: Range<u32>) -> TileView {
         self.view().parts(r)
@@ -325,10 +333,22 @@ impl Tile {
     }
 }
 
+/// What a view needs to know about its tile (kept small: views are passed around a lot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct TileRef {
+    pub(crate) buf: u32,
+    pub(crate) gen: u32,
+    pub(crate) dtype: Dtype,
+    pub(crate) mem: Mem,
+    pub(crate) parts: u32,
+    /// Free elements per partition of the allocation.
+    pub(crate) elems: u64,
+}
+
 /// A partition range and free-axis access pattern over a tile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TileView {
-    pub(crate) tile: Tile,
+    pub(crate) tile: TileRef,
     pub(crate) p0: u32,
     pub(crate) np: u32,
     pub(crate) offset: i64,
