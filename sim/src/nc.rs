@@ -2180,7 +2180,7 @@ impl Nc {
                 max: 512,
             });
         }
-        if !stats && n % 3 != 0 {
+        if !stats && !n.is_multiple_of(3) {
             return Err(V::ShapeMismatch(format!(
                 "bn_aggr takes (count, mean, var) triples, src has {n} elements"
             )));

@@ -205,7 +205,7 @@ impl HbmView {
     /// Split dim `dim` of size `outer*inner` into `[outer, inner]` (no-op if it does not divide).
     pub fn split(mut self, dim: usize, inner: u64) -> Self {
         let n = self.dims.len();
-        if dim < n && n < MAX_HBM_DIMS && inner > 0 && self.dims.d[dim].1 % inner == 0 {
+        if dim < n && n < MAX_HBM_DIMS && inner > 0 && self.dims.d[dim].1.is_multiple_of(inner) {
             let (s, size) = self.dims.d[dim];
             self.dims.d.copy_within(dim + 1..n, dim + 2);
             self.dims.d[dim] = (s * inner as i64, size / inner);
@@ -425,7 +425,7 @@ impl TileView {
     /// Split free dim `dim` into `[size/inner, inner]`.
     pub fn split(mut self, dim: usize, inner: u64) -> Self {
         let n = self.free.len();
-        if dim < n && n < MAX_FREE_DIMS && inner > 0 && self.free.d[dim].1 % inner == 0 {
+        if dim < n && n < MAX_FREE_DIMS && inner > 0 && self.free.d[dim].1.is_multiple_of(inner) {
             let (s, size) = self.free.d[dim];
             self.free.d.copy_within(dim + 1..n, dim + 2);
             self.free.d[dim] = (s * inner as i64, size / inner);
