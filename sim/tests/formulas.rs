@@ -1,0 +1,298 @@
+//! One test per documented instruction cost formula (neuroncore.md §2.3, §2.4).
+//!
+//! Each test issues a single instruction on a fresh trn1 (NeuronCore-v2, the generation the
+//! formulas were published for, with no performance-mode speed-ups) and compares the
+//! engine's busy cycles with the formula written out here from the document — not from the
+//! simulator's `cost` module. Both sides of every `max()` / floor are exercised.
+
+use neuron_sim::{Act, ActArgs, Affine, Alu, Chip, Cmp, Dtype, Engine, ExecMode, Nc, Scalar, Tile};
+
+const MIN_II: u64 = 64; // §2.3 "MIN_II ≈ 64 engine cycles"
+const GPSIMD_START: u64 = 150; // §2.3 iota / affine_select "150 + N"
+
+fn nc() -> Nc {
+    Nc::new(Chip::trn1(), ExecMode::TIMING)
+}
+
+fn sbuf(nc: &mut Nc, dt: Dtype, shape: &[u64]) -> Tile {
+    let pool = nc.sbuf_pool("p", 1);
+    nc.tile_named(pool, &format!("t{}", shape.iter().product::<u64>()), dt, shape).unwrap()
+}
+
+fn psum(nc: &mut Nc, dt: Dtype, shape: &[u64]) -> Tile {
+    let pool = nc.psum_pool("ps", 1);
+    nc.tile_named(pool, "acc", dt, shape).unwrap()
+}
+
+/// Busy cycles of `engine` after the program, checked against its busy time at its clock.
+fn cycles(nc: &mut Nc, engine: Engine) -> u64 {
+    let p = nc.profile();
+    let e = &p.engines[engine.index()];
+    assert_eq!(e.instruction_count, 1, "exactly one instruction on {engine}");
+    let ghz = match engine {
+        Engine::Tensor => nc.chip().clocks.tensor_ghz,
+        Engine::Vector => nc.chip().clocks.vector_ghz,
+        Engine::Scalar => nc.chip().clocks.scalar_ghz,
+        Engine::GpSimd => nc.chip().clocks.gpsimd_ghz,
+    };
+    let expect_us = e.busy_cycles as f64 / ghz / 1e3;
+    assert!(
+        (e.active_time_us - expect_us).abs() < 1e-6,
+        "{} µs vs {} cycles",
+        e.active_time_us,
+        e.busy_cycles
+    );
+    e.busy_cycles
+}
+
+#[test]
+fn matmul_is_max_of_min64_stationary_and_moving() {
+    // §2.3: max(min(64, N_stationary), N_moving) for bf16; §2.4 MM_INIT_LATENCY = 64.
+    for (m, n) in [(128, 512), (128, 32), (16, 8), (16, 40), (100, 64), (128, 1)] {
+        let mut nc = nc();
+        let st = sbuf(&mut nc, Dtype::Bf16, &[128, m]);
+        let mv = sbuf(&mut nc, Dtype::Bf16, &[128, n]);
+        let ps = psum(&mut nc, Dtype::F32, &[m, n]);
+        nc.memset(st, 1.0).unwrap();
+        nc.memset(mv, 1.0).unwrap();
+        nc.matmul(ps, st, mv, false).unwrap();
+        let want = std::cmp::max(std::cmp::min(64, m), n);
+        assert_eq!(cycles(&mut nc, Engine::Tensor), want, "M={m} N={n}");
+    }
+}
+
+#[test]
+fn fp32_matmul_costs_four_times_bf16() {
+    // §1.4, §2.3: fp32 = 4 x max(min(64, N_stationary), N_moving).
+    for (m, n) in [(128, 512), (128, 16)] {
+        let mut nc = nc();
+        let st = sbuf(&mut nc, Dtype::F32, &[128, m]);
+        let mv = sbuf(&mut nc, Dtype::F32, &[128, n]);
+        let ps = psum(&mut nc, Dtype::F32, &[m, n]);
+        nc.on(Engine::GpSimd).memset(st, 1.0).unwrap();
+        nc.on(Engine::GpSimd).memset(mv, 1.0).unwrap();
+        nc.matmul(ps, st, mv, false).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::Tensor), 4 * std::cmp::max(64.min(m), n));
+    }
+}
+
+#[test]
+fn tensor_engine_transpose_is_max_p_min64_f() {
+    // §2.3: Tensor transpose max(P, min(64, F)).
+    for (p, f) in [(128, 128), (32, 128), (16, 8), (8, 100)] {
+        let mut nc = nc();
+        let src = sbuf(&mut nc, Dtype::Bf16, &[p, f]);
+        let dst = psum(&mut nc, Dtype::Bf16, &[f, p]);
+        nc.on(Engine::GpSimd).memset(src, 1.0).unwrap();
+        nc.transpose(dst, src).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::Tensor), p.max(f.min(64)), "P={p} F={f}");
+    }
+}
+
+#[test]
+fn vector_engine_transpose_is_max_min_ii_n() {
+    // §2.3: Vector transpose max(MIN_II, N), up to 32 x 32.
+    for (p, f) in [(32, 32), (4, 16)] {
+        let mut nc = nc();
+        let src = sbuf(&mut nc, Dtype::F32, &[p, f]);
+        let dst = sbuf(&mut nc, Dtype::F32, &[f, p]);
+        nc.on(Engine::GpSimd).memset(src, 1.0).unwrap();
+        nc.on(Engine::Vector).transpose(dst, src).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::Vector), MIN_II.max(f));
+    }
+}
+
+#[test]
+fn activation_is_max_min_ii_n_with_or_without_scale_and_bias() {
+    // §2.3: activation max(MIN_II, N), the same with or without scale/bias.
+    for n in [16u64, 64, 1000] {
+        let mut nc = nc();
+        let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
+        let y = sbuf(&mut nc, Dtype::F32, &[128, n + 1]);
+        let y = y.cols(0..n);
+        let b = sbuf(&mut nc, Dtype::F32, &[128, 1]);
+        nc.on(Engine::GpSimd).memset(x, 0.5).unwrap();
+        nc.on(Engine::GpSimd).memset(b, 0.5).unwrap();
+        nc.activation(y, x, Act::Exp, ActArgs::default().scale(2.0).bias(b)).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::Scalar), MIN_II.max(n), "N={n}");
+    }
+}
+
+#[test]
+fn activation_with_reduce_adds_min_ii() {
+    // §2.3 activation_reduce: max(MIN_II, N) + MIN_II (the accumulator read).
+    for n in [10u64, 512] {
+        let mut nc = nc();
+        let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
+        let r = sbuf(&mut nc, Dtype::F32, &[128, 1]);
+        nc.on(Engine::GpSimd).memset(x, 0.5).unwrap();
+        nc.activation(x, x, Act::Square, ActArgs::default().reduce(r)).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::Scalar), MIN_II.max(n) + MIN_II);
+    }
+}
+
+#[test]
+fn tensor_tensor_one_psum_one_sbuf_input_is_1n() {
+    // §2.3: max(MIN_II, N) when one input is in PSUM and the other in SBUF.
+    let n = 512;
+    let mut nc = nc();
+    let a = psum(&mut nc, Dtype::F32, &[128, n]);
+    let b = sbuf(&mut nc, Dtype::F32, &[128, n]);
+    let d = sbuf(&mut nc, Dtype::F32, &[128, n + 8]);
+    let d = d.cols(0..n);
+    nc.on(Engine::GpSimd).memset(b, 1.0).unwrap();
+    // PSUM written by the PE array (GpSimd cannot reach PSUM): a 1-row matmul.
+    let one = sbuf(&mut nc, Dtype::F32, &[1, 128]);
+    let mv = sbuf(&mut nc, Dtype::F32, &[1, n + 16]);
+    nc.on(Engine::GpSimd).memset(one, 1.0).unwrap();
+    nc.on(Engine::GpSimd).memset(mv, 1.0).unwrap();
+    nc.matmul(a, one, mv.cols(0..n), false).unwrap();
+    nc.tensor_tensor(d, a, b, Alu::Add).unwrap();
+    assert_eq!(cycles(&mut nc, Engine::Vector), MIN_II.max(n));
+}
+
+#[test]
+fn tensor_tensor_all_bf16_sbuf_add_is_1n_else_2n() {
+    // §2.3: max(MIN_II, N) for all-bf16 SBUF add/multiply/subtract (contiguous);
+    // otherwise max(MIN_II, 2N).
+    for (dt, op, n, want) in [
+        (Dtype::Bf16, Alu::Add, 256u64, MIN_II.max(256)),
+        (Dtype::Bf16, Alu::Multiply, 20, MIN_II.max(20)),
+        (Dtype::Bf16, Alu::Max, 256, MIN_II.max(2 * 256)),
+        (Dtype::F32, Alu::Add, 256, MIN_II.max(2 * 256)),
+        (Dtype::F32, Alu::Add, 20, MIN_II.max(2 * 20)),
+    ] {
+        let mut nc = nc();
+        let a = sbuf(&mut nc, dt, &[128, n]);
+        let b = sbuf(&mut nc, dt, &[128, n + 1]);
+        let b = b.cols(0..n);
+        nc.on(Engine::GpSimd).memset(a, 1.0).unwrap();
+        nc.on(Engine::GpSimd).memset(b, 1.0).unwrap();
+        nc.tensor_tensor(a, a, b, op).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::Vector), want, "{dt} {op:?} N={n}");
+    }
+}
+
+#[test]
+fn tensor_scalar_is_max_min_ii_n_for_one_or_two_ops() {
+    // §2.3: max(MIN_II, N); one or two ops cost the same.
+    for (n, two) in [(1000u64, false), (1000, true), (8, true)] {
+        let mut nc = nc();
+        let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
+        nc.on(Engine::GpSimd).memset(x, 1.0).unwrap();
+        let op1 = two.then_some((Alu::Add, Scalar::Imm(1.0)));
+        nc.tensor_scalar(x, x, (Alu::Multiply, Scalar::Imm(3.0)), op1).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::Vector), MIN_II.max(n));
+    }
+}
+
+#[test]
+fn tensor_reduce_is_n_half_for_bf16_add_max_else_n() {
+    // §2.3: N/2 if bf16 in and out with add or max, else N (no MIN_II floor).
+    for (dt, op, n, want) in [
+        (Dtype::Bf16, Alu::Add, 512u64, 256u64),
+        (Dtype::Bf16, Alu::Max, 100, 50),
+        (Dtype::Bf16, Alu::Min, 100, 100),
+        (Dtype::F32, Alu::Add, 512, 512),
+        (Dtype::F32, Alu::Max, 10, 10),
+    ] {
+        let mut nc = nc();
+        let x = sbuf(&mut nc, dt, &[128, n]);
+        let r = sbuf(&mut nc, dt, &[128, 1]);
+        nc.on(Engine::GpSimd).memset(x, 1.0).unwrap();
+        nc.tensor_reduce(r, x, op, false).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::Vector), want, "{dt} {op:?} N={n}");
+    }
+}
+
+#[test]
+fn memset_zero_16bit_is_n_half_else_n() {
+    // §2.3: max(MIN_II, N/2) for zero in bf16/fp16, else max(MIN_II, N).
+    for (dt, v, n, want) in [
+        (Dtype::Bf16, 0.0, 1024u64, 512u64),
+        (Dtype::F16, 0.0, 100, MIN_II.max(50)),
+        (Dtype::Bf16, 1.0, 1024, 1024),
+        (Dtype::F32, 0.0, 1024, 1024),
+        (Dtype::F32, 0.0, 10, MIN_II),
+    ] {
+        let mut nc = nc();
+        let x = sbuf(&mut nc, dt, &[128, n]);
+        nc.memset(x, v).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::Vector), want, "{dt} {v} N={n}");
+    }
+}
+
+#[test]
+fn tensor_copy_is_max_min_ii_n() {
+    // §2.3: max(MIN_II, N), on Vector and on Scalar.
+    for (engine, n) in [(Engine::Vector, 700u64), (Engine::Vector, 3), (Engine::Scalar, 700)] {
+        let mut nc = nc();
+        let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
+        let y = sbuf(&mut nc, Dtype::Bf16, &[128, n]);
+        nc.on(Engine::GpSimd).memset(x, 1.0).unwrap();
+        nc.on(engine).tensor_copy(y, x).unwrap();
+        assert_eq!(cycles(&mut nc, engine), MIN_II.max(n));
+    }
+}
+
+#[test]
+fn iota_and_affine_select_are_gpsimd_start_plus_n() {
+    // §2.3: 150 + N for iota and affine_select.
+    for n in [1u64, 128, 2048] {
+        let mut nc = nc();
+        let x = sbuf(&mut nc, Dtype::I32, &[128, n]);
+        nc.iota(x, Affine::new2(0, 1, 1)).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::GpSimd), GPSIMD_START + n);
+
+        let mut nc = self::nc();
+        let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
+        nc.memset(x, 1.0).unwrap();
+        nc.affine_select(x, x, Affine::new2(0, 1, -1), Cmp::Ge, -1e9).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::GpSimd), GPSIMD_START + n);
+    }
+}
+
+#[test]
+fn bn_stats_and_bn_aggr_follow_their_formulas() {
+    // §2.3: bn_stats max(MIN_II, N); bn_aggr max(MIN_II, 13 * (N / 3)).
+    let mut nc = nc();
+    let x = sbuf(&mut nc, Dtype::F32, &[128, 512]);
+    let s = sbuf(&mut nc, Dtype::F32, &[128, 6]);
+    nc.on(Engine::GpSimd).memset(x, 1.0).unwrap();
+    nc.bn_stats(s, x).unwrap();
+    assert_eq!(cycles(&mut nc, Engine::Vector), MIN_II.max(512));
+
+    for k in [2u64, 40] {
+        let mut nc = self::nc();
+        let st = sbuf(&mut nc, Dtype::F32, &[128, 3 * k]);
+        let out = sbuf(&mut nc, Dtype::F32, &[128, 2]);
+        nc.on(Engine::GpSimd).memset(st, 1.0).unwrap();
+        nc.bn_aggr(out, st).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::Vector), MIN_II.max(13 * (3 * k / 3)));
+    }
+}
+
+#[test]
+fn strided_inner_access_is_half_bandwidth() {
+    // §1.8: inner stride over 16 bytes → half port bandwidth, "~50% slower instruction".
+    let n = 256u64;
+    let mut nc = nc();
+    let x = sbuf(&mut nc, Dtype::F32, &[128, n, 8]); // [.., 8] fp32: stride 32 B along n
+    nc.on(Engine::GpSimd).memset(x, 1.0).unwrap();
+    let y = sbuf(&mut nc, Dtype::F32, &[128, n]);
+    nc.tensor_copy(y, x.view().swap(0, 1).at(0)).unwrap();
+    assert_eq!(cycles(&mut nc, Engine::Vector), MIN_II.max(n + n / 2));
+}
+
+#[test]
+fn trn2_vector_bf16_copy_gets_performance_mode() {
+    // §1.5: NC-v3 VectorE tensor_copy 4x for bf16 SBUF→SBUF contiguous; fp32 gets none.
+    for (dt, want) in [(Dtype::Bf16, MIN_II.max(2048 / 4)), (Dtype::F32, 2048)] {
+        let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+        let x = sbuf(&mut nc, dt, &[128, 2048]);
+        let y = sbuf(&mut nc, dt, &[128, 2048 + 1]);
+        nc.on(Engine::GpSimd).memset(x, 1.0).unwrap();
+        nc.tensor_copy(y.cols(0..2048), x).unwrap();
+        assert_eq!(nc.profile().engines[Engine::Vector.index()].busy_cycles, want, "{dt}");
+    }
+}
