@@ -726,7 +726,7 @@ impl Nc {
             let mut rest = flat;
             for (i, &d) in t.shape.iter().enumerate().rev() {
                 if i == 0 {
-                    index[0] = rest.div_euclid(t.row_elems as i64);
+                    index[0] = rest;
                 } else {
                     index[i] = rest.rem_euclid(d as i64);
                     rest = rest.div_euclid(d as i64);

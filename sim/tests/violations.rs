@@ -1,0 +1,218 @@
+//! Every hardware rule broken gives a typed error naming the instruction, the kernel's own
+//! source line and the numbers involved — never a panic, never a silent wrong answer.
+
+use neuron_sim::{Alu, Chip, Dtype, ExecMode, Nc, SimError, ViolationKind as V};
+
+fn nc() -> Nc {
+    Nc::new(Chip::trn2(), ExecMode::BOTH)
+}
+
+/// Assert the error names this test file and `line`, the instruction, and each `needle`.
+fn check(err: &SimError, instruction: &str, line: u32, needles: &[&str]) {
+    assert_eq!(err.instruction, instruction, "{err}");
+    assert!(err.loc.file.ends_with("violations.rs"), "{err}");
+    assert_eq!(err.loc.line, line, "{err}");
+    let msg = err.to_string();
+    assert!(msg.starts_with(&format!("{}:{}:", err.loc.file, line)), "{msg}");
+    for n in needles {
+        assert!(msg.contains(n), "message lacks {n:?}: {msg}");
+    }
+}
+
+#[test]
+fn more_than_128_partitions() {
+    let mut nc = nc();
+    let p = nc.sbuf_pool("p", 1);
+    let (e, line) = (nc.tile(p, Dtype::F32, &[129, 4]).unwrap_err(), line!());
+    assert!(matches!(e.kind, V::PartitionOverflow { partitions: 129, max: 128, .. }), "{e}");
+    check(&e, "tile", line, &["129 partitions", "128"]);
+}
+
+#[test]
+fn bad_start_partition() {
+    let mut nc = nc();
+    let p = nc.sbuf_pool("p", 1);
+    let t = nc.tile(p, Dtype::F32, &[128, 4]).unwrap();
+    nc.memset(t, 0.0).unwrap();
+    // 64 partitions must start at 0 or 64 (§1.8).
+    let (e, line) = (nc.tensor_copy(t.parts(64..128), t.parts(32..96)).unwrap_err(), line!());
+    assert!(matches!(e.kind, V::BadStartPartition { start: 32, partitions: 64, .. }), "{e}");
+    check(&e, "tensor_copy", line, &["starts at partition 32", "64 partitions"]);
+    // Allowed: 32 partitions at 96, 64 at 64.
+    nc.tensor_copy(t.parts(96..128), t.parts(64..96)).unwrap();
+}
+
+#[test]
+fn moving_free_size_over_512() {
+    let mut nc = nc();
+    let p = nc.sbuf_pool("p", 1);
+    let ps = nc.psum_pool("ps", 1);
+    let st = nc.tile(p, Dtype::Bf16, &[128, 128]).unwrap();
+    let mv = nc.tile(p, Dtype::Bf16, &[128, 640]).unwrap();
+    let acc = nc.tile(ps, Dtype::F32, &[128, 640]).unwrap();
+    nc.memset(st, 1.0).unwrap();
+    nc.memset(mv, 1.0).unwrap();
+    let (e, line) = (nc.matmul(acc, st, mv, false).unwrap_err(), line!());
+    assert!(matches!(e.kind, V::MovingFreeTooLarge { n: 640, max: 512 }), "{e}");
+    check(&e, "nc_matmul", line, &["640", "512"]);
+}
+
+#[test]
+fn psum_bank_overflow() {
+    let mut nc = nc();
+    let p = nc.sbuf_pool("p", 1);
+    let ps = nc.psum_pool("ps", 1);
+    let st = nc.tile(p, Dtype::Bf16, &[128, 128]).unwrap();
+    let mv = nc.tile(p, Dtype::Bf16, &[128, 512]).unwrap();
+    nc.memset(st, 1.0).unwrap();
+    nc.memset(mv, 1.0).unwrap();
+    // Two banks; columns 256..768 of fp32 = bytes 1024..3072 straddle the bank boundary.
+    let acc = nc.tile(ps, Dtype::F32, &[128, 1024]).unwrap();
+    let (e, line) = (nc.matmul(acc.cols(256..768), st, mv, false).unwrap_err(), line!());
+    assert!(
+        matches!(e.kind, V::PsumBankOverflow { offset: 1024, bytes: 2048, bank_bytes: 2048, .. }),
+        "{e}"
+    );
+    check(&e, "nc_matmul", line, &["PSUM bank overflow", "2048 bytes"]);
+    // Inside one bank it is fine.
+    nc.matmul(acc.cols(512..1024), st, mv, false).unwrap();
+}
+
+#[test]
+fn sbuf_over_capacity_names_every_pool_and_tile() {
+    let mut nc = nc(); // trn2: 229,376 bytes per partition
+    let a = nc.sbuf_pool("weights", 2);
+    let b = nc.sbuf_pool("io", 3);
+    nc.tile_named(a, "w", Dtype::F32, &[128, 16384]).unwrap(); // 2 x 64 KiB
+    nc.tile_named(b, "x", Dtype::Bf16, &[128, 8192]).unwrap(); // 3 x 16 KiB
+    let (e, line) = (nc.tile_named(b, "y", Dtype::F32, &[128, 8192]).unwrap_err(), line!()); // +3 x 32 KiB
+    let V::OverCapacity { needed, capacity, pools, .. } = &e.kind else { panic!("{e}") };
+    assert_eq!(*needed, 2 * 65536 + 3 * 16384 + 3 * 32768);
+    assert_eq!(*capacity, 229_376);
+    assert_eq!(pools.len(), 2);
+    check(
+        &e,
+        "tile",
+        line,
+        &[
+            "SBUF over capacity",
+            "needs 278528",
+            "has 229376",
+            "pool `weights` (bufs=2): 131072",
+            "tile `w`: 2 x 65536",
+            "pool `io` (bufs=3): 147456",
+            "tile `x`: 3 x 16384",
+            "tile `y`: 3 x 32768",
+        ],
+    );
+    // The failed allocation did not count: a smaller one still fits.
+    nc.tile_named(b, "y", Dtype::F32, &[128, 1024]).unwrap();
+}
+
+#[test]
+fn psum_over_its_eight_banks() {
+    let mut nc = nc();
+    let ps = nc.psum_pool("acc", 4);
+    nc.tile_named(ps, "a", Dtype::F32, &[128, 512]).unwrap(); // 4 x 1 bank
+    let (e, line) = (nc.tile_named(ps, "b", Dtype::F32, &[128, 1024]).unwrap_err(), line!()); // 4 x 2
+    assert!(
+        matches!(e.kind, V::OverCapacity { memory: "PSUM", needed: 12, capacity: 8, .. }),
+        "{e}"
+    );
+    check(&e, "tile", line, &["PSUM over capacity", "12 banks"]);
+}
+
+#[test]
+fn hbm_out_of_bounds() {
+    let mut nc = nc();
+    let x = nc.hbm_input("x", Dtype::F32, &[100, 8], &[0.0; 800]).unwrap();
+    let p = nc.sbuf_pool("p", 1);
+    let t = nc.tile(p, Dtype::F32, &[128, 8]).unwrap();
+    let (e, line) = (nc.dma(t, x.rows(0..128)).unwrap_err(), line!());
+    let V::HbmOutOfBounds { tensor, index, shape, .. } = &e.kind else { panic!("{e}") };
+    assert_eq!(
+        (tensor.as_str(), &index[..], &shape[..]),
+        ("x", &[127i64, 7][..], &[100u64, 8][..])
+    );
+    check(&e, "dma_copy", line, &["`x`", "[127, 7]", "[100, 8]", "out of bounds"]);
+}
+
+#[test]
+fn read_of_unwritten_memory() {
+    let mut nc = nc();
+    let y = nc.hbm("y", Dtype::F32, &[4, 4]).unwrap();
+    let p = nc.sbuf_pool("p", 1);
+    let t = nc.tile(p, Dtype::F32, &[4, 4]).unwrap();
+    let (e, line) = (nc.dma(t, y).unwrap_err(), line!());
+    assert!(matches!(e.kind, V::UnwrittenRead { partition: 0, element: 0, .. }), "{e}");
+    check(&e, "dma_copy", line, &["HBM tensor `y`", "before anything wrote it"]);
+    // A tile written only in part: the first unwritten element is named.
+    let u = nc.tile(p, Dtype::F32, &[4, 4]).unwrap();
+    nc.memset(u.cols(0..2), 1.0).unwrap();
+    let v = nc.tile(p, Dtype::F32, &[4, 4]).unwrap();
+    let (e, line) = (nc.tensor_copy(v, u).unwrap_err(), line!());
+    assert!(matches!(e.kind, V::UnwrittenRead { partition: 0, element: 2, .. }), "{e}");
+    check(&e, "tensor_copy", line, &["partition 0, element 2"]);
+}
+
+#[test]
+fn dtype_not_allowed_on_the_engine() {
+    let mut nc = nc();
+    let p = nc.sbuf_pool("p", 1);
+    let a = nc.tile(p, Dtype::I32, &[128, 8]).unwrap();
+    nc.on(neuron_sim::Engine::GpSimd).memset(a, 1.0).unwrap();
+    let (e, line) = (nc.tensor_tensor(a, a, a, Alu::Add).unwrap_err(), line!());
+    assert!(
+        matches!(e.kind, V::DtypeNotAllowed { engine: "Vector", dtype: Dtype::I32, .. }),
+        "{e}"
+    );
+    check(&e, "tensor_tensor", line, &["Vector does not accept int32", "GpSimd"]);
+    // The same on GpSimd is allowed (§2.3).
+    nc.on(neuron_sim::Engine::GpSimd).tensor_tensor(a, a, a, Alu::Add).unwrap();
+
+    let ps = nc.psum_pool("ps", 1);
+    let st = nc.tile(p, Dtype::F32, &[128, 128]).unwrap();
+    let mv = nc.tile(p, Dtype::Bf16, &[128, 128]).unwrap();
+    nc.memset(st, 1.0).unwrap();
+    nc.memset(mv, 1.0).unwrap();
+    let acc = nc.tile(ps, Dtype::F32, &[128, 128]).unwrap();
+    let (e, line) = (nc.matmul(acc, st, mv, false).unwrap_err(), line!());
+    assert!(
+        matches!(
+            e.kind,
+            V::DtypeNotAllowed { engine: "Tensor", operand: "moving", dtype: Dtype::Bf16, .. }
+        ),
+        "{e}"
+    );
+    check(&e, "nc_matmul", line, &["fp32 matmul operands only pair with fp32"]);
+}
+
+#[test]
+fn tile_used_after_its_buffer_was_reused() {
+    let mut nc = nc();
+    let p = nc.sbuf_pool("ring", 2);
+    let mut tiles = Vec::new();
+    for _ in 0..3 {
+        let t = nc.tile(p, Dtype::F32, &[8, 8]).unwrap();
+        nc.memset(t, 0.0).unwrap();
+        tiles.push(t);
+    }
+    // bufs = 2: the third allocation reused the first one's buffer.
+    let (e, line) = (nc.tensor_copy(tiles[1], tiles[0]).unwrap_err(), line!());
+    assert!(matches!(e.kind, V::StaleTile { bufs: 2, .. }), "{e}");
+    check(&e, "tensor_copy", line, &["pool `ring` has bufs = 2", "raise bufs"]);
+    nc.tensor_copy(tiles[2], tiles[1]).unwrap();
+}
+
+#[test]
+fn gpsimd_cannot_touch_psum_and_dma_cannot_either() {
+    let mut nc = nc();
+    let ps = nc.psum_pool("ps", 1);
+    let acc = nc.tile(ps, Dtype::F32, &[128, 4]).unwrap();
+    let (e, line) = (nc.on(neuron_sim::Engine::GpSimd).memset(acc, 0.0).unwrap_err(), line!());
+    assert!(matches!(e.kind, V::MemoryNotAllowed { memory: "PSUM", .. }), "{e}");
+    check(&e, "memset", line, &["GpSimd cannot access PSUM"]);
+    let y = nc.hbm("y", Dtype::F32, &[128, 4]).unwrap();
+    let (e, line) = (nc.dma(y, acc).unwrap_err(), line!());
+    check(&e, "dma_copy", line, &["PSUM", "HBM and SBUF only"]);
+}
