@@ -663,7 +663,14 @@ impl Nc {
 
     // ------------------------------------------------------------------ checks
 
+    /// Check a view used by a compute engine (all rules, including §1.8 start partitions).
     fn check_tile(&self, operand: &'static str, v: &TileView) -> VResult<()> {
+        self.check_view(operand, v, true)
+    }
+
+    /// Check a view; DMA descriptors address any partition, so `engine_access = false`
+    /// skips the start-partition rule, which is about engine access patterns (§1.8).
+    fn check_view(&self, operand: &'static str, v: &TileView, engine_access: bool) -> VResult<()> {
         let b = &self.bufs[v.tile.buf as usize];
         if b.gen != v.tile.gen {
             let lt = &self.logicals[b.logical as usize];
@@ -686,13 +693,14 @@ impl Nc {
             )));
         }
         let (p0, np) = (v.p0 as u64, v.np as u64);
-        let ok = if np > 64 {
-            p0 == 0
-        } else if np > 32 {
-            p0 == 0 || p0 == 64
-        } else {
-            p0 % 32 == 0
-        };
+        let ok = !engine_access
+            || if np > 64 {
+                p0 == 0
+            } else if np > 32 {
+                p0 == 0 || p0 == 64
+            } else {
+                p0 % 32 == 0
+            };
         if !ok {
             return Err(V::BadStartPartition { operand, start: p0, partitions: np });
         }
@@ -1082,7 +1090,7 @@ impl Nc {
                             "DMA moves data between HBM and SBUF only (neuroncore.md §2.3 dma_copy)",
                     });
                 }
-                self.check_tile(operand, v)?;
+                self.check_view(operand, v, false)?;
                 Ok((v.np as u64, v.free.elems(), v.tile.dtype, v.free.contiguous_run()))
             }
             Access::Hbm(v) => {

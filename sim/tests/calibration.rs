@@ -130,7 +130,10 @@ struct Point {
     measured_us: f64,
 }
 
-fn gemm_time(chip: Chip, kernel: fn(&mut Nc, Hbm, Hbm, Hbm) -> SimResult<()>) -> f64 {
+fn gemm_profile(
+    chip: Chip,
+    kernel: fn(&mut Nc, Hbm, Hbm, Hbm) -> SimResult<()>,
+) -> neuron_sim::Profile {
     let mut nc = Nc::new(chip, ExecMode::TIMING);
     let lhs_t = nc.hbm_input("lhsT", Dtype::Bf16, &[1024, 4096], &[]).unwrap();
     let rhs = nc.hbm_input("rhs", Dtype::Bf16, &[1024, 2048], &[]).unwrap();
@@ -138,7 +141,35 @@ fn gemm_time(chip: Chip, kernel: fn(&mut Nc, Hbm, Hbm, Hbm) -> SimResult<()>) ->
     kernel(&mut nc, lhs_t, rhs, out).unwrap();
     let p = nc.profile();
     eprintln!("  {}: {}", p.bottleneck.summary, p.bottleneck.evidence.join("; "));
-    p.total_time_us
+    p
+}
+
+fn gemm_time(chip: Chip, kernel: fn(&mut Nc, Hbm, Hbm, Hbm) -> SimResult<()>) -> f64 {
+    gemm_profile(chip, kernel).total_time_us
+}
+
+#[test]
+fn verdicts_name_what_limits_each_gemm() {
+    // The tiled kernel reloads both tiles in its inner loop (102 FLOP/B, below the PE's
+    // ridge): DMA-bound, with 256 B-per-partition lhsT loads called out. The optimized
+    // kernel reuses blocks: the PE array is the limit.
+    let tiled = gemm_profile(Chip::trn1(), gemm_tiled);
+    assert_eq!(tiled.bottleneck.kind, "DMA-bound", "{:?}", tiled.bottleneck);
+    assert!(tiled.bottleneck.summary.contains("below the 2 KiB"), "{}", tiled.bottleneck.summary);
+    // 2·M·K·N FLOPs over (32·4·8 iterations × ([128x128] + [128x512]) bf16 loads + the
+    // [4096 x 2048] bf16 result): the tutorial's ≈102 FLOP/B counts the loads only.
+    let flops: f64 = 2.0 * 4096.0 * 1024.0 * 2048.0;
+    let loads = 1024.0 * (128.0 * 128.0 + 128.0 * 512.0) * 2.0;
+    assert!((flops / loads - 102.4).abs() < 0.1);
+    let want = flops / (loads + 4096.0 * 2048.0 * 2.0);
+    assert!(
+        (tiled.mm_arithmetic_intensity - want).abs() < 1e-6,
+        "{} vs {want}",
+        tiled.mm_arithmetic_intensity
+    );
+    let optimized = gemm_profile(Chip::trn1(), gemm_optimized);
+    assert_eq!(optimized.bottleneck.kind, "Tensor-bound", "{:?}", optimized.bottleneck);
+    assert!(optimized.mfu_estimated_percent > 60.0);
 }
 
 fn vadd_time(parts: u64, free: u64) -> f64 {

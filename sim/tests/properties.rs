@@ -1,0 +1,228 @@
+//! Properties of the simulator over random programs (proptest).
+//!
+//! Programs are drawn from a small instruction vocabulary over a fixed set of tiles, always
+//! valid (every tile is written before it is read), so each property is about the models,
+//! not about error paths.
+
+use neuron_sim::{Act, ActArgs, Alu, Chip, Dtype, Engine, ExecMode, Nc, Profile, Scalar};
+use proptest::prelude::*;
+
+const F: u64 = 64;
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Load { tile: usize, block: u64 },
+    Store { tile: usize, block: u64 },
+    Add { dst: usize, a: usize, b: usize },
+    Scale { dst: usize, src: usize, k: f32 },
+    Tanh { dst: usize, src: usize },
+    Matmul { a: usize, b: usize, accumulate: bool },
+    Evacuate { dst: usize },
+    CopyOn { engine: usize, dst: usize, src: usize },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let t = 0usize..4;
+    prop_oneof![
+        (t.clone(), 0u64..4).prop_map(|(tile, block)| Op::Load { tile, block }),
+        (t.clone(), 0u64..4).prop_map(|(tile, block)| Op::Store { tile, block }),
+        (t.clone(), t.clone(), t.clone()).prop_map(|(dst, a, b)| Op::Add { dst, a, b }),
+        (t.clone(), t.clone(), -2.0f32..2.0).prop_map(|(dst, src, k)| Op::Scale { dst, src, k }),
+        (t.clone(), t.clone()).prop_map(|(dst, src)| Op::Tanh { dst, src }),
+        (t.clone(), t.clone(), any::<bool>()).prop_map(|(a, b, accumulate)| Op::Matmul {
+            a,
+            b,
+            accumulate
+        }),
+        t.clone().prop_map(|dst| Op::Evacuate { dst }),
+        (0usize..3, t.clone(), t).prop_map(|(engine, dst, src)| Op::CopyOn { engine, dst, src }),
+    ]
+}
+
+fn program() -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(op(), 1..40)
+}
+
+fn input() -> Vec<f32> {
+    (0..128 * 4 * F).map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0).collect()
+}
+
+struct Run {
+    out: Vec<u32>,
+    profile: Profile,
+    trace: Option<serde_json::Value>,
+}
+
+/// Run `ops` after a prologue that writes every tile and the PSUM accumulator.
+fn run(ops: &[Op], chip: Chip, mode: ExecMode) -> Run {
+    let mut nc = Nc::new(chip, mode);
+    let x = nc.hbm_input("x", Dtype::F32, &[128, 4 * F], &input()).unwrap();
+    let y = nc.hbm("y", Dtype::F32, &[128, 4 * F]).unwrap();
+    let sb = nc.sbuf_pool("sb", 1);
+    let ps = nc.psum_pool("ps", 1);
+    let tiles: Vec<_> = (0..4)
+        .map(|i| nc.tile_named(sb, &format!("t{i}"), Dtype::F32, &[128, F]).unwrap())
+        .collect();
+    let acc = nc.tile_named(ps, "acc", Dtype::F32, &[F, F]).unwrap();
+    for (i, t) in tiles.iter().enumerate() {
+        nc.dma(*t, x.cols(i as u64 * F..(i as u64 + 1) * F)).unwrap();
+    }
+    nc.matmul(acc, tiles[0], tiles[1], false).unwrap();
+    for b in 0..4 {
+        nc.dma(y.cols(b * F..(b + 1) * F), tiles[b as usize]).unwrap();
+    }
+    for op in ops {
+        match *op {
+            Op::Load { tile, block } => nc.dma(tiles[tile], x.cols(block * F..(block + 1) * F)),
+            Op::Store { tile, block } => nc.dma(y.cols(block * F..(block + 1) * F), tiles[tile]),
+            Op::Add { dst, a, b } => nc.tensor_tensor(tiles[dst], tiles[a], tiles[b], Alu::Add),
+            Op::Scale { dst, src, k } => {
+                nc.tensor_scalar(tiles[dst], tiles[src], (Alu::Multiply, Scalar::Imm(k)), None)
+            }
+            Op::Tanh { dst, src } => {
+                nc.activation(tiles[dst], tiles[src], Act::Tanh, ActArgs::default())
+            }
+            Op::Matmul { a, b, accumulate } => nc.matmul(acc, tiles[a], tiles[b], accumulate),
+            Op::Evacuate { dst } => nc.tensor_copy(tiles[dst].parts(0..F as u32), acc),
+            Op::CopyOn { engine, dst, src } => {
+                let e = [Engine::Vector, Engine::Scalar, Engine::GpSimd][engine];
+                nc.on(e).tensor_copy(tiles[dst], tiles[src])
+            }
+        }
+        .unwrap();
+    }
+    let out = nc.read_hbm(y).map(|v| v.iter().map(|f| f.to_bits()).collect()).unwrap_or_default();
+    Run { out, profile: nc.profile(), trace: nc.trace_json() }
+}
+
+fn chip(i: usize) -> Chip {
+    [Chip::trn1(), Chip::trn2(), Chip::trn3()][i].clone()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn same_program_gives_bit_identical_values_and_cycles(ops in program(), c in 0usize..3) {
+        let a = run(&ops, chip(c), ExecMode::BOTH);
+        let b = run(&ops, chip(c), ExecMode::BOTH);
+        prop_assert_eq!(&a.out, &b.out);
+        prop_assert_eq!(a.profile.neuroncore_cycle_count, b.profile.neuroncore_cycle_count);
+        prop_assert_eq!(a.profile.kernel_time_us.to_bits(), b.profile.kernel_time_us.to_bits());
+        prop_assert_eq!(&a.profile.program_hash, &b.profile.program_hash);
+        prop_assert_eq!(&a.profile.engines, &b.profile.engines);
+    }
+
+    #[test]
+    fn values_do_not_depend_on_timing(ops in program(), c in 0usize..3) {
+        let f = run(&ops, chip(c), ExecMode::FUNCTIONAL);
+        let b = run(&ops, chip(c), ExecMode::BOTH);
+        prop_assert_eq!(&f.out, &b.out);
+        prop_assert_eq!(&f.profile.program_hash, &b.profile.program_hash);
+    }
+
+    #[test]
+    fn adding_an_instruction_never_finishes_earlier(ops in program(), extra in op(), at in 0usize..40, c in 0usize..3) {
+        let base = run(&ops, chip(c), ExecMode::TIMING).profile.kernel_time_us;
+        let mut more = ops.clone();
+        more.insert(at.min(ops.len()), extra);
+        let with = run(&more, chip(c), ExecMode::TIMING).profile.kernel_time_us;
+        prop_assert!(with >= base, "inserting {:?} at {} made it finish at {} < {}", extra, at, with, base);
+    }
+
+    #[test]
+    fn time_is_never_below_the_roofline(ops in program(), c in 0usize..3) {
+        let p = run(&ops, chip(c), ExecMode::TIMING).profile;
+        prop_assert!(p.kernel_time_us >= p.roofline_bound_us * (1.0 - 1e-9), "{} < {}", p.kernel_time_us, p.roofline_bound_us);
+    }
+
+    #[test]
+    fn trace_bytes_equal_profile_bytes_and_slices_never_overlap(ops in program(), c in 0usize..3) {
+        let r = run(&ops, chip(c), ExecMode::TRACE);
+        let trace = r.trace.expect("trace mode records a trace");
+        let events = trace["traceEvents"].as_array().unwrap();
+        let slices: Vec<_> = events.iter().filter(|e| e["ph"] == "X").collect();
+        let bytes: u64 = slices.iter().filter_map(|e| e["args"]["bytes"].as_u64()).sum();
+        prop_assert_eq!(bytes, r.profile.hbm_read_bytes + r.profile.hbm_write_bytes);
+        let mut by_track: std::collections::BTreeMap<u64, Vec<(f64, f64)>> = Default::default();
+        for s in &slices {
+            by_track.entry(s["tid"].as_u64().unwrap()).or_default().push((s["ts"].as_f64().unwrap(), s["dur"].as_f64().unwrap()));
+        }
+        for (track, mut v) in by_track {
+            v.sort_by(|a, b| a.0.total_cmp(&b.0));
+            for w in v.windows(2) {
+                prop_assert!(w[0].0 + w[0].1 <= w[1].0 + 1e-6, "track {}: {:?} overlaps {:?}", track, w[0], w[1]);
+            }
+        }
+        // Instruction count on the compute tracks matches the profile.
+        let compute: u64 = r.profile.engines.iter().map(|e| e.instruction_count).sum();
+        let compute_slices = slices.iter().filter(|e| e["tid"].as_u64().unwrap() < 4).count() as u64;
+        prop_assert_eq!(compute, compute_slices);
+    }
+}
+
+/// Time of a chain of `n` dependent instructions on one engine over tiles `a`, `b`.
+fn chains(vector: usize, scalar: usize) -> f64 {
+    let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+    let sb = nc.sbuf_pool("sb", 1);
+    let t: Vec<_> = (0..4)
+        .map(|i| nc.tile_named(sb, &format!("t{i}"), Dtype::Bf16, &[128, 512]).unwrap())
+        .collect();
+    // Interleave the two chains in program order; they share no tile and no engine.
+    for i in 0..vector.max(scalar) {
+        if i < vector {
+            nc.tensor_tensor(t[0], t[0], t[1], Alu::Add).unwrap();
+        }
+        if i < scalar {
+            nc.activation(t[2], t[3], Act::Exp, ActArgs::default()).unwrap();
+            nc.activation(t[3], t[2], Act::Exp, ActArgs::default()).unwrap();
+        }
+    }
+    nc.profile().kernel_time_us
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    #[test]
+    fn independent_chains_overlap(vector in 1usize..30, scalar in 1usize..30) {
+        let (v, s, both) = (chains(vector, 0), chains(0, scalar), chains(vector, scalar));
+        prop_assert!(both >= v.max(s) - 1e-9, "{} < max({}, {})", both, v, s);
+        prop_assert!(both <= v + s + 1e-9, "{} > {} + {}", both, v, s);
+    }
+
+    #[test]
+    fn splitting_a_dma_never_makes_it_faster(cols in 1u64..64, parts_log in 0u32..8, pieces in 2u64..9, by_rows in any::<bool>(), c in 0usize..3) {
+        let parts = 1u64 << parts_log; // 1..128 partitions
+        let free = cols * 64;
+        let time = |n: u64| {
+            let mut nc = Nc::new(chip(c), ExecMode::TIMING);
+            let x = nc.hbm_input("x", Dtype::Bf16, &[parts, free], &[]).unwrap();
+            let sb = nc.sbuf_pool("sb", 1);
+            let t = nc.tile(sb, Dtype::Bf16, &[parts, free]).unwrap();
+            if by_rows && parts >= n {
+                // Partition slices must keep legal start partitions: split into n equal
+                // power-of-two groups when possible, else whole.
+                let step = (parts / n).next_power_of_two().min(parts);
+                let mut p0 = 0;
+                while p0 < parts {
+                    let p1 = (p0 + step).min(parts);
+                    nc.dma(t.parts(p0 as u32..p1 as u32), x.rows(p0..p1)).unwrap();
+                    p0 = p1;
+                }
+            } else {
+                let mut c0 = 0;
+                let step = free.div_ceil(n);
+                while c0 < free {
+                    let c1 = (c0 + step).min(free);
+                    nc.dma(t.cols(c0..c1), x.cols(c0..c1)).unwrap();
+                    c0 = c1;
+                }
+            }
+            nc.profile().kernel_time_us
+        };
+        let whole = time(1);
+        let split = time(pieces);
+        prop_assert!(split >= whole - 1e-9, "{} pieces took {} < whole {}", pieces, split, whole);
+    }
+}
