@@ -1,0 +1,273 @@
+//! What a kernel declares, and running one variant on the simulator.
+//!
+//! A [`Kernel`] is a trait object: name, typed parameters and their validity rule, named
+//! shapes (the tuning keys) and a proptest strategy for small shapes, the HBM tensors of a
+//! shape, the body (a function over `neuron_sim::Nc`), a CPU reference, a tolerance and
+//! its useful work. [`run_variant`] traces/executes one variant in the mode asked for and
+//! never lets a panic in kernel code escape.
+
+use crate::params::{ParamSpec, Params, Shape};
+use neuron_sim::{Chip, Dtype, ExecMode, Hbm, Nc, Profile, SimError, SimResult};
+use proptest::strategy::BoxedStrategy;
+use serde::{Deserialize, Serialize};
+
+/// Input or output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Input,
+    Output,
+}
+
+/// One HBM tensor of a kernel invocation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TensorSpec {
+    pub name: String,
+    pub dtype: Dtype,
+    pub dims: Vec<u64>,
+    pub role: Role,
+}
+
+impl TensorSpec {
+    pub fn input(name: &str, dtype: Dtype, dims: &[u64]) -> Self {
+        TensorSpec { name: name.into(), dtype, dims: dims.to_vec(), role: Role::Input }
+    }
+    pub fn output(name: &str, dtype: Dtype, dims: &[u64]) -> Self {
+        TensorSpec { name: name.into(), dtype, dims: dims.to_vec(), role: Role::Output }
+    }
+    pub fn elems(&self) -> usize {
+        self.dims.iter().product::<u64>() as usize
+    }
+}
+
+/// How close an output must be to the reference: `|out - ref| <= atol + rtol * |ref|`
+/// element-wise (numpy's `allclose`), and cosine similarity at least `min_cosine`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Tolerance {
+    pub atol: f64,
+    pub rtol: f64,
+    pub min_cosine: f64,
+}
+
+impl Tolerance {
+    /// Defaults per output dtype, after the tolerances the NKI samples use
+    /// (neuroncore.md §5: bf16 `atol=1e-2, rtol=2e-2`; fp32 matmul `atol=1e-4, rtol=1e-2`).
+    pub fn for_dtype(d: Dtype) -> Tolerance {
+        match d {
+            Dtype::F32 | Dtype::I32 => Tolerance { atol: 1e-4, rtol: 1e-2, min_cosine: 0.9999 },
+            Dtype::Bf16 | Dtype::F16 => Tolerance { atol: 1e-2, rtol: 2e-2, min_cosine: 0.999 },
+            Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => {
+                Tolerance { atol: 0.1, rtol: 0.15, min_cosine: 0.99 }
+            }
+        }
+    }
+}
+
+/// Useful work of one invocation (for TFLOP/s, MFU and the roofline).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Work {
+    pub flops: f64,
+    pub bytes: f64,
+}
+
+/// A kernel a crate registers with the harness.
+pub trait Kernel: Send + Sync {
+    /// Unique name (the `--kernel` selector and the TOML key).
+    fn name(&self) -> &str;
+    /// One line on what it computes.
+    fn doc(&self) -> &str {
+        ""
+    }
+    /// Declared parameters with defaults.
+    fn params(&self) -> Vec<ParamSpec>;
+    /// Which parameter values work for a shape (divisibility, SBUF fit, …).
+    fn validate(&self, _params: &Params, _shape: &Shape) -> Result<(), String> {
+        Ok(())
+    }
+    /// Named shapes (tuning keys); TOML `shapes` may add to or replace them.
+    fn shapes(&self) -> Vec<(String, Shape)>;
+    /// Small random shapes for `check`.
+    fn small_shapes(&self) -> BoxedStrategy<Shape>;
+    /// The HBM tensors of a shape, inputs first.
+    fn tensors(&self, shape: &Shape) -> Vec<TensorSpec>;
+    /// The body: issue instructions for `tensors` (in the order of [`Kernel::tensors`]).
+    fn run(&self, nc: &mut Nc, params: &Params, shape: &Shape, tensors: &[Hbm]) -> SimResult<()>;
+    /// The CPU reference: outputs (in order) from inputs (in order), as f32 row-major.
+    fn reference(&self, shape: &Shape, inputs: &[Vec<f32>]) -> Vec<Vec<f32>>;
+    /// How close outputs must be.
+    fn tolerance(&self) -> Tolerance {
+        Tolerance::for_dtype(Dtype::Bf16)
+    }
+    /// Useful work of one invocation.
+    fn work(&self, shape: &Shape) -> Work;
+}
+
+/// Why a variant could not be run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "kind", content = "message", rename_all = "snake_case")]
+pub enum RunError {
+    /// The parameters are not valid for the shape (the kernel's validity rule).
+    #[error("invalid variant: {0}")]
+    Invalid(String),
+    /// The program broke a hardware rule (SBUF overflow, bad partition, …).
+    #[error("{0}")]
+    Sim(String),
+    /// The kernel code panicked.
+    #[error("kernel panicked: {0}")]
+    Panic(String),
+}
+
+impl From<SimError> for RunError {
+    fn from(e: SimError) -> Self {
+        RunError::Sim(e.to_string())
+    }
+}
+
+/// Result of running a variant.
+pub struct VariantRun {
+    pub outputs: Vec<Vec<f32>>,
+    pub profile: Profile,
+    pub trace: Option<serde_json::Value>,
+}
+
+/// Run one variant: create its tensors (inputs from `inputs` when functional), run the
+/// body in `mode`, collect outputs (functional) and the profile (with the kernel's useful
+/// FLOPs). Panics in kernel code are caught and reported as [`RunError::Panic`].
+pub fn run_variant(
+    kernel: &dyn Kernel,
+    params: &Params,
+    shape: &Shape,
+    chip: &Chip,
+    mode: ExecMode,
+    inputs: Option<&[Vec<f32>]>,
+) -> Result<VariantRun, RunError> {
+    params.check(&kernel.params()).map_err(|e| RunError::Invalid(e.to_string()))?;
+    kernel.validate(params, shape).map_err(RunError::Invalid)?;
+    let specs = kernel.tensors(shape);
+    let body = std::panic::AssertUnwindSafe(|| -> Result<VariantRun, RunError> {
+        let mut nc = Nc::new(chip.clone(), mode);
+        let mut handles = Vec::with_capacity(specs.len());
+        let mut next_input = 0;
+        for spec in &specs {
+            let h = match spec.role {
+                Role::Input => {
+                    let data: &[f32] = match inputs {
+                        Some(v) if mode.functional => {
+                            next_input += 1;
+                            &v[next_input - 1]
+                        }
+                        _ => &[],
+                    };
+                    nc.hbm_input(&spec.name, spec.dtype, &spec.dims, data)?
+                }
+                Role::Output => nc.hbm(&spec.name, spec.dtype, &spec.dims)?,
+            };
+            handles.push(h);
+        }
+        kernel.run(&mut nc, params, shape, &handles)?;
+        let outputs = if mode.functional {
+            specs
+                .iter()
+                .zip(&handles)
+                .filter(|(s, _)| s.role == Role::Output)
+                .map(|(_, h)| nc.read_hbm(*h).expect("functional run").to_vec())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut profile = nc.profile();
+        profile.set_model_flops(kernel.work(shape).flops, chip.peak_bf16_flops());
+        let trace = nc.trace_json();
+        Ok(VariantRun { outputs, profile, trace })
+    });
+    match std::panic::catch_unwind(body) {
+        Ok(r) => r,
+        Err(payload) => Err(RunError::Panic(panic_message(&payload))),
+    }
+}
+
+/// The message of a caught panic.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(non-string panic payload)".into()
+    }
+}
+
+/// Comparison of outputs with a reference.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    pub max_abs_err: f64,
+    pub max_rel_err: f64,
+    pub mse: f64,
+    pub cosine: f64,
+    /// Elements outside `atol + rtol * |ref|` (NaN counts as outside).
+    pub mismatches: u64,
+    pub elements: u64,
+}
+
+impl Metrics {
+    /// Compare `out` with `reference` under `tol`.
+    pub fn compare(out: &[Vec<f32>], reference: &[Vec<f32>], tol: &Tolerance) -> Metrics {
+        let (mut max_abs, mut max_rel, mut se, mut dot, mut n_o, mut n_r) =
+            (0f64, 0f64, 0f64, 0f64, 0f64, 0f64);
+        let (mut bad, mut n) = (0u64, 0u64);
+        for (o, r) in out.iter().zip(reference) {
+            for (&a, &b) in o.iter().zip(r) {
+                let (a, b) = (a as f64, b as f64);
+                let d = (a - b).abs();
+                n += 1;
+                if !d.is_finite() || d > tol.atol + tol.rtol * b.abs() {
+                    bad += 1;
+                }
+                let d = if d.is_nan() { f64::INFINITY } else { d };
+                max_abs = max_abs.max(d);
+                max_rel = max_rel.max(d / b.abs().max(1e-6));
+                se += d * d;
+                dot += a * b;
+                n_o += a * a;
+                n_r += b * b;
+            }
+            if o.len() != r.len() {
+                bad += (o.len() as i64 - r.len() as i64).unsigned_abs();
+            }
+        }
+        let cosine = if n_o == 0.0 && n_r == 0.0 { 1.0 } else { dot / (n_o.sqrt() * n_r.sqrt()) };
+        Metrics {
+            max_abs_err: max_abs,
+            max_rel_err: max_rel,
+            mse: if n > 0 { se / n as f64 } else { 0.0 },
+            cosine: if cosine.is_nan() { 0.0 } else { cosine },
+            mismatches: bad,
+            elements: n,
+        }
+    }
+
+    pub fn passes(&self, tol: &Tolerance) -> bool {
+        self.mismatches == 0 && self.cosine >= tol.min_cosine
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_follow_their_definitions() {
+        let tol = Tolerance { atol: 0.1, rtol: 0.0, min_cosine: 0.9 };
+        let m = Metrics::compare(&[vec![1.0, 2.0, 3.5]], &[vec![1.0, 2.0, 3.0]], &tol);
+        assert_eq!(m.max_abs_err, 0.5);
+        assert!((m.max_rel_err - 0.5 / 3.0).abs() < 1e-12);
+        assert!((m.mse - 0.25 / 3.0).abs() < 1e-12);
+        let cos = (1.0 + 4.0 + 10.5) / ((1.0f64 + 4.0 + 12.25).sqrt() * 14f64.sqrt());
+        assert!((m.cosine - cos).abs() < 1e-12);
+        assert_eq!(m.mismatches, 1);
+        assert!(!m.passes(&tol));
+        let nan = Metrics::compare(&[vec![f32::NAN]], &[vec![1.0]], &tol);
+        assert_eq!(nan.mismatches, 1);
+        assert!(!nan.passes(&tol));
+    }
+}

@@ -1,0 +1,281 @@
+//! Models: sequences of kernel invocations over HBM tensors, evaluated end to end.
+//!
+//! A [`Model`] declares, for a shape, its tensors and its kernel calls through a
+//! [`ModelBuilder`]; it also has a CPU reference of the whole. Each call uses the tuned
+//! parameters for its (kernel, shape) from a [`Tuned`] table when there is one, else the
+//! kernel's default. Functional evaluation runs every call on one simulated core (values
+//! flow through HBM); timing evaluation simulates each distinct call once and adds the
+//! chip's launch overhead per call, as a real model pays it per kernel launch.
+
+use crate::check::{make_inputs, Distribution};
+use crate::kernel::{run_variant, Kernel, Metrics, Role, RunError, TensorSpec, Tolerance};
+use crate::params::{Params, Shape};
+use neuron_sim::{Chip, Dtype, ExecMode, Nc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A tensor of a model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorId(usize);
+
+struct Call {
+    kernel: Arc<dyn Kernel>,
+    shape: Shape,
+    args: Vec<TensorId>,
+}
+
+/// Records a model's tensors and calls.
+#[derive(Default)]
+pub struct ModelBuilder {
+    tensors: Vec<(TensorSpec, bool)>,
+    calls: Vec<Call>,
+}
+
+impl ModelBuilder {
+    /// A model input (drawn from the check distributions when evaluated functionally).
+    pub fn input(&mut self, name: &str, dtype: Dtype, dims: &[u64]) -> TensorId {
+        self.tensors.push((TensorSpec::input(name, dtype, dims), true));
+        TensorId(self.tensors.len() - 1)
+    }
+    /// A model output (compared with the reference).
+    pub fn output(&mut self, name: &str, dtype: Dtype, dims: &[u64]) -> TensorId {
+        self.tensors.push((TensorSpec::output(name, dtype, dims), true));
+        TensorId(self.tensors.len() - 1)
+    }
+    /// An intermediate tensor.
+    pub fn scratch(&mut self, name: &str, dtype: Dtype, dims: &[u64]) -> TensorId {
+        self.tensors.push((TensorSpec::output(name, dtype, dims), false));
+        TensorId(self.tensors.len() - 1)
+    }
+    /// Invoke `kernel` at `shape` on `args` (in the order of the kernel's tensors; dims and
+    /// dtypes must match what the kernel declares for that shape).
+    pub fn call(
+        &mut self,
+        kernel: &Arc<dyn Kernel>,
+        shape: Shape,
+        args: &[TensorId],
+    ) -> Result<(), String> {
+        let specs = kernel.tensors(&shape);
+        if specs.len() != args.len() {
+            return Err(format!(
+                "{} at {shape} takes {} tensors, got {}",
+                kernel.name(),
+                specs.len(),
+                args.len()
+            ));
+        }
+        for (s, a) in specs.iter().zip(args) {
+            let (t, _) = &self.tensors[a.0];
+            if t.dims != s.dims || t.dtype != s.dtype {
+                return Err(format!(
+                    "{} at {shape}: `{}` must be {} {:?}, `{}` is {} {:?}",
+                    kernel.name(),
+                    s.name,
+                    s.dtype,
+                    s.dims,
+                    t.name,
+                    t.dtype,
+                    t.dims
+                ));
+            }
+        }
+        self.calls.push(Call { kernel: kernel.clone(), shape, args: args.to_vec() });
+        Ok(())
+    }
+}
+
+/// A model a crate registers.
+pub trait Model: Send + Sync {
+    fn name(&self) -> &str;
+    fn doc(&self) -> &str {
+        ""
+    }
+    /// Named shapes (e.g. layers × tokens).
+    fn shapes(&self) -> Vec<(String, Shape)>;
+    /// Declare tensors and calls for `shape`.
+    fn build(&self, b: &mut ModelBuilder, shape: &Shape) -> Result<(), String>;
+    /// CPU reference: outputs from inputs (in declaration order).
+    fn reference(&self, shape: &Shape, inputs: &[Vec<f32>]) -> Vec<Vec<f32>>;
+    /// Work units (tokens) per evaluation, for throughput.
+    fn tokens(&self, shape: &Shape) -> f64;
+    fn tolerance(&self) -> Tolerance {
+        Tolerance { atol: 5e-2, rtol: 5e-2, min_cosine: 0.999 }
+    }
+}
+
+/// Tuned parameters by (kernel, shape).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Tuned(pub Vec<TunedEntry>);
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TunedEntry {
+    pub kernel: String,
+    pub shape: Shape,
+    pub params: Params,
+}
+
+impl Tuned {
+    pub fn get(&self, kernel: &str, shape: &Shape) -> Option<&Params> {
+        self.0.iter().find(|e| e.kernel == kernel && &e.shape == shape).map(|e| &e.params)
+    }
+}
+
+/// Time of one kind of call in a model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelTime {
+    pub kernel: String,
+    pub shape: Shape,
+    pub params: Params,
+    pub tuned: bool,
+    pub calls: u64,
+    /// Simulated time of one call, without launch overhead.
+    pub time_us: f64,
+    /// calls × (time + launch overhead).
+    pub total_us: f64,
+}
+
+/// End-to-end timing of a model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelTiming {
+    pub model: String,
+    pub shape: Shape,
+    pub chip: String,
+    pub total_us: f64,
+    pub launch_overhead_us: f64,
+    pub tokens: f64,
+    pub tokens_per_s: f64,
+    pub kernels: Vec<KernelTime>,
+}
+
+/// Functional comparison of a model with its reference.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelCheck {
+    pub model: String,
+    pub shape: Shape,
+    pub passed: bool,
+    pub metrics: Metrics,
+}
+
+fn params_for(
+    kernel: &dyn Kernel,
+    shape: &Shape,
+    tuned: &Tuned,
+    defaults: &BTreeMap<String, Params>,
+) -> (Params, bool) {
+    match tuned.get(kernel.name(), shape) {
+        Some(p) => (p.clone(), true),
+        None => (
+            defaults
+                .get(kernel.name())
+                .cloned()
+                .unwrap_or_else(|| Params::defaults(&kernel.params())),
+            false,
+        ),
+    }
+}
+
+fn built(model: &dyn Model, shape: &Shape) -> Result<ModelBuilder, RunError> {
+    let mut b = ModelBuilder::default();
+    model.build(&mut b, shape).map_err(RunError::Invalid)?;
+    Ok(b)
+}
+
+/// Simulated end-to-end time and throughput of `model` at `shape`.
+pub fn evaluate_timing(
+    model: &dyn Model,
+    shape: &Shape,
+    chip: &Chip,
+    tuned: &Tuned,
+    defaults: &BTreeMap<String, Params>,
+) -> Result<ModelTiming, RunError> {
+    let b = built(model, shape)?;
+    let launch_us = chip.launch_overhead_ns / 1e3;
+    let mut kernels: Vec<KernelTime> = Vec::new();
+    for call in &b.calls {
+        let (params, is_tuned) = params_for(&*call.kernel, &call.shape, tuned, defaults);
+        if let Some(k) = kernels
+            .iter_mut()
+            .find(|k| k.kernel == call.kernel.name() && k.shape == call.shape && k.params == params)
+        {
+            k.calls += 1;
+            k.total_us += k.time_us + launch_us;
+            continue;
+        }
+        let run = run_variant(&*call.kernel, &params, &call.shape, chip, ExecMode::TIMING, None)?;
+        let t = run.profile.kernel_time_us;
+        kernels.push(KernelTime {
+            kernel: call.kernel.name().to_string(),
+            shape: call.shape.clone(),
+            params,
+            tuned: is_tuned,
+            calls: 1,
+            time_us: t,
+            total_us: t + launch_us,
+        });
+    }
+    let total: f64 = kernels.iter().map(|k| k.total_us).sum();
+    let tokens = model.tokens(shape);
+    Ok(ModelTiming {
+        model: model.name().to_string(),
+        shape: shape.clone(),
+        chip: chip.name.clone(),
+        total_us: total,
+        launch_overhead_us: launch_us,
+        tokens,
+        tokens_per_s: if total > 0.0 { tokens / (total * 1e-6) } else { 0.0 },
+        kernels,
+    })
+}
+
+/// Run `model` functionally on inputs drawn from `seed` and compare with its reference.
+pub fn evaluate_functional(
+    model: &dyn Model,
+    shape: &Shape,
+    chip: &Chip,
+    tuned: &Tuned,
+    defaults: &BTreeMap<String, Params>,
+    seed: u64,
+) -> Result<ModelCheck, RunError> {
+    let b = built(model, shape)?;
+    let input_specs: Vec<TensorSpec> =
+        b.tensors.iter().filter(|(t, _)| t.role == Role::Input).map(|(t, _)| t.clone()).collect();
+    let inputs = make_inputs(&input_specs, seed, Distribution::Normal);
+    let body = std::panic::AssertUnwindSafe(|| -> Result<Vec<Vec<f32>>, RunError> {
+        let mut nc = Nc::new(chip.clone(), ExecMode::FUNCTIONAL);
+        let mut handles = Vec::new();
+        let mut next = 0;
+        for (t, _) in &b.tensors {
+            handles.push(match t.role {
+                Role::Input => {
+                    next += 1;
+                    nc.hbm_input(&t.name, t.dtype, &t.dims, &inputs[next - 1])?
+                }
+                Role::Output => nc.hbm(&t.name, t.dtype, &t.dims)?,
+            });
+        }
+        for call in &b.calls {
+            let (params, _) = params_for(&*call.kernel, &call.shape, tuned, defaults);
+            call.kernel.validate(&params, &call.shape).map_err(RunError::Invalid)?;
+            let args: Vec<_> = call.args.iter().map(|a| handles[a.0]).collect();
+            call.kernel.run(&mut nc, &params, &call.shape, &args)?;
+        }
+        Ok(b.tensors
+            .iter()
+            .zip(&handles)
+            .filter(|((t, visible), _)| t.role == Role::Output && *visible)
+            .map(|(_, h)| nc.read_hbm(*h).expect("functional").to_vec())
+            .collect())
+    });
+    let outputs = std::panic::catch_unwind(body)
+        .map_err(|p| RunError::Panic(crate::kernel::panic_message(&p)))??;
+    let reference = model.reference(shape, &inputs);
+    let tol = model.tolerance();
+    let metrics = Metrics::compare(&outputs, &reference, &tol);
+    Ok(ModelCheck {
+        model: model.name().to_string(),
+        shape: shape.clone(),
+        passed: metrics.cosine >= tol.min_cosine,
+        metrics,
+    })
+}

@@ -1,0 +1,343 @@
+//! Search spaces and shapes from TOML, validated against what the kernels declare.
+//!
+//! A crate configures its kernels in `[package.metadata.neuron-tune]` of its Cargo.toml or
+//! in a `neuron-tune.toml` beside it (the same keys without the prefix; both may exist, the
+//! second wins per kernel):
+//!
+//! ```toml
+//! [package.metadata.neuron-tune]
+//! harness = "neuron-tune-harness"          # the [[bin]] or [[bench]] that serves workers
+//! [package.metadata.neuron-tune.kernels.rmsnorm]
+//! space = { bufs = [1, 2, 3, 4] }          # values each parameter may take
+//! shapes = { qwen3 = { rows = 16384, hidden = 1024 } }   # tuning keys
+//! default = { bufs = 2 }                   # optional: the variant used when not tuning
+//! ```
+//!
+//! Users widen or narrow a space without recompiling. Anything the kernels do not declare —
+//! an unknown kernel or parameter, a value of the wrong type, an empty list, a shape with
+//! other dims — is an error naming the file, the key and its line.
+
+use crate::kernel::Kernel;
+use crate::params::{ParamValue, Params, Shape};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use toml::Spanned;
+
+/// A configuration error, located.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpaceError {
+    pub file: PathBuf,
+    pub line: usize,
+    pub column: usize,
+    pub key: String,
+    pub message: String,
+}
+
+impl fmt::Display for SpaceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {}: {}",
+            self.file.display(),
+            self.line,
+            self.column,
+            self.key,
+            self.message
+        )
+    }
+}
+
+impl std::error::Error for SpaceError {}
+
+/// One kernel's configuration after validation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelConfig {
+    /// Values per parameter (every declared parameter is present; one not in the TOML
+    /// space takes just its default).
+    pub space: BTreeMap<String, Vec<ParamValue>>,
+    /// Named shapes (the TOML's, else the kernel's own).
+    pub shapes: Vec<(String, Shape)>,
+    /// The variant used when not tuning.
+    pub defaults: Params,
+}
+
+impl KernelConfig {
+    /// The configuration of a kernel nobody configured.
+    pub fn of(kernel: &dyn Kernel) -> KernelConfig {
+        let defaults = Params::defaults(&kernel.params());
+        KernelConfig {
+            space: defaults.0.iter().map(|(k, v)| (k.clone(), vec![v.clone()])).collect(),
+            shapes: kernel.shapes(),
+            defaults,
+        }
+    }
+
+    /// Every combination of the space, in a stable order.
+    pub fn combinations(&self) -> Vec<Params> {
+        let mut out = vec![Params::default()];
+        for (name, values) in &self.space {
+            out = out
+                .into_iter()
+                .flat_map(|p| values.iter().map(move |v| p.clone().set(name, v.clone())))
+                .collect();
+        }
+        out
+    }
+
+    /// The combinations valid for `shape` under the kernel's rule.
+    pub fn valid_variants(&self, kernel: &dyn Kernel, shape: &Shape) -> Vec<Params> {
+        self.combinations().into_iter().filter(|p| kernel.validate(p, shape).is_ok()).collect()
+    }
+
+    pub fn shape(&self, name: &str) -> Option<&Shape> {
+        self.shapes.iter().find(|(n, _)| n == name).map(|(_, s)| s)
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct Manifest {
+    #[serde(default)]
+    package: Option<Package>,
+}
+
+#[derive(Deserialize, Default)]
+struct Package {
+    #[serde(default)]
+    metadata: Option<Metadata>,
+}
+
+#[derive(Deserialize, Default)]
+struct Metadata {
+    #[serde(rename = "neuron-tune", default)]
+    neuron_tune: Option<RawConfig>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    harness: Option<String>,
+    #[serde(default)]
+    kernels: BTreeMap<Spanned<String>, Spanned<RawKernel>>,
+    /// Models are configured by their crate's code; accepted here for forward compatibility.
+    #[serde(default)]
+    models: Option<toml::Value>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawKernel {
+    #[serde(default)]
+    space: BTreeMap<Spanned<String>, Spanned<Vec<Spanned<toml::Value>>>>,
+    #[serde(default)]
+    shapes: BTreeMap<Spanned<String>, Spanned<BTreeMap<String, Spanned<toml::Value>>>>,
+    #[serde(default)]
+    default: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
+}
+
+/// The configuration of every registered kernel, plus the harness target name.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CrateConfig {
+    pub harness: Option<String>,
+    pub kernels: BTreeMap<String, KernelConfig>,
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    (line, col)
+}
+
+struct Ctx<'a> {
+    file: &'a Path,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, span: std::ops::Range<usize>, key: &str, message: String) -> SpaceError {
+        let (line, column) = line_col(self.text, span.start);
+        SpaceError { file: self.file.to_path_buf(), line, column, key: key.to_string(), message }
+    }
+}
+
+fn to_param(v: &toml::Value) -> Option<ParamValue> {
+    match v {
+        toml::Value::Integer(i) => Some(ParamValue::Int(*i)),
+        toml::Value::Boolean(b) => Some(ParamValue::Bool(*b)),
+        toml::Value::String(s) => Some(ParamValue::Str(s.clone())),
+        _ => None,
+    }
+}
+
+/// Parse `text` (a Cargo.toml when `in_manifest`, else a neuron-tune.toml) and validate it
+/// against `kernels`, on top of `base`.
+pub fn parse_config(
+    file: &Path,
+    text: &str,
+    in_manifest: bool,
+    kernels: &[&dyn Kernel],
+    base: CrateConfig,
+) -> Result<CrateConfig, SpaceError> {
+    let ctx = Ctx { file, text };
+    let parse_err = |e: toml::de::Error| {
+        let (line, column) = e.span().map_or((1, 1), |s| line_col(text, s.start));
+        SpaceError {
+            file: file.to_path_buf(),
+            line,
+            column,
+            key: "(toml)".into(),
+            message: e.message().to_string(),
+        }
+    };
+    let raw: RawConfig = if in_manifest {
+        let m: Manifest = toml::from_str(text).map_err(parse_err)?;
+        match m.package.and_then(|p| p.metadata).and_then(|m| m.neuron_tune) {
+            Some(c) => c,
+            None => return Ok(base),
+        }
+    } else {
+        toml::from_str(text).map_err(parse_err)?
+    };
+    let prefix = if in_manifest { "package.metadata.neuron-tune." } else { "" };
+    let mut out = base;
+    if raw.harness.is_some() {
+        out.harness = raw.harness;
+    }
+    let _ = raw.models;
+    for (name, rk) in &raw.kernels {
+        let key = format!("{prefix}kernels.{}", name.get_ref());
+        let kernel = kernels.iter().find(|k| k.name() == name.get_ref()).ok_or_else(|| {
+            ctx.err(
+                name.span(),
+                &key,
+                format!(
+                    "no kernel `{}` is registered (known: {})",
+                    name.get_ref(),
+                    kernels.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+                ),
+            )
+        })?;
+        let specs = kernel.params();
+        let mut cfg = KernelConfig::of(*kernel);
+        let rk = rk.get_ref();
+        for (pname, values) in &rk.space {
+            let pkey = format!("{key}.space.{}", pname.get_ref());
+            let spec = specs.iter().find(|s| &s.name == pname.get_ref()).ok_or_else(|| {
+                ctx.err(
+                    pname.span(),
+                    &pkey,
+                    format!(
+                        "kernel `{}` has no parameter `{}` (it has: {})",
+                        kernel.name(),
+                        pname.get_ref(),
+                        specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+                    ),
+                )
+            })?;
+            if values.get_ref().is_empty() {
+                return Err(ctx.err(
+                    values.span(),
+                    &pkey,
+                    "the list of values is empty: give at least one".into(),
+                ));
+            }
+            let mut vals = Vec::new();
+            for v in values.get_ref() {
+                let pv =
+                    to_param(v.get_ref()).filter(|pv| spec.kind.accepts(pv)).ok_or_else(|| {
+                        ctx.err(
+                            v.span(),
+                            &pkey,
+                            format!("`{}` is not {}", v.get_ref(), spec.kind.describe()),
+                        )
+                    })?;
+                if !vals.contains(&pv) {
+                    vals.push(pv);
+                }
+            }
+            cfg.space.insert(spec.name.clone(), vals);
+        }
+        for (pname, value) in &rk.default {
+            let pkey = format!("{key}.default.{}", pname.get_ref());
+            let spec = specs.iter().find(|s| &s.name == pname.get_ref()).ok_or_else(|| {
+                ctx.err(
+                    pname.span(),
+                    &pkey,
+                    format!("kernel `{}` has no parameter `{}`", kernel.name(), pname.get_ref()),
+                )
+            })?;
+            let pv =
+                to_param(value.get_ref()).filter(|pv| spec.kind.accepts(pv)).ok_or_else(|| {
+                    ctx.err(
+                        value.span(),
+                        &pkey,
+                        format!("`{}` is not {}", value.get_ref(), spec.kind.describe()),
+                    )
+                })?;
+            cfg.defaults.0.insert(spec.name.clone(), pv);
+        }
+        if !rk.shapes.is_empty() {
+            let dims: Vec<String> = kernel
+                .shapes()
+                .first()
+                .map(|(_, s)| s.0.keys().cloned().collect())
+                .unwrap_or_default();
+            let mut shapes = Vec::new();
+            for (sname, sdims) in &rk.shapes {
+                let skey = format!("{key}.shapes.{}", sname.get_ref());
+                let mut shape = Shape::default();
+                for (d, v) in sdims.get_ref() {
+                    let n = v.get_ref().as_integer().filter(|&n| n > 0).ok_or_else(|| {
+                        ctx.err(
+                            v.span(),
+                            &format!("{skey}.{d}"),
+                            format!("`{}` is not a positive integer", v.get_ref()),
+                        )
+                    })?;
+                    shape.0.insert(d.clone(), n as u64);
+                }
+                let have: Vec<String> = shape.0.keys().cloned().collect();
+                if !dims.is_empty() && have != dims {
+                    return Err(ctx.err(
+                        sdims.span(),
+                        &skey,
+                        format!(
+                            "kernel `{}` takes shapes with dims {{{}}}, this one has {{{}}}",
+                            kernel.name(),
+                            dims.join(", "),
+                            have.join(", ")
+                        ),
+                    ));
+                }
+                shapes.push((sname.get_ref().clone(), shape));
+            }
+            cfg.shapes = shapes;
+        }
+        out.kernels.insert(kernel.name().to_string(), cfg);
+    }
+    Ok(out)
+}
+
+/// The configuration of a crate: its Cargo.toml metadata, then `neuron-tune.toml` beside it,
+/// each optional. Kernels not configured get [`KernelConfig::of`].
+pub fn load_crate_config(
+    manifest_dir: &Path,
+    kernels: &[&dyn Kernel],
+) -> Result<CrateConfig, SpaceError> {
+    let mut cfg = CrateConfig::default();
+    for k in kernels {
+        cfg.kernels.insert(k.name().to_string(), KernelConfig::of(*k));
+    }
+    let manifest = manifest_dir.join("Cargo.toml");
+    if let Ok(text) = std::fs::read_to_string(&manifest) {
+        cfg = parse_config(&manifest, &text, true, kernels, cfg)?;
+    }
+    let side = manifest_dir.join("neuron-tune.toml");
+    if let Ok(text) = std::fs::read_to_string(&side) {
+        cfg = parse_config(&side, &text, false, kernels, cfg)?;
+    }
+    Ok(cfg)
+}
