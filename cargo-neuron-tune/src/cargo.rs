@@ -1,0 +1,222 @@
+//! Cargo integration: find the kernel crates, build their harness binaries.
+//!
+//! Discovery goes through `cargo metadata`; a kernel crate is a package with a
+//! `[package.metadata.neuron-tune]` table naming its harness target (`harness = "…"`, a
+//! `[[bin]]` or a `[[bench]]` with `harness = false`). Builds run `$CARGO build` with the
+//! user's cargo flags and `--message-format=json-render-diagnostics`, so cargo still prints
+//! its own diagnostics to stderr while we read the executable's path from its JSON messages.
+
+use anyhow::{bail, Context, Result};
+use cargo_metadata::{Message, Metadata, MetadataCommand, Package, TargetKind};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// Cargo's own flags, spelled as cargo spells them.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct CargoFlags {
+    /// Path to Cargo.toml.
+    #[arg(long, value_name = "PATH", help_heading = "Cargo options")]
+    pub manifest_path: Option<PathBuf>,
+    /// Package(s) with kernels to work on (default: every kernel crate of the workspace).
+    #[arg(short = 'p', long = "package", value_name = "SPEC", help_heading = "Cargo options")]
+    pub packages: Vec<String>,
+    /// Every package of the workspace (the default when no -p is given).
+    #[arg(long, help_heading = "Cargo options")]
+    pub workspace: bool,
+    /// Packages to leave out.
+    #[arg(long, value_name = "SPEC", help_heading = "Cargo options")]
+    pub exclude: Vec<String>,
+    /// Space or comma separated features to activate.
+    #[arg(short = 'F', long, value_name = "FEATURES", help_heading = "Cargo options")]
+    pub features: Vec<String>,
+    /// Activate all available features.
+    #[arg(long, help_heading = "Cargo options")]
+    pub all_features: bool,
+    /// Do not activate the `default` feature.
+    #[arg(long, help_heading = "Cargo options")]
+    pub no_default_features: bool,
+    /// Build the harness with the release profile (the default).
+    #[arg(long, help_heading = "Cargo options")]
+    pub release: bool,
+    /// Build the harness with this profile.
+    #[arg(long, value_name = "PROFILE-NAME", help_heading = "Cargo options")]
+    pub profile: Option<String>,
+    /// Directory for all generated artifacts (and the variant store).
+    #[arg(long, value_name = "DIRECTORY", help_heading = "Cargo options")]
+    pub target_dir: Option<PathBuf>,
+    /// Require Cargo.lock to be up to date.
+    #[arg(long, help_heading = "Cargo options")]
+    pub locked: bool,
+    /// Run without accessing the network.
+    #[arg(long, help_heading = "Cargo options")]
+    pub offline: bool,
+}
+
+/// The cargo that started us (`$CARGO`), or `cargo` from PATH.
+pub fn cargo_bin() -> PathBuf {
+    std::env::var_os("CARGO").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("cargo"))
+}
+
+/// A kernel crate found in the workspace.
+#[derive(Clone, Debug)]
+pub struct KernelCrate {
+    pub package: String,
+    pub manifest_path: PathBuf,
+    /// The harness target's name and whether it is a bench (else a bin).
+    pub harness: String,
+    pub harness_is_bench: bool,
+}
+
+impl CargoFlags {
+    fn common_args(&self, cmd: &mut Command) {
+        if let Some(p) = &self.manifest_path {
+            cmd.arg("--manifest-path").arg(p);
+        }
+        if self.locked {
+            cmd.arg("--locked");
+        }
+        if self.offline {
+            cmd.arg("--offline");
+        }
+    }
+
+    /// `cargo metadata` with our flags.
+    pub fn metadata(&self) -> Result<Metadata> {
+        let mut mc = MetadataCommand::new();
+        mc.cargo_path(cargo_bin());
+        if let Some(p) = &self.manifest_path {
+            mc.manifest_path(p);
+        }
+        let mut other = Vec::new();
+        if self.locked {
+            other.push("--locked".to_string());
+        }
+        if self.offline {
+            other.push("--offline".to_string());
+        }
+        mc.other_options(other);
+        mc.exec().context("`cargo metadata` failed (is this a cargo workspace?)")
+    }
+
+    /// The kernel crates selected by `-p` / `--exclude` (all of the workspace by default).
+    pub fn kernel_crates(&self, meta: &Metadata) -> Result<Vec<KernelCrate>> {
+        let members: Vec<&Package> = meta.workspace_packages();
+        for p in &self.packages {
+            if !members.iter().any(|m| m.name.as_str() == p) {
+                bail!("package `{p}` is not a member of the workspace at {}", meta.workspace_root);
+            }
+        }
+        let mut out = Vec::new();
+        for pkg in members {
+            let selected = if self.packages.is_empty() {
+                !self.exclude.iter().any(|e| e == pkg.name.as_str())
+            } else {
+                self.packages.iter().any(|p| p == pkg.name.as_str())
+            };
+            let Some(nt) = pkg.metadata.get("neuron-tune") else { continue };
+            if !selected {
+                continue;
+            }
+            let harness = nt.get("harness").and_then(|h| h.as_str()).with_context(|| {
+                format!(
+                    "{}: [package.metadata.neuron-tune] has no `harness = \"<target>\"` naming the harness binary",
+                    pkg.manifest_path
+                )
+            })?;
+            let target = pkg.targets.iter().find(|t| t.name == harness).with_context(|| {
+                format!(
+                    "{}: harness target `{harness}` is not a [[bin]] or [[bench]] of `{}`",
+                    pkg.manifest_path, pkg.name
+                )
+            })?;
+            let is_bench = target.kind.contains(&TargetKind::Bench);
+            if !is_bench && !target.kind.contains(&TargetKind::Bin) {
+                bail!("{}: harness target `{harness}` must be a [[bin]] or a [[bench]] with harness = false", pkg.manifest_path);
+            }
+            out.push(KernelCrate {
+                package: pkg.name.to_string(),
+                manifest_path: pkg.manifest_path.clone().into(),
+                harness: harness.to_string(),
+                harness_is_bench: is_bench,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The target directory cargo will use.
+    pub fn target_dir(&self, meta: &Metadata) -> PathBuf {
+        self.target_dir.clone().unwrap_or_else(|| meta.target_directory.clone().into())
+    }
+
+    /// Build a crate's harness; returns its executable. On a compile error cargo's own
+    /// diagnostics have already been printed to stderr; the error says the build failed.
+    pub fn build_harness(&self, krate: &KernelCrate) -> Result<PathBuf, BuildError> {
+        let mut cmd = Command::new(cargo_bin());
+        cmd.arg("build");
+        self.common_args(&mut cmd);
+        cmd.args(["--message-format=json-render-diagnostics", "-p", &krate.package]);
+        cmd.arg(if krate.harness_is_bench { "--bench" } else { "--bin" }).arg(&krate.harness);
+        match &self.profile {
+            Some(p) => {
+                cmd.args(["--profile", p]);
+            }
+            None => {
+                cmd.arg("--release");
+            }
+        }
+        if !self.features.is_empty() {
+            cmd.arg("--features").arg(self.features.join(","));
+        }
+        if self.all_features {
+            cmd.arg("--all-features");
+        }
+        if self.no_default_features {
+            cmd.arg("--no-default-features");
+        }
+        if let Some(t) = &self.target_dir {
+            cmd.arg("--target-dir").arg(t);
+        }
+        cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
+        let mut child = cmd.spawn().map_err(|e| BuildError::Spawn(e.to_string()))?;
+        let stdout = child.stdout.take().expect("piped");
+        let mut exe = None;
+        let mut messages = Vec::new();
+        for msg in Message::parse_stream(std::io::BufReader::new(stdout)) {
+            match msg {
+                Ok(Message::CompilerArtifact(a)) if a.target.name == krate.harness => {
+                    if let Some(e) = a.executable {
+                        exe = Some(e.into_std_path_buf());
+                    }
+                }
+                Ok(Message::CompilerMessage(m)) => {
+                    if let Some(r) = m.message.rendered {
+                        messages.push(r);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let status = child.wait().map_err(|e| BuildError::Spawn(e.to_string()))?;
+        if !status.success() {
+            return Err(BuildError::Failed {
+                package: krate.package.clone(),
+                diagnostics: messages,
+            });
+        }
+        exe.ok_or_else(|| BuildError::NoExecutable {
+            package: krate.package.clone(),
+            target: krate.harness.clone(),
+        })
+    }
+}
+
+/// Why a harness could not be built (exit code 3).
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("could not run cargo: {0}")]
+    Spawn(String),
+    #[error("building the harness of `{package}` failed (cargo's errors are above)")]
+    Failed { package: String, diagnostics: Vec<String> },
+    #[error("cargo built `{package}` but reported no executable for target `{target}`")]
+    NoExecutable { package: String, target: String },
+}

@@ -1,0 +1,207 @@
+//! Command-line interface: the flags and subcommands, as clap derives.
+//!
+//! `cargo neuron-tune …` and `cargo-neuron-tune neuron-tune …` (how cargo runs a subcommand)
+//! and plain `cargo-neuron-tune …` all parse to the same [`Cli`].
+
+use crate::cargo::CargoFlags;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  internal error
+  2  usage or configuration error (bad flag, bad TOML space, unknown kernel)
+  3  build failed (cargo's errors are printed above)
+  4  a correctness check failed (the shrunk failing case is printed)
+  5  a performance regression (gate)";
+
+/// Tune NeuronCore kernels on a simulator: every variant (kernel × params × shape × chip) is a
+/// build artifact that is traced, checked against a CPU reference and benchmarked.
+#[derive(Debug, Parser)]
+#[command(name = "cargo-neuron-tune", bin_name = "cargo neuron-tune", version, after_help = EXIT_CODES)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    #[command(flatten)]
+    pub global: GlobalOpts,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct GlobalOpts {
+    /// `human` (tables and progress on stderr) or `json` (one JSON event per line on stdout).
+    #[arg(long, value_enum, default_value_t = MessageFormat::Human, global = true)]
+    pub message_format: MessageFormat,
+    /// Parallel harness workers (default: the number of CPUs).
+    #[arg(short = 'j', long, global = true, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Seconds a worker may spend on one request before it is killed and the variant is
+    /// reported as failed.
+    #[arg(long, global = true, value_name = "SECS", default_value_t = 120)]
+    pub timeout: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MessageFormat {
+    Human,
+    Json,
+}
+
+/// Which variants to work on.
+#[derive(Debug, Args, Clone, Default)]
+pub struct Selection {
+    /// Kernel name or glob (`gemm`, `attention_*`); repeatable. Default: all kernels.
+    #[arg(long = "kernel", short = 'k', value_name = "NAME")]
+    pub kernels: Vec<String>,
+    /// Named shape (tuning key) to use; repeatable. Default: every shape of the kernel.
+    #[arg(long = "shape", value_name = "NAME")]
+    pub shapes: Vec<String>,
+    /// Parameter values `k=v,k=v`; unnamed parameters take the kernel's default.
+    /// Default: the kernel's default parameters.
+    #[arg(long, value_name = "K=V,...")]
+    pub params: Option<String>,
+    /// Chip: `trn1`, `trn2`, `trn3`, or a chip TOML file.
+    #[arg(long, default_value = "trn2", value_name = "CHIP")]
+    pub chip: String,
+    /// Run every variant of the kernel's search space instead of its default parameters.
+    #[arg(long)]
+    pub all_variants: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List kernels (parameters, spaces, shapes) and models of the selected crates.
+    List {
+        #[command(flatten)]
+        cargo: CargoFlags,
+    },
+    /// Trace variants into the variant store (program hash, instruction count, footprint).
+    Build {
+        #[command(flatten)]
+        cargo: CargoFlags,
+        #[command(flatten)]
+        select: Selection,
+    },
+    /// Check variants against the CPU reference with property-based tests (functional model).
+    Check {
+        #[command(flatten)]
+        cargo: CargoFlags,
+        #[command(flatten)]
+        select: Selection,
+        /// Random cases per variant.
+        #[arg(long, default_value_t = 32)]
+        cases: u32,
+        /// Seed for the random cases (printed on every run; replay with it).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// Benchmark variants on the timing model; unchanged programs are served from the store.
+    Bench {
+        #[command(flatten)]
+        cargo: CargoFlags,
+        #[command(flatten)]
+        select: Selection,
+        /// Re-simulate even variants whose results are in the store.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Profile one variant: where the time goes, the bottleneck and what to do about it.
+    Profile {
+        #[command(flatten)]
+        cargo: CargoFlags,
+        /// The kernel to profile.
+        kernel: String,
+        /// Parameter values `k=v,k=v` (default: the kernel's default parameters).
+        #[arg(long, value_name = "K=V,...")]
+        params: Option<String>,
+        /// Named shape (default: the kernel's first shape).
+        #[arg(long)]
+        shape: Option<String>,
+        /// Chip: `trn1`, `trn2`, `trn3`, or a chip TOML file.
+        #[arg(long, default_value = "trn2")]
+        chip: String,
+        /// Write a Chrome/Perfetto JSON trace here (open in ui.perfetto.dev).
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+    },
+    /// Write a new kernel module, its search space and CPU reference into the current crate.
+    New {
+        /// Kernel name (snake_case).
+        name: String,
+        /// What to start from.
+        #[arg(long, value_enum, default_value_t = Template::Elementwise)]
+        template: Template,
+        /// The crate to add it to (default: the crate in the current directory).
+        #[arg(long, value_name = "PATH")]
+        manifest_path: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Template {
+    Gemm,
+    Elementwise,
+    Reduction,
+    Attention,
+}
+
+impl Cli {
+    /// Parse the process arguments, dropping the `neuron-tune` that cargo inserts when it
+    /// runs us as `cargo neuron-tune`.
+    pub fn parse_args() -> Cli {
+        let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        if args.get(1).is_some_and(|a| a == "neuron-tune") {
+            args.remove(1);
+        }
+        Cli::parse_from(args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn cargo_flags_are_spelled_as_cargo_spells_them() {
+        let cli = Cli::try_parse_from([
+            "cargo-neuron-tune",
+            "bench",
+            "--manifest-path",
+            "x/Cargo.toml",
+            "-p",
+            "kernels",
+            "--release",
+            "--target-dir",
+            "t",
+            "--locked",
+            "--offline",
+            "--features",
+            "a,b",
+            "--kernel",
+            "gemm",
+            "--message-format",
+            "json",
+        ])
+        .unwrap();
+        let Command::Bench { cargo, select, .. } = cli.command else { panic!("bench") };
+        assert_eq!(cargo.packages, ["kernels"]);
+        assert!(cargo.release && cargo.locked && cargo.offline);
+        assert_eq!(select.kernels, ["gemm"]);
+        assert_eq!(cli.global.message_format, MessageFormat::Json);
+    }
+
+    #[test]
+    fn help_documents_exit_codes() {
+        let help = Cli::command().render_long_help().to_string();
+        assert!(
+            help.contains("3  build failed") && help.contains("5  a performance regression"),
+            "{help}"
+        );
+    }
+}
