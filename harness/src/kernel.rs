@@ -17,6 +17,8 @@ use serde::{Deserialize, Serialize};
 pub enum Role {
     Input,
     Output,
+    /// Working memory in HBM (e.g. attention scores): allocated, never compared.
+    Scratch,
 }
 
 /// One HBM tensor of a kernel invocation.
@@ -35,13 +37,18 @@ impl TensorSpec {
     pub fn output(name: &str, dtype: Dtype, dims: &[u64]) -> Self {
         TensorSpec { name: name.into(), dtype, dims: dims.to_vec(), role: Role::Output }
     }
+    pub fn scratch(name: &str, dtype: Dtype, dims: &[u64]) -> Self {
+        TensorSpec { name: name.into(), dtype, dims: dims.to_vec(), role: Role::Scratch }
+    }
     pub fn elems(&self) -> usize {
         self.dims.iter().product::<u64>() as usize
     }
 }
 
-/// How close an output must be to the reference: `|out - ref| <= atol + rtol * |ref|`
-/// element-wise (numpy's `allclose`), and cosine similarity at least `min_cosine`.
+/// How close an output must be to the reference: element-wise
+/// `|out - ref| <= atol * max(1, rms(ref)) + rtol * |ref|` (numpy's `allclose` with `atol`
+/// scaled by the output's RMS, so a sum that cancels to near zero is judged against the
+/// size of its terms rather than its own), and cosine similarity at least `min_cosine`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Tolerance {
     pub atol: f64,
@@ -86,8 +93,10 @@ pub trait Kernel: Send + Sync {
     }
     /// Named shapes (tuning keys); TOML `shapes` may add to or replace them.
     fn shapes(&self) -> Vec<(String, Shape)>;
-    /// Small random shapes for `check`.
-    fn small_shapes(&self) -> BoxedStrategy<Shape>;
+    /// Small random shapes for `check`, valid for `params` (a kernel knows which multiples
+    /// its blocking needs; shapes are still filtered by [`Kernel::validate`]). Should shrink
+    /// toward the smallest shape.
+    fn small_shapes(&self, params: &Params) -> BoxedStrategy<Shape>;
     /// The HBM tensors of a shape, inputs first.
     fn tensors(&self, shape: &Shape) -> Vec<TensorSpec>;
     /// The body: issue instructions for `tensors` (in the order of [`Kernel::tensors`]).
@@ -160,7 +169,7 @@ pub fn run_variant(
                     };
                     nc.hbm_input(&spec.name, spec.dtype, &spec.dims, data)?
                 }
-                Role::Output => nc.hbm(&spec.name, spec.dtype, &spec.dims)?,
+                Role::Output | Role::Scratch => nc.hbm(&spec.name, spec.dtype, &spec.dims)?,
             };
             handles.push(h);
         }
@@ -215,12 +224,17 @@ impl Metrics {
         let (mut max_abs, mut max_rel, mut se, mut dot, mut n_o, mut n_r) =
             (0f64, 0f64, 0f64, 0f64, 0f64, 0f64);
         let (mut bad, mut n) = (0u64, 0u64);
+        let (sq, cnt) = reference
+            .iter()
+            .flatten()
+            .fold((0f64, 0usize), |(s, c), &r| (s + (r as f64).powi(2), c + 1));
+        let atol = tol.atol * (sq / cnt.max(1) as f64).sqrt().max(1.0);
         for (o, r) in out.iter().zip(reference) {
             for (&a, &b) in o.iter().zip(r) {
                 let (a, b) = (a as f64, b as f64);
                 let d = (a - b).abs();
                 n += 1;
-                if !d.is_finite() || d > tol.atol + tol.rtol * b.abs() {
+                if !d.is_finite() || d > atol + tol.rtol * b.abs() {
                     bad += 1;
                 }
                 let d = if d.is_nan() { f64::INFINITY } else { d };
@@ -257,6 +271,7 @@ mod tests {
 
     #[test]
     fn metrics_follow_their_definitions() {
+        // rms(ref) = sqrt(14/3) ≈ 2.16, so the absolute tolerance is 0.216: 0.5 is outside.
         let tol = Tolerance { atol: 0.1, rtol: 0.0, min_cosine: 0.9 };
         let m = Metrics::compare(&[vec![1.0, 2.0, 3.5]], &[vec![1.0, 2.0, 3.0]], &tol);
         assert_eq!(m.max_abs_err, 0.5);
@@ -266,6 +281,8 @@ mod tests {
         assert!((m.cosine - cos).abs() < 1e-12);
         assert_eq!(m.mismatches, 1);
         assert!(!m.passes(&tol));
+        let ok = Metrics::compare(&[vec![1.0, 2.0, 3.2]], &[vec![1.0, 2.0, 3.0]], &tol);
+        assert_eq!(ok.mismatches, 0);
         let nan = Metrics::compare(&[vec![f32::NAN]], &[vec![1.0]], &tol);
         assert_eq!(nan.mismatches, 1);
         assert!(!nan.passes(&tol));

@@ -29,6 +29,8 @@ struct Call {
 #[derive(Default)]
 pub struct ModelBuilder {
     tensors: Vec<(TensorSpec, bool)>,
+    /// (alias, original): tensors that are reshaped views of another.
+    aliases: Vec<(usize, usize)>,
     calls: Vec<Call>,
 }
 
@@ -45,8 +47,20 @@ impl ModelBuilder {
     }
     /// An intermediate tensor.
     pub fn scratch(&mut self, name: &str, dtype: Dtype, dims: &[u64]) -> TensorId {
-        self.tensors.push((TensorSpec::output(name, dtype, dims), false));
+        self.tensors.push((TensorSpec::scratch(name, dtype, dims), false));
         TensorId(self.tensors.len() - 1)
+    }
+
+    /// The same tensor seen with another row-major shape of the same size.
+    pub fn reshape(&mut self, t: TensorId, dims: &[u64]) -> Result<TensorId, String> {
+        let (spec, visible) = self.tensors[t.0].clone();
+        if spec.elems() != dims.iter().product::<u64>() as usize {
+            return Err(format!("cannot view `{}` {:?} as {dims:?}", spec.name, spec.dims));
+        }
+        self.aliases.push((self.tensors.len(), t.0));
+        self.tensors.push((TensorSpec { dims: dims.to_vec(), role: Role::Scratch, ..spec }, false));
+        let _ = visible;
+        Ok(TensorId(self.tensors.len() - 1))
     }
     /// Invoke `kernel` at `shape` on `args` (in the order of the kernel's tensors; dims and
     /// dtypes must match what the kernel declares for that shape).
@@ -245,13 +259,18 @@ pub fn evaluate_functional(
         let mut nc = Nc::new(chip.clone(), ExecMode::FUNCTIONAL);
         let mut handles = Vec::new();
         let mut next = 0;
-        for (t, _) in &b.tensors {
+        for (i, (t, _)) in b.tensors.iter().enumerate() {
+            if let Some(&(_, orig)) = b.aliases.iter().find(|(a, _)| *a == i) {
+                let h: neuron_sim::Hbm = handles[orig];
+                handles.push(h.reshape(&t.dims).expect("sizes checked when the alias was made"));
+                continue;
+            }
             handles.push(match t.role {
                 Role::Input => {
                     next += 1;
                     nc.hbm_input(&t.name, t.dtype, &t.dims, &inputs[next - 1])?
                 }
-                Role::Output => nc.hbm(&t.name, t.dtype, &t.dims)?,
+                Role::Output | Role::Scratch => nc.hbm(&t.name, t.dtype, &t.dims)?,
             });
         }
         for call in &b.calls {

@@ -129,6 +129,15 @@ impl Hbm {
         assert_eq!(s.len(), 2, "dims2() on a tensor of rank {}", s.len());
         (s[0], s[1])
     }
+    /// The same memory with another row-major shape of the same element count (like
+    /// `reshape` on a contiguous array), or `None` if the counts differ.
+    pub fn reshape(&self, shape: &[u64]) -> Option<Hbm> {
+        (shape.len() <= MAX_HBM_DIMS
+            && !shape.is_empty()
+            && shape.iter().product::<u64>() == self.elems())
+        .then(|| Hbm { id: self.id, dtype: self.dtype, shape: Dims::contiguous(shape) })
+    }
+
     /// The whole tensor as an access pattern.
     pub fn view(&self) -> HbmView {
         HbmView { tensor: *self, offset: 0, dims: self.shape }
@@ -441,6 +450,18 @@ impl TileView {
         }
         self
     }
+    /// Insert a stride-0 free dim of `n` elements at position `dim`: the same values seen
+    /// `n` times (e.g. a `[P, d]` table used against a `[P, heads, d]` tile).
+    pub fn expand(mut self, dim: usize, n: u64) -> Self {
+        let k = self.free.len();
+        if dim <= k && k < MAX_FREE_DIMS {
+            self.free.d.copy_within(dim..k, dim + 1);
+            self.free.d[dim] = (0, n);
+            self.free.n += 1;
+        }
+        self
+    }
+
     /// Broadcast along a new innermost stride-0 dim of `n` elements (e.g. a `[P,1]`
     /// column used against a `[P,n]` tile).
     pub fn broadcast_free(mut self, n: u64) -> Self {
