@@ -69,7 +69,7 @@ pub fn make_inputs(
                             }
                         }
                     };
-                    s.dtype.round(v as f32)
+                    s.dtype.round(v as f32 * s.init_scale)
                 })
                 .collect()
         })

@@ -28,17 +28,48 @@ pub struct TensorSpec {
     pub dtype: Dtype,
     pub dims: Vec<u64>,
     pub role: Role,
+    /// Inputs are drawn from the check distributions times this (e.g. 1/√fan_in for
+    /// weights, so activations keep their scale through a model).
+    #[serde(default = "one")]
+    pub init_scale: f32,
+}
+
+fn one() -> f32 {
+    1.0
 }
 
 impl TensorSpec {
     pub fn input(name: &str, dtype: Dtype, dims: &[u64]) -> Self {
-        TensorSpec { name: name.into(), dtype, dims: dims.to_vec(), role: Role::Input }
+        TensorSpec {
+            name: name.into(),
+            dtype,
+            dims: dims.to_vec(),
+            role: Role::Input,
+            init_scale: 1.0,
+        }
     }
     pub fn output(name: &str, dtype: Dtype, dims: &[u64]) -> Self {
-        TensorSpec { name: name.into(), dtype, dims: dims.to_vec(), role: Role::Output }
+        TensorSpec {
+            name: name.into(),
+            dtype,
+            dims: dims.to_vec(),
+            role: Role::Output,
+            init_scale: 1.0,
+        }
     }
     pub fn scratch(name: &str, dtype: Dtype, dims: &[u64]) -> Self {
-        TensorSpec { name: name.into(), dtype, dims: dims.to_vec(), role: Role::Scratch }
+        TensorSpec {
+            name: name.into(),
+            dtype,
+            dims: dims.to_vec(),
+            role: Role::Scratch,
+            init_scale: 1.0,
+        }
+    }
+    /// Scale the drawn input values (see `init_scale`).
+    pub fn scaled(mut self, s: f32) -> Self {
+        self.init_scale = s;
+        self
     }
     pub fn elems(&self) -> usize {
         self.dims.iter().product::<u64>() as usize

@@ -37,7 +37,11 @@ pub struct ModelBuilder {
 impl ModelBuilder {
     /// A model input (drawn from the check distributions when evaluated functionally).
     pub fn input(&mut self, name: &str, dtype: Dtype, dims: &[u64]) -> TensorId {
-        self.tensors.push((TensorSpec::input(name, dtype, dims), true));
+        self.input_scaled(name, dtype, dims, 1.0)
+    }
+    /// A model input drawn with standard deviation `scale` (weights: 1/√fan_in).
+    pub fn input_scaled(&mut self, name: &str, dtype: Dtype, dims: &[u64], scale: f32) -> TensorId {
+        self.tensors.push((TensorSpec::input(name, dtype, dims).scaled(scale), true));
         TensorId(self.tensors.len() - 1)
     }
     /// A model output (compared with the reference).
@@ -195,6 +199,16 @@ fn built(model: &dyn Model, shape: &Shape) -> Result<ModelBuilder, RunError> {
     Ok(b)
 }
 
+/// Say which call of the model failed.
+fn in_call(e: RunError, kernel: &dyn Kernel, shape: &Shape, params: &Params) -> RunError {
+    let at = format!("{} at {shape} with {params}", kernel.name());
+    match e {
+        RunError::Invalid(m) => RunError::Invalid(format!("{at}: {m}")),
+        RunError::Sim(m) => RunError::Sim(format!("{at}: {m}")),
+        RunError::Panic(m) => RunError::Panic(format!("{at}: {m}")),
+    }
+}
+
 /// Simulated end-to-end time and throughput of `model` at `shape`.
 pub fn evaluate_timing(
     model: &dyn Model,
@@ -216,7 +230,8 @@ pub fn evaluate_timing(
             k.total_us += k.time_us + launch_us;
             continue;
         }
-        let run = run_variant(&*call.kernel, &params, &call.shape, chip, ExecMode::TIMING, None)?;
+        let run = run_variant(&*call.kernel, &params, &call.shape, chip, ExecMode::TIMING, None)
+            .map_err(|e| in_call(e, &*call.kernel, &call.shape, &params))?;
         let t = run.profile.kernel_time_us;
         kernels.push(KernelTime {
             kernel: call.kernel.name().to_string(),
@@ -275,9 +290,14 @@ pub fn evaluate_functional(
         }
         for call in &b.calls {
             let (params, _) = params_for(&*call.kernel, &call.shape, tuned, defaults);
-            call.kernel.validate(&params, &call.shape).map_err(RunError::Invalid)?;
+            call.kernel
+                .validate(&params, &call.shape)
+                .map_err(|e| in_call(RunError::Invalid(e), &*call.kernel, &call.shape, &params))?;
             let args: Vec<_> = call.args.iter().map(|a| handles[a.0]).collect();
-            call.kernel.run(&mut nc, &params, &call.shape, &args)?;
+            call.kernel
+                .run(&mut nc, &params, &call.shape, &args)
+                .map_err(|e| in_call(e.into(), &*call.kernel, &call.shape, &params))?;
+            nc.release_pools();
         }
         Ok(b.tensors
             .iter()

@@ -198,6 +198,8 @@ struct PoolState {
     name: String,
     mem: Mem,
     bufs: u32,
+    /// Released by [`Nc::release_pools`]: no longer counts against capacity.
+    released: bool,
 }
 
 struct Logical {
@@ -488,8 +490,23 @@ impl Nc {
     fn pool(&mut self, name: &str, bufs: u32, mem: Mem) -> Pool {
         let id = self.pools.len() as u32;
         let bufs = bufs.max(1);
-        self.pools.push(PoolState { name: name.to_string(), mem, bufs });
+        self.pools.push(PoolState { name: name.to_string(), mem, bufs, released: false });
         Pool { id, mem, bufs }
+    }
+
+    /// End of a kernel: every pool allocated so far is released, its SBUF/PSUM free for the
+    /// next kernel issued on this core (as when a model runs kernels one after another).
+    /// Tiles of released pools become stale: using one is a [`ViolationKind::StaleTile`]
+    /// error. HBM tensors stay.
+    pub fn release_pools(&mut self) {
+        for p in &mut self.pools {
+            p.released = true;
+        }
+        for b in &mut self.bufs {
+            b.gen += 1;
+        }
+        self.sbuf_reserved = 0;
+        self.psum_reserved_banks = 0;
     }
 
     /// Allocate the logical tile of this call site in `pool`: the next buffer of its ring.
@@ -616,7 +633,7 @@ impl Nc {
         let mut total = 0;
         for lt in &self.logicals {
             let p = &self.pools[lt.pool as usize];
-            if p.mem == mem {
+            if p.mem == mem && !p.released {
                 total += cost(lt, p.bufs);
             }
         }
@@ -627,7 +644,7 @@ impl Nc {
         if total > capacity {
             let mut pools = Vec::new();
             for (pi, p) in self.pools.iter().enumerate() {
-                if p.mem != mem {
+                if p.mem != mem || p.released {
                     continue;
                 }
                 let tiles: Vec<TileUse> = self
