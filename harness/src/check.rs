@@ -143,6 +143,16 @@ fn case(
     }
 }
 
+/// JSON has no infinity: a NaN or infinite error (e.g. an output never written) is
+/// reported as `f64::MAX`.
+fn finite(x: f64) -> f64 {
+    if x.is_finite() {
+        x
+    } else {
+        f64::MAX
+    }
+}
+
 /// Check `params` of `kernel` over random small shapes and inputs.
 pub fn check(
     kernel: &dyn Kernel,
@@ -167,9 +177,13 @@ pub fn check(
         .prop_filter("shape valid for the variant", move |s| kernel.validate(&p2, s).is_ok());
     let strategy = (valid_shapes, any::<u64>(), prop::sample::select(Distribution::ALL.to_vec()));
     let worst = std::cell::RefCell::new(Metrics { cosine: 1.0, ..Metrics::default() });
+    // Cases run until the first failure (shrinking runs more, not counted).
     let ran = std::cell::Cell::new(0u32);
+    let failed = std::cell::Cell::new(false);
     let result = runner.run(&strategy, |(shape, seed, dist)| {
-        ran.set(ran.get() + 1);
+        if !failed.get() {
+            ran.set(ran.get() + 1);
+        }
         match case(kernel, params, &shape, seed, dist, &cfg.chip) {
             Ok(m) => {
                 let mut w = worst.borrow_mut();
@@ -179,7 +193,10 @@ pub fn check(
                 w.cosine = w.cosine.min(m.cosine);
                 Ok(())
             }
-            Err((msg, _)) => Err(TestCaseError::fail(msg)),
+            Err((msg, _)) => {
+                failed.set(true);
+                Err(TestCaseError::fail(msg))
+            }
         }
     });
     let w = *worst.borrow();
@@ -199,7 +216,9 @@ pub fn check(
                 Err(e) => e,
                 Ok(m) => ("failed only in the original (unshrunk) case".into(), Some(m)),
             };
-            let m = metrics.unwrap_or(Metrics { max_abs_err: f64::INFINITY, max_rel_err: f64::INFINITY, mse: f64::INFINITY, cosine: 0.0, mismatches: 0, elements: 0 });
+            let m = metrics.unwrap_or(Metrics { max_abs_err: f64::MAX, max_rel_err: f64::MAX, mse: f64::MAX, cosine: 0.0, mismatches: 0, elements: 0 });
+            let m = Metrics { max_abs_err: finite(m.max_abs_err), max_rel_err: finite(m.max_rel_err), mse: finite(m.mse), ..m };
+            let metrics = metrics.map(|_| m);
             Ok(CheckReport {
                 passed: false,
                 cases: ran.get(),

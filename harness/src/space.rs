@@ -120,7 +120,7 @@ struct RawConfig {
     #[serde(default)]
     harness: Option<String>,
     #[serde(default)]
-    kernels: BTreeMap<Spanned<String>, Spanned<RawKernel>>,
+    kernels: BTreeMap<Spanned<String>, RawKernel>,
     /// Models are configured by their crate's code; accepted here for forward compatibility.
     #[serde(default)]
     models: Option<toml::Value>,
@@ -222,7 +222,7 @@ pub fn parse_config(
         })?;
         let specs = kernel.params();
         let mut cfg = KernelConfig::of(*kernel);
-        let rk = rk.get_ref();
+        let rk = &rk;
         for (pname, values) in &rk.space {
             let pkey = format!("{key}.space.{}", pname.get_ref());
             let spec = specs.iter().find(|s| &s.name == pname.get_ref()).ok_or_else(|| {

@@ -1,0 +1,144 @@
+//! Bad search spaces give an error naming the file, the key and its line.
+
+use neuron_sim::{Hbm, Nc, SimResult};
+use neuron_tune_harness::proptest::prelude::*;
+use neuron_tune_harness::space::parse_config;
+use neuron_tune_harness::*;
+use std::path::Path;
+
+struct K;
+
+impl Kernel for K {
+    fn name(&self) -> &str {
+        "rmsnorm"
+    }
+    fn params(&self) -> Vec<ParamSpec> {
+        vec![
+            ParamSpec::int("bufs", 2, ""),
+            ParamSpec::bool("fuse", false, ""),
+            ParamSpec::choice("engine", &["vector", "scalar"], "vector", ""),
+        ]
+    }
+    fn validate(&self, p: &Params, _: &Shape) -> Result<(), String> {
+        (p.int("bufs").unwrap() <= 4).then_some(()).ok_or_else(|| "bufs > 4".into())
+    }
+    fn shapes(&self) -> Vec<(String, Shape)> {
+        vec![("small".into(), Shape::new(&[("rows", 256), ("hidden", 1024)]))]
+    }
+    fn small_shapes(&self, _: &Params) -> BoxedStrategy<Shape> {
+        Just(Shape::new(&[("rows", 1), ("hidden", 1)])).boxed()
+    }
+    fn tensors(&self, _: &Shape) -> Vec<TensorSpec> {
+        vec![]
+    }
+    fn run(&self, _: &mut Nc, _: &Params, _: &Shape, _: &[Hbm]) -> SimResult<()> {
+        Ok(())
+    }
+    fn reference(&self, _: &Shape, _: &[Vec<f32>]) -> Vec<Vec<f32>> {
+        vec![]
+    }
+    fn work(&self, _: &Shape) -> Work {
+        Work::default()
+    }
+}
+
+const HEAD: &str = "[package]\nname = \"k\"\nversion = \"0.1.0\"\n\n[package.metadata.neuron-tune]\nharness = \"h\"\n\n";
+
+fn parse(body: &str) -> Result<CrateConfig, SpaceError> {
+    let text = format!("{HEAD}{body}");
+    parse_config(Path::new("crate/Cargo.toml"), &text, true, &[&K], CrateConfig::default())
+}
+
+/// Assert the error is at `line` (of the whole file), names `key`, and says `what`.
+fn expect(body: &str, line: usize, key: &str, what: &str) {
+    let e = parse(body).unwrap_err();
+    let head_lines = HEAD.matches('\n').count();
+    assert_eq!(e.file, Path::new("crate/Cargo.toml"));
+    assert_eq!(e.line, head_lines + line, "{e}");
+    assert_eq!(e.key, key, "{e}");
+    assert!(e.message.contains(what), "{e}");
+    assert!(e.to_string().starts_with(&format!("crate/Cargo.toml:{}:", head_lines + line)), "{e}");
+}
+
+#[test]
+fn a_good_space_is_read_with_its_shapes_and_defaults() {
+    let cfg = parse("[package.metadata.neuron-tune.kernels.rmsnorm]\nspace = { bufs = [1, 2, 4], engine = [\"scalar\"] }\nshapes = { big = { rows = 16384, hidden = 1024 } }\ndefault = { bufs = 4 }\n").unwrap();
+    let k = &cfg.kernels["rmsnorm"];
+    assert_eq!(k.space["bufs"], [ParamValue::Int(1), ParamValue::Int(2), ParamValue::Int(4)]);
+    assert_eq!(k.space["fuse"], [ParamValue::Bool(false)], "undeclared in TOML: just the default");
+    assert_eq!(k.combinations().len(), 3);
+    assert_eq!(k.shapes, [("big".to_string(), Shape::new(&[("rows", 16384), ("hidden", 1024)]))]);
+    assert_eq!(k.defaults.int("bufs").unwrap(), 4);
+    assert_eq!(cfg.harness.as_deref(), Some("h"));
+}
+
+#[test]
+fn unknown_parameter() {
+    expect(
+        "[package.metadata.neuron-tune.kernels.rmsnorm]\nspace = { bufs = [1], tile = [64] }\n",
+        2,
+        "package.metadata.neuron-tune.kernels.rmsnorm.space.tile",
+        "kernel `rmsnorm` has no parameter `tile` (it has: bufs, fuse, engine)",
+    );
+}
+
+#[test]
+fn wrong_type() {
+    expect("[package.metadata.neuron-tune.kernels.rmsnorm.space]\nfuse = [true]\nbufs = [1, \"two\"]\n", 3, "package.metadata.neuron-tune.kernels.rmsnorm.space.bufs", "`\"two\"` is not an integer");
+    expect(
+        "[package.metadata.neuron-tune.kernels.rmsnorm]\nspace = { engine = [\"gpsimd\"] }\n",
+        2,
+        "package.metadata.neuron-tune.kernels.rmsnorm.space.engine",
+        "is not one of \"vector\", \"scalar\"",
+    );
+}
+
+#[test]
+fn empty_range() {
+    expect(
+        "[package.metadata.neuron-tune.kernels.rmsnorm]\n\nspace = { bufs = [] }\n",
+        3,
+        "package.metadata.neuron-tune.kernels.rmsnorm.space.bufs",
+        "empty",
+    );
+}
+
+#[test]
+fn unknown_kernel() {
+    expect(
+        "[package.metadata.neuron-tune.kernels.rmsnrom]\nspace = { bufs = [1] }\n",
+        1,
+        "package.metadata.neuron-tune.kernels.rmsnrom",
+        "no kernel `rmsnrom` is registered (known: rmsnorm)",
+    );
+}
+
+#[test]
+fn shape_with_other_dims() {
+    expect("[package.metadata.neuron-tune.kernels.rmsnorm]\nshapes = { big = { rows = 1, width = 2 } }\n", 2, "package.metadata.neuron-tune.kernels.rmsnorm.shapes.big", "takes shapes with dims {hidden, rows}");
+}
+
+#[test]
+fn unknown_key_and_syntax_errors_are_located_too() {
+    expect(
+        "[package.metadata.neuron-tune.kernels.rmsnorm]\nspcae = { bufs = [1] }\n",
+        2,
+        "(toml)",
+        "unknown field `spcae`",
+    );
+    expect(
+        "[package.metadata.neuron-tune.kernels.rmsnorm]\nspace = { bufs = [1, }\n",
+        2,
+        "(toml)",
+        "",
+    );
+}
+
+#[test]
+fn neuron_tune_toml_uses_the_same_keys_without_the_prefix() {
+    let text = "[kernels.rmsnorm]\nspace = { fuse = [1] }\n";
+    let e = parse_config(Path::new("neuron-tune.toml"), text, false, &[&K], CrateConfig::default())
+        .unwrap_err();
+    assert_eq!((e.line, e.key.as_str()), (2, "kernels.rmsnorm.space.fuse"));
+    assert!(e.message.contains("is not true or false"), "{e}");
+}

@@ -1,0 +1,25 @@
+//! The harness on deliberately broken kernel crates (each its own workspace, built with the
+//! real cargo): the worker protocol reports what went wrong, precisely.
+
+use neuron_tune_harness::protocol::CheckResult;
+use neuron_tune_tests::{build_broken, Worker};
+
+#[test]
+fn an_off_by_one_is_caught_shrunk_and_replayable() {
+    let exe = build_broken("wrong_result").unwrap();
+    let mut w = Worker::start(&exe);
+    let req = r#"{"type":"check","id":1,"kernel":"double","params":{"bufs":2,"cols_per_tile":512},"cases":32,"seed":2024,"chip":{"name":"trn2"}}"#;
+    let report: CheckResult = serde_json::from_value(w.result(req)).unwrap();
+    assert!(!report.passed);
+    assert_eq!(report.seed, 2024, "the seed is reported for replay");
+    let f = report.failure.clone().expect("a failing case");
+    // The bug skips the last partial tile of rows: the smallest failing shape has fewer
+    // than 128 rows (proptest shrinks it toward 1 row, 1 column).
+    let (rows, cols) = (f.shape.0["rows"], f.shape.0["cols"]);
+    assert!(rows < 128 && cols <= 8, "shrunk to {rows} x {cols}");
+    assert!(f.message.contains("outside atol"), "{}", f.message);
+    assert!(f.metrics.is_some());
+    // Replaying the seed gives the same report.
+    let again: CheckResult = serde_json::from_value(w.result(req)).unwrap();
+    assert_eq!(again, report);
+}
