@@ -1,6 +1,4 @@
-//! The `cargo neuron-tune` subcommand (being built under issue 4; see ARCHITECTURE.md).
-
-fn main() {
-    eprintln!("cargo-neuron-tune: the CLI is not built yet (issue 4)");
-    std::process::exit(2);
+//! `cargo neuron-tune` (also `cargo-neuron-tune neuron-tune …` as cargo invokes it).
+fn main() -> std::process::ExitCode {
+    cargo_neuron_tune::run::main(cargo_neuron_tune::cli::Cli::parse_args())
 }
