@@ -95,3 +95,128 @@ impl Drop for Worker {
         let _ = self.child.wait();
     }
 }
+
+/// The CLI binary, built once per test process into the tests' target dir.
+pub fn cli_exe() -> PathBuf {
+    static EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    EXE.get_or_init(|| {
+        let status = cargo()
+            .args(["build", "-q", "-p", "cargo-neuron-tune", "--target-dir"])
+            .arg(test_target_dir())
+            .current_dir(root())
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building cargo-neuron-tune failed");
+        test_target_dir()
+            .join("debug")
+            .join(format!("cargo-neuron-tune{}", std::env::consts::EXE_SUFFIX))
+    })
+    .clone()
+}
+
+/// Run `cargo-neuron-tune neuron-tune ARGS` (as cargo would) from the repository root, with
+/// harness builds in the tests' target dir and dev profile. Returns (exit code, stdout, stderr).
+pub fn cli(args: &[&str]) -> (i32, String, String) {
+    let mut full: Vec<&str> = vec!["neuron-tune"];
+    full.extend_from_slice(args);
+    let td = test_target_dir();
+    if args.first() != Some(&"new") {
+        full.extend_from_slice(&["--target-dir", td.to_str().unwrap(), "--profile", "dev"]);
+    }
+    let out =
+        Command::new(cli_exe()).args(&full).current_dir(root()).output().expect("the CLI runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// [`cli`] with `--message-format json`.
+pub fn cli_json(args: &[&str]) -> (i32, String, String) {
+    let mut a = args.to_vec();
+    a.extend_from_slice(&["--message-format", "json"]);
+    cli(&a)
+}
+
+/// A fresh directory for one test's files.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let d =
+        root().join("target").join("e2e-scratch").join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn crate_manifest(name: &str, lib: bool) -> String {
+    let r = root();
+    format!(
+        "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n[workspace]\n\n\
+         [dependencies]\nneuron-sim = {{ path = \"{}\" }}\nneuron-tune-harness = {{ path = \"{}\" }}\n\n\
+         [[bin]]\nname = \"harness-{name}\"\npath = \"{}\"\n\n[package.metadata.neuron-tune]\nharness = \"harness-{name}\"\n",
+        r.join("sim").display(),
+        r.join("harness").display(),
+        if lib { "src/bin/harness.rs" } else { "src/main.rs" }
+    )
+}
+
+/// A kernel crate (its own workspace) with two element-wise kernels, `double` (y = 2x) and
+/// `triple` (y = k·x), each with a two-variant space.
+pub fn two_kernel_crate(name: &str, k: f32) -> PathBuf {
+    let dir = scratch_dir(name);
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    let mut manifest = crate_manifest(name, false);
+    manifest.push_str("\n[package.metadata.neuron-tune.kernels.double]\nspace = { bufs = [1, 2] }\n\n[package.metadata.neuron-tune.kernels.triple]\nspace = { bufs = [1, 2] }\n");
+    std::fs::write(dir.join("Cargo.toml"), manifest).unwrap();
+    std::fs::copy(root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    let common = std::fs::read_to_string(root().join("fixtures/broken/common.rs")).unwrap();
+    let src = format!(
+        "{common}\n\
+         fn scaled(nc: &mut Nc, p: &Params, sh: &Shape, x: Hbm, y: Hbm, k: Scalar) -> SimResult<()> {{\n\
+             let (rows, cols) = (sh.dim(\"rows\"), sh.dim(\"cols\"));\n\
+             let pool = nc.sbuf_pool(\"io\", p.uint(\"bufs\").unwrap() as u32);\n\
+             let mut r = 0;\n\
+             while r < rows {{\n\
+                 let pr = (rows - r).min(128);\n\
+                 let t = nc.tile(pool, Dtype::Bf16, &[128, cols])?;\n\
+                 let v = t.parts(0..pr as u32);\n\
+                 nc.dma(v, x.rows(r..r + pr))?;\n\
+                 nc.tensor_scalar(v, v, (Alu::Multiply, k), None)?;\n\
+                 nc.dma(y.rows(r..r + pr), v)?;\n\
+                 r += pr;\n\
+             }}\n\
+             Ok(())\n\
+         }}\n\
+         fn body(nc: &mut Nc, p: &Params, sh: &Shape, x: Hbm, y: Hbm) -> SimResult<()> {{ scaled(nc, p, sh, x, y, Scalar::Imm(2.0)) }}\n\
+         struct Triple;\n\
+         impl Kernel for Triple {{\n\
+             fn name(&self) -> &str {{ \"triple\" }}\n\
+             fn params(&self) -> Vec<ParamSpec> {{ Double.params() }}\n\
+             fn shapes(&self) -> Vec<(String, Shape)> {{ Double.shapes() }}\n\
+             fn small_shapes(&self, p: &Params) -> BoxedStrategy<Shape> {{ Double.small_shapes(p) }}\n\
+             fn tensors(&self, s: &Shape) -> Vec<TensorSpec> {{ Double.tensors(s) }}\n\
+             fn run(&self, nc: &mut Nc, p: &Params, s: &Shape, t: &[Hbm]) -> SimResult<()> {{ scaled(nc, p, s, t[0], t[1], Scalar::Imm({k:?})) }}\n\
+             fn reference(&self, _: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {{ vec![i[0].iter().map(|v| {k:?} * v).collect()] }}\n\
+             fn work(&self, s: &Shape) -> Work {{ Double.work(s) }}\n\
+         }}\n\
+         neuron_tune_harness::harness_main!(kernels: [Double, Triple]);\n"
+    );
+    std::fs::write(dir.join("src/main.rs"), src).unwrap();
+    dir
+}
+
+/// A kernel crate (its own workspace) with a library and a harness binary that registers
+/// no kernel yet: what `cargo neuron-tune new` starts from.
+pub fn empty_kernel_crate(name: &str) -> PathBuf {
+    let dir = scratch_dir(name);
+    std::fs::create_dir_all(dir.join("src/bin")).unwrap();
+    std::fs::write(dir.join("Cargo.toml"), crate_manifest(name, true)).unwrap();
+    std::fs::copy(root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    std::fs::write(dir.join("src/lib.rs"), "//! My kernels.\n").unwrap();
+    std::fs::write(
+        dir.join("src/bin/harness.rs"),
+        "neuron_tune_harness::harness_main!(kernels: []);\n",
+    )
+    .unwrap();
+    dir
+}

@@ -1,0 +1,317 @@
+//! `cargo neuron-tune` end to end: the real binary, real cargo builds of the fixture crates,
+//! real harness worker processes.
+
+use neuron_tune_tests::{cli, cli_json, root};
+use serde_json::Value;
+
+fn events(stdout: &str, kind: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == kind)
+        .collect()
+}
+
+#[test]
+fn list_names_every_fixture_kernel_and_model() {
+    let (code, out, err) = cli_json(&["list", "--workspace"]);
+    assert_eq!(code, 0, "{err}");
+    let lists = events(&out, "list");
+    let kernels: Vec<&str> = lists
+        .iter()
+        .flat_map(|l| l["kernels"].as_array().unwrap())
+        .map(|k| k["name"].as_str().unwrap())
+        .collect();
+    for k in [
+        "gemm",
+        "rmsnorm",
+        "softmax",
+        "attention_naive",
+        "attention_flash",
+        "swiglu",
+        "rope",
+        "add",
+    ] {
+        assert!(kernels.contains(&k), "{k} missing from {kernels:?}");
+    }
+    let models: Vec<&str> = lists
+        .iter()
+        .flat_map(|l| l["models"].as_array().unwrap())
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(models, ["qwen3_naive", "qwen3"]);
+}
+
+#[test]
+fn check_passes_on_the_fixtures() {
+    let (code, out, err) = cli_json(&[
+        "check",
+        "-p",
+        "neuron-fixtures-kernels",
+        "--cases",
+        "2",
+        "--seed",
+        "3",
+        "--kernel",
+        "rmsnorm",
+        "--kernel",
+        "softmax",
+        "--kernel",
+        "add",
+        "--kernel",
+        "rope",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let checks = events(&out, "check");
+    assert_eq!(checks.len(), 4);
+    assert!(
+        checks.iter().all(|c| c["passed"] == true && c["seed"] == 3 && c["cases"] == 2),
+        "{checks:?}"
+    );
+}
+
+#[test]
+fn a_second_bench_simulates_nothing_and_reports_the_same_cycles() {
+    let args = [
+        "bench",
+        "-p",
+        "neuron-fixtures-kernels",
+        "--shape",
+        "small",
+        "--kernel",
+        "rmsnorm",
+        "--kernel",
+        "softmax",
+        "--kernel",
+        "add",
+        "--all-variants",
+    ];
+    let (code, first, err) = cli_json(&args);
+    assert_eq!(code, 0, "{err}");
+    let (code, second, err) = cli_json(&args);
+    assert_eq!(code, 0, "{err}");
+    let (a, b) = (events(&first, "bench"), events(&second, "bench"));
+    assert!(a.len() >= 10, "{}", a.len());
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(
+            (&x["kernel"], &x["params"], &x["cycles"]),
+            (&y["kernel"], &y["params"], &y["cycles"])
+        );
+        assert!(x["cycles"].as_u64().unwrap() > 0);
+        assert_eq!(y["cached"], true);
+    }
+    let summary = &events(&second, "summary")[0];
+    assert_eq!(summary["simulated"], 0);
+    assert_eq!(summary["cached"].as_u64().unwrap() as usize, b.len());
+}
+
+#[test]
+fn changing_one_kernel_re_simulates_only_its_variants() {
+    let dir = neuron_tune_tests::two_kernel_crate("resim", 3.0);
+    let manifest = dir.join("Cargo.toml");
+    let bench = |m: &std::path::Path| {
+        cli_json(&["bench", "--manifest-path", m.to_str().unwrap(), "--all-variants"])
+    };
+    let (code, out, err) = bench(&manifest);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(events(&out, "summary")[0]["cached"], 0);
+    // Touch `triple` so its program changes (multiply by 3.5 instead of 3); `double` is untouched.
+    let src = dir.join("src/main.rs");
+    std::fs::write(
+        &src,
+        std::fs::read_to_string(&src).unwrap().replace("Scalar::Imm(3.0)", "Scalar::Imm(3.5)"),
+    )
+    .unwrap();
+    let (code, out, err) = bench(&manifest);
+    assert_eq!(code, 0, "{err}");
+    for e in events(&out, "bench") {
+        let expect_cached = e["kernel"] == "double";
+        assert_eq!(e["cached"], expect_cached, "{e}");
+    }
+    // A comment-only edit changes no program: nothing is re-simulated.
+    std::fs::write(&src, std::fs::read_to_string(&src).unwrap() + "\n// a comment\n").unwrap();
+    let (_, out, _) = bench(&manifest);
+    assert_eq!(events(&out, "summary")[0]["simulated"], 0);
+}
+
+#[test]
+fn profile_writes_a_perfetto_trace_and_names_a_dma_bound_gemm() {
+    let trace = neuron_tune_tests::scratch_dir("profile").join("gemm.json");
+    // [128 x 128] output tiles with no block reuse: every operand byte feeds one small
+    // matmul, and triple buffering hides the DMA latency, so transfers are the limit.
+    let (code, out, err) = cli_json(&[
+        "profile",
+        "-p",
+        "neuron-fixtures-kernels",
+        "gemm",
+        "--shape",
+        "small",
+        "--params",
+        "tile_n=128,block_m=1,block_n=1,k_tiles=8,bufs=3",
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let p = &events(&out, "profile")[0];
+    assert_eq!(p["bottleneck"], "DMA-bound", "{}", p["profile"]["bottleneck"]);
+    assert!(p["profile"]["bottleneck"]["advice"].as_array().is_some_and(|a| !a.is_empty()));
+    let t: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let ev = t["traceEvents"].as_array().unwrap();
+    let names: Vec<&str> = ev
+        .iter()
+        .filter(|e| e["name"] == "thread_name")
+        .map(|e| e["args"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 4 + 16, "one track per engine and per DMA queue: {names:?}");
+    assert!(names.contains(&"TensorE") && names.contains(&"DMA queue 15"));
+    let mut by_track: std::collections::BTreeMap<u64, Vec<(f64, f64)>> = Default::default();
+    for e in ev.iter().filter(|e| e["ph"] == "X") {
+        by_track
+            .entry(e["tid"].as_u64().unwrap())
+            .or_default()
+            .push((e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap()));
+    }
+    assert!(by_track.len() > 4);
+    for (track, mut s) in by_track {
+        s.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for w in s.windows(2) {
+            assert!(
+                w[0].0 + w[0].1 <= w[1].0 + 1e-6,
+                "track {track}: {:?} overlaps {:?}",
+                w[0],
+                w[1]
+            );
+        }
+    }
+}
+
+#[test]
+fn a_compile_error_exits_3_with_cargos_message() {
+    let m = root().join("fixtures/broken/compile_error/Cargo.toml");
+    let (code, _, err) = cli(&["check", "--manifest-path", m.to_str().unwrap()]);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("mismatched types")
+            && err.contains("building the harness of `broken-compile-error` failed"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_wrong_result_exits_4_with_the_shrunk_case() {
+    let m = root().join("fixtures/broken/wrong_result/Cargo.toml");
+    let (code, out, err) = cli_json(&[
+        "check",
+        "--manifest-path",
+        m.to_str().unwrap(),
+        "--cases",
+        "16",
+        "--seed",
+        "1",
+    ]);
+    assert_eq!(code, 4, "{err}");
+    let c = &events(&out, "check")[0];
+    assert_eq!(c["passed"], false);
+    assert!(c["failure"]["shape"]["rows"].as_u64().unwrap() < 128, "{c}");
+    assert!(err.contains("smallest failing shape"), "{err}");
+}
+
+#[test]
+fn panicking_and_hanging_variants_are_reported_and_the_others_finish() {
+    for (krate, bad_kind, bad_param, good) in [
+        ("panic", "panic", ("cols_per_tile", 128), ("cols_per_tile", 512)),
+        ("hang", "timeout", ("bufs", 1), ("bufs", 2)),
+    ] {
+        let m = root().join("fixtures/broken").join(krate).join("Cargo.toml");
+        let (code, out, err) = cli_json(&[
+            "bench",
+            "--manifest-path",
+            m.to_str().unwrap(),
+            "--all-variants",
+            "--timeout",
+            "5",
+            "--jobs",
+            "2",
+        ]);
+        assert_eq!(code, 4, "{krate}: {err}");
+        let failed = events(&out, "variant_failed");
+        assert_eq!(failed.len(), 1, "{krate}: {failed:?}");
+        assert_eq!(failed[0]["kind"], bad_kind);
+        assert_eq!(failed[0]["params"][bad_param.0], bad_param.1);
+        let ok = events(&out, "bench");
+        assert_eq!(ok.len(), 1, "{krate}: the other variant finished");
+        assert_eq!(ok[0]["params"][good.0], good.1);
+    }
+}
+
+#[test]
+fn an_sbuf_overflow_is_an_invalid_variant_with_the_pool_breakdown() {
+    let m = root().join("fixtures/broken/sbuf_overflow/Cargo.toml");
+    let (code, out, err) =
+        cli_json(&["bench", "--manifest-path", m.to_str().unwrap(), "--all-variants"]);
+    assert_eq!(code, 0, "invalid variants are part of a space, not a crash: {err}");
+    let failed = events(&out, "variant_failed");
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["kind"], "invalid");
+    let msg = failed[0]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("SBUF over capacity")
+            && msg.contains("pool `scratch` (bufs=4)")
+            && msg.contains("pool `io`"),
+        "{msg}"
+    );
+    assert_eq!(events(&out, "bench").len(), 1);
+}
+
+#[test]
+fn a_bad_toml_space_exits_2_naming_file_and_line() {
+    let m = root().join("fixtures/broken/bad_toml/Cargo.toml");
+    let (code, _, err) = cli(&["list", "--manifest-path", m.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("fixtures/broken/bad_toml/Cargo.toml:22:")
+            && err.contains("no parameter `tile_rows`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn new_kernels_from_every_template_pass_check() {
+    let dir = neuron_tune_tests::empty_kernel_crate("scaffold");
+    let manifest = dir.join("Cargo.toml");
+    for (name, t) in [
+        ("my_scale", "elementwise"),
+        ("my_sum", "reduction"),
+        ("my_gemm", "gemm"),
+        ("my_attn", "attention"),
+    ] {
+        let (code, _, err) =
+            cli(&["new", name, "--template", t, "--manifest-path", manifest.to_str().unwrap()]);
+        assert_eq!(code, 0, "{t}: {err}");
+    }
+    let (code, out, err) = cli_json(&[
+        "check",
+        "--manifest-path",
+        manifest.to_str().unwrap(),
+        "--cases",
+        "3",
+        "--seed",
+        "9",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let checks = events(&out, "check");
+    assert_eq!(checks.len(), 4, "{out}");
+    assert!(checks.iter().all(|c| c["passed"] == true), "{checks:?}");
+    // Scaffolding twice refuses to overwrite.
+    let (code, _, err) = cli(&[
+        "new",
+        "my_sum",
+        "--template",
+        "reduction",
+        "--manifest-path",
+        manifest.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("already exists"), "{err}");
+}
