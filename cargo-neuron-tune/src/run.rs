@@ -42,6 +42,9 @@ impl From<anyhow::Error> for Failure {
 /// Where output goes: JSON events on stdout, or human lines on stderr.
 pub struct Out {
     json: bool,
+    /// Invalid variants seen (the space's combinations the validity rule rejects): shown
+    /// as a count with a few examples, not one line each.
+    invalid: std::sync::Mutex<Vec<String>>,
 }
 
 impl Out {
@@ -63,7 +66,8 @@ impl Out {
 
 /// Entry point of the binary.
 pub fn main(cli: Cli) -> ExitCode {
-    let out = Out { json: cli.global.message_format == MessageFormat::Json };
+    let out =
+        Out { json: cli.global.message_format == MessageFormat::Json, invalid: Default::default() };
     match dispatch(&cli, &out) {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
@@ -204,6 +208,7 @@ fn dispatch(cli: &Cli, out: &Out) -> Result<u8, Failure> {
                 }
                 total += variants.len();
             }
+            out.flush_invalid();
             out.event(json!({"event": "summary", "command": "build", "variants": total}));
             Ok(exit::OK)
         }
@@ -261,6 +266,7 @@ fn dispatch(cli: &Cli, out: &Out) -> Result<u8, Failure> {
                     }
                 }
             }
+            out.flush_invalid();
             out.event(json!({"event": "summary", "command": "check", "variants": total, "failed": failed, "seed": seed}));
             out.human(format!("   {} of {total} variants passed", total - failed));
             Ok(if failed > 0 { exit::CHECK } else { exit::OK })
@@ -331,9 +337,20 @@ fn dispatch(cli: &Cli, out: &Out) -> Result<u8, Failure> {
                     rows.push((v.clone(), r, was_cached));
                 }
             }
+            out.flush_invalid();
             print_bench_table(out, &rows);
-            out.event(json!({"event": "summary", "command": "bench", "variants": rows.len() + failed, "simulated": simulated, "cached": cached, "failed": failed}));
-            out.human(format!("   {} variants: {simulated} simulated, {cached} from the store, {failed} failed (store: {})", rows.len() + failed, store.root().display()));
+            let defaults: Vec<(String, Params)> = crates
+                .iter()
+                .flat_map(|c| c.list.kernels.iter().map(|k| (k.name.clone(), k.defaults.clone())))
+                .collect();
+            print_best(out, &rows, &defaults);
+            let invalid = failed - crashed;
+            out.event(json!({"event": "summary", "command": "bench", "variants": rows.len() + failed, "simulated": simulated, "cached": cached, "invalid": invalid, "failed": crashed}));
+            out.human(format!(
+                "   {} variants: {simulated} simulated, {cached} from the store, {invalid} invalid, {crashed} crashed or hung (store: {})",
+                rows.len() + failed,
+                store.root().display()
+            ));
             Ok(if crashed > 0 { exit::CHECK } else { exit::OK })
         }
         Command::Profile { cargo, kernel, params, shape, chip, trace } => {
@@ -542,21 +559,44 @@ fn result<T: serde::de::DeserializeOwned>(a: Answer) -> Result<T, String> {
 
 /// Crashes and hangs (not invalid variants) make `bench` fail.
 fn is_crash(e: &str) -> bool {
-    e.starts_with("panic:") || e.contains("timed out") || e.contains("died")
+    !e.starts_with("invalid: ")
 }
 
 fn report_variant_failure(out: &Out, v: &Variant, chip: &ChipSpec, e: &str) {
-    let kind = if e.starts_with("invalid:") {
-        "invalid"
+    // `e` is "<protocol error kind>: <message>" from the worker, or the pool's own words.
+    let (kind, e) = if let Some(m) = e.strip_prefix("invalid: ") {
+        ("invalid", m.trim_start_matches("invalid variant: "))
+    } else if let Some(m) = e.strip_prefix("panic: ") {
+        ("panic", m)
     } else if e.contains("timed out") {
-        "timeout"
-    } else if e.starts_with("panic:") {
-        "panic"
+        ("timeout", e)
     } else {
-        "failed"
+        ("failed", e)
     };
     out.event(json!({"event": "variant_failed", "kernel": v.kernel, "shape": v.shape_name, "params": v.params, "chip": chip.name, "kind": kind, "message": e}));
-    out.note(format!("  {kind:<8} {} {} at {}: {e}", v.kernel, v.params, v.shape_name));
+    let line = format!("  {kind:<8} {} {} at {}: {e}", v.kernel, v.params, v.shape_name);
+    if kind == "invalid" {
+        out.invalid.lock().unwrap().push(line);
+    } else {
+        out.note(line);
+    }
+}
+
+impl Out {
+    /// Print the invalid variants seen: all when few, else a count and examples.
+    fn flush_invalid(&self) {
+        let lines = std::mem::take(&mut *self.invalid.lock().unwrap());
+        if lines.len() <= 4 {
+            for l in &lines {
+                self.note(l);
+            }
+        } else {
+            self.note(format!("   {} invalid variants skipped (the kernels' validity rules or hardware limits), e.g.:", lines.len()));
+            for l in lines.iter().take(3) {
+                self.note(l);
+            }
+        }
+    }
 }
 
 fn trace_all(
@@ -618,6 +658,48 @@ fn print_bench_table(out: &Out, rows: &[(Variant, BenchResult, bool)]) {
             r.tflops,
             r.bottleneck,
             if *cached { "(cached)" } else { "" }
+        ));
+    }
+}
+
+/// Per kernel and shape: the fastest variant benchmarked and its gain over the default.
+fn print_best(out: &Out, rows: &[(Variant, BenchResult, bool)], defaults: &[(String, Params)]) {
+    let mut keys: Vec<(&str, &str)> =
+        rows.iter().map(|(v, _, _)| (v.kernel.as_str(), v.shape_name.as_str())).collect();
+    keys.dedup();
+    let groups: Vec<_> = keys
+        .iter()
+        .filter_map(|&(k, s)| {
+            let group: Vec<_> =
+                rows.iter().filter(|(v, _, _)| v.kernel == k && v.shape_name == s).collect();
+            (group.len() > 1).then_some((k, s, group))
+        })
+        .collect();
+    if groups.is_empty() {
+        return;
+    }
+    out.human("\n  fastest variant per kernel and shape:");
+    for (k, s, group) in groups {
+        let best =
+            group.iter().min_by(|a, b| a.1.time_us.total_cmp(&b.1.time_us)).expect("non-empty");
+        let default = defaults
+            .iter()
+            .find(|(n, _)| n == k)
+            .and_then(|(_, d)| group.iter().find(|(v, _, _)| &v.params == d));
+        let gain = default.map_or(String::new(), |d| {
+            format!(
+                "  {:.2}x faster than the default ({:.1} µs)",
+                d.1.time_us / best.1.time_us,
+                d.1.time_us
+            )
+        });
+        out.event(json!({"event": "best", "kernel": k, "shape": s, "best_params": best.0.params, "best_time": best.1.time_us,
+            "default_time": default.map(|d| d.1.time_us), "evaluations": group.len()}));
+        out.human(format!(
+            "  {k:<16} {s:<14} {:>9.1} µs  {}{gain}  ({} variants)",
+            best.1.time_us,
+            best.0.params,
+            group.len()
         ));
     }
 }
