@@ -240,7 +240,7 @@ fn dispatch(cli: &Cli, out: &Out) -> Result<u8, Failure> {
                     total += 1;
                     match result::<CheckResult>(a) {
                         Ok(r) => {
-                            out.event(json!({"event": "check", "kernel": v.kernel, "params": v.params, "chip": chip.name, "passed": r.passed, "cases": r.cases,
+                            out.event(json!({"event": "check", "kernel": v.kernel, "shape": Value::Null, "params": v.params, "chip": chip.name, "passed": r.passed, "cases": r.cases,
                                 "max_abs_err": r.max_abs_err, "max_rel_err": r.max_rel_err, "mse": r.mse, "cosine": r.cosine, "seed": r.seed, "failure": r.failure}));
                             if r.passed {
                                 out.human(format!("  ok     {:<18} {:<40} cases {:>3}  max abs err {:.2e}  cosine {:.6}", v.kernel, v.params.to_string(), r.cases, r.max_abs_err, r.cosine));

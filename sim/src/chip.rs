@@ -185,7 +185,7 @@ impl Chip {
                 partitions_per_engine: 8, // §1.7 [DMAOV]
                 engine_gbps: 28.99,       // §1.7: the NC-v2 guide says 27 GiB/s per engine [A1]
                 fixed_ns: 1300.0,         // §1.7 [DMABW] ~1,300 ns semaphore-to-start
-                descriptor_ns: 4.0,       // fitted, §4.3 tiled GEMM
+                descriptor_ns: 2.0,       // fitted, §4.3 tiled GEMM
                 max_descriptor_bytes: 65_536,
             },
             launch_overhead_ns: 11_000.0, // fitted on trn2 (§4.3); assumed equal on trn1
