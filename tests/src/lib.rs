@@ -53,8 +53,8 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// Spawn `exe --serve` and do the handshake.
-    pub fn start(exe: &Path) -> Worker {
+    /// Spawn `exe --serve` without a handshake.
+    pub fn spawn(exe: &Path) -> Worker {
         let mut child = Command::new(exe)
             .arg("--serve")
             .stdin(Stdio::piped())
@@ -63,7 +63,12 @@ impl Worker {
             .spawn()
             .unwrap();
         let out = BufReader::new(child.stdout.take().unwrap());
-        let mut w = Worker { child, out };
+        Worker { child, out }
+    }
+
+    /// Spawn `exe --serve` and do the handshake.
+    pub fn start(exe: &Path) -> Worker {
+        let mut w = Worker::spawn(exe);
         let hello = w.send(&protocol::hello());
         protocol::check_hello(&hello).unwrap();
         w

@@ -113,9 +113,17 @@ fn changing_one_kernel_re_simulates_only_its_variants() {
     let bench = |m: &std::path::Path| {
         cli_json(&["bench", "--manifest-path", m.to_str().unwrap(), "--all-variants"])
     };
-    let (code, out, err) = bench(&manifest);
+    // --force: simulate everything now, whatever an earlier test run left in the store.
+    let (code, out, err) = cli_json(&[
+        "bench",
+        "--manifest-path",
+        manifest.to_str().unwrap(),
+        "--all-variants",
+        "--force",
+    ]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(events(&out, "summary")[0]["cached"], 0);
+    assert_eq!(events(&out, "summary")[0]["simulated"], 4);
     // Touch `triple` so its program changes (multiply by 3.5 instead of 3); `double` is untouched.
     let src = dir.join("src/main.rs");
     std::fs::write(
