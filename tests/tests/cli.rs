@@ -108,7 +108,9 @@ fn a_second_bench_simulates_nothing_and_reports_the_same_cycles() {
 
 #[test]
 fn changing_one_kernel_re_simulates_only_its_variants() {
-    let dir = neuron_tune_tests::two_kernel_crate("resim", 3.0);
+    // A multiplier no earlier run used, so the store cannot already hold the changed program.
+    let k = 3.0 + (std::process::id() % 997) as f32 / 1024.0;
+    let dir = neuron_tune_tests::two_kernel_crate("resim", k);
     let manifest = dir.join("Cargo.toml");
     let bench = |m: &std::path::Path| {
         cli_json(&["bench", "--manifest-path", m.to_str().unwrap(), "--all-variants"])
@@ -124,13 +126,11 @@ fn changing_one_kernel_re_simulates_only_its_variants() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(events(&out, "summary")[0]["cached"], 0);
     assert_eq!(events(&out, "summary")[0]["simulated"], 4);
-    // Touch `triple` so its program changes (multiply by 3.5 instead of 3); `double` is untouched.
+    // Change `triple` so its program changes (another multiplier); `double` is untouched.
     let src = dir.join("src/main.rs");
-    std::fs::write(
-        &src,
-        std::fs::read_to_string(&src).unwrap().replace("Scalar::Imm(3.0)", "Scalar::Imm(3.5)"),
-    )
-    .unwrap();
+    let text = std::fs::read_to_string(&src).unwrap();
+    assert!(text.contains(&format!("{k:?}")));
+    std::fs::write(&src, text.replace(&format!("{k:?}"), &format!("{:?}", k + 0.5))).unwrap();
     let (code, out, err) = bench(&manifest);
     assert_eq!(code, 0, "{err}");
     for e in events(&out, "bench") {
