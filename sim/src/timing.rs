@@ -23,7 +23,6 @@
 //!   went without keeping the program.
 
 use crate::error::SourceLoc;
-use std::collections::VecDeque;
 
 /// Categories of critical-path time.
 pub const CRIT_CATEGORIES: [&str; 8] = [
@@ -127,7 +126,8 @@ pub(crate) struct Track {
 /// The engine still moves one transfer at a time, so intervals never overlap.
 #[derive(Clone, Debug, Default)]
 struct DmaEngine {
-    busy: VecDeque<(u64, u64)>,
+    /// Sorted, disjoint; at most `DMA_WINDOW` + 1 long, so a `Vec` beats a deque here.
+    busy: Vec<(u64, u64)>,
     /// Nothing is placed before this time (intervals older than the window were dropped;
     /// conservative: it can only delay a transfer, never speed one up).
     floor: u64,
@@ -145,7 +145,7 @@ impl DmaEngine {
         let mut s = ready.max(self.floor);
         // Intervals are sorted and disjoint, so their ends are sorted too.
         let first = self.busy.partition_point(|&(_, b1)| b1 <= s);
-        for &(b0, b1) in self.busy.range(first..) {
+        for &(b0, b1) in &self.busy[first..] {
             if s + min_dur <= b0 && end_of(s) <= b0 {
                 return s;
             }
@@ -171,7 +171,7 @@ impl DmaEngine {
         }
         self.busy.insert(pos, (start, end));
         while self.busy.len() > DMA_WINDOW {
-            let (_, e) = self.busy.pop_front().expect("non-empty");
+            let (_, e) = self.busy.remove(0);
             self.floor = self.floor.max(e);
         }
     }
@@ -210,15 +210,33 @@ pub(crate) struct DmaChunk {
     pub bytes: u64,
 }
 
+/// `x.round()` for non-negative `x`, without the libm call `f64::round` is on baseline
+/// x86-64 (no SSE4.1): this runs several times per instruction.
+#[inline]
+fn round_u64(x: f64) -> u64 {
+    (x + 0.5) as u64
+}
+
+/// `x.ceil()` for non-negative `x`, without the libm call (see [`round_u64`]).
+#[inline]
+fn ceil_u64(x: f64) -> u64 {
+    let t = x as u64;
+    if (t as f64) < x {
+        t + 1
+    } else {
+        t
+    }
+}
+
 /// Converts engine cycles to picoseconds (rounded to the nearest picosecond).
 #[inline]
 pub(crate) fn cycles_to_ps(cycles: u64, ghz: f64) -> u64 {
-    (cycles as f64 * 1000.0 / ghz).round() as u64
+    round_u64(cycles as f64 * 1000.0 / ghz)
 }
 
 #[inline]
 fn ns_to_ps(ns: f64) -> u64 {
-    (ns * 1000.0).round() as u64
+    round_u64(ns * 1000.0)
 }
 
 #[inline]
@@ -236,13 +254,15 @@ pub(crate) struct HbmTimeline {
     width_ps: u64,
     cap: f64,
     base: u64,
-    used: VecDeque<f64>,
+    /// Bytes used per bucket from `base` on (a `Vec` compacted in halves: cheaper indexing
+    /// than a deque on the hot path).
+    used: Vec<f64>,
     /// Every bucket before this one is full: transfers skip straight past them.
     first_open: u64,
 }
 
 const HBM_BUCKET_PS: u64 = 512_000;
-const HBM_WINDOW_BUCKETS: usize = 1 << 17; // ≈ 67 ms of simulated time
+const HBM_WINDOW_BUCKETS: usize = 1 << 16; // ≈ 34–67 ms of simulated time (one to two windows)
 
 impl HbmTimeline {
     fn new(gbps: f64) -> Self {
@@ -251,7 +271,7 @@ impl HbmTimeline {
             width_ps: HBM_BUCKET_PS,
             cap: gbps * HBM_BUCKET_PS as f64 / 1000.0,
             base: 0,
-            used: VecDeque::new(),
+            used: Vec::new(),
             first_open: 0,
         }
     }
@@ -283,13 +303,13 @@ impl HbmTimeline {
             let take =
                 if remaining <= engine_cap.min(avail) { remaining } else { engine_cap.min(avail) };
             if commit && take > 0.0 {
-                while self.used.len() <= slot {
-                    self.used.push_back(0.0);
+                if self.used.len() <= slot {
+                    self.used.resize(slot + 1, 0.0);
                 }
                 self.used[slot] += take;
             }
             if take >= remaining {
-                let end = t + (remaining / rate).ceil() as u64;
+                let end = t + ceil_u64(remaining / rate);
                 if commit {
                     self.advance_open();
                     self.trim();
@@ -310,10 +330,12 @@ impl HbmTimeline {
         }
     }
 
+    /// Keep between one and two windows of buckets: past two, drop the oldest down to one.
     fn trim(&mut self) {
-        while self.used.len() > HBM_WINDOW_BUCKETS {
-            self.used.pop_front();
-            self.base += 1;
+        if self.used.len() > 2 * HBM_WINDOW_BUCKETS {
+            let drop = self.used.len() - HBM_WINDOW_BUCKETS;
+            self.used.drain(..drop);
+            self.base += drop as u64;
         }
     }
 }
@@ -516,9 +538,9 @@ impl Timing {
         for (i, c) in chunks.iter().enumerate() {
             let e = &self.dma_engines[c.queue - 4];
             let s0 = ready.max(e.floor);
-            let idle_after = e.busy.back().is_none_or(|&(_, b1)| b1 <= s0);
+            let idle_after = e.busy.last().is_none_or(|&(_, b1)| b1 <= s0);
             if idle_after && hbm_sides > 0 && group.is_none_or(|g| g.0 == s0) {
-                let desc_ps = (c.descriptors as f64 * self.dma_desc_ps).round() as u64;
+                let desc_ps = round_u64(c.descriptors as f64 * self.dma_desc_ps);
                 let g = group.get_or_insert((s0, 0, 0.0, 0.0));
                 g.1 = g.1.max(desc_ps);
                 g.2 += (c.bytes * hbm_sides as u64) as f64;
@@ -530,8 +552,8 @@ impl Timing {
             (self.hbm.transfer(s0 + desc, bytes, rate).max(s0 + 1), s0)
         });
         for (i, c) in chunks.iter().enumerate() {
-            let desc_ps = (c.descriptors as f64 * self.dma_desc_ps).round() as u64;
-            let own_ps = (c.bytes as f64 / self.dma_rate).ceil() as u64;
+            let desc_ps = round_u64(c.descriptors as f64 * self.dma_desc_ps);
+            let own_ps = ceil_u64(c.bytes as f64 / self.dma_rate);
             placed[i] = if grouped[i] {
                 let (e, s0) = group_end.expect("grouped chunks have a group");
                 (s0, e)
