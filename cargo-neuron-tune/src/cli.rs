@@ -13,8 +13,8 @@ Exit codes:
   1  internal error
   2  usage or configuration error (bad flag, bad TOML space, unknown kernel)
   3  build failed (cargo's errors are printed above)
-  4  a correctness check failed (the shrunk failing case is printed)
-  5  a performance regression (gate)";
+  4  a correctness check failed (the shrunk failing case is printed), or a variant crashed or hung
+  5  a performance regression (gate, not built yet)";
 
 /// Tune NeuronCore kernels on a simulator: every variant (kernel × params × shape × chip) is a
 /// build artifact that is traced, checked against a CPU reference and benchmarked.
