@@ -119,14 +119,18 @@ fn case(
     dist: Distribution,
     chip: &Chip,
 ) -> Result<Metrics, (String, Option<Metrics>)> {
-    let specs = kernel.tensors(shape);
-    let inputs = make_inputs(&specs, seed, dist);
+    // Kernel code (its input generator included) never panics the checker.
+    let inputs =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kernel.inputs(shape, seed, dist)))
+            .map_err(|p| {
+                (format!("input generator panicked: {}", crate::kernel::panic_message(&*p)), None)
+            })?;
     let run = run_variant(kernel, params, shape, chip, ExecMode::FUNCTIONAL, Some(&inputs))
         .map_err(|e| (e.to_string(), None))?;
     let reference =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kernel.reference(shape, &inputs)))
             .map_err(|p| {
-                (format!("reference panicked: {}", crate::kernel::panic_message(&p)), None)
+                (format!("reference panicked: {}", crate::kernel::panic_message(&*p)), None)
             })?;
     let tol = kernel.tolerance();
     let m = Metrics::compare(&run.outputs, &reference, &tol);

@@ -6,6 +6,7 @@
 //! its useful work. [`run_variant`] traces/executes one variant in the mode asked for and
 //! never lets a panic in kernel code escape.
 
+use crate::check::{make_inputs, Distribution};
 use crate::params::{ParamSpec, Params, Shape};
 use neuron_sim::{Chip, Dtype, ExecMode, Hbm, Nc, Profile, SimError, SimResult};
 use proptest::strategy::BoxedStrategy;
@@ -130,6 +131,13 @@ pub trait Kernel: Send + Sync {
     fn small_shapes(&self, params: &Params) -> BoxedStrategy<Shape>;
     /// The HBM tensors of a shape, inputs first.
     fn tensors(&self, shape: &Shape) -> Vec<TensorSpec>;
+    /// The input values for a check case: one vector per [`Role::Input`] tensor, in order,
+    /// row-major, already representable in the tensor's dtype. The default draws them from
+    /// `dist` with [`make_inputs`] (deterministic in `seed`); override it when a kernel needs
+    /// a particular domain (positive values, indices, a mask).
+    fn inputs(&self, shape: &Shape, seed: u64, dist: Distribution) -> Vec<Vec<f32>> {
+        make_inputs(&self.tensors(shape), seed, dist)
+    }
     /// The body: issue instructions for `tensors` (in the order of [`Kernel::tensors`]).
     fn run(&self, nc: &mut Nc, params: &Params, shape: &Shape, tensors: &[Hbm]) -> SimResult<()>;
     /// The CPU reference: outputs (in order) from inputs (in order), as f32 row-major.
@@ -182,9 +190,21 @@ pub fn run_variant(
     inputs: Option<&[Vec<f32>]>,
 ) -> Result<VariantRun, RunError> {
     params.check(&kernel.params()).map_err(|e| RunError::Invalid(e.to_string()))?;
-    kernel.validate(params, shape).map_err(RunError::Invalid)?;
-    let specs = kernel.tensors(shape);
+    // Everything that runs kernel code is inside `catch_unwind`, the validity rule and the
+    // tensor list included: a panic there is the kernel's, never the worker's.
     let body = std::panic::AssertUnwindSafe(|| -> Result<VariantRun, RunError> {
+        kernel.validate(params, shape).map_err(RunError::Invalid)?;
+        let specs = kernel.tensors(shape);
+        let n_inputs = specs.iter().filter(|s| s.role == Role::Input).count();
+        if let Some(v) = inputs.filter(|_| mode.functional) {
+            if v.len() != n_inputs {
+                return Err(RunError::Invalid(format!(
+                    "{} input tensors, {} input vectors given",
+                    n_inputs,
+                    v.len()
+                )));
+            }
+        }
         let mut nc = Nc::new(chip.clone(), mode);
         let mut handles = Vec::with_capacity(specs.len());
         let mut next_input = 0;
@@ -222,7 +242,7 @@ pub fn run_variant(
     });
     match std::panic::catch_unwind(body) {
         Ok(r) => r,
-        Err(payload) => Err(RunError::Panic(panic_message(&payload))),
+        Err(payload) => Err(RunError::Panic(panic_message(&*payload))),
     }
 }
 

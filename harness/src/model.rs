@@ -307,7 +307,7 @@ pub fn evaluate_functional(
             .collect())
     });
     let outputs = std::panic::catch_unwind(body)
-        .map_err(|p| RunError::Panic(crate::kernel::panic_message(&p)))??;
+        .map_err(|p| RunError::Panic(crate::kernel::panic_message(&*p)))??;
     let reference = model.reference(shape, &inputs);
     let tol = model.tolerance();
     let metrics = Metrics::compare(&outputs, &reference, &tol);

@@ -17,6 +17,37 @@ pub enum ParamValue {
     Str(String),
 }
 
+impl From<i64> for ParamValue {
+    fn from(v: i64) -> Self {
+        ParamValue::Int(v)
+    }
+}
+impl From<i32> for ParamValue {
+    fn from(v: i32) -> Self {
+        ParamValue::Int(v.into())
+    }
+}
+impl From<u32> for ParamValue {
+    fn from(v: u32) -> Self {
+        ParamValue::Int(v.into())
+    }
+}
+impl From<bool> for ParamValue {
+    fn from(v: bool) -> Self {
+        ParamValue::Bool(v)
+    }
+}
+impl From<&str> for ParamValue {
+    fn from(v: &str) -> Self {
+        ParamValue::Str(v.to_string())
+    }
+}
+impl From<String> for ParamValue {
+    fn from(v: String) -> Self {
+        ParamValue::Str(v)
+    }
+}
+
 impl fmt::Display for ParamValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -102,6 +133,27 @@ impl ParamSpec {
 pub struct Params(pub BTreeMap<String, ParamValue>);
 
 /// A parameter missing or of the wrong type (a harness bug or a bad request).
+///
+/// It converts into a [`neuron_sim::SimError`] and into a `String`, so the typed accessors
+/// compose with `?` in a kernel body (`SimResult`) and in a validity rule
+/// (`Result<(), String>`):
+///
+/// ```
+/// # use neuron_tune_harness::{Params, Shape};
+/// fn validate(p: &Params, s: &Shape) -> Result<(), String> {
+///     let (block, rows) = (p.uint("block_rows")?, s.get("rows")?);
+///     if rows % block != 0 {
+///         return Err(format!("block_rows = {block} does not divide rows = {rows}"));
+///     }
+///     Ok(())
+/// }
+/// let p = Params::new().with("block_rows", 3);
+/// assert!(validate(&p, &Shape::new(&[("rows", 9)])).is_ok());
+/// assert_eq!(
+///     validate(&Params::new(), &Shape::new(&[("rows", 9)])).unwrap_err(),
+///     "parameter `block_rows`: missing"
+/// );
+/// ```
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("parameter `{name}`: {problem}")]
 pub struct ParamError {
@@ -109,12 +161,47 @@ pub struct ParamError {
     pub problem: String,
 }
 
+impl From<ParamError> for String {
+    fn from(e: ParamError) -> String {
+        e.to_string()
+    }
+}
+
+impl From<ParamError> for neuron_sim::SimError {
+    /// A parameter error inside a kernel body, reported at the line of the `?`.
+    #[track_caller]
+    fn from(e: ParamError) -> neuron_sim::SimError {
+        neuron_sim::SimError {
+            instruction: "parameter",
+            loc: neuron_sim::SourceLoc::from_location(std::panic::Location::caller()),
+            kind: neuron_sim::ViolationKind::Invalid(e.to_string()),
+        }
+    }
+}
+
 impl Params {
+    /// No values; add them with [`Params::with`].
+    pub fn new() -> Params {
+        Params::default()
+    }
+
+    /// These values plus `name = value` (e.g. `Params::new().with("bufs", 2).with("order", "mn")`).
+    pub fn with(mut self, name: &str, value: impl Into<ParamValue>) -> Params {
+        self.0.insert(name.to_string(), value.into());
+        self
+    }
+
+    /// The value of `name`, if set.
+    pub fn get(&self, name: &str) -> Option<&ParamValue> {
+        self.0.get(name)
+    }
+
     /// The defaults of `specs`.
     pub fn defaults(specs: &[ParamSpec]) -> Params {
         Params(specs.iter().map(|s| (s.name.clone(), s.default.clone())).collect())
     }
 
+    /// An integer parameter.
     pub fn int(&self, name: &str) -> Result<i64, ParamError> {
         match self.0.get(name) {
             Some(ParamValue::Int(i)) => Ok(*i),
@@ -135,6 +222,7 @@ impl Params {
         })
     }
 
+    /// A boolean parameter.
     pub fn bool(&self, name: &str) -> Result<bool, ParamError> {
         match self.0.get(name) {
             Some(ParamValue::Bool(b)) => Ok(*b),
@@ -146,6 +234,7 @@ impl Params {
         }
     }
 
+    /// A choice (string) parameter.
     pub fn str(&self, name: &str) -> Result<&str, ParamError> {
         match self.0.get(name) {
             Some(ParamValue::Str(s)) => Ok(s),
@@ -157,6 +246,7 @@ impl Params {
         }
     }
 
+    /// These values with `name` set to `v` (see also [`Params::with`]).
     pub fn set(mut self, name: &str, v: ParamValue) -> Self {
         self.0.insert(name.into(), v);
         self
@@ -243,6 +333,7 @@ impl fmt::Display for Params {
 pub struct Shape(pub BTreeMap<String, u64>);
 
 impl Shape {
+    /// A shape from `(dim, size)` pairs (stored sorted by dim name).
     pub fn new(dims: &[(&str, u64)]) -> Shape {
         Shape(dims.iter().map(|(k, v)| (k.to_string(), *v)).collect())
     }

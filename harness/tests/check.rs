@@ -1,0 +1,85 @@
+//! `check` draws its inputs through `Kernel::inputs`: a kernel with its own input domain is
+//! checked on that domain, and a panicking generator is a failed check, not a crashed worker.
+
+use neuron_sim::{Chip, Dtype, Hbm, Nc, SimResult};
+use neuron_tune_harness::check::{check, CheckConfig, Distribution};
+use neuron_tune_harness::proptest::prelude::*;
+use neuron_tune_harness::{Kernel, ParamSpec, Params, Shape, TensorSpec, Work};
+
+/// `y = x` through SBUF; what `inputs` yields decides what the reference must be.
+struct Copy {
+    /// The value every input element takes (None: the default generator).
+    constant: Option<f32>,
+    /// The generator panics.
+    generator_panics: bool,
+}
+
+/// The value the reference claims every output is.
+const CLAIMED: f32 = 7.0;
+
+impl Kernel for Copy {
+    fn name(&self) -> &str {
+        "copy"
+    }
+    fn params(&self) -> Vec<ParamSpec> {
+        vec![ParamSpec::int("bufs", 1, "buffers")]
+    }
+    fn shapes(&self) -> Vec<(String, Shape)> {
+        vec![("small".into(), Shape::new(&[("rows", 128), ("cols", 64)]))]
+    }
+    fn small_shapes(&self, _: &Params) -> BoxedStrategy<Shape> {
+        (1u64..=128, 1u64..=64).prop_map(|(r, c)| Shape::new(&[("rows", r), ("cols", c)])).boxed()
+    }
+    fn tensors(&self, sh: &Shape) -> Vec<TensorSpec> {
+        let d = [sh.dim("rows"), sh.dim("cols")];
+        vec![TensorSpec::input("x", Dtype::Bf16, &d), TensorSpec::output("y", Dtype::Bf16, &d)]
+    }
+    fn inputs(&self, sh: &Shape, seed: u64, dist: Distribution) -> Vec<Vec<f32>> {
+        if self.generator_panics {
+            panic!("no inputs for {sh}");
+        }
+        match self.constant {
+            Some(v) => vec![vec![v; (sh.dim("rows") * sh.dim("cols")) as usize]],
+            None => neuron_tune_harness::check::make_inputs(&self.tensors(sh), seed, dist),
+        }
+    }
+    fn run(&self, nc: &mut Nc, _: &Params, sh: &Shape, t: &[Hbm]) -> SimResult<()> {
+        let pool = nc.sbuf_pool("io", 1);
+        let tile = nc.tile(pool, Dtype::Bf16, &[sh.dim("rows"), sh.dim("cols")])?;
+        nc.dma(tile, t[0])?;
+        nc.dma(t[1], tile)
+    }
+    fn reference(&self, _: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {
+        // Deliberately ignores its input: only the kernel's own generator makes this right.
+        vec![vec![CLAIMED; i[0].len()]]
+    }
+    fn work(&self, sh: &Shape) -> Work {
+        Work { flops: 0.0, bytes: 4.0 * (sh.dim("rows") * sh.dim("cols")) as f64 }
+    }
+}
+
+fn config() -> CheckConfig {
+    CheckConfig { cases: 8, seed: 11, chip: Chip::trn2(), regressions: None }
+}
+
+#[test]
+fn check_uses_the_kernels_input_generator() {
+    let kernel = Copy { constant: Some(CLAIMED), generator_panics: false };
+    let report = check(&kernel, &Params::defaults(&kernel.params()), &config()).unwrap();
+    assert!(report.passed, "{:?}", report.failure);
+    assert_eq!(report.cases, 8);
+
+    // The same kernel on the default (random) inputs disagrees with the reference.
+    let kernel = Copy { constant: None, generator_panics: false };
+    let report = check(&kernel, &Params::defaults(&kernel.params()), &config()).unwrap();
+    assert!(!report.passed);
+}
+
+#[test]
+fn a_panicking_generator_fails_the_check_with_its_message() {
+    let kernel = Copy { constant: None, generator_panics: true };
+    let report = check(&kernel, &Params::defaults(&kernel.params()), &config()).unwrap();
+    assert!(!report.passed);
+    let failure = report.failure.expect("a failure");
+    assert!(failure.message.starts_with("input generator panicked: no inputs for"), "{failure:?}");
+}
