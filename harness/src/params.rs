@@ -385,6 +385,18 @@ mod tests {
     }
 
     #[test]
+    fn a_parameter_error_in_a_body_names_the_line_of_its_question_mark() {
+        fn body(p: &Params) -> neuron_sim::SimResult<i64> {
+            Ok(p.int("bufs")?)
+        }
+        let line = line!() - 2;
+        let e = body(&Params::new()).unwrap_err();
+        assert_eq!((e.instruction, e.loc.file, e.loc.line), ("parameter", file!(), line));
+        assert_eq!(e.kind, neuron_sim::ViolationKind::Invalid("parameter `bufs`: missing".into()));
+        assert_eq!(body(&Params::new().with("bufs", 3)).unwrap(), 3);
+    }
+
+    #[test]
     fn display_is_stable() {
         let p = Params::defaults(&specs());
         assert_eq!(p.to_string(), "bufs=2,fuse=false,order=mn");
