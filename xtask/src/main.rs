@@ -2,7 +2,8 @@
 //!
 //! * `cargo xtask ci`    — format check, clippy (warnings are errors), the whole test suite.
 //! * `cargo xtask test`  — the test suite only.
-//! * `cargo xtask bench` — the simulator's criterion benchmarks (`cargo bench -p neuron-sim`).
+//! * `cargo xtask bench` — the simulator's criterion benchmarks (`cargo bench -p neuron-sim`),
+//!   then each measured figure against its target from the issues, as a ratio.
 //!
 //! Each step runs `$CARGO` (the cargo that started us) and stops at the first failure with
 //! its exit code.
@@ -31,6 +32,87 @@ fn test() -> Result<(), ExitCode> {
     run("tests", &["test", "--workspace", "--locked"])
 }
 
+/// A speed target from the issues, checked against criterion's median.
+struct Target {
+    /// criterion's directory under `target/criterion`.
+    dir: &'static str,
+    what: &'static str,
+    /// The figure and whether bigger is better.
+    goal: Goal,
+}
+
+enum Goal {
+    /// At least this many throughput elements (instructions) per second.
+    PerSecond(f64),
+    /// At most this many seconds.
+    Seconds(f64),
+    /// No target: reported for context.
+    None,
+}
+
+const TARGETS: [Target; 3] = [
+    Target {
+        dir: "timing_gemm/4096_3_panel_loads",
+        what: "timing model, 4096^3 GEMM (K-panel loads)",
+        goal: Goal::PerSecond(5e6),
+    },
+    Target {
+        dir: "timing_gemm/4096_3_tile_loads",
+        what: "timing model, 4096^3 GEMM (one DMA per A tile)",
+        goal: Goal::None,
+    },
+    Target {
+        dir: "functional_gemm/bf16_1024x1024x1024",
+        what: "functional bf16 GEMM 1024^3",
+        goal: Goal::Seconds(0.5),
+    },
+];
+
+/// Print each benchmark's median against its target (criterion's own files are the source).
+fn bench_report() -> Result<(), ExitCode> {
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
+        std::path::PathBuf::from,
+    );
+    let read = |dir: &str, file: &str| -> Option<serde_json::Value> {
+        let path = target_dir.join("criterion").join(dir).join("new").join(file);
+        serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+    };
+    println!("\n{:<48} {:>14} {:>16}  ratio", "benchmark (median)", "measured", "target");
+    for t in &TARGETS {
+        let (Some(est), Some(meta)) =
+            (read(t.dir, "estimates.json"), read(t.dir, "benchmark.json"))
+        else {
+            println!("{:<48} {:>14}", t.what, "not measured");
+            continue;
+        };
+        let secs = est["median"]["point_estimate"].as_f64().unwrap_or(f64::NAN) / 1e9;
+        let elems = meta["throughput"]["Elements"].as_f64();
+        let (measured, target, ratio) = match (&t.goal, elems) {
+            (Goal::PerSecond(goal), Some(n)) => (
+                format!("{:.2} M/s", n / secs / 1e6),
+                format!(">= {:.1} M/s", goal / 1e6),
+                Some(n / secs / goal),
+            ),
+            (Goal::Seconds(goal), _) => (
+                format!("{:.1} ms", secs * 1e3),
+                format!("< {:.0} ms", goal * 1e3),
+                Some(goal / secs),
+            ),
+            (_, Some(n)) => (format!("{:.2} M/s", n / secs / 1e6), "-".into(), None),
+            _ => (format!("{:.1} ms", secs * 1e3), "-".into(), None),
+        };
+        let verdict = match ratio {
+            Some(r) if r >= 1.0 => format!("{r:.2}x  met"),
+            Some(r) => format!("{r:.2}x  NOT met"),
+            None => String::new(),
+        };
+        println!("{:<48} {measured:>14} {target:>16}  {verdict}", t.what);
+    }
+    println!("(ratio > 1: the target is met with that much room)");
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
@@ -43,7 +125,8 @@ fn main() -> ExitCode {
             })
             .and_then(|_| test()),
         Some("test") => test(),
-        Some("bench") => run("benchmarks", &["bench", "-p", "neuron-sim", "--bench", "sim"]),
+        Some("bench") => run("benchmarks", &["bench", "-p", "neuron-sim", "--bench", "sim"])
+            .and_then(|_| bench_report()),
         _ => {
             eprintln!("usage: cargo xtask <ci|test|bench>\n  ci     format check, clippy -D warnings, all tests\n  test   all tests\n  bench  the simulator's criterion benchmarks");
             Err(ExitCode::from(2))
