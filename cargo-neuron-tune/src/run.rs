@@ -7,7 +7,7 @@ use crate::store::{write_atomic, Store};
 use neuron_tune_harness::protocol::{
     BenchResult, CheckResult, ChipSpec, KernelInfo, ListDoc, Response, TraceResult,
 };
-use neuron_tune_harness::{ParamValue, Params, Shape};
+use neuron_tune_harness::{Params, Shape};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -446,17 +446,6 @@ fn parse_params(k: &KernelInfo, text: Option<&str>) -> Result<Params, Failure> {
     }
 }
 
-fn combinations(space: &std::collections::BTreeMap<String, Vec<ParamValue>>) -> Vec<Params> {
-    let mut out = vec![Params::default()];
-    for (name, values) in space {
-        out = out
-            .into_iter()
-            .flat_map(|p| values.iter().map(move |v| p.clone().set(name, v.clone())))
-            .collect();
-    }
-    out
-}
-
 fn select_variants(list: &ListDoc, s: &Selection) -> Result<Vec<Variant>, Failure> {
     let mut out = Vec::new();
     for pat in &s.kernels {
@@ -476,7 +465,7 @@ fn select_variants(list: &ListDoc, s: &Selection) -> Result<Vec<Variant>, Failur
             continue;
         }
         let param_sets = if s.all_variants {
-            combinations(&k.space)
+            Params::grid(&k.space)
         } else {
             vec![parse_params(k, s.params.as_deref())?]
         };

@@ -7,7 +7,7 @@
 //! (replayed first next time) and reported with its metrics. The run's seed is returned so
 //! `--seed` replays it exactly.
 
-use crate::kernel::{run_variant, Kernel, Metrics, Role, RunError};
+use crate::kernel::{catch_panic, run_variant, Kernel, Metrics, Role, RunError};
 use crate::params::{Params, Shape};
 use neuron_sim::{Chip, ExecMode};
 use proptest::prelude::*;
@@ -119,19 +119,12 @@ fn case(
     dist: Distribution,
     chip: &Chip,
 ) -> Result<Metrics, (String, Option<Metrics>)> {
-    // Kernel code (its input generator included) never panics the checker.
-    let inputs =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kernel.inputs(shape, seed, dist)))
-            .map_err(|p| {
-                (format!("input generator panicked: {}", crate::kernel::panic_message(&*p)), None)
-            })?;
+    let inputs = catch_panic(|| kernel.inputs(shape, seed, dist))
+        .map_err(|m| (format!("input generator panicked: {m}"), None))?;
     let run = run_variant(kernel, params, shape, chip, ExecMode::FUNCTIONAL, Some(&inputs))
         .map_err(|e| (e.to_string(), None))?;
-    let reference =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kernel.reference(shape, &inputs)))
-            .map_err(|p| {
-                (format!("reference panicked: {}", crate::kernel::panic_message(&*p)), None)
-            })?;
+    let reference = catch_panic(|| kernel.reference(shape, &inputs))
+        .map_err(|m| (format!("reference panicked: {m}"), None))?;
     let tol = kernel.tolerance();
     let m = Metrics::compare(&run.outputs, &reference, &tol);
     if m.passes(&tol) {

@@ -190,9 +190,9 @@ pub fn run_variant(
     inputs: Option<&[Vec<f32>]>,
 ) -> Result<VariantRun, RunError> {
     params.check(&kernel.params()).map_err(|e| RunError::Invalid(e.to_string()))?;
-    // Everything that runs kernel code is inside `catch_unwind`, the validity rule and the
+    // Everything that runs kernel code is inside `catch_panic`, the validity rule and the
     // tensor list included: a panic there is the kernel's, never the worker's.
-    let body = std::panic::AssertUnwindSafe(|| -> Result<VariantRun, RunError> {
+    let body = || -> Result<VariantRun, RunError> {
         kernel.validate(params, shape).map_err(RunError::Invalid)?;
         let specs = kernel.tensors(shape);
         let n_inputs = specs.iter().filter(|s| s.role == Role::Input).count();
@@ -239,22 +239,25 @@ pub fn run_variant(
         profile.set_model_flops(kernel.work(shape).flops, chip.peak_bf16_flops());
         let trace = nc.trace_json();
         Ok(VariantRun { outputs, profile, trace })
-    });
-    match std::panic::catch_unwind(body) {
-        Ok(r) => r,
-        Err(payload) => Err(RunError::Panic(panic_message(&*payload))),
-    }
+    };
+    catch_panic(body).map_err(RunError::Panic)?
 }
 
-/// The message of a caught panic.
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        s.to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "(non-string panic payload)".into()
-    }
+/// Run kernel code, turning a panic into its message. Every call into kernel code (validity
+/// rule, tensor list, input generator, body, reference) goes through here, so a kernel's
+/// panic is reported as the kernel's, never as a dead worker.
+pub fn catch_panic<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| {
+        // The payload is a `Box<dyn Any>`; downcast what it holds, not the box (a `&Box` is
+        // itself an `Any` and matches neither type).
+        if let Some(s) = payload.downcast_ref::<&str>() {
+            s.to_string()
+        } else if let Some(s) = payload.downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "(non-string panic payload)".into()
+        }
+    })
 }
 
 /// Comparison of outputs with a reference.

@@ -306,8 +306,7 @@ pub fn evaluate_functional(
             .map(|(_, h)| nc.read_hbm(*h).expect("functional").to_vec())
             .collect())
     });
-    let outputs = std::panic::catch_unwind(body)
-        .map_err(|p| RunError::Panic(crate::kernel::panic_message(&*p)))??;
+    let outputs = crate::kernel::catch_panic(body).map_err(RunError::Panic)??;
     let reference = model.reference(shape, &inputs);
     let tol = model.tolerance();
     let metrics = Metrics::compare(&outputs, &reference, &tol);

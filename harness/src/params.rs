@@ -17,21 +17,17 @@ pub enum ParamValue {
     Str(String),
 }
 
-impl From<i64> for ParamValue {
-    fn from(v: i64) -> Self {
-        ParamValue::Int(v)
-    }
+macro_rules! int_param_value {
+    ($($t:ty),*) => {$(
+        impl From<$t> for ParamValue {
+            fn from(v: $t) -> Self {
+                ParamValue::Int(v.into())
+            }
+        }
+    )*};
 }
-impl From<i32> for ParamValue {
-    fn from(v: i32) -> Self {
-        ParamValue::Int(v.into())
-    }
-}
-impl From<u32> for ParamValue {
-    fn from(v: u32) -> Self {
-        ParamValue::Int(v.into())
-    }
-}
+int_param_value!(i64, i32, u32);
+
 impl From<bool> for ParamValue {
     fn from(v: bool) -> Self {
         ParamValue::Bool(v)
@@ -246,10 +242,17 @@ impl Params {
         }
     }
 
-    /// These values with `name` set to `v` (see also [`Params::with`]).
-    pub fn set(mut self, name: &str, v: ParamValue) -> Self {
-        self.0.insert(name.into(), v);
-        self
+    /// Every combination of `space` (a list of values per parameter), in a stable order:
+    /// the grid a tuning run enumerates.
+    pub fn grid(space: &BTreeMap<String, Vec<ParamValue>>) -> Vec<Params> {
+        let mut out = vec![Params::new()];
+        for (name, values) in space {
+            out = out
+                .into_iter()
+                .flat_map(|p| values.iter().map(move |v| p.clone().with(name, v.clone())))
+                .collect();
+        }
+        out
     }
 
     /// Check every value against `specs` (no unknown, no missing, right types).

@@ -76,14 +76,7 @@ impl KernelConfig {
 
     /// Every combination of the space, in a stable order.
     pub fn combinations(&self) -> Vec<Params> {
-        let mut out = vec![Params::default()];
-        for (name, values) in &self.space {
-            out = out
-                .into_iter()
-                .flat_map(|p| values.iter().map(move |v| p.clone().set(name, v.clone())))
-                .collect();
-        }
-        out
+        Params::grid(&self.space)
     }
 
     /// The combinations valid for `shape` under the kernel's rule.

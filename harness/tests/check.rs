@@ -7,7 +7,7 @@ use neuron_tune_harness::proptest::prelude::*;
 use neuron_tune_harness::{Kernel, ParamSpec, Params, Shape, TensorSpec, Work};
 
 /// `y = x` through SBUF; what `inputs` yields decides what the reference must be.
-struct Copy {
+struct Passthrough {
     /// The value every input element takes (None: the default generator).
     constant: Option<f32>,
     /// The generator panics.
@@ -17,7 +17,7 @@ struct Copy {
 /// The value the reference claims every output is.
 const CLAIMED: f32 = 7.0;
 
-impl Kernel for Copy {
+impl Kernel for Passthrough {
     fn name(&self) -> &str {
         "copy"
     }
@@ -64,20 +64,20 @@ fn config() -> CheckConfig {
 
 #[test]
 fn check_uses_the_kernels_input_generator() {
-    let kernel = Copy { constant: Some(CLAIMED), generator_panics: false };
+    let kernel = Passthrough { constant: Some(CLAIMED), generator_panics: false };
     let report = check(&kernel, &Params::defaults(&kernel.params()), &config()).unwrap();
     assert!(report.passed, "{:?}", report.failure);
     assert_eq!(report.cases, 8);
 
     // The same kernel on the default (random) inputs disagrees with the reference.
-    let kernel = Copy { constant: None, generator_panics: false };
+    let kernel = Passthrough { constant: None, generator_panics: false };
     let report = check(&kernel, &Params::defaults(&kernel.params()), &config()).unwrap();
     assert!(!report.passed);
 }
 
 #[test]
 fn a_panicking_generator_fails_the_check_with_its_message() {
-    let kernel = Copy { constant: None, generator_panics: true };
+    let kernel = Passthrough { constant: None, generator_panics: true };
     let report = check(&kernel, &Params::defaults(&kernel.params()), &config()).unwrap();
     assert!(!report.passed);
     let failure = report.failure.expect("a failure");
