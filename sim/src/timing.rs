@@ -529,64 +529,11 @@ impl Timing {
         let mut ready_crit = dep_crit;
         add_crit(&mut ready_crit, CAT_DMA_FIXED, self.dma_fixed_ps);
         let (mut end, mut crit) = (0u64, [0u32; 8]);
-        // Placement. A chunk whose engine is idle from `ready` on (the common case) starts at
-        // `max(ready, floor)`; such chunks with the same start stream together and share HBM,
-        // so they are filled as one transfer: one pass over the HBM timeline instead of 16.
-        let mut placed = [(0u64, 0u64); 64];
-        let mut group: Option<(u64, u64, f64, f64)> = None; // (start, desc_ps, bytes, rate)
-        let mut grouped = [false; 64];
-        for (i, c) in chunks.iter().enumerate() {
-            let e = &self.dma_engines[c.queue - 4];
-            let s0 = ready.max(e.floor);
-            let idle_after = e.busy.last().is_none_or(|&(_, b1)| b1 <= s0);
-            if idle_after && hbm_sides > 0 && group.is_none_or(|g| g.0 == s0) {
-                let desc_ps = round_u64(c.descriptors as f64 * self.dma_desc_ps);
-                let g = group.get_or_insert((s0, 0, 0.0, 0.0));
-                g.1 = g.1.max(desc_ps);
-                g.2 += (c.bytes * hbm_sides as u64) as f64;
-                g.3 += self.dma_rate * hbm_sides as f64;
-                grouped[i] = true;
-            }
-        }
-        let group_end = group.map(|(s0, desc, bytes, rate)| {
-            (self.hbm.transfer(s0 + desc, bytes, rate).max(s0 + 1), s0)
-        });
+        let placed = self.place_dma(chunks, hbm_sides, ready);
         for (i, c) in chunks.iter().enumerate() {
             let desc_ps = round_u64(c.descriptors as f64 * self.dma_desc_ps);
             let own_ps = ceil_u64(c.bytes as f64 / self.dma_rate);
-            placed[i] = if grouped[i] {
-                let (e, s0) = group_end.expect("grouped chunks have a group");
-                (s0, e)
-            } else {
-                let engine = &self.dma_engines[c.queue - 4];
-                let hbm = &mut self.hbm;
-                let rate = self.dma_rate;
-                let end_of = |start: u64| -> u64 {
-                    let data_end = if hbm_sides > 0 {
-                        hbm.query(
-                            start + desc_ps,
-                            (c.bytes * hbm_sides as u64) as f64,
-                            rate * hbm_sides as f64,
-                        )
-                    } else {
-                        start + desc_ps + own_ps
-                    };
-                    data_end.max(start + 1)
-                };
-                let start = engine.place(ready, desc_ps + own_ps, end_of);
-                let data_end = if hbm_sides > 0 {
-                    self.hbm.transfer(
-                        start + desc_ps,
-                        (c.bytes * hbm_sides as u64) as f64,
-                        self.dma_rate * hbm_sides as f64,
-                    )
-                } else {
-                    start + desc_ps + own_ps
-                };
-                (start, data_end.max(start + 1))
-            };
             let (start, chunk_end) = placed[i];
-            self.dma_engines[c.queue - 4].insert(start, chunk_end);
             let mut ccrit = ready_crit;
             // Waiting for the engine (other transfers) or for HBM is contention.
             add_crit(&mut ccrit, CAT_WAIT, start - ready);
@@ -618,6 +565,102 @@ impl Timing {
         }
         self.bump_end(end, crit);
         end
+    }
+
+    /// Place each chunk of a DMA on its engine and the HBM timeline; returns (start, end)
+    /// per chunk, already inserted into the engines' busy lists.
+    ///
+    /// Chunks that stream together share HBM, so they are filled as one transfer (their
+    /// bytes and engine rates summed, the longest descriptor time): one pass over the HBM
+    /// timeline instead of one per queue. Two kinds of group, each with one chunk per
+    /// engine at most (an engine moves one transfer at a time):
+    /// * engines idle from `max(ready, floor)` on with the same such start (the common case
+    ///   when transfers are issued ahead of compute);
+    /// * otherwise, engines whose busy intervals are identical (a transfer symmetric over
+    ///   the queues, issued behind others): the earliest gap that fits on one fits on all.
+    ///
+    /// Other chunks are placed one by one, each in the earliest gap of its engine.
+    fn place_dma(&mut self, chunks: &[DmaChunk], hbm_sides: u32, ready: u64) -> [(u64, u64); 64] {
+        let mut placed = [(0u64, 0u64); 64];
+        let mut grouped = [false; 64];
+        let sides = hbm_sides as u64;
+        if hbm_sides > 0 {
+            // (start, longest descriptor time, longest own time, bytes, rate)
+            let mut group: Option<(u64, u64, u64, f64, f64)> = None;
+            let mut engines = 0u64;
+            let add = |g: &mut (u64, u64, u64, f64, f64), c: &DmaChunk, dma: (f64, f64)| {
+                g.1 = g.1.max(round_u64(c.descriptors as f64 * dma.0));
+                g.2 = g.2.max(ceil_u64(c.bytes as f64 / dma.1));
+                g.3 += (c.bytes * sides) as f64;
+                g.4 += dma.1 * sides as f64;
+            };
+            let dma = (self.dma_desc_ps, self.dma_rate);
+            for (i, c) in chunks.iter().enumerate() {
+                let e = &self.dma_engines[c.queue - 4];
+                let s0 = ready.max(e.floor);
+                let idle_after = e.busy.last().is_none_or(|&(_, b1)| b1 <= s0);
+                let bit = 1u64 << (c.queue - 4);
+                if idle_after && engines & bit == 0 && group.is_none_or(|g| g.0 == s0) {
+                    add(group.get_or_insert((s0, 0, 0, 0.0, 0.0)), c, dma);
+                    grouped[i] = true;
+                    engines |= bit;
+                }
+            }
+            let (start, end) = if let Some((s0, desc, _, bytes, rate)) = group {
+                (s0, self.hbm.transfer(s0 + desc, bytes, rate).max(s0 + 1))
+            } else {
+                let first = chunks[0].queue - 4;
+                let mut g = (0, 0, 0, 0.0, 0.0);
+                for (i, c) in chunks.iter().enumerate() {
+                    let bit = 1u64 << (c.queue - 4);
+                    let (e, e0) = (&self.dma_engines[c.queue - 4], &self.dma_engines[first]);
+                    if engines & bit == 0 && e.floor == e0.floor && e.busy == e0.busy {
+                        add(&mut g, c, dma);
+                        grouped[i] = true;
+                        engines |= bit;
+                    }
+                }
+                let (_, desc, own, bytes, rate) = g;
+                let hbm = &mut self.hbm;
+                let start = self.dma_engines[first].place(ready, desc + own, |s| {
+                    hbm.query(s + desc, bytes, rate).max(s + 1)
+                });
+                (start, self.hbm.transfer(start + desc, bytes, rate).max(start + 1))
+            };
+            for (i, c) in chunks.iter().enumerate() {
+                if grouped[i] {
+                    placed[i] = (start, end);
+                    self.dma_engines[c.queue - 4].insert(start, end);
+                }
+            }
+        }
+        for (i, c) in chunks.iter().enumerate() {
+            if grouped[i] {
+                continue;
+            }
+            let desc_ps = round_u64(c.descriptors as f64 * self.dma_desc_ps);
+            let own_ps = ceil_u64(c.bytes as f64 / self.dma_rate);
+            let (bytes, rate) = ((c.bytes * sides) as f64, self.dma_rate * sides as f64);
+            let engine = &self.dma_engines[c.queue - 4];
+            let hbm = &mut self.hbm;
+            let end_of = |start: u64| -> u64 {
+                let data_end = if hbm_sides > 0 {
+                    hbm.query(start + desc_ps, bytes, rate)
+                } else {
+                    start + desc_ps + own_ps
+                };
+                data_end.max(start + 1)
+            };
+            let start = engine.place(ready, desc_ps + own_ps, end_of);
+            let data_end = if hbm_sides > 0 {
+                self.hbm.transfer(start + desc_ps, bytes, rate)
+            } else {
+                start + desc_ps + own_ps
+            };
+            placed[i] = (start, data_end.max(start + 1));
+            self.dma_engines[c.queue - 4].insert(placed[i].0, placed[i].1);
+        }
+        placed
     }
 
     /// The latest time any track is busy until (the program's frontier).
