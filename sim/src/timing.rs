@@ -88,6 +88,9 @@ struct Binned {
     bins: Vec<[Vec<Rec>; 2]>,
     /// Records spanning more than `WIDE_BINS` bins: kept once, checked by every access.
     wide: [Vec<Rec>; 2],
+    /// Latest time of any read [0] and write [1] recorded here (kept when records are
+    /// pruned): an access that cannot start before it needs no scan at all.
+    latest: [u64; 2],
 }
 
 /// A record spanning more bins than this goes to the `wide` lists instead.
@@ -157,6 +160,16 @@ impl DmaEngine {
     /// Add a busy interval, merging it with neighbours it touches (back-to-back transfers
     /// form one interval, which keeps `place` short).
     fn insert(&mut self, start: u64, end: u64) {
+        // Fast path: at or past the last interval (transfers issued ahead of compute).
+        match self.busy.last_mut() {
+            None => return self.push_back(start, end),
+            Some(last) if last.1 < start => return self.push_back(start, end),
+            Some(last) if last.0 <= start && last.1 == start => {
+                last.1 = end;
+                return;
+            }
+            _ => {}
+        }
         let (mut start, mut end) = (start, end);
         let mut pos = self.busy.partition_point(|&(b0, _)| b0 <= start);
         if pos > 0 && self.busy[pos - 1].1 >= start {
@@ -170,7 +183,18 @@ impl DmaEngine {
             self.busy.remove(pos);
         }
         self.busy.insert(pos, (start, end));
-        while self.busy.len() > DMA_WINDOW {
+        self.fold_window();
+    }
+
+    fn push_back(&mut self, start: u64, end: u64) {
+        self.busy.push((start, end));
+        self.fold_window();
+    }
+
+    /// Fold intervals older than the window into `floor`.
+    #[inline]
+    fn fold_window(&mut self) {
+        if self.busy.len() > DMA_WINDOW {
             let (_, e) = self.busy.remove(0);
             self.floor = self.floor.max(e);
         }
@@ -394,31 +418,38 @@ impl Timing {
         if let Some(v) = self.recs.get_mut(id as usize) {
             v.bins.clear();
             v.wide = Default::default();
+            v.latest = [0; 2];
         }
     }
 
-    /// Earliest time the accesses may start, with the critical path of the binding constraint.
-    fn deps(&self, reads: &[Region], writes: &[Region]) -> (u64, Crit) {
-        let mut t = 0u64;
+    /// Earliest time the accesses may start, with the critical path of the binding constraint;
+    /// `after` is a start the caller already has (its track's free time): only records later
+    /// than it can bind, and a buffer with none is not scanned. Returns (`after`, zero path)
+    /// when nothing binds.
+    fn deps(&self, reads: &[Region], writes: &[Region], after: u64) -> (u64, Crit) {
+        let mut t = after;
         let mut crit = [0u32; 8];
-        let mut check = |list: &[Rec], r: &Region| {
+        let check = |list: &[Rec], r: &Region, t: &mut u64, crit: &mut Crit| {
             for rec in list {
-                if rec.time > t && r.overlaps(rec) {
-                    t = rec.time;
-                    crit = rec.crit;
+                if rec.time > *t && r.overlaps(rec) {
+                    *t = rec.time;
+                    *crit = rec.crit;
                 }
             }
         };
         for (regions, kinds) in [(reads, 1..2), (writes, 0..2)] {
             for r in regions {
                 let b = &self.recs[r.id as usize];
+                if kinds.clone().all(|k| b.latest[k] <= t) {
+                    continue;
+                }
                 for k in kinds.clone() {
-                    check(&b.wide[k], r);
+                    check(&b.wide[k], r, &mut t, &mut crit);
                 }
                 let range = b.range(r);
                 for bin in b.bins.get(range.start..range.end.min(b.bins.len())).unwrap_or(&[]) {
                     for k in kinds.clone() {
-                        check(&bin[k], r);
+                        check(&bin[k], r, &mut t, &mut crit);
                     }
                 }
             }
@@ -428,38 +459,21 @@ impl Timing {
 
     fn record(&mut self, r: &Region, write: bool, time: u64, crit: Crit) {
         let b = &mut self.recs[r.id as usize];
+        b.latest[write as usize] = b.latest[write as usize].max(time);
         let range = b.range(r);
         if b.bins.len() < range.end {
             b.bins.resize_with(range.end, Default::default);
         }
-        let rec = Rec { p0: r.p0, p1: r.p1, b0: r.b0, b1: r.b1, write, time, crit };
-        let prune = |[reads, writes]: &mut [Vec<Rec>; 2]| {
-            if write {
-                // Anything this write covers is dominated by it (see module docs).
-                reads.retain(|old| !r.covers(old));
-                writes.retain(|old| !r.covers(old));
-            } else {
-                reads.retain(|old| old.time > time || !r.covers(old));
-            }
-        };
-        prune(&mut b.wide);
         let wide = range.len() > WIDE_BINS;
+        prune(&mut b.wide, r, write, time);
         for bin in &mut b.bins[range] {
-            prune(bin);
+            prune(bin, r, write, time);
             if !wide {
-                let list = &mut bin[write as usize];
-                list.push(rec);
-                if list.len() > MAX_RECS {
-                    merge_oldest(list);
-                }
+                push_rec(&mut bin[write as usize], r, write, time, &crit);
             }
         }
         if wide {
-            let list = &mut b.wide[write as usize];
-            list.push(rec);
-            if list.len() > MAX_RECS {
-                merge_oldest(list);
-            }
+            push_rec(&mut b.wide[write as usize], r, write, time, &crit);
         }
     }
 
@@ -475,7 +489,7 @@ impl Timing {
         let dur = cycles_to_ps(op.cycles, op.ghz);
         let track = &self.tracks[op.track];
         let (mut start, mut crit) = (track.free, track.crit);
-        let (dep_t, dep_crit) = self.deps(op.reads, op.writes);
+        let (dep_t, dep_crit) = self.deps(op.reads, op.writes, start);
         if dep_t > start {
             start = dep_t;
             crit = dep_crit;
@@ -524,23 +538,37 @@ impl Timing {
         out: &mut Vec<(usize, u64, u64)>,
     ) -> u64 {
         out.clear();
-        let (dep_t, dep_crit) = self.deps(reads, writes);
+        let (dep_t, dep_crit) = self.deps(reads, writes, 0);
         let ready = dep_t + self.dma_fixed_ps;
         let mut ready_crit = dep_crit;
         add_crit(&mut ready_crit, CAT_DMA_FIXED, self.dma_fixed_ps);
         let (mut end, mut crit) = (0u64, [0u32; 8]);
-        let placed = self.place_dma(chunks, hbm_sides, ready);
+        // (descriptor time, own streaming time) per chunk; chunks are mostly alike.
+        let mut costs = [(0u64, 0u64); 64];
         for (i, c) in chunks.iter().enumerate() {
-            let desc_ps = round_u64(c.descriptors as f64 * self.dma_desc_ps);
-            let own_ps = ceil_u64(c.bytes as f64 / self.dma_rate);
+            costs[i] = match i.checked_sub(1).map(|p| &chunks[p]) {
+                Some(p) if (p.descriptors, p.bytes) == (c.descriptors, c.bytes) => costs[i - 1],
+                _ => (
+                    round_u64(c.descriptors as f64 * self.dma_desc_ps),
+                    ceil_u64(c.bytes as f64 / self.dma_rate),
+                ),
+            };
+        }
+        let placed = self.place_dma(chunks, &costs, hbm_sides, ready);
+        let mut ccrit = ready_crit;
+        for (i, c) in chunks.iter().enumerate() {
+            let (desc_ps, own_ps) = costs[i];
             let (start, chunk_end) = placed[i];
-            let mut ccrit = ready_crit;
-            // Waiting for the engine (other transfers) or for HBM is contention.
-            add_crit(&mut ccrit, CAT_WAIT, start - ready);
             let busy = chunk_end - start;
-            let own = desc_ps + own_ps;
-            add_crit(&mut ccrit, CAT_DMA, busy.min(own));
-            add_crit(&mut ccrit, CAT_WAIT, busy.saturating_sub(own));
+            // A chunk placed and costed like the one before has its critical path too.
+            if i == 0 || (placed[i], costs[i]) != (placed[i - 1], costs[i - 1]) {
+                ccrit = ready_crit;
+                // Waiting for the engine (other transfers) or for HBM is contention.
+                add_crit(&mut ccrit, CAT_WAIT, start - ready);
+                let own = desc_ps + own_ps;
+                add_crit(&mut ccrit, CAT_DMA, busy.min(own));
+                add_crit(&mut ccrit, CAT_WAIT, busy.saturating_sub(own));
+            }
             let track = &mut self.tracks[c.queue];
             track.free = track.free.max(chunk_end);
             track.crit = ccrit;
@@ -580,7 +608,13 @@ impl Timing {
     ///   the queues, issued behind others): the earliest gap that fits on one fits on all.
     ///
     /// Other chunks are placed one by one, each in the earliest gap of its engine.
-    fn place_dma(&mut self, chunks: &[DmaChunk], hbm_sides: u32, ready: u64) -> [(u64, u64); 64] {
+    fn place_dma(
+        &mut self,
+        chunks: &[DmaChunk],
+        costs: &[(u64, u64); 64],
+        hbm_sides: u32,
+        ready: u64,
+    ) -> [(u64, u64); 64] {
         let mut placed = [(0u64, 0u64); 64];
         let mut grouped = [false; 64];
         let sides = hbm_sides as u64;
@@ -588,26 +622,28 @@ impl Timing {
             // (start, longest descriptor time, longest own time, bytes, rate)
             let mut group: Option<(u64, u64, u64, f64, f64)> = None;
             let mut engines = 0u64;
-            let add = |g: &mut (u64, u64, u64, f64, f64), c: &DmaChunk, dma: (f64, f64)| {
-                g.1 = g.1.max(round_u64(c.descriptors as f64 * dma.0));
-                g.2 = g.2.max(ceil_u64(c.bytes as f64 / dma.1));
+            let rate = self.dma_rate;
+            let add = |g: &mut (u64, u64, u64, f64, f64), c: &DmaChunk, (desc, own): (u64, u64)| {
+                g.1 = g.1.max(desc);
+                g.2 = g.2.max(own);
                 g.3 += (c.bytes * sides) as f64;
-                g.4 += dma.1 * sides as f64;
+                g.4 += rate * sides as f64;
             };
-            let dma = (self.dma_desc_ps, self.dma_rate);
             for (i, c) in chunks.iter().enumerate() {
                 let e = &self.dma_engines[c.queue - 4];
                 let s0 = ready.max(e.floor);
                 let idle_after = e.busy.last().is_none_or(|&(_, b1)| b1 <= s0);
                 let bit = 1u64 << (c.queue - 4);
                 if idle_after && engines & bit == 0 && group.is_none_or(|g| g.0 == s0) {
-                    add(group.get_or_insert((s0, 0, 0, 0.0, 0.0)), c, dma);
+                    add(group.get_or_insert((s0, 0, 0, 0.0, 0.0)), c, costs[i]);
                     grouped[i] = true;
                     engines |= bit;
                 }
             }
-            let (start, end) = if let Some((s0, desc, _, bytes, rate)) = group {
-                (s0, self.hbm.transfer(s0 + desc, bytes, rate).max(s0 + 1))
+            // `identical`: the grouped engines had equal busy lists, so they still do after
+            // the insertion, which is done once and copied.
+            let (start, end, identical) = if let Some((s0, desc, _, bytes, rate)) = group {
+                (s0, self.hbm.transfer(s0 + desc, bytes, rate).max(s0 + 1), false)
             } else {
                 let first = chunks[0].queue - 4;
                 let mut g = (0, 0, 0, 0.0, 0.0);
@@ -615,22 +651,35 @@ impl Timing {
                     let bit = 1u64 << (c.queue - 4);
                     let (e, e0) = (&self.dma_engines[c.queue - 4], &self.dma_engines[first]);
                     if engines & bit == 0 && e.floor == e0.floor && e.busy == e0.busy {
-                        add(&mut g, c, dma);
+                        add(&mut g, c, costs[i]);
                         grouped[i] = true;
                         engines |= bit;
                     }
                 }
                 let (_, desc, own, bytes, rate) = g;
                 let hbm = &mut self.hbm;
-                let start = self.dma_engines[first].place(ready, desc + own, |s| {
-                    hbm.query(s + desc, bytes, rate).max(s + 1)
-                });
-                (start, self.hbm.transfer(start + desc, bytes, rate).max(start + 1))
+                let start = self.dma_engines[first]
+                    .place(ready, desc + own, |s| hbm.query(s + desc, bytes, rate).max(s + 1));
+                (start, self.hbm.transfer(start + desc, bytes, rate).max(start + 1), true)
             };
+            let mut inserted: Option<usize> = None;
             for (i, c) in chunks.iter().enumerate() {
-                if grouped[i] {
-                    placed[i] = (start, end);
-                    self.dma_engines[c.queue - 4].insert(start, end);
+                if !grouped[i] {
+                    continue;
+                }
+                placed[i] = (start, end);
+                let q = c.queue - 4;
+                match inserted {
+                    Some(done) if identical => {
+                        let proto = std::mem::take(&mut self.dma_engines[done]);
+                        self.dma_engines[q].busy.clone_from(&proto.busy);
+                        self.dma_engines[q].floor = proto.floor;
+                        self.dma_engines[done] = proto;
+                    }
+                    _ => {
+                        self.dma_engines[q].insert(start, end);
+                        inserted = Some(q);
+                    }
                 }
             }
         }
@@ -638,8 +687,7 @@ impl Timing {
             if grouped[i] {
                 continue;
             }
-            let desc_ps = round_u64(c.descriptors as f64 * self.dma_desc_ps);
-            let own_ps = ceil_u64(c.bytes as f64 / self.dma_rate);
+            let (desc_ps, own_ps) = costs[i];
             let (bytes, rate) = ((c.bytes * sides) as f64, self.dma_rate * sides as f64);
             let engine = &self.dma_engines[c.queue - 4];
             let hbm = &mut self.hbm;
@@ -666,6 +714,43 @@ impl Timing {
     /// The latest time any track is busy until (the program's frontier).
     pub fn frontier(&self) -> u64 {
         self.tracks.iter().map(|t| t.free).max().unwrap_or(0)
+    }
+}
+
+/// Remove the records `dominated` picks, keeping the others in order (oldest first, which
+/// [`merge_oldest`] relies on). Written out rather than `Vec::retain`: lists are short and this
+/// runs several times per instruction, where `retain`'s set-up costs more than the scan.
+#[inline(always)]
+fn remove_where(list: &mut Vec<Rec>, dominated: impl Fn(&Rec) -> bool) {
+    let Some(first) = list.iter().position(&dominated) else { return };
+    let mut kept = first;
+    for i in first + 1..list.len() {
+        if !dominated(&list[i]) {
+            list[kept] = list[i];
+            kept += 1;
+        }
+    }
+    list.truncate(kept);
+}
+
+/// Drop the records of one bin (its reads and writes) that an access to `r` ending at `time`
+/// dominates: anything a write covers, and a read covered by a later read (module docs).
+#[inline(always)]
+fn prune([reads, writes]: &mut [Vec<Rec>; 2], r: &Region, write: bool, time: u64) {
+    if write {
+        remove_where(reads, |old| r.covers(old));
+        remove_where(writes, |old| r.covers(old));
+    } else {
+        remove_where(reads, |old| old.time <= time && r.covers(old));
+    }
+}
+
+/// Append a record, merging the oldest half when the list is full.
+#[inline(always)]
+fn push_rec(list: &mut Vec<Rec>, r: &Region, write: bool, time: u64, crit: &Crit) {
+    list.push(Rec { p0: r.p0, p1: r.p1, b0: r.b0, b1: r.b1, write, time, crit: *crit });
+    if list.len() > MAX_RECS {
+        merge_oldest(list);
     }
 }
 
@@ -719,6 +804,45 @@ mod tests {
         let now = h.transfer(0, 1000.0, 0.05);
         assert_eq!(now, 20_000);
         assert_eq!(late, 10_020_000);
+    }
+
+    /// Two chunks of one DMA on the same queue, and a DMA issued behind another on engines
+    /// with identical busy lists: an engine still moves one transfer at a time.
+    #[test]
+    fn dma_chunks_on_one_engine_never_overlap() {
+        let chip = crate::Chip::trn2();
+        let mut t = Timing::new(&chip, 16, false);
+        t.ensure_buffer(0, 1 << 20);
+        t.ensure_buffer(1, 1 << 20);
+        let region = |id, p0, p1| Region { id, p0, p1, b0: 0, b1: 4096 };
+        let chunk = |queue| DmaChunk { queue, descriptors: 8, bytes: 32 * 1024 };
+        let mut out = Vec::new();
+        let mut intervals: Vec<Vec<(u64, u64)>> = vec![Vec::new(); 20];
+        // Idle engines, chunks 0 and 1 both on queue 4.
+        t.dma(
+            &[chunk(4), chunk(4), chunk(5)],
+            1,
+            &[region(0, 0, 24)],
+            &[region(1, 0, 24)],
+            &mut out,
+        );
+        assert_eq!(out.len(), 3);
+        for &(q, s, e) in &out {
+            intervals[q].push((s, e));
+        }
+        // A later load waiting for nothing lands in the same engines (gap or after).
+        let late: Vec<_> = (4..20).map(chunk).collect();
+        t.dma(&late, 1, &[region(0, 24, 128)], &[region(1, 24, 128)], &mut out);
+        for &(q, s, e) in &out {
+            intervals[q].push((s, e));
+        }
+        for (q, list) in intervals.iter_mut().enumerate() {
+            list.sort();
+            for w in list.windows(2) {
+                assert!(w[0].1 <= w[1].0, "queue {q}: {:?} overlaps {:?}", w[0], w[1]);
+            }
+        }
+        assert_eq!(intervals[4].len(), 3, "queue 4 moved its three chunks");
     }
 
     #[test]
