@@ -53,5 +53,6 @@ pub use timing::CRIT_CATEGORIES;
 pub use view::{Hbm, HbmView, Mem, Pool, Tile, TileView, MAX_FREE_DIMS, MAX_HBM_DIMS};
 
 /// Version of the simulator's model; part of every cached result's key, so a change to the
-/// model invalidates what an older one measured.
-pub const SIM_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+model1");
+/// model invalidates what an older one measured. Bump it with every change to simulated
+/// times (model2: a DMA issued behind others places its chunks as one group).
+pub const SIM_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+model2");
