@@ -284,10 +284,8 @@ pub struct Nc {
     pub(crate) stats: Stats,
     pub(crate) sbuf_reserved: u64,
     pub(crate) psum_reserved_banks: u64,
-    /// Streaming hash of the program's encoding (xxh3-128: content addressing needs no
-    /// cryptographic strength, and this runs once per instruction).
-    hash: xxhash_rust::xxh3::Xxh3,
-    hash_buf: Vec<u8>,
+    /// Streaming hash of the program's encoding.
+    hash: ProgramHasher,
     scratch: Vec<i64>,
     scratch2: Vec<i64>,
     dma_out: Vec<(usize, u64, u64)>,
@@ -296,14 +294,66 @@ pub struct Nc {
 
 type VResult<T> = Result<T, V>;
 
+/// The program's encoding, hashed as it is issued: xxh3-128 (content addressing needs no
+/// cryptographic strength, and this runs for every instruction) over little-endian 64-bit
+/// words. The builder emits a few words per instruction; they are gathered in a fixed word
+/// buffer and hashed in large blocks, which costs far less than feeding the hasher (or a
+/// byte vector) a few bytes at a time.
+struct ProgramHasher {
+    state: xxhash_rust::xxh3::Xxh3,
+    buf: Box<[u64; HASH_WORDS]>,
+    len: usize,
+}
+
+const HASH_WORDS: usize = 4096;
+
+impl ProgramHasher {
+    fn new() -> Self {
+        ProgramHasher {
+            state: xxhash_rust::xxh3::Xxh3::new(),
+            buf: Box::new([0; HASH_WORDS]),
+            len: 0,
+        }
+    }
+
+    #[inline]
+    fn words(&mut self, words: &[u64]) {
+        if self.len + words.len() > HASH_WORDS {
+            self.flush();
+        }
+        for (slot, w) in self.buf[self.len..self.len + words.len()].iter_mut().zip(words) {
+            *slot = w.to_le();
+        }
+        self.len += words.len();
+    }
+
+    fn flush(&mut self) {
+        self.state.update(words_as_bytes(&self.buf[..self.len]));
+        self.len = 0;
+    }
+
+    fn digest128(&self) -> u128 {
+        let mut h = self.state.clone();
+        h.update(words_as_bytes(&self.buf[..self.len]));
+        h.digest128()
+    }
+}
+
+/// The bytes of words already stored little-endian.
+fn words_as_bytes(words: &[u64]) -> &[u8] {
+    // SAFETY: u8 has alignment 1 and every bit pattern is a valid u8; the byte slice covers
+    // exactly the words' memory and borrows it for the same lifetime.
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), std::mem::size_of_val(words)) }
+}
+
 impl Nc {
     /// A fresh NeuronCore of `chip`, running the models of `mode`.
     pub fn new(chip: Chip, mode: ExecMode) -> Nc {
         let mode = ExecMode { trace: mode.trace && mode.timing, ..mode };
         let timing = mode.timing.then(|| Timing::new(&chip, chip.dma.engines as usize, mode.trace));
-        let mut hash = xxhash_rust::xxh3::Xxh3::new();
-        hash.update(b"neuron-sim program v1\0");
-        hash.update(chip.to_toml().as_bytes());
+        let mut hash = ProgramHasher::new();
+        hash.state.update(b"neuron-sim program v2\0");
+        hash.state.update(chip.to_toml().as_bytes());
         Nc {
             chip,
             mode,
@@ -318,7 +368,6 @@ impl Nc {
             sbuf_reserved: 0,
             psum_reserved_banks: 0,
             hash,
-            hash_buf: Vec::with_capacity(1 << 16),
             scratch: Vec::new(),
             scratch2: Vec::new(),
             dma_out: Vec::new(),
@@ -347,17 +396,18 @@ impl Nc {
 
     // ------------------------------------------------------------------ program hash
 
+    /// Hash a short tag (opcode and small operands, at most 7 bytes) as one word.
     #[inline]
     fn h(&mut self, bytes: &[u8]) {
-        self.hash_buf.extend_from_slice(bytes);
-        if self.hash_buf.len() >= 1 << 16 {
-            self.hash.update(&self.hash_buf);
-            self.hash_buf.clear();
-        }
+        debug_assert!(bytes.len() < 8);
+        let mut w = [0u8; 8];
+        w[..bytes.len()].copy_from_slice(bytes);
+        w[7] = bytes.len() as u8;
+        self.hash.words(&[u64::from_le_bytes(w)]);
     }
     #[inline]
     fn h64(&mut self, v: u64) {
-        self.h(&v.to_le_bytes());
+        self.hash.words(&[v]);
     }
     fn h_tile(&mut self, v: &TileView) {
         let mut w = [0u64; 3 + 2 * MAX_FREE_DIMS];
@@ -371,29 +421,26 @@ impl Nc {
             w[3 + 2 * i] = s as u64;
             w[4 + 2 * i] = n;
         }
-        let n = 3 + 2 * v.free.len();
-        let mut bytes = [0u8; 8 * (3 + 2 * MAX_FREE_DIMS)];
-        for (i, x) in w[..n].iter().enumerate() {
-            bytes[8 * i..8 * i + 8].copy_from_slice(&x.to_le_bytes());
-        }
-        self.h(&bytes[..8 * n]);
+        self.hash.words(&w[..3 + 2 * v.free.len()]);
     }
     fn h_hbm(&mut self, v: &HbmView) {
-        self.h(&[2, v.tensor.dtype.code()]);
-        self.h64(v.tensor.id as u64);
-        self.h64(v.offset as u64);
-        for &(s, n) in v.dims.as_slice() {
-            self.h64(s as u64);
-            self.h64(n);
+        let mut w = [0u64; 2 + 2 * MAX_HBM_DIMS];
+        w[0] = 2
+            | (v.tensor.dtype.code() as u64) << 8
+            | (v.dims.len() as u64) << 16
+            | (v.tensor.id as u64) << 32;
+        w[1] = v.offset as u64;
+        for (i, &(s, n)) in v.dims.as_slice().iter().enumerate() {
+            w[2 + 2 * i] = s as u64;
+            w[3 + 2 * i] = n;
         }
+        self.hash.words(&w[..2 + 2 * v.dims.len()]);
     }
 
     /// Content hash of the program issued so far (instructions, operands, shapes, chip):
     /// the same kernel, parameters and shape give the same hash, whatever the data.
     pub fn program_hash(&mut self) -> String {
-        let mut h = self.hash.clone();
-        h.update(&self.hash_buf);
-        format!("{:032x}", h.digest128())
+        format!("{:032x}", self.hash.digest128())
     }
 
     // ------------------------------------------------------------------ HBM
