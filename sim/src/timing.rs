@@ -134,6 +134,15 @@ struct DmaEngine {
     /// Nothing is placed before this time (intervals older than the window were dropped;
     /// conservative: it can only delay a transfer, never speed one up).
     floor: u64,
+    /// Engines with the same stamp have the same `busy` and `floor` (a copy keeps the
+    /// stamp, any other change takes a fresh one), so equal state is usually one compare.
+    stamp: u64,
+}
+
+impl DmaEngine {
+    fn same_state(&self, other: &DmaEngine) -> bool {
+        self.stamp == other.stamp || (self.floor == other.floor && self.busy == other.busy)
+    }
 }
 
 /// Busy intervals kept per DMA engine before the oldest are folded into `floor`.
@@ -369,6 +378,8 @@ pub(crate) struct Timing {
     pub tracks: Vec<Track>,
     recs: Vec<Binned>,
     dma_engines: Vec<DmaEngine>,
+    /// Last stamp handed out (see [`DmaEngine::stamp`]).
+    next_stamp: u64,
     hbm: HbmTimeline,
     ports: [(u64, Crit); 2],
     /// Latest end of any instruction, with its critical path.
@@ -389,6 +400,7 @@ impl Timing {
             tracks: vec![Track::default(); 4 + dma_queues],
             recs: Vec::new(),
             dma_engines: vec![DmaEngine::default(); dma_queues],
+            next_stamp: 0,
             hbm: HbmTimeline::new(chip.memory.hbm_gbps_per_core),
             ports: [(0, [0u32; 8]); 2],
             end: 0,
@@ -643,14 +655,18 @@ impl Timing {
             // `identical`: the grouped engines had equal busy lists, so they still do after
             // the insertion, which is done once and copied.
             let (start, end, identical) = if let Some((s0, desc, _, bytes, rate)) = group {
-                (s0, self.hbm.transfer(s0 + desc, bytes, rate).max(s0 + 1), false)
+                let mut stamps = chunks.iter().zip(&grouped).filter(|(_, &g)| g);
+                let stamp = |c: &DmaChunk| self.dma_engines[c.queue - 4].stamp;
+                let first = stamps.next().map(|(c, _)| stamp(c));
+                let identical = stamps.all(|(c, _)| Some(stamp(c)) == first);
+                (s0, self.hbm.transfer(s0 + desc, bytes, rate).max(s0 + 1), identical)
             } else {
                 let first = chunks[0].queue - 4;
                 let mut g = (0, 0, 0, 0.0, 0.0);
                 for (i, c) in chunks.iter().enumerate() {
                     let bit = 1u64 << (c.queue - 4);
                     let (e, e0) = (&self.dma_engines[c.queue - 4], &self.dma_engines[first]);
-                    if engines & bit == 0 && e.floor == e0.floor && e.busy == e0.busy {
+                    if engines & bit == 0 && e.same_state(e0) {
                         add(&mut g, c, costs[i]);
                         grouped[i] = true;
                         engines |= bit;
@@ -672,12 +688,13 @@ impl Timing {
                 match inserted {
                     Some(done) if identical => {
                         let proto = std::mem::take(&mut self.dma_engines[done]);
-                        self.dma_engines[q].busy.clone_from(&proto.busy);
-                        self.dma_engines[q].floor = proto.floor;
+                        let e = &mut self.dma_engines[q];
+                        e.busy.clone_from(&proto.busy);
+                        (e.floor, e.stamp) = (proto.floor, proto.stamp);
                         self.dma_engines[done] = proto;
                     }
                     _ => {
-                        self.dma_engines[q].insert(start, end);
+                        self.insert_dma(q, start, end);
                         inserted = Some(q);
                     }
                 }
@@ -706,9 +723,17 @@ impl Timing {
                 start + desc_ps + own_ps
             };
             placed[i] = (start, data_end.max(start + 1));
-            self.dma_engines[c.queue - 4].insert(placed[i].0, placed[i].1);
+            self.insert_dma(c.queue - 4, placed[i].0, placed[i].1);
         }
         placed
+    }
+
+    /// Mark engine `q` busy over [start, end); its state is now its own (a fresh stamp).
+    fn insert_dma(&mut self, q: usize, start: u64, end: u64) {
+        self.next_stamp += 1;
+        let e = &mut self.dma_engines[q];
+        e.insert(start, end);
+        e.stamp = self.next_stamp;
     }
 
     /// The latest time any track is busy until (the program's frontier).
