@@ -728,13 +728,19 @@ impl Nc {
     // ------------------------------------------------------------------ checks
 
     /// Check a view used by a compute engine (all rules, including §1.8 start partitions).
-    fn check_tile(&self, operand: &'static str, v: &TileView) -> VResult<()> {
+    fn check_tile(&self, operand: &'static str, v: &TileView) -> VResult<Region> {
         self.check_view(operand, v, true)
     }
 
     /// Check a view; DMA descriptors address any partition, so `engine_access = false`
     /// skips the start-partition rule, which is about engine access patterns (§1.8).
-    fn check_view(&self, operand: &'static str, v: &TileView, engine_access: bool) -> VResult<()> {
+    /// Returns the view's region for the timing model (its span is needed here anyway).
+    fn check_view(
+        &self,
+        operand: &'static str,
+        v: &TileView,
+        engine_access: bool,
+    ) -> VResult<Region> {
         let b = &self.bufs[v.tile.buf as usize];
         if b.gen != v.tile.gen {
             let lt = &self.logicals[b.logical as usize];
@@ -777,7 +783,14 @@ impl Nc {
                 v.tile.elems
             )));
         }
-        Ok(())
+        let size = v.tile.dtype.size() as u64;
+        Ok(Region {
+            id: b.tid,
+            p0: v.p0,
+            p1: v.p0 + v.np,
+            b0: (v.offset + lo) as u64 * size,
+            b1: (v.offset + hi + 1) as u64 * size,
+        })
     }
 
     fn check_hbm(&self, operand: &'static str, v: &HbmView) -> VResult<()> {
@@ -1053,8 +1066,8 @@ impl Nc {
         opcode: &'static str,
         engine: Engine,
         cycles: u64,
-        reads: &[&TileView],
-        writes: &[&TileView],
+        reads: &[(&TileView, Region)],
+        writes: &[(&TileView, Region)],
         loc: SourceLoc,
     ) {
         self.stats.instructions += 1;
@@ -1065,14 +1078,14 @@ impl Nc {
         let mut wr = [Region::default(); 2];
         let (mut nr, mut nw) = (0, 0);
         let (mut sbuf, mut psum) = (false, false);
-        for v in reads {
-            rr[nr] = self.tile_region(v);
+        for &(v, r) in reads {
+            rr[nr] = r;
             nr += 1;
             sbuf |= v.tile.mem == Mem::Sbuf;
             psum |= v.tile.mem == Mem::Psum;
         }
-        for v in writes {
-            wr[nw] = self.tile_region(v);
+        for &(v, r) in writes {
+            wr[nw] = r;
             nw += 1;
             sbuf |= v.tile.mem == Mem::Sbuf;
             psum |= v.tile.mem == Mem::Psum;
@@ -1103,8 +1116,8 @@ impl Nc {
         if self.mode.trace {
             let args = reads
                 .iter()
-                .map(|v| format!("src={}", describe(v)))
-                .chain(writes.iter().map(|v| format!("dst={}", describe(v))))
+                .map(|(v, _)| format!("src={}", describe(v)))
+                .chain(writes.iter().map(|(v, _)| format!("dst={}", describe(v))))
                 .collect::<Vec<_>>()
                 .join(" ");
             let args = format!("{args} cycles={cycles}");
@@ -1337,9 +1350,9 @@ impl Nc {
                 rule: "TensorE writes its output only to PSUM (neuroncore.md §1.4)",
             });
         }
-        self.check_tile("stationary", &s)?;
-        self.check_tile("moving", &m)?;
-        self.check_tile("dst", &d)?;
+        let rs = self.check_tile("stationary", &s)?;
+        let rm = self.check_tile("moving", &m)?;
+        let rd = self.check_tile("dst", &d)?;
         for (name, v) in [("stationary", &s), ("moving", &m)] {
             if v.tile.dtype == Dtype::I32 {
                 return Err(V::DtypeNotAllowed {
@@ -1394,7 +1407,7 @@ impl Nc {
             )));
         }
         if self.chip.neuroncore_version < 4 {
-            let r = self.tile_region(&d);
+            let r = rd;
             let bank = self.chip.memory.psum_bank_bytes_per_partition;
             if r.b0 / bank != (r.b1 - 1) / bank {
                 return Err(V::PsumBankOverflow {
@@ -1450,8 +1463,8 @@ impl Nc {
             "nc_matmul",
             Engine::Tensor,
             cycles,
-            &[&s, &m],
-            &[&d],
+            &[(&s, rs), (&m, rm)],
+            &[(&d, rd)],
             SourceLoc::from_location(loc),
         );
         Ok(())
@@ -1476,8 +1489,8 @@ impl Nc {
         s: TileView,
         loc: &'static Location<'static>,
     ) -> VResult<()> {
-        self.check_tile("src", &s)?;
-        self.check_tile("dst", &d)?;
+        let rs = self.check_tile("src", &s)?;
+        let rd = self.check_tile("dst", &d)?;
         let (p, f) = (s.np as u64, s.free.elems());
         let limit = match eng {
             Engine::Tensor => {
@@ -1542,7 +1555,8 @@ impl Nc {
         if eng == Engine::Tensor {
             self.stats.transpose_flops += 2.0 * (p * p * f) as f64;
         }
-        self.schedule("nc_transpose", eng, cycles, &[&s], &[&d], SourceLoc::from_location(loc));
+        let (reads, writes) = ([(&s, rs)], [(&d, rd)]);
+        self.schedule("nc_transpose", eng, cycles, &reads, &writes, SourceLoc::from_location(loc));
         Ok(())
     }
 
@@ -1610,8 +1624,8 @@ impl Nc {
                 )))
             }
         }
-        self.check_tile("src", &s)?;
-        self.check_tile("dst", &d)?;
+        let rs = self.check_tile("src", &s)?;
+        let rd = self.check_tile("dst", &d)?;
         Self::check_engine_mem(eng, "src", &s)?;
         Self::check_engine_mem(eng, "dst", &d)?;
         self.check_free_size("src", &s)?;
@@ -1624,8 +1638,9 @@ impl Nc {
                 rule: "the activation table takes floating-point inputs (neuroncore.md §2.2)",
             });
         }
+        let (mut bias_region, mut scale_region, mut reduce_region) = (None, None, None);
         if let Some(b) = &args.bias {
-            self.check_tile("bias", b)?;
+            bias_region = Some((b, self.check_tile("bias", b)?));
             if !matches!(b.tile.dtype, Dtype::F32 | Dtype::Bf16 | Dtype::F16) {
                 return Err(V::DtypeNotAllowed {
                     engine: eng.name(),
@@ -1644,7 +1659,7 @@ impl Nc {
             }
         }
         if let Scalar::Col(c) = &args.scale {
-            self.check_tile("scale", c)?;
+            scale_region = Some((c, self.check_tile("scale", c)?));
             if c.np != s.np || c.free.elems() != 1 {
                 return Err(V::ShapeMismatch(format!(
                     "scale must be [{} x 1], is [{} x {}]",
@@ -1655,7 +1670,7 @@ impl Nc {
             }
         }
         if let Some(r) = &args.reduce {
-            self.check_tile("reduce", r)?;
+            reduce_region = Some((r, self.check_tile("reduce", r)?));
             if r.np != s.np || r.free.elems() != 1 {
                 return Err(V::ShapeMismatch(format!(
                     "reduce must be [{} x 1], is [{} x {}]",
@@ -1702,19 +1717,15 @@ impl Nc {
         }
         let n = Self::n_with_stride(&[&s, &d]);
         let cycles = cost::activation(self.min_ii(eng), n, args.reduce.is_some(), 1);
-        let mut reads: [&TileView; 3] = [&s; 3];
+        let mut reads = [(&s, rs); 3];
         let mut nr = 1;
-        if let Scalar::Col(c) = &args.scale {
-            reads[nr] = c;
+        for r in [scale_region, bias_region].into_iter().flatten() {
+            reads[nr] = r;
             nr += 1;
         }
-        if let Some(b) = &args.bias {
-            reads[nr] = b;
-            nr += 1;
-        }
-        let mut writes: [&TileView; 2] = [&d; 2];
+        let mut writes = [(&d, rd); 2];
         let mut nw = 1;
-        if let Some(r) = &args.reduce {
+        if let Some(r) = reduce_region {
             writes[nw] = r;
             nw += 1;
         }
@@ -1749,8 +1760,9 @@ impl Nc {
         if !matches!(eng, Engine::Vector | Engine::GpSimd) {
             return Err(V::Invalid(format!("tensor_tensor runs on Vector or GpSimd, not {eng}")));
         }
-        for (name, v) in [("a", &a), ("b", &b), ("dst", &d)] {
-            self.check_tile(name, v)?;
+        let mut regions = [Region::default(); 3];
+        for (i, (name, v)) in [("a", &a), ("b", &b), ("dst", &d)].into_iter().enumerate() {
+            regions[i] = self.check_tile(name, v)?;
             Self::check_engine_mem(eng, name, v)?;
             self.check_free_size(name, v)?;
         }
@@ -1816,8 +1828,8 @@ impl Nc {
             "tensor_tensor",
             eng,
             cycles,
-            &[&a, &b],
-            &[&d],
+            &[(&a, regions[0]), (&b, regions[1])],
+            &[(&d, regions[2])],
             SourceLoc::from_location(loc),
         );
         Ok(())
@@ -1864,16 +1876,16 @@ impl Nc {
                 )))
             }
         }
-        self.check_tile("src", &s)?;
-        self.check_tile("dst", &d)?;
+        let rs = self.check_tile("src", &s)?;
+        let rd = self.check_tile("dst", &d)?;
         self.check_free_size("src", &s)?;
         self.same_shape("dst", &d, "src", &s)?;
-        let mut cols: Vec<TileView> = Vec::new();
+        let mut cols: Vec<(TileView, Region)> = Vec::new();
         for (name, (_, sc)) in
             [("scalar0", &op0)].into_iter().chain(op1.as_ref().map(|o| ("scalar1", o)))
         {
             if let Scalar::Col(c) = sc {
-                self.check_tile(name, c)?;
+                let rc = self.check_tile(name, c)?;
                 if c.np != s.np || c.free.elems() != 1 {
                     return Err(V::ShapeMismatch(format!(
                         "{name} must be [{} x 1], is [{} x {}]",
@@ -1890,7 +1902,7 @@ impl Nc {
                         rule: "tensor_scalar operands are fp32 (neuroncore.md §2.3)",
                     });
                 }
-                cols.push(*c);
+                cols.push((*c, rc));
             }
         }
         self.h(&[11, eng as u8, op0.0.code(), op1.map_or(255, |o| o.0.code())]);
@@ -1923,9 +1935,10 @@ impl Nc {
         let n = Self::n_with_stride(&[&s, &d]);
         let speedup = self.copy_speedup(eng, &s, &d);
         let cycles = cost::tensor_scalar(self.min_ii(eng), n, speedup);
-        let mut reads: Vec<&TileView> = vec![&s];
-        reads.extend(cols.iter());
-        self.schedule("tensor_scalar", eng, cycles, &reads, &[&d], SourceLoc::from_location(loc));
+        let mut reads = vec![(&s, rs)];
+        reads.extend(cols.iter().map(|(c, r)| (c, *r)));
+        let writes = [(&d, rd)];
+        self.schedule("tensor_scalar", eng, cycles, &reads, &writes, SourceLoc::from_location(loc));
         Ok(())
     }
 
@@ -1977,8 +1990,8 @@ impl Nc {
         negate: bool,
         loc: &'static Location<'static>,
     ) -> VResult<()> {
-        self.check_tile("src", &s)?;
-        self.check_tile("dst", &d)?;
+        let rs = self.check_tile("src", &s)?;
+        let rd = self.check_tile("dst", &d)?;
         self.check_free_size("src", &s)?;
         if !op.is_reduction() {
             return Err(V::Invalid(format!(
@@ -2024,8 +2037,8 @@ impl Nc {
             "tensor_reduce",
             Engine::Vector,
             cycles,
-            &[&s],
-            &[&d],
+            &[(&s, rs)],
+            &[(&d, rd)],
             SourceLoc::from_location(loc),
         );
         Ok(())
@@ -2055,8 +2068,8 @@ impl Nc {
                 "tensor_copy runs on Vector, Scalar or GpSimd, not Tensor".into(),
             ));
         }
-        self.check_tile("src", &s)?;
-        self.check_tile("dst", &d)?;
+        let rs = self.check_tile("src", &s)?;
+        let rd = self.check_tile("dst", &d)?;
         Self::check_engine_mem(eng, "src", &s)?;
         Self::check_engine_mem(eng, "dst", &d)?;
         self.check_free_size("src", &s)?;
@@ -2071,7 +2084,8 @@ impl Nc {
         }
         let n = Self::n_with_stride(&[&s, &d]);
         let cycles = cost::tensor_copy(self.min_ii(eng), n, self.copy_speedup(eng, &s, &d));
-        self.schedule("tensor_copy", eng, cycles, &[&s], &[&d], SourceLoc::from_location(loc));
+        let (reads, writes) = ([(&s, rs)], [(&d, rd)]);
+        self.schedule("tensor_copy", eng, cycles, &reads, &writes, SourceLoc::from_location(loc));
         Ok(())
     }
 
@@ -2093,7 +2107,7 @@ impl Nc {
         if !matches!(eng, Engine::Vector | Engine::GpSimd) {
             return Err(V::Invalid(format!("memset runs on Vector or GpSimd, not {eng}")));
         }
-        self.check_tile("dst", &d)?;
+        let rd = self.check_tile("dst", &d)?;
         Self::check_engine_mem(eng, "dst", &d)?;
         self.check_free_size("dst", &d)?;
         self.h(&[14, eng as u8]);
@@ -2105,7 +2119,7 @@ impl Nc {
         }
         let zero16 = value == 0.0 && matches!(d.tile.dtype, Dtype::Bf16 | Dtype::F16);
         let cycles = cost::memset(self.min_ii(eng), Self::n_with_stride(&[&d]), zero16);
-        self.schedule("memset", eng, cycles, &[], &[&d], SourceLoc::from_location(loc));
+        self.schedule("memset", eng, cycles, &[], &[(&d, rd)], SourceLoc::from_location(loc));
         Ok(())
     }
 
@@ -2144,7 +2158,7 @@ impl Nc {
         on_false: f32,
         loc: &'static Location<'static>,
     ) -> VResult<()> {
-        self.check_tile("dst", &d)?;
+        let rd = self.check_tile("dst", &d)?;
         if d.tile.mem != Mem::Sbuf {
             return Err(V::MemoryNotAllowed {
                 operand: "dst",
@@ -2152,8 +2166,9 @@ impl Nc {
                 rule: "GpSimd writes SBUF only (neuroncore.md §2.3)",
             });
         }
+        let mut reads = Vec::new();
         if let Some(s) = &s {
-            self.check_tile("src", s)?;
+            reads.push((s, self.check_tile("src", s)?));
             if s.tile.mem != Mem::Sbuf {
                 return Err(V::MemoryNotAllowed {
                     operand: "src",
@@ -2200,8 +2215,15 @@ impl Nc {
             self.scatter_tile(&d, &out);
         }
         let cycles = cost::gpsimd_start_plus_n(self.chip.gpsimd.start_cycles, d.free.elems());
-        let reads: Vec<&TileView> = s.iter().collect();
-        self.schedule(opcode, Engine::GpSimd, cycles, &reads, &[&d], SourceLoc::from_location(loc));
+        let writes = [(&d, rd)];
+        self.schedule(
+            opcode,
+            Engine::GpSimd,
+            cycles,
+            &reads,
+            &writes,
+            SourceLoc::from_location(loc),
+        );
         Ok(())
     }
 
@@ -2232,8 +2254,8 @@ impl Nc {
         s: TileView,
         loc: &'static Location<'static>,
     ) -> VResult<()> {
-        self.check_tile("src", &s)?;
-        self.check_tile("dst", &d)?;
+        let rs = self.check_tile("src", &s)?;
+        let rd = self.check_tile("dst", &d)?;
         let n = s.free.elems();
         let want = if stats { 6 } else { 2 };
         if d.np != s.np || d.free.elems() != want {
@@ -2299,7 +2321,15 @@ impl Nc {
         let min_ii = self.chip.vector.min_ii_cycles;
         let cycles = if stats { cost::bn_stats(min_ii, n) } else { cost::bn_aggr(min_ii, n) };
         let opcode = if stats { "bn_stats" } else { "bn_aggr" };
-        self.schedule(opcode, Engine::Vector, cycles, &[&s], &[&d], SourceLoc::from_location(loc));
+        let (reads, writes) = ([(&s, rs)], [(&d, rd)]);
+        self.schedule(
+            opcode,
+            Engine::Vector,
+            cycles,
+            &reads,
+            &writes,
+            SourceLoc::from_location(loc),
+        );
         Ok(())
     }
 
