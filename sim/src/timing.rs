@@ -831,8 +831,8 @@ mod tests {
         assert_eq!(late, 10_020_000);
     }
 
-    /// Two chunks of one DMA on the same queue, and a DMA issued behind another on engines
-    /// with identical busy lists: an engine still moves one transfer at a time.
+    /// Two chunks of one DMA on the same queue, and a load issued while other engines are
+    /// busy: an engine still moves one transfer at a time.
     #[test]
     fn dma_chunks_on_one_engine_never_overlap() {
         let chip = crate::Chip::trn2();
@@ -868,6 +868,44 @@ mod tests {
             }
         }
         assert_eq!(intervals[4].len(), 3, "queue 4 moved its three chunks");
+    }
+
+    /// A load issued behind a store that waits on compute fills the idle gap before the
+    /// store on all 16 engines at once (their busy lists are identical), sharing HBM.
+    #[test]
+    fn dma_behind_a_waiting_store_fills_the_gap_on_every_engine() {
+        let chip = crate::Chip::trn2();
+        let mut t = Timing::new(&chip, 16, false);
+        for id in 0..4 {
+            t.ensure_buffer(id, 1 << 16);
+        }
+        let whole = |id| Region { id, p0: 0, p1: 128, b0: 0, b1: 4096 };
+        let chunks: Vec<_> =
+            (4..20).map(|queue| DmaChunk { queue, descriptors: 8, bytes: 8 * 4096 }).collect();
+        let mut out = Vec::new();
+        // A load, then a long computation on what it loaded, then a store of the result.
+        let load_end = t.dma(&chunks, 1, &[whole(0)], &[whole(1)], &mut out);
+        let op = ComputeOp {
+            track: 1,
+            cycles: 100_000,
+            ghz: 1.0,
+            latency_cycles: 0,
+            reads: &[whole(1)],
+            writes: &[whole(2)],
+            ports: 0,
+        };
+        let (_, compute_end) = t.compute(&op);
+        t.dma(&chunks, 1, &[whole(2)], &[whole(0)], &mut out);
+        let store_start = out.iter().map(|o| o.1).min().unwrap();
+        assert!(store_start >= compute_end, "the store waits for the computation");
+        // An independent load: ready right away, the engines are free until the store.
+        let end = t.dma(&chunks, 1, &[whole(3)], &[whole(3)], &mut out);
+        let (s0, e0) = (out[0].1, out[0].2);
+        assert!(out.iter().all(|o| (o.1, o.2) == (s0, e0)), "one group: {out:?}");
+        assert_eq!(s0, load_end, "starts in the first gap: right after the first load");
+        assert!(end <= store_start, "fits before the store: {end} > {store_start}");
+        // The same bytes as the first load, over the same engines: the same duration.
+        assert_eq!(e0 - s0, load_end - t.dma_fixed_ps);
     }
 
     #[test]
