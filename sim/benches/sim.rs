@@ -74,6 +74,12 @@ fn timing(c: &mut Criterion) {
     g.bench_function("4096^3_panel_loads", |bench| {
         bench.iter(|| black_box(run_gemm::<true>(ExecMode::TIMING, 4096, 4096, 4096, None)))
     });
+    // The same program with the timing model off: what the builder (checks, views, program
+    // hash, counters) costs on its own, so the report can say how the time splits.
+    let builder_only = ExecMode { functional: false, timing: false, trace: false };
+    g.bench_function("4096^3_panel_loads_builder_only", |bench| {
+        bench.iter(|| black_box(run_gemm::<true>(builder_only, 4096, 4096, 4096, None)))
+    });
     let (count, _) = run_gemm::<false>(ExecMode::TIMING, 4096, 4096, 4096, None);
     g.throughput(Throughput::Elements(count));
     g.bench_function("4096^3_tile_loads", |bench| {
