@@ -666,7 +666,15 @@ impl Nc {
         for &d in shape {
             self.h64(d);
         }
-        Ok(Tile { buf: buf_id, gen, dtype, mem: pool.mem, parts: parts as u32, free })
+        Ok(Tile {
+            buf: buf_id,
+            gen,
+            dtype,
+            mem: pool.mem,
+            parts: parts as u32,
+            free,
+            elems: free.elems(),
+        })
     }
 
     fn check_capacity(&mut self, mem: Mem) -> VResult<()> {
@@ -751,9 +759,10 @@ impl Nc {
         if v.np as u64 > max {
             return Err(V::PartitionOverflow { operand, partitions: v.np as u64, max });
         }
-        if v.np == 0 || v.free.elems() == 0 {
+        // `span` is None when a dim is empty.
+        let (Some((lo, hi)), true) = (v.free.span(), v.np > 0) else {
             return Err(V::BadAccessPattern(format!("{operand} is empty")));
-        }
+        };
         if v.p0 + v.np > v.tile.parts {
             return Err(V::BadAccessPattern(format!(
                 "{operand} uses partitions {}..{} of a tile with {} partitions",
@@ -774,7 +783,6 @@ impl Nc {
         if !ok {
             return Err(V::BadStartPartition { operand, start: p0, partitions: np });
         }
-        let (lo, hi) = v.free.span().unwrap_or((0, 0));
         if v.offset + lo < 0 || (v.offset + hi) as u64 >= v.tile.elems {
             return Err(V::BadAccessPattern(format!(
                 "{operand} reaches free elements {}..={} of a tile with {} free elements",
@@ -1323,18 +1331,18 @@ impl Nc {
     ) -> SimResult<()> {
         let loc = Location::caller();
         let (d, s, m) = (dst.into(), stationary.into(), moving.into());
-        self.matmul_impl(d, s, m, accumulate, loc).or_else(|k| self.fail("nc_matmul", loc, k))
+        self.matmul_impl(&d, &s, &m, accumulate, loc).or_else(|k| self.fail("nc_matmul", loc, k))
     }
 
     fn matmul_impl(
         &mut self,
-        d: TileView,
-        s: TileView,
-        m: TileView,
+        d: &TileView,
+        s: &TileView,
+        m: &TileView,
         accumulate: bool,
         loc: &'static Location<'static>,
     ) -> VResult<()> {
-        for (name, v) in [("stationary", &s), ("moving", &m)] {
+        for (name, v) in [("stationary", s), ("moving", m)] {
             if v.tile.mem != Mem::Sbuf {
                 return Err(V::MemoryNotAllowed {
                     operand: name,
@@ -1350,10 +1358,10 @@ impl Nc {
                 rule: "TensorE writes its output only to PSUM (neuroncore.md §1.4)",
             });
         }
-        let rs = self.check_tile("stationary", &s)?;
-        let rm = self.check_tile("moving", &m)?;
-        let rd = self.check_tile("dst", &d)?;
-        for (name, v) in [("stationary", &s), ("moving", &m)] {
+        let rs = self.check_tile("stationary", s)?;
+        let rm = self.check_tile("moving", m)?;
+        let rd = self.check_tile("dst", d)?;
+        for (name, v) in [("stationary", s), ("moving", m)] {
             if v.tile.dtype == Dtype::I32 {
                 return Err(V::DtypeNotAllowed {
                     engine: "Tensor",
@@ -1367,7 +1375,7 @@ impl Nc {
         let fp32 = s.tile.dtype == Dtype::F32 || m.tile.dtype == Dtype::F32;
         if fp32 && s.tile.dtype != m.tile.dtype {
             let (name, v) =
-                if s.tile.dtype == Dtype::F32 { ("moving", &m) } else { ("stationary", &s) };
+                if s.tile.dtype == Dtype::F32 { ("moving", m) } else { ("stationary", s) };
             return Err(V::DtypeNotAllowed {
                 engine: "Tensor",
                 operand: name,
@@ -1419,16 +1427,16 @@ impl Nc {
             }
         }
         self.h(&[6, accumulate as u8]);
-        self.h_tile(&d);
-        self.h_tile(&s);
-        self.h_tile(&m);
+        self.h_tile(d);
+        self.h_tile(s);
+        self.h_tile(m);
         if self.mode.functional {
             let (mut a, mut b) = (Vec::new(), Vec::new());
-            self.gather_tile("stationary", &s, &mut a)?;
-            self.gather_tile("moving", &m, &mut b)?;
+            self.gather_tile("stationary", s, &mut a)?;
+            self.gather_tile("moving", m, &mut b)?;
             let mut c = vec![0f32; (mm * n) as usize];
             if accumulate {
-                self.gather_tile("dst (accumulating)", &d, &mut c)?;
+                self.gather_tile("dst (accumulating)", d, &mut c)?;
             }
             // c[M,N] = a[K,M]^T · b[K,N] (+ c). matrixmultiply takes arbitrary strides.
             // SAFETY: the slices hold K·M, K·N and M·N elements and the strides stay inside them.
@@ -1450,7 +1458,7 @@ impl Nc {
                     1,
                 );
             }
-            self.scatter_tile(&d, &c);
+            self.scatter_tile(d, &c);
         }
         let cycles =
             cost::matmul(self.chip.tensor.mm_min_cycles, mm, n, fp32, self.chip.tensor.fp32_factor);
@@ -1463,8 +1471,8 @@ impl Nc {
             "nc_matmul",
             Engine::Tensor,
             cycles,
-            &[(&s, rs), (&m, rm)],
-            &[(&d, rd)],
+            &[(s, rs), (m, rm)],
+            &[(d, rd)],
             SourceLoc::from_location(loc),
         );
         Ok(())

@@ -296,6 +296,8 @@ pub struct Tile {
     pub(crate) mem: Mem,
     pub(crate) parts: u32,
     pub(crate) free: Dims<MAX_FREE_DIMS>,
+    /// `free.elems()`, kept: every view of the tile needs it.
+    pub(crate) elems: u64,
 }
 
 impl Tile {
@@ -314,7 +316,7 @@ impl Tile {
     }
     /// Free elements per partition.
     pub fn free_elems(&self) -> u64 {
-        self.free.elems()
+        self.elems
     }
     /// The whole tile as a view.
     pub fn view(&self) -> TileView {
@@ -324,7 +326,7 @@ impl Tile {
             dtype: self.dtype,
             mem: self.mem,
             parts: self.parts,
-            elems: self.free.elems(),
+            elems: self.elems,
         };
         TileView { tile, p0: 0, np: self.parts, offset: 0, free: self.free }
     }
