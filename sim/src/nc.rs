@@ -316,15 +316,15 @@ impl ProgramHasher {
         }
     }
 
-    #[inline]
-    fn words(&mut self, words: &[u64]) {
-        if self.len + words.len() > HASH_WORDS {
+    /// The next `n` words of the stream, for the caller to fill (little-endian).
+    #[inline(always)]
+    fn reserve(&mut self, n: usize) -> &mut [u64] {
+        if self.len + n > HASH_WORDS {
             self.flush();
         }
-        for (slot, w) in self.buf[self.len..self.len + words.len()].iter_mut().zip(words) {
-            *slot = w.to_le();
-        }
-        self.len += words.len();
+        let start = self.len;
+        self.len += n;
+        &mut self.buf[start..start + n]
     }
 
     fn flush(&mut self) {
@@ -396,32 +396,35 @@ impl Nc {
 
     // ------------------------------------------------------------------ program hash
 
-    /// Hash a short tag (opcode and small operands, at most 7 bytes) as one word.
-    #[inline]
+    /// Hash a short tag (opcode and small operands, at most 7 bytes) as one word: the
+    /// bytes, little-endian, and their count in the top byte.
+    #[inline(always)]
     fn h(&mut self, bytes: &[u8]) {
         debug_assert!(bytes.len() < 8);
-        let mut w = [0u8; 8];
-        w[..bytes.len()].copy_from_slice(bytes);
-        w[7] = bytes.len() as u8;
-        self.hash.words(&[u64::from_le_bytes(w)]);
+        let mut w = (bytes.len() as u64) << 56;
+        for (i, &b) in bytes.iter().enumerate() {
+            w |= (b as u64) << (8 * i);
+        }
+        self.hash.reserve(1)[0] = w.to_le();
     }
     #[inline]
     fn h64(&mut self, v: u64) {
-        self.hash.words(&[v]);
+        self.hash.reserve(1)[0] = v.to_le();
     }
     fn h_tile(&mut self, v: &TileView) {
-        let mut w = [0u64; 3 + 2 * MAX_FREE_DIMS];
-        w[0] = 1
+        let dims = v.free.as_slice();
+        let out = self.hash.reserve(3 + 2 * dims.len());
+        out[0] = (1
             | (v.tile.dtype.code() as u64) << 8
             | (v.tile.mem as u64) << 16
-            | (v.free.len() as u64) << 24;
-        w[1] = v.tile.buf as u64 | (v.p0 as u64) << 32;
-        w[2] = v.np as u64 | (v.offset as u64) << 32;
-        for (i, &(s, n)) in v.free.as_slice().iter().enumerate() {
-            w[3 + 2 * i] = s as u64;
-            w[4 + 2 * i] = n;
+            | (dims.len() as u64) << 24)
+            .to_le();
+        out[1] = (v.tile.buf as u64 | (v.p0 as u64) << 32).to_le();
+        out[2] = (v.np as u64 | (v.offset as u64) << 32).to_le();
+        for (i, &(s, n)) in dims.iter().enumerate() {
+            out[3 + 2 * i] = (s as u64).to_le();
+            out[4 + 2 * i] = n.to_le();
         }
-        self.hash.words(&w[..3 + 2 * v.free.len()]);
     }
     fn h_hbm(&mut self, v: &HbmView) {
         let mut w = [0u64; 2 + 2 * MAX_HBM_DIMS];
@@ -434,7 +437,10 @@ impl Nc {
             w[2 + 2 * i] = s as u64;
             w[3 + 2 * i] = n;
         }
-        self.hash.words(&w[..2 + 2 * v.dims.len()]);
+        let n = 2 + 2 * v.dims.len();
+        for (o, x) in self.hash.reserve(n).iter_mut().zip(&w[..n]) {
+            *o = x.to_le();
+        }
     }
 
     /// Content hash of the program issued so far (instructions, operands, shapes, chip):
