@@ -241,24 +241,28 @@ pub(crate) struct Stats {
 impl Stats {
     /// Attribute `busy_ps` to the source line `loc`. Consecutive instructions usually come
     /// from the same line (a loop body), so the last line's slot is remembered.
-    #[inline]
+    #[inline(always)]
     fn add_line(&mut self, loc: SourceLoc, opcode: &'static str, busy_ps: u64) {
         let key = (loc.file.as_ptr() as usize, loc.line, loc.column);
         let idx = match self.last_line {
             Some((k, i)) if k == key => i,
-            _ => {
-                let next = self.lines.len();
-                let i = *self.line_index.entry(key).or_insert(next);
-                if i == next {
-                    self.lines.push(LineStat { loc, busy_ps: 0, count: 0, opcode });
-                }
-                self.last_line = Some((key, i));
-                i
-            }
+            _ => self.line_slot(key, loc, opcode),
         };
         let line = &mut self.lines[idx];
         line.busy_ps += busy_ps;
         line.count += 1;
+    }
+
+    /// The slot of a line other than the last one seen (found or added).
+    #[cold]
+    fn line_slot(&mut self, key: (usize, u32, u32), loc: SourceLoc, opcode: &'static str) -> usize {
+        let next = self.lines.len();
+        let i = *self.line_index.entry(key).or_insert(next);
+        if i == next {
+            self.lines.push(LineStat { loc, busy_ps: 0, count: 0, opcode });
+        }
+        self.last_line = Some((key, i));
+        i
     }
 }
 

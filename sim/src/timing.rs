@@ -440,33 +440,51 @@ impl Timing {
     /// when nothing binds.
     fn deps(&self, reads: &[Region], writes: &[Region], after: u64) -> (u64, Crit) {
         let mut t = after;
-        let mut crit = [0u32; 8];
-        let check = |list: &[Rec], r: &Region, t: &mut u64, crit: &mut Crit| {
+        let mut binding: Option<&Rec> = None;
+        for r in reads {
+            self.latest_overlap(r, false, &mut t, &mut binding);
+        }
+        for w in writes {
+            self.latest_overlap(w, true, &mut t, &mut binding);
+        }
+        (t, binding.map_or([0; 8], |rec| rec.crit))
+    }
+
+    /// Raise `t` to the latest record an access to `r` depends on (writes; for a `write`,
+    /// reads too), remembering that record.
+    #[inline(always)]
+    fn latest_overlap<'a>(
+        &'a self,
+        r: &Region,
+        write: bool,
+        t: &mut u64,
+        binding: &mut Option<&'a Rec>,
+    ) {
+        let b = &self.recs[r.id as usize];
+        let latest = if write { b.latest[0].max(b.latest[1]) } else { b.latest[1] };
+        if latest <= *t {
+            return;
+        }
+        let mut check = |list: &'a [Rec]| {
             for rec in list {
                 if rec.time > *t && r.overlaps(rec) {
                     *t = rec.time;
-                    *crit = rec.crit;
+                    *binding = Some(rec);
                 }
             }
         };
-        for (regions, kinds) in [(reads, 1..2), (writes, 0..2)] {
-            for r in regions {
-                let b = &self.recs[r.id as usize];
-                if kinds.clone().all(|k| b.latest[k] <= t) {
-                    continue;
-                }
-                for k in kinds.clone() {
-                    check(&b.wide[k], r, &mut t, &mut crit);
-                }
-                let range = b.range(r);
-                for bin in b.bins.get(range.start..range.end.min(b.bins.len())).unwrap_or(&[]) {
-                    for k in kinds.clone() {
-                        check(&bin[k], r, &mut t, &mut crit);
-                    }
-                }
-            }
+        // Reads before writes: on equal times the first found binds (its critical path).
+        if write {
+            check(&b.wide[0]);
         }
-        (t, crit)
+        check(&b.wide[1]);
+        let range = b.range(r);
+        for bin in b.bins.get(range.start..range.end.min(b.bins.len())).unwrap_or(&[]) {
+            if write {
+                check(&bin[0]);
+            }
+            check(&bin[1]);
+        }
     }
 
     fn record(&mut self, r: &Region, write: bool, time: u64, crit: Crit) {
