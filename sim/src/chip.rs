@@ -313,6 +313,13 @@ impl Chip {
                 return Err(ChipError::Invalid(format!("{field} must be at least 1")));
             }
         }
+        if self.dma.engines > 64 {
+            return Err(ChipError::Invalid(format!(
+                "dma.engines must be at most 64 (the timing model tracks DMA engines in a 64-bit \
+                 mask; NeuronCores have 16, §1.7), got {}",
+                self.dma.engines
+            )));
+        }
         if self.memory.partitions > 128 {
             return Err(ChipError::Invalid(format!(
                 "memory.partitions must be at most 128 (the partition rules of §1.8), got {}",
@@ -379,6 +386,10 @@ mod tests {
         let text = Chip::trn2().to_toml().replace("tensor_ghz = 2.4", "tensor_ghz = 0.0");
         let err = Chip::from_toml(&text).unwrap_err().to_string();
         assert!(err.contains("clocks.tensor_ghz must be > 0"), "{err}");
+        let text = Chip::trn2().to_toml().replace("engines = 16", "engines = 65");
+        assert_ne!(text, Chip::trn2().to_toml(), "the TOML spells `engines = 16`");
+        let err = Chip::from_toml(&text).unwrap_err().to_string();
+        assert!(err.contains("dma.engines must be at most 64") && err.contains("got 65"), "{err}");
     }
 
     #[test]
