@@ -121,13 +121,35 @@ proptest! {
         prop_assert_eq!(&f.profile.program_hash, &b.profile.program_hash);
     }
 
+    // "Adding an instruction never makes a program finish earlier" holds where the model has
+    // no choice to make, and these two properties pin that. It does not hold in general, for
+    // this model or for the hardware: DMA engines serve whichever transfer is ready, so an
+    // inserted instruction that delays one load can let a later load take the engines first
+    // and finish the program sooner (a list-scheduling anomaly; proptest found one: a copy
+    // into t0 delays `Load t0`, and `Load t1` behind it then starts 0.1 µs earlier).
+
+    /// Compute engines run in program order and DMA placement is final when issued, so a
+    /// compute instruction inserted after the last DMA can only delay what follows it.
     #[test]
-    fn adding_an_instruction_never_finishes_earlier(ops in program(), extra in op(), at in 0usize..40, c in 0usize..3) {
+    fn inserting_compute_after_the_last_dma_never_finishes_earlier(ops in program(), extra in op(), at in 0usize..40, c in 0usize..3) {
+        prop_assume!(!matches!(extra, Op::Load { .. } | Op::Store { .. }));
+        let after_dmas = ops.iter().rposition(|o| matches!(o, Op::Load { .. } | Op::Store { .. })).map_or(0, |i| i + 1);
+        let at = at.clamp(after_dmas, ops.len());
         let base = run(&ops, chip(c), ExecMode::TIMING).profile.kernel_time_us;
         let mut more = ops.clone();
-        more.insert(at.min(ops.len()), extra);
+        more.insert(at, extra);
         let with = run(&more, chip(c), ExecMode::TIMING).profile.kernel_time_us;
         prop_assert!(with >= base, "inserting {:?} at {} made it finish at {} < {}", extra, at, with, base);
+    }
+
+    /// Nothing issued later changes what was placed before it.
+    #[test]
+    fn appending_any_instruction_never_finishes_earlier(ops in program(), extra in op(), c in 0usize..3) {
+        let base = run(&ops, chip(c), ExecMode::TIMING).profile.kernel_time_us;
+        let mut more = ops.clone();
+        more.push(extra);
+        let with = run(&more, chip(c), ExecMode::TIMING).profile.kernel_time_us;
+        prop_assert!(with >= base, "appending {:?} made it finish at {} < {}", extra, with, base);
     }
 
     #[test]
@@ -223,6 +245,9 @@ proptest! {
         };
         let whole = time(1);
         let split = time(pieces);
-        prop_assert!(split >= whole - 1e-9, "{} pieces took {} < whole {}", pieces, split, whole);
+        // Each transfer's descriptor time is rounded to the picosecond, so n pieces may add
+        // up to n/2 ps less than the whole (a rounding, not a speed-up): allow 1 ps a piece.
+        let rounding = pieces as f64 * 1e-6;
+        prop_assert!(split >= whole - rounding, "{} pieces took {} < whole {}", pieces, split, whole);
     }
 }
