@@ -254,7 +254,7 @@ impl Stats {
     }
 
     /// The slot of a line other than the last one seen (found or added).
-    #[cold]
+    #[inline(never)]
     fn line_slot(&mut self, key: (usize, u32, u32), loc: SourceLoc, opcode: &'static str) -> usize {
         let next = self.lines.len();
         let i = *self.line_index.entry(key).or_insert(next);
@@ -352,7 +352,13 @@ fn words_as_bytes(words: &[u64]) -> &[u8] {
 
 impl Nc {
     /// A fresh NeuronCore of `chip`, running the models of `mode`.
+    ///
+    /// Panics if `chip` fails [`Chip::validate`] (chips read with [`Chip::from_toml`] are
+    /// validated there, with an error to show).
     pub fn new(chip: Chip, mode: ExecMode) -> Nc {
+        if let Err(e) = chip.validate() {
+            panic!("Nc::new: invalid chip `{}`: {e}", chip.name);
+        }
         let mode = ExecMode { trace: mode.trace && mode.timing, ..mode };
         let timing = mode.timing.then(|| Timing::new(&chip, chip.dma.engines as usize, mode.trace));
         let mut hash = ProgramHasher::new();
@@ -449,7 +455,7 @@ impl Nc {
 
     /// Content hash of the program issued so far (instructions, operands, shapes, chip):
     /// the same kernel, parameters and shape give the same hash, whatever the data.
-    pub fn program_hash(&mut self) -> String {
+    pub fn program_hash(&self) -> String {
         format!("{:032x}", self.hash.digest128())
     }
 
@@ -1702,7 +1708,12 @@ impl Nc {
         self.h_tile(&d);
         self.h_tile(&s);
         match &args.scale {
-            Scalar::Imm(x) => self.h64(x.to_bits() as u64),
+            // A tag word before an immediate: its bits could otherwise read as a view's
+            // first word (tag words have a non-zero top byte, view headers do not).
+            Scalar::Imm(x) => {
+                self.h(&[20]);
+                self.h64(x.to_bits() as u64)
+            }
             Scalar::Col(c) => self.h_tile(c),
         }
         if let Some(b) = &args.bias {
@@ -1928,7 +1939,10 @@ impl Nc {
         self.h_tile(&s);
         for sc in std::iter::once(&op0.1).chain(op1.as_ref().map(|o| &o.1)) {
             match sc {
-                Scalar::Imm(x) => self.h64(x.to_bits() as u64),
+                Scalar::Imm(x) => {
+                    self.h(&[20]);
+                    self.h64(x.to_bits() as u64)
+                }
                 Scalar::Col(c) => self.h_tile(c),
             }
         }

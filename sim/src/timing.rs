@@ -79,6 +79,7 @@ struct Rec {
     time: u64,
     crit: Crit,
 }
+const _: () = assert!(std::mem::size_of::<Rec>() == 64);
 
 /// A buffer's access records, binned by byte range so a lookup only scans records near the
 /// accessed bytes (tiles are mostly accessed in sub-blocks). A record spanning several bins
@@ -140,16 +141,16 @@ struct DmaEngine {
     stamp: u64,
 }
 
-impl DmaEngine {
-    fn same_state(&self, other: &DmaEngine) -> bool {
-        self.stamp == other.stamp || (self.floor == other.floor && self.busy == other.busy)
-    }
-}
-
 /// Busy intervals kept per DMA engine before the oldest are folded into `floor`.
 const DMA_WINDOW: usize = 8;
 
 impl DmaEngine {
+    fn same_state(&self, other: &DmaEngine) -> bool {
+        let equal = || self.floor == other.floor && self.busy == other.busy;
+        debug_assert!(self.stamp != other.stamp || equal(), "one stamp, two states");
+        self.stamp == other.stamp || equal()
+    }
+
     /// Earliest start >= `ready` of an idle gap that fits a transfer; `end_of(start)` gives
     /// its end (only asked for gaps, as it costs a look at the HBM timeline) and `min_dur`
     /// is a lower bound of its duration, to skip short gaps cheaply. Past the last busy
@@ -174,7 +175,7 @@ impl DmaEngine {
         match self.busy.last_mut() {
             None => return self.push_back(start, end),
             Some(last) if last.1 < start => return self.push_back(start, end),
-            Some(last) if last.0 <= start && last.1 == start => {
+            Some(last) if last.1 == start => {
                 last.1 = end;
                 return;
             }
@@ -204,10 +205,12 @@ impl DmaEngine {
     /// Fold intervals older than the window into `floor`.
     #[inline]
     fn fold_window(&mut self) {
+        // One interval is added at a time, so one removal keeps the window.
         if self.busy.len() > DMA_WINDOW {
             let (_, e) = self.busy.remove(0);
             self.floor = self.floor.max(e);
         }
+        debug_assert!(self.busy.len() <= DMA_WINDOW);
     }
 }
 
@@ -706,11 +709,12 @@ impl Timing {
                 let q = c.queue - 4;
                 match inserted {
                     Some(done) if identical => {
-                        let proto = std::mem::take(&mut self.dma_engines[done]);
-                        let e = &mut self.dma_engines[q];
+                        let [proto, e] = self
+                            .dma_engines
+                            .get_disjoint_mut([done, q])
+                            .expect("a group has one chunk per engine");
                         e.busy.clone_from(&proto.busy);
                         (e.floor, e.stamp) = (proto.floor, proto.stamp);
-                        self.dma_engines[done] = proto;
                     }
                     _ => {
                         self.insert_dma(q, start, end);
@@ -917,6 +921,44 @@ mod tests {
         assert!(end <= store_start, "fits before the store: {end} > {store_start}");
         // The same bytes as the first load, over the same engines: the same duration.
         assert_eq!(e0 - s0, load_end - t.dma_fixed_ps);
+    }
+
+    /// The O(1) paths of `DmaEngine::insert` keep exactly what sorting and merging every
+    /// interval would (touching intervals merge; the oldest fold into `floor`).
+    #[test]
+    fn dma_engine_insert_matches_sort_and_merge() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        for _ in 0..200 {
+            let (mut engine, mut all, mut floor) = (DmaEngine::default(), Vec::new(), 0u64);
+            let mut t = 0;
+            for _ in 0..40 {
+                // Mostly appends (some touching the last interval), sometimes into the past.
+                t += next(4) * 10;
+                let start = if next(4) == 0 { t.saturating_sub(next(200)) } else { t };
+                let end = start + 1 + next(30);
+                engine.insert(start, end);
+                all.push((start, end));
+                all.sort();
+                let mut merged: Vec<(u64, u64)> = Vec::new();
+                for &(s, e) in &all {
+                    match merged.last_mut() {
+                        Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                        _ => merged.push((s, e)),
+                    }
+                }
+                while merged.len() > DMA_WINDOW {
+                    floor = floor.max(merged.remove(0).1);
+                }
+                all = merged.clone();
+                assert_eq!((&engine.busy, engine.floor), (&merged, floor));
+            }
+        }
     }
 
     #[test]

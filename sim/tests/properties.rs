@@ -134,7 +134,7 @@ proptest! {
     fn inserting_compute_after_the_last_dma_never_finishes_earlier(ops in program(), extra in op(), at in 0usize..40, c in 0usize..3) {
         prop_assume!(!matches!(extra, Op::Load { .. } | Op::Store { .. }));
         let after_dmas = ops.iter().rposition(|o| matches!(o, Op::Load { .. } | Op::Store { .. })).map_or(0, |i| i + 1);
-        let at = at.clamp(after_dmas, ops.len());
+        let at = after_dmas + at % (ops.len() - after_dmas + 1);
         let base = run(&ops, chip(c), ExecMode::TIMING).profile.kernel_time_us;
         let mut more = ops.clone();
         more.insert(at, extra);
@@ -142,7 +142,8 @@ proptest! {
         prop_assert!(with >= base, "inserting {:?} at {} made it finish at {} < {}", extra, at, with, base);
     }
 
-    /// Nothing issued later changes what was placed before it.
+    /// Nothing issued later changes what was placed before it (placement is final at issue:
+    /// the model streams).
     #[test]
     fn appending_any_instruction_never_finishes_earlier(ops in program(), extra in op(), c in 0usize..3) {
         let base = run(&ops, chip(c), ExecMode::TIMING).profile.kernel_time_us;
@@ -245,9 +246,11 @@ proptest! {
         };
         let whole = time(1);
         let split = time(pieces);
-        // Each transfer's descriptor time is rounded to the picosecond, so n pieces may add
-        // up to n/2 ps less than the whole (a rounding, not a speed-up): allow 1 ps a piece.
-        let rounding = pieces as f64 * 1e-6;
+        // Each transfer's descriptor time is rounded to the picosecond, so k transfers may add
+        // up to k/2 ps less than the whole (a rounding, not a speed-up). At most 2·pieces
+        // transfers are issued (the row split rounds the piece count up to a power of two):
+        // allow 1 ps for each.
+        let rounding = 2.0 * pieces as f64 * 1e-6;
         prop_assert!(split >= whole - rounding, "{} pieces took {} < whole {}", pieces, split, whole);
     }
 }
