@@ -1275,12 +1275,24 @@ impl Nc {
         };
         let n_chunks = dp.div_ceil(ppe).clamp(1, queues);
         let mut chunks = [DmaChunk { queue: 0, descriptors: 0, bytes: 0 }; 64];
+        // Integer divisions cost tens of cycles each and this runs per chunk: when the rows
+        // split evenly and the engine geometry is a power of two (every built-in chip), use
+        // multiplications and shifts, which give the same numbers.
+        let even = dp % n_chunks == 0;
+        let pow2 = ppe.is_power_of_two() && queues.is_power_of_two();
+        let (per_chunk, ppe_shift) = (dp / n_chunks, ppe.trailing_zeros());
         let mut first = 0u64;
         for (c, chunk) in chunks.iter_mut().enumerate().take(n_chunks as usize) {
-            let last = (c as u64 + 1) * dp / n_chunks;
+            let last =
+                if even { (c as u64 + 1) * per_chunk } else { (c as u64 + 1) * dp / n_chunks };
             let rows = last - first;
+            let engine = if pow2 {
+                ((p_base + first) >> ppe_shift) & (queues - 1)
+            } else {
+                ((p_base + first) / ppe) % queues
+            };
             *chunk = DmaChunk {
-                queue: 4 + (((p_base + first) / ppe) % queues) as usize,
+                queue: 4 + engine as usize,
                 descriptors: rows * desc_pp,
                 bytes: rows * bytes_pp,
             };
@@ -1433,7 +1445,12 @@ impl Nc {
         if self.chip.neuroncore_version < 4 {
             let r = rd;
             let bank = self.chip.memory.psum_bank_bytes_per_partition;
-            if r.b0 / bank != (r.b1 - 1) / bank {
+            let same_bank = if bank.is_power_of_two() {
+                r.b0 >> bank.trailing_zeros() == (r.b1 - 1) >> bank.trailing_zeros()
+            } else {
+                r.b0 / bank == (r.b1 - 1) / bank
+            };
+            if !same_bank {
                 return Err(V::PsumBankOverflow {
                     operand: "dst",
                     offset: r.b0 % bank,

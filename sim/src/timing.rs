@@ -324,7 +324,10 @@ impl HbmTimeline {
     }
 
     fn fill(&mut self, start: u64, bytes: f64, rate: f64, commit: bool) -> u64 {
-        let w = self.width_ps;
+        // The constant, not the field: division by a constant compiles to a multiply, and
+        // this divides once per bucket visited.
+        let w = HBM_BUCKET_PS;
+        debug_assert_eq!(w, self.width_ps);
         let mut t = start.max(self.base * w).max(self.first_open * w);
         let mut remaining = bytes;
         if remaining <= 0.0 {
