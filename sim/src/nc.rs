@@ -754,6 +754,7 @@ impl Nc {
     // ------------------------------------------------------------------ checks
 
     /// Check a view used by a compute engine (all rules, including §1.8 start partitions).
+    #[inline(always)]
     fn check_tile(&self, operand: &'static str, v: &TileView) -> VResult<Region> {
         self.check_view(operand, v, true)
     }
@@ -761,6 +762,7 @@ impl Nc {
     /// Check a view; DMA descriptors address any partition, so `engine_access = false`
     /// skips the start-partition rule, which is about engine access patterns (§1.8).
     /// Returns the view's region for the timing model (its span is needed here anyway).
+    #[inline(always)]
     fn check_view(
         &self,
         operand: &'static str,
