@@ -1102,19 +1102,8 @@ impl Nc {
         if self.timing.is_none() {
             return;
         }
-        let mut rr = [Region::default(); 6];
-        let mut wr = [Region::default(); 2];
-        let (mut nr, mut nw) = (0, 0);
         let (mut sbuf, mut psum) = (false, false);
-        for &(v, r) in reads {
-            rr[nr] = r;
-            nr += 1;
-            sbuf |= v.tile.mem == Mem::Sbuf;
-            psum |= v.tile.mem == Mem::Psum;
-        }
-        for &(v, r) in writes {
-            wr[nw] = r;
-            nw += 1;
+        for (v, _) in reads.iter().chain(writes) {
             sbuf |= v.tile.mem == Mem::Sbuf;
             psum |= v.tile.mem == Mem::Psum;
         }
@@ -1134,8 +1123,8 @@ impl Nc {
             cycles,
             ghz,
             latency_cycles: self.engine_latency(engine),
-            reads: &rr[..nr],
-            writes: &wr[..nw],
+            reads,
+            writes,
             ports,
         };
         let timing = self.timing.as_mut().expect("checked above");

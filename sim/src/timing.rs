@@ -227,16 +227,36 @@ pub(crate) struct Slice {
 }
 
 /// A compute instruction to schedule.
-pub(crate) struct ComputeOp<'a> {
+pub(crate) struct ComputeOp<'a, R: Operand> {
     pub track: usize,
     pub cycles: u64,
     pub ghz: f64,
     pub latency_cycles: u64,
-    pub reads: &'a [Region],
-    pub writes: &'a [Region],
+    pub reads: &'a [R],
+    pub writes: &'a [R],
     /// NeuronCore-v2 shared port resources this instruction occupies (bit 0: SBUF
     /// Vector/GpSimd, bit 1: PSUM Vector/Scalar).
     pub ports: u8,
+}
+
+/// An instruction operand as the timing model sees it: the region it accesses. Implemented
+/// for the builder's (view, region) pairs too, so they need not be copied into region arrays.
+pub(crate) trait Operand {
+    fn region(&self) -> &Region;
+}
+
+impl Operand for Region {
+    #[inline]
+    fn region(&self) -> &Region {
+        self
+    }
+}
+
+impl<T> Operand for (T, Region) {
+    #[inline]
+    fn region(&self) -> &Region {
+        &self.1
+    }
 }
 
 /// One queue's share of a DMA transfer.
@@ -445,14 +465,14 @@ impl Timing {
     /// `after` is a start the caller already has (its track's free time): only records later
     /// than it can bind, and a buffer with none is not scanned. Returns (`after`, zero path)
     /// when nothing binds.
-    fn deps(&self, reads: &[Region], writes: &[Region], after: u64) -> (u64, Crit) {
+    fn deps<R: Operand>(&self, reads: &[R], writes: &[R], after: u64) -> (u64, Crit) {
         let mut t = after;
         let mut binding: Option<&Rec> = None;
         for r in reads {
-            self.latest_overlap(r, false, &mut t, &mut binding);
+            self.latest_overlap(r.region(), false, &mut t, &mut binding);
         }
         for w in writes {
-            self.latest_overlap(w, true, &mut t, &mut binding);
+            self.latest_overlap(w.region(), true, &mut t, &mut binding);
         }
         (t, binding.map_or([0; 8], |rec| rec.crit))
     }
@@ -522,7 +542,7 @@ impl Timing {
     }
 
     /// Schedule a compute instruction; returns (start, end) in picoseconds.
-    pub fn compute(&mut self, op: &ComputeOp<'_>) -> (u64, u64) {
+    pub fn compute<R: Operand>(&mut self, op: &ComputeOp<'_, R>) -> (u64, u64) {
         let dur = cycles_to_ps(op.cycles, op.ghz);
         let track = &self.tracks[op.track];
         let (mut start, mut crit) = (track.free, track.crit);
@@ -551,13 +571,13 @@ impl Timing {
         track.busy_cycles += op.cycles;
         track.count += 1;
         for r in op.reads {
-            self.record(r, false, end, crit);
+            self.record(r.region(), false, end, crit);
         }
         let lat = cycles_to_ps(op.latency_cycles, op.ghz);
         let mut wcrit = crit;
         add_crit(&mut wcrit, CAT_LATENCY, lat);
         for w in op.writes {
-            self.record(w, true, end + lat, wcrit);
+            self.record(w.region(), true, end + lat, wcrit);
         }
         self.bump_end(end, crit);
         (start, end)
