@@ -885,18 +885,6 @@ impl Nc {
 
     // ------------------------------------------------------------------ regions
 
-    fn tile_region(&self, v: &TileView) -> Region {
-        let size = v.tile.dtype.size() as u64;
-        let (lo, hi) = v.free.span().unwrap_or((0, 0));
-        Region {
-            id: self.bufs[v.tile.buf as usize].tid,
-            p0: v.p0,
-            p1: v.p0 + v.np,
-            b0: (v.offset + lo) as u64 * size,
-            b1: (v.offset + hi + 1) as u64 * size,
-        }
-    }
-
     /// Rows × byte-columns bounding box of an HBM access (exact for blocks of a row-major
     /// tensor; the whole row width when the pattern wraps rows).
     fn hbm_region(&self, v: &HbmView) -> Region {
@@ -1172,8 +1160,13 @@ impl Nc {
         self.dma_impl(dst, src, loc).or_else(|kind| self.fail("dma_copy", loc, kind))
     }
 
-    fn access_shape(&self, operand: &'static str, a: &Access) -> VResult<(u64, u64, Dtype, u64)> {
-        // (partitions, free elements, dtype, contiguous run in elements)
+    /// (partitions, free elements, dtype, contiguous run in elements, and for a tile its
+    /// region — the check computes it anyway; an HBM region is only needed when timing).
+    fn access_shape(
+        &self,
+        operand: &'static str,
+        a: &Access,
+    ) -> VResult<(u64, u64, Dtype, u64, Option<Region>)> {
         match a {
             Access::Tile(v) => {
                 if v.tile.mem == Mem::Psum {
@@ -1184,8 +1177,14 @@ impl Nc {
                             "DMA moves data between HBM and SBUF only (neuroncore.md §2.3 dma_copy)",
                     });
                 }
-                self.check_view(operand, v, false)?;
-                Ok((v.np as u64, v.free.elems(), v.tile.dtype, v.free.contiguous_run()))
+                let region = self.check_view(operand, v, false)?;
+                Ok((
+                    v.np as u64,
+                    v.free.elems(),
+                    v.tile.dtype,
+                    v.free.contiguous_run(),
+                    Some(region),
+                ))
             }
             Access::Hbm(v) => {
                 self.check_hbm(operand, v)?;
@@ -1195,7 +1194,7 @@ impl Nc {
                     n: d.len().saturating_sub(1) as u8,
                     d: shift_dims(&v.dims),
                 };
-                Ok((parts, free.elems(), v.tensor.dtype, free.contiguous_run()))
+                Ok((parts, free.elems(), v.tensor.dtype, free.contiguous_run(), None))
             }
         }
     }
@@ -1206,8 +1205,8 @@ impl Nc {
         src: Access,
         loc: &'static Location<'static>,
     ) -> VResult<()> {
-        let (dp, df, ddt, drun) = self.access_shape("dst", &dst)?;
-        let (sp, sf, sdt, srun) = self.access_shape("src", &src)?;
+        let (dp, df, ddt, drun, dst_region) = self.access_shape("dst", &dst)?;
+        let (sp, sf, sdt, srun, src_region) = self.access_shape("src", &src)?;
         if dp != sp || df != sf {
             return Err(V::ShapeMismatch(format!(
                 "dma_copy dst is [{dp} x {df}] but src is [{sp} x {sf}] (partitions x free elements)"
@@ -1291,16 +1290,12 @@ impl Nc {
             };
             first = last;
         }
-        let mut rr = [Region::default(); 1];
-        let mut wr = [Region::default(); 1];
-        rr[0] = match &src {
-            Access::Tile(v) => self.tile_region(v),
-            Access::Hbm(v) => self.hbm_region(v),
+        let region = |checked: Option<Region>, a: &Access| match (checked, a) {
+            (Some(r), _) => r,
+            (None, Access::Hbm(v)) => self.hbm_region(v),
+            (None, Access::Tile(_)) => unreachable!("access_shape gives every tile its region"),
         };
-        wr[0] = match &dst {
-            Access::Tile(v) => self.tile_region(v),
-            Access::Hbm(v) => self.hbm_region(v),
-        };
+        let (rr, wr) = ([region(src_region, &src)], [region(dst_region, &dst)]);
         let mut out = std::mem::take(&mut self.dma_out);
         let timing = self.timing.as_mut().expect("checked above");
         timing.dma(&chunks[..n_chunks as usize], hbm_sides, &rr, &wr, &mut out);
