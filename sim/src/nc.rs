@@ -293,6 +293,8 @@ pub struct Nc {
     scratch: Vec<i64>,
     scratch2: Vec<i64>,
     dma_out: Vec<(usize, u64, u64)>,
+    /// The current DMA's chunks (kept to reuse the allocation).
+    dma_chunks: Vec<DmaChunk>,
     pub(crate) sbuf_counter: Vec<(u64, u64)>,
 }
 
@@ -381,6 +383,7 @@ impl Nc {
             scratch: Vec::new(),
             scratch2: Vec::new(),
             dma_out: Vec::new(),
+            dma_chunks: Vec::new(),
             sbuf_counter: Vec::new(),
         }
     }
@@ -1266,7 +1269,8 @@ impl Nc {
             _ => 0,
         };
         let n_chunks = dp.div_ceil(ppe).clamp(1, queues);
-        let mut chunks = [DmaChunk { queue: 0, descriptors: 0, bytes: 0 }; 64];
+        let mut chunks = std::mem::take(&mut self.dma_chunks);
+        chunks.clear();
         // Integer divisions cost tens of cycles each and this runs per chunk: when the rows
         // split evenly and the engine geometry is a power of two (every built-in chip), use
         // multiplications and shifts, which give the same numbers.
@@ -1274,20 +1278,19 @@ impl Nc {
         let pow2 = ppe.is_power_of_two() && queues.is_power_of_two();
         let (per_chunk, ppe_shift) = (dp / n_chunks, ppe.trailing_zeros());
         let mut first = 0u64;
-        for (c, chunk) in chunks.iter_mut().enumerate().take(n_chunks as usize) {
-            let last =
-                if even { (c as u64 + 1) * per_chunk } else { (c as u64 + 1) * dp / n_chunks };
+        for c in 0..n_chunks {
+            let last = if even { (c + 1) * per_chunk } else { (c + 1) * dp / n_chunks };
             let rows = last - first;
             let engine = if pow2 {
                 ((p_base + first) >> ppe_shift) & (queues - 1)
             } else {
                 ((p_base + first) / ppe) % queues
             };
-            *chunk = DmaChunk {
+            chunks.push(DmaChunk {
                 queue: 4 + engine as usize,
                 descriptors: rows * desc_pp,
                 bytes: rows * bytes_pp,
-            };
+            });
             first = last;
         }
         let region = |checked: Option<Region>, a: &Access| match (checked, a) {
@@ -1298,7 +1301,7 @@ impl Nc {
         let (rr, wr) = ([region(src_region, &src)], [region(dst_region, &dst)]);
         let mut out = std::mem::take(&mut self.dma_out);
         let timing = self.timing.as_mut().expect("checked above");
-        timing.dma(&chunks[..n_chunks as usize], hbm_sides, &rr, &wr, &mut out);
+        timing.dma(&chunks, hbm_sides, &rr, &wr, &mut out);
         let busy = out.iter().map(|&(_, s, e)| e - s).sum();
         self.stats.add_line(sloc, "dma_copy", busy);
         if self.mode.trace {
@@ -1329,6 +1332,7 @@ impl Nc {
             }
         }
         self.dma_out = out;
+        self.dma_chunks = chunks;
         Ok(())
     }
 

@@ -419,6 +419,8 @@ pub(crate) struct Timing {
     pub trace: Option<Vec<Slice>>,
     /// Bytes moved per microsecond window (for the trace's HBM counter).
     pub hbm_counter: Option<std::collections::BTreeMap<u64, u64>>,
+    /// Tests set this to place every DMA by the general path, to compare it with the fast one.
+    general_dma_only: bool,
 }
 
 impl Timing {
@@ -437,6 +439,7 @@ impl Timing {
             dma_rate: chip.dma.engine_gbps / 1000.0,
             trace: trace.then(Vec::new),
             hbm_counter: trace.then(Default::default),
+            general_dma_only: false,
         }
     }
 
@@ -599,6 +602,122 @@ impl Timing {
         let ready = dep_t + self.dma_fixed_ps;
         let mut ready_crit = dep_crit;
         add_crit(&mut ready_crit, CAT_DMA_FIXED, self.dma_fixed_ps);
+        let uniform = if self.general_dma_only { None } else { self.uniform_engine(chunks) };
+        let (end, crit) = match uniform {
+            Some(proto) => self.place_uniform(chunks, proto, hbm_sides, ready, ready_crit, out),
+            None => self.place_chunks(chunks, hbm_sides, ready, ready_crit, out),
+        };
+        for r in reads {
+            self.record(r, false, end, crit);
+        }
+        for w in writes {
+            self.record(w, true, end, crit);
+        }
+        self.bump_end(end, crit);
+        end
+    }
+
+    /// The engine of the first chunk when the DMA is **uniform**: every chunk moves the same
+    /// bytes with the same descriptors, on its own engine, and all those engines are in one
+    /// state (the common case: a tile split evenly over the queues). Such chunks are placed
+    /// alike, so one placement serves all (see [`Timing::place_uniform`]).
+    #[inline]
+    fn uniform_engine(&self, chunks: &[DmaChunk]) -> Option<usize> {
+        let first = chunks.first()?;
+        let proto = first.queue - 4;
+        let stamp = self.dma_engines[proto].stamp;
+        let mut engines = 0u64;
+        for c in chunks {
+            let q = c.queue - 4;
+            let bit = 1u64 << q;
+            if (c.descriptors, c.bytes) != (first.descriptors, first.bytes)
+                || engines & bit != 0
+                || self.dma_engines[q].stamp != stamp
+            {
+                return None;
+            }
+            engines |= bit;
+        }
+        Some(proto)
+    }
+
+    /// Place a uniform DMA (see [`Timing::uniform_engine`]): what [`Timing::place_chunks`]
+    /// computes for it, computed once. Its group covers every chunk (one engine state, so
+    /// idle on all or on none), and without HBM every chunk finds the same gap on its
+    /// identical engine; so each chunk gets the same (start, end) and critical path, and
+    /// every engine the same new state, inserted once and copied.
+    fn place_uniform(
+        &mut self,
+        chunks: &[DmaChunk],
+        proto: usize,
+        hbm_sides: u32,
+        ready: u64,
+        ready_crit: Crit,
+        out: &mut Vec<(usize, u64, u64)>,
+    ) -> (u64, Crit) {
+        let c0 = chunks[0];
+        let desc = round_u64(c0.descriptors as f64 * self.dma_desc_ps);
+        let own = ceil_u64(c0.bytes as f64 / self.dma_rate);
+        let e = &self.dma_engines[proto];
+        let (start, end) = if hbm_sides > 0 {
+            // Summed chunk by chunk, as the general path does, for bit-identical rates.
+            let sides = hbm_sides as u64;
+            let (mut bytes, mut rate) = (0f64, 0f64);
+            for _ in chunks {
+                bytes += (c0.bytes * sides) as f64;
+                rate += self.dma_rate * sides as f64;
+            }
+            let s0 = ready.max(e.floor);
+            let start = if e.busy.last().is_none_or(|&(_, b1)| b1 <= s0) {
+                s0
+            } else {
+                let hbm = &mut self.hbm;
+                e.place(ready, desc + own, |s| hbm.query(s + desc, bytes, rate).max(s + 1))
+            };
+            (start, self.hbm.transfer(start + desc, bytes, rate).max(start + 1))
+        } else {
+            let start = e.place(ready, desc + own, |s| (s + desc + own).max(s + 1));
+            (start, (start + desc + own).max(start + 1))
+        };
+        self.insert_dma(proto, start, end);
+        let busy = end - start;
+        let mut crit = ready_crit;
+        add_crit(&mut crit, CAT_WAIT, start - ready);
+        add_crit(&mut crit, CAT_DMA, busy.min(desc + own));
+        add_crit(&mut crit, CAT_WAIT, busy.saturating_sub(desc + own));
+        for c in chunks {
+            let q = c.queue - 4;
+            if q != proto {
+                let [p, e] = self.dma_engines.get_disjoint_mut([proto, q]).expect("distinct");
+                e.busy.clone_from(&p.busy);
+                (e.floor, e.stamp) = (p.floor, p.stamp);
+            }
+            let track = &mut self.tracks[c.queue];
+            track.free = track.free.max(end);
+            track.crit = crit;
+            track.busy_ps += busy;
+            track.count += 1;
+            out.push((c.queue, start, end));
+            if let Some(counter) = &mut self.hbm_counter {
+                if hbm_sides > 0 {
+                    *counter.entry((start + desc) / 1_000_000).or_default() += c.bytes;
+                }
+            }
+        }
+        (end, crit)
+    }
+
+    /// Place the chunks of a DMA that is not uniform, each on its engine (grouping those that
+    /// can share one HBM fill, see [`Timing::place_dma`]); returns the end and critical path
+    /// of the chunk that ends last.
+    fn place_chunks(
+        &mut self,
+        chunks: &[DmaChunk],
+        hbm_sides: u32,
+        ready: u64,
+        ready_crit: Crit,
+        out: &mut Vec<(usize, u64, u64)>,
+    ) -> (u64, Crit) {
         let (mut end, mut crit) = (0u64, [0u32; 8]);
         // (descriptor time, own streaming time) per chunk; chunks are mostly alike.
         let mut costs = [(0u64, 0u64); 64];
@@ -642,14 +761,7 @@ impl Timing {
                 }
             }
         }
-        for r in reads {
-            self.record(r, false, end, crit);
-        }
-        for w in writes {
-            self.record(w, true, end, crit);
-        }
-        self.bump_end(end, crit);
-        end
+        (end, crit)
     }
 
     /// Place each chunk of a DMA on its engine and the HBM timeline; returns (start, end)
@@ -982,6 +1094,70 @@ mod tests {
                 assert_eq!((&engine.busy, engine.floor), (&merged, floor));
             }
         }
+    }
+
+    /// The uniform-DMA fast path places every transfer exactly as the general path does:
+    /// random streams of loads, stores and SBUF copies (even and uneven splits, engines left
+    /// in equal and in different states) give the same chunk times, ends and critical paths.
+    #[test]
+    fn uniform_dma_fast_path_matches_the_general_path() {
+        let chip = crate::Chip::trn2();
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut uniform_seen = 0;
+        for _ in 0..60 {
+            let (mut fast, mut general) =
+                (Timing::new(&chip, 16, true), Timing::new(&chip, 16, true));
+            general.general_dma_only = true;
+            for t in [&mut fast, &mut general] {
+                for id in 0..4 {
+                    t.ensure_buffer(id, 1 << 16);
+                }
+            }
+            for i in 0..30 {
+                // The first ten over all 16 queues (uniform while the engines stay alike),
+                // then half so, half 1-16 chunks from a random first queue (which leaves the
+                // engines in different states); sometimes one odd chunk.
+                let all = i < 10 || next(2) == 0;
+                let n = if all { 16 } else { 1 + next(16) as usize };
+                let q0 = if all { 0 } else { next(16) as usize };
+                let (desc, bytes) = (1 + next(4), 512 * (1 + next(8)));
+                let mut chunks: Vec<DmaChunk> = (0..n)
+                    .map(|i| DmaChunk { queue: 4 + (q0 + i) % 16, descriptors: desc, bytes })
+                    .collect();
+                if i >= 10 && next(4) == 0 {
+                    chunks[n - 1].bytes += 64;
+                }
+                let mut region = || Region {
+                    id: next(4) as u32,
+                    p0: 0,
+                    p1: 128,
+                    b0: next(8) * 1024,
+                    b1: 8192 + next(8) * 1024,
+                };
+                let (src, dst) = (region(), region());
+                let sides = next(3) as u32;
+                uniform_seen += fast.uniform_engine(&chunks).is_some() as u32;
+                let (mut out_f, mut out_g) = (Vec::new(), Vec::new());
+                let end_f = fast.dma(&chunks, sides, &[src], &[dst], &mut out_f);
+                let end_g = general.dma(&chunks, sides, &[src], &[dst], &mut out_g);
+                assert_eq!((end_f, &out_f), (end_g, &out_g));
+                assert_eq!((fast.end, fast.end_crit), (general.end, general.end_crit));
+                for (a, b) in fast.tracks.iter().zip(&general.tracks) {
+                    assert_eq!(
+                        (a.free, a.crit, a.busy_ps, a.count),
+                        (b.free, b.crit, b.busy_ps, b.count)
+                    );
+                }
+            }
+            assert_eq!(fast.hbm_counter, general.hbm_counter);
+        }
+        assert!(uniform_seen >= 600, "the fast path ran {uniform_seen} times");
     }
 
     #[test]
