@@ -97,6 +97,26 @@ impl<const N: usize> Dims<N> {
             }
         }
     }
+    /// Drop dim `i` (< `n`), moving the later ones down. Written as a fixed-size loop:
+    /// `copy_within` calls `memmove` for these few bytes, and this runs for every view a
+    /// kernel builds (`tile.at(k)` in its inner loop).
+    #[inline(always)]
+    fn remove(&mut self, i: usize) {
+        for j in i..N - 1 {
+            self.d[j] = self.d[j + 1];
+        }
+        self.n -= 1;
+        self.d[self.n as usize] = (0, 1);
+    }
+    /// Insert `dim` at position `i` (<= `n` < `N`), moving the later ones up (see [`Dims::remove`]).
+    #[inline(always)]
+    fn insert(&mut self, i: usize, dim: (i64, u64)) {
+        for j in (i + 1..N).rev() {
+            self.d[j] = self.d[j - 1];
+        }
+        self.d[i] = dim;
+        self.n += 1;
+    }
     fn slice(mut self, dim: usize, r: Range<u64>) -> Self {
         self.d[dim].1 = r.end.saturating_sub(r.start);
         self
@@ -194,9 +214,7 @@ impl HbmView {
     pub fn index(mut self, dim: usize, i: u64) -> Self {
         if dim < self.dims.len() {
             self.offset += self.dims.d[dim].0 * i as i64;
-            let n = self.dims.len();
-            self.dims.d.copy_within(dim + 1..n, dim);
-            self.dims.n -= 1;
+            self.dims.remove(dim);
         }
         self
     }
@@ -216,10 +234,8 @@ impl HbmView {
         let n = self.dims.len();
         if dim < n && n < MAX_HBM_DIMS && inner > 0 && self.dims.d[dim].1.is_multiple_of(inner) {
             let (s, size) = self.dims.d[dim];
-            self.dims.d.copy_within(dim + 1..n, dim + 2);
             self.dims.d[dim] = (s * inner as i64, size / inner);
-            self.dims.d[dim + 1] = (s, inner);
-            self.dims.n += 1;
+            self.dims.insert(dim + 1, (s, inner));
         }
         self
     }
@@ -228,9 +244,7 @@ impl HbmView {
     pub fn broadcast(mut self, n: u64) -> Self {
         let k = self.dims.len();
         if k < MAX_HBM_DIMS {
-            self.dims.d.copy_within(0..k, 1);
-            self.dims.d[0] = (0, n);
-            self.dims.n += 1;
+            self.dims.insert(0, (0, n));
         }
         self
     }
@@ -427,9 +441,7 @@ impl TileView {
     pub fn at(mut self, i: u64) -> Self {
         if !self.free.is_empty() {
             self.offset += self.free.d[0].0 * i as i64;
-            let n = self.free.len();
-            self.free.d.copy_within(1..n, 0);
-            self.free.n -= 1;
+            self.free.remove(0);
         }
         self
     }
@@ -438,10 +450,8 @@ impl TileView {
         let n = self.free.len();
         if dim < n && n < MAX_FREE_DIMS && inner > 0 && self.free.d[dim].1.is_multiple_of(inner) {
             let (s, size) = self.free.d[dim];
-            self.free.d.copy_within(dim + 1..n, dim + 2);
             self.free.d[dim] = (s * inner as i64, size / inner);
-            self.free.d[dim + 1] = (s, inner);
-            self.free.n += 1;
+            self.free.insert(dim + 1, (s, inner));
         }
         self
     }
@@ -457,9 +467,7 @@ impl TileView {
     pub fn expand(mut self, dim: usize, n: u64) -> Self {
         let k = self.free.len();
         if dim <= k && k < MAX_FREE_DIMS {
-            self.free.d.copy_within(dim..k, dim + 1);
-            self.free.d[dim] = (0, n);
-            self.free.n += 1;
+            self.free.insert(dim, (0, n));
         }
         self
     }
@@ -473,5 +481,36 @@ impl TileView {
             self.free.n += 1;
         }
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hbm(shape: &[u64]) -> Hbm {
+        Hbm { id: 0, dtype: Dtype::Bf16, shape: Dims::contiguous(shape) }
+    }
+
+    /// Index, split and broadcast move the other dims as documented, and leave the unused
+    /// slots as a fresh pattern has them, so equal patterns compare (and hash) equal.
+    #[test]
+    fn dim_edits_keep_the_other_dims_and_canonical_unused_slots() {
+        // [2, 3, 4] row-major: strides (12, 4, 1).
+        let v = hbm(&[2, 3, 4]).view();
+        let row = v.index(0, 1);
+        assert_eq!((row.offset, row.dims.as_slice()), (12, &[(4, 3), (1, 4)][..]));
+        assert_eq!(row.dims, Dims::contiguous(&[3, 4]), "index leaves a fresh pattern's slots");
+        let col = v.index(2, 3);
+        assert_eq!((col.offset, col.dims.as_slice()), (3, &[(12, 2), (4, 3)][..]));
+        let split = v.split(2, 2);
+        assert_eq!(split.dims.as_slice(), &[(12, 2), (4, 3), (2, 2), (1, 2)]);
+        assert_eq!(split.dims, hbm(&[2, 3, 2, 2]).view().dims);
+        let b = hbm(&[4]).view().broadcast(8);
+        assert_eq!(b.dims.as_slice(), &[(0, 8), (1, 4)]);
+        // A full pattern cannot grow: split and broadcast leave it as it is.
+        let full = hbm(&[2, 2, 2, 2, 2]).view();
+        assert_eq!(full.split(4, 1).dims, full.dims);
+        assert_eq!(full.broadcast(3).dims, full.dims);
     }
 }
