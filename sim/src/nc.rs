@@ -772,6 +772,17 @@ impl Nc {
         v: &TileView,
         engine_access: bool,
     ) -> VResult<Region> {
+        self.check_view_elems(operand, v, engine_access).map(|(region, _)| region)
+    }
+
+    /// [`Nc::check_view`], also giving the view's free elements (computed with its span).
+    #[inline(always)]
+    fn check_view_elems(
+        &self,
+        operand: &'static str,
+        v: &TileView,
+        engine_access: bool,
+    ) -> VResult<(Region, u64)> {
         let b = &self.bufs[v.tile.buf as usize];
         if b.gen != v.tile.gen {
             let lt = &self.logicals[b.logical as usize];
@@ -783,7 +794,7 @@ impl Nc {
             return Err(V::PartitionOverflow { operand, partitions: v.np as u64, max });
         }
         // `span` is None when a dim is empty.
-        let (Some((lo, hi)), true) = (v.free.span(), v.np > 0) else {
+        let (Some((lo, hi, elems)), true) = (v.free.span_elems(), v.np > 0) else {
             return Err(V::BadAccessPattern(format!("{operand} is empty")));
         };
         if v.p0 + v.np > v.tile.parts {
@@ -815,13 +826,14 @@ impl Nc {
             )));
         }
         let size = v.tile.dtype.size() as u64;
-        Ok(Region {
+        let region = Region {
             id: b.tid,
             p0: v.p0,
             p1: v.p0 + v.np,
             b0: (v.offset + lo) as u64 * size,
             b1: (v.offset + hi + 1) as u64 * size,
-        })
+        };
+        Ok((region, elems))
     }
 
     fn check_hbm(&self, operand: &'static str, v: &HbmView) -> VResult<()> {
@@ -1378,9 +1390,9 @@ impl Nc {
                 rule: "TensorE writes its output only to PSUM (neuroncore.md §1.4)",
             });
         }
-        let rs = self.check_tile("stationary", s)?;
-        let rm = self.check_tile("moving", m)?;
-        let rd = self.check_tile("dst", d)?;
+        let (rs, mm) = self.check_view_elems("stationary", s, true)?;
+        let (rm, n) = self.check_view_elems("moving", m, true)?;
+        let (rd, d_elems) = self.check_view_elems("dst", d, true)?;
         for (name, v) in [("stationary", s), ("moving", m)] {
             if v.tile.dtype == Dtype::I32 {
                 return Err(V::DtypeNotAllowed {
@@ -1413,7 +1425,7 @@ impl Nc {
                 rule: "matmul accumulates into fp32 PSUM (bf16 also on NeuronCore-v4; §2.3)",
             });
         }
-        let (k, mm, n) = (s.np as u64, s.free.elems(), m.free.elems());
+        let k = s.np as u64;
         if m.np as u64 != k {
             return Err(V::ShapeMismatch(format!(
                 "matmul contracts over partitions: stationary has K={k}, moving has K={}",
@@ -1426,7 +1438,7 @@ impl Nc {
         if n > self.chip.tensor.moving_fmax {
             return Err(V::MovingFreeTooLarge { n, max: self.chip.tensor.moving_fmax });
         }
-        if d.np as u64 != mm || d.free.elems() != n {
+        if d.np as u64 != mm || d_elems != n {
             return Err(V::ShapeMismatch(format!(
                 "matmul of stationary [{k} x {mm}] and moving [{k} x {n}] writes [{mm} x {n}], \
                  dst is [{} x {}]",

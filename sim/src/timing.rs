@@ -98,7 +98,8 @@ struct Binned {
 /// A record spanning more bins than this goes to the `wide` lists instead.
 const WIDE_BINS: usize = 4;
 
-/// Bins per buffer (a buffer's bytes per partition / 16 per bin, at least 64 B).
+/// Bins per buffer (a buffer's bytes per partition / 16 per bin, at least 2 KiB: one PSUM
+/// bank, so an access inside a bank stays in one bin).
 const BINS: u64 = 16;
 
 impl Binned {
@@ -129,10 +130,10 @@ pub(crate) struct Track {
 /// (neuroncore.md §1.7), so a transfer waiting on a semaphore does not hold up a later,
 /// ready transfer on the same engine: a transfer takes the earliest idle gap that fits it.
 /// The engine still moves one transfer at a time, so intervals never overlap.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default)]
 struct DmaEngine {
-    /// Sorted, disjoint; at most `DMA_WINDOW` + 1 long, so a `Vec` beats a deque here.
-    busy: Vec<(u64, u64)>,
+    /// Sorted, disjoint; at most `DMA_WINDOW` long.
+    busy: Intervals,
     /// Nothing is placed before this time (intervals older than the window were dropped;
     /// conservative: it can only delay a transfer, never speed one up).
     floor: u64,
@@ -143,6 +144,52 @@ struct DmaEngine {
 
 /// Busy intervals kept per DMA engine before the oldest are folded into `floor`.
 const DMA_WINDOW: usize = 8;
+
+/// Up to `DMA_WINDOW + 1` intervals held in place. Written here rather than taken from a
+/// crate: engines in one state copy it to each other on every uniform DMA, and a plain array
+/// copies as a value (a `Vec` clone calls `memcpy`, an `ArrayVec` clone loops).
+#[derive(Clone, Copy, Debug, Default)]
+struct Intervals {
+    len: usize,
+    items: [(u64, u64); DMA_WINDOW + 1],
+}
+
+impl Intervals {
+    fn push(&mut self, x: (u64, u64)) {
+        self.items[self.len] = x;
+        self.len += 1;
+    }
+    fn insert(&mut self, pos: usize, x: (u64, u64)) {
+        self.items.copy_within(pos..self.len, pos + 1);
+        self.items[pos] = x;
+        self.len += 1;
+    }
+    fn remove(&mut self, pos: usize) -> (u64, u64) {
+        let x = self.items[pos];
+        self.items.copy_within(pos + 1..self.len, pos);
+        self.len -= 1;
+        x
+    }
+}
+
+impl std::ops::Deref for Intervals {
+    type Target = [(u64, u64)];
+    fn deref(&self) -> &[(u64, u64)] {
+        &self.items[..self.len]
+    }
+}
+
+impl std::ops::DerefMut for Intervals {
+    fn deref_mut(&mut self) -> &mut [(u64, u64)] {
+        &mut self.items[..self.len]
+    }
+}
+
+impl PartialEq for Intervals {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
 
 impl DmaEngine {
     fn same_state(&self, other: &DmaEngine) -> bool {
@@ -457,7 +504,7 @@ impl Timing {
         if self.recs.len() < need {
             self.recs.resize_with(need, Default::default);
         }
-        let per_bin = (bytes / BINS).max(1024);
+        let per_bin = (bytes / BINS).max(2048);
         self.recs[id as usize].shift = 64 - (per_bin - 1).leading_zeros();
     }
 
@@ -688,6 +735,7 @@ impl Timing {
             (start, (start + desc + own).max(start + 1))
         };
         self.insert_dma(proto, start, end);
+        let state = self.dma_engines[proto];
         let busy = end - start;
         let mut crit = ready_crit;
         add_crit(&mut crit, CAT_WAIT, start - ready);
@@ -695,11 +743,7 @@ impl Timing {
         add_crit(&mut crit, CAT_WAIT, busy.saturating_sub(desc + own));
         for c in chunks {
             let q = c.queue - 4;
-            if q != proto {
-                let [p, e] = self.dma_engines.get_disjoint_mut([proto, q]).expect("distinct");
-                e.busy.clone_from(&p.busy);
-                (e.floor, e.stamp) = (p.floor, p.stamp);
-            }
+            self.dma_engines[q] = state;
             let track = &mut self.tracks[c.queue];
             track.free = track.free.max(end);
             track.crit = crit;
@@ -851,14 +895,7 @@ impl Timing {
                 placed[i] = (start, end);
                 let q = c.queue - 4;
                 match inserted {
-                    Some(done) if identical => {
-                        let [proto, e] = self
-                            .dma_engines
-                            .get_disjoint_mut([done, q])
-                            .expect("a group has one chunk per engine");
-                        e.busy.clone_from(&proto.busy);
-                        (e.floor, e.stamp) = (proto.floor, proto.stamp);
-                    }
+                    Some(done) if identical => self.dma_engines[q] = self.dma_engines[done],
                     _ => {
                         self.insert_dma(q, start, end);
                         inserted = Some(q);
@@ -1099,7 +1136,7 @@ mod tests {
                     floor = floor.max(merged.remove(0).1);
                 }
                 all = merged.clone();
-                assert_eq!((&engine.busy, engine.floor), (&merged, floor));
+                assert_eq!((&engine.busy[..], engine.floor), (&merged[..], floor));
             }
         }
     }

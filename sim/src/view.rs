@@ -50,7 +50,12 @@ impl<const N: usize> Dims<N> {
     }
     /// Smallest and largest element offset relative to the base (inclusive), or None if empty.
     pub(crate) fn span(&self) -> Option<(i64, i64)> {
-        let (mut lo, mut hi) = (0i64, 0i64);
+        self.span_elems().map(|(lo, hi, _)| (lo, hi))
+    }
+    /// [`Dims::span`] and [`Dims::elems`] in one pass (instruction checks need both).
+    #[inline(always)]
+    pub(crate) fn span_elems(&self) -> Option<(i64, i64, u64)> {
+        let (mut lo, mut hi, mut elems) = (0i64, 0i64, 1u64);
         for &(s, n) in self.as_slice() {
             if n == 0 {
                 return None;
@@ -61,8 +66,9 @@ impl<const N: usize> Dims<N> {
             } else {
                 hi += ext;
             }
+            elems *= n;
         }
-        Some((lo, hi))
+        Some((lo, hi, elems))
     }
     /// Elements in the innermost contiguous run (merging inner dims while they stay dense).
     pub(crate) fn contiguous_run(&self) -> u64 {
