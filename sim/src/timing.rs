@@ -93,6 +93,11 @@ struct Binned {
     /// Latest time of any read [0] and write [1] recorded here (kept when records are
     /// pruned): an access that cannot start before it needs no scan at all.
     latest: [u64; 2],
+    /// The region (p0, p1, b0, b1) of the newest record here, when it is a write. Another
+    /// write of exactly that region (a matmul accumulating into its PSUM tile) would prune
+    /// just that record, the newest in its lists (the first write pruned all else it covers
+    /// and nothing was recorded since), and push its own: it updates the record in place.
+    last_write: Option<(u32, u32, u64, u64)>,
 }
 
 /// A record spanning more bins than this goes to the `wide` lists instead.
@@ -474,8 +479,9 @@ pub(crate) struct Timing {
     pub trace: Option<Vec<Slice>>,
     /// Bytes moved per microsecond window (for the trace's HBM counter).
     pub hbm_counter: Option<std::collections::BTreeMap<u64, u64>>,
-    /// Tests set this to place every DMA by the general path, to compare it with the fast one.
-    general_dma_only: bool,
+    /// Tests set this to take the general path where there is a fast one (uniform DMAs,
+    /// repeated writes), to compare the two.
+    general_only: bool,
 }
 
 impl Timing {
@@ -494,7 +500,7 @@ impl Timing {
             dma_rate: chip.dma.engine_gbps / 1000.0,
             trace: trace.then(Vec::new),
             hbm_counter: trace.then(Default::default),
-            general_dma_only: false,
+            general_only: false,
         }
     }
 
@@ -516,6 +522,7 @@ impl Timing {
             v.bins.clear();
             v.wide = Default::default();
             v.latest = [0; 2];
+            v.last_write = None;
         }
     }
 
@@ -576,6 +583,21 @@ impl Timing {
         let b = &mut self.recs[r.id as usize];
         b.latest[write as usize] = b.latest[write as usize].max(time);
         let range = b.range(r);
+        let key = (r.p0, r.p1, r.b0, r.b1);
+        if write && b.last_write == Some(key) && !self.general_only {
+            let newest = |list: &mut Vec<Rec>| {
+                let rec = list.last_mut().expect("the repeated write's record");
+                debug_assert_eq!((rec.p0, rec.p1, rec.b0, rec.b1), key);
+                (rec.time, rec.crit) = (time, crit);
+            };
+            if range.len() > WIDE_BINS {
+                newest(&mut b.wide[1]);
+            } else {
+                b.bins[range].iter_mut().for_each(|bin| newest(&mut bin[1]));
+            }
+            return;
+        }
+        b.last_write = write.then_some(key);
         if b.bins.len() < range.end {
             b.bins.resize_with(range.end, Default::default);
         }
@@ -657,7 +679,7 @@ impl Timing {
         let ready = dep_t + self.dma_fixed_ps;
         let mut ready_crit = dep_crit;
         add_crit(&mut ready_crit, CAT_DMA_FIXED, self.dma_fixed_ps);
-        let uniform = if self.general_dma_only { None } else { self.uniform_engine(chunks) };
+        let uniform = if self.general_only { None } else { self.uniform_engine(chunks) };
         let (end, crit) = match uniform {
             Some(proto) => self.place_uniform(chunks, proto, hbm_sides, ready, ready_crit, out),
             None => self.place_chunks(chunks, hbm_sides, ready, ready_crit, out),
@@ -1158,7 +1180,7 @@ mod tests {
         for _ in 0..60 {
             let (mut fast, mut general) =
                 (Timing::new(&chip, 16, true), Timing::new(&chip, 16, true));
-            general.general_dma_only = true;
+            general.general_only = true;
             for t in [&mut fast, &mut general] {
                 for id in 0..4 {
                     t.ensure_buffer(id, 1 << 16);
@@ -1203,6 +1225,56 @@ mod tests {
             assert_eq!(fast.hbm_counter, general.hbm_counter);
         }
         assert!(uniform_seen >= 600, "the fast path ran {uniform_seen} times");
+    }
+
+    /// Updating a repeated write's record in place gives what pruning and pushing give:
+    /// random compute streams (accumulation chains into one region, reads of it and of
+    /// neighbouring regions, narrow and wide regions, lists long enough to merge) end with
+    /// the same times and critical paths either way.
+    #[test]
+    fn repeated_write_fast_path_matches_the_general_path() {
+        let chip = crate::Chip::trn2();
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        for _ in 0..100 {
+            let (mut fast, mut general) =
+                (Timing::new(&chip, 16, false), Timing::new(&chip, 16, false));
+            general.general_only = true;
+            for t in [&mut fast, &mut general] {
+                t.ensure_buffer(0, 1 << 15);
+                t.ensure_buffer(1, 1 << 15);
+            }
+            // A few regions of buffer 0 (one bin, two bins, wide) and one of buffer 1.
+            let regions = [
+                Region { id: 0, p0: 0, p1: 128, b0: 0, b1: 2048 },
+                Region { id: 0, p0: 0, p1: 64, b0: 1024, b1: 3072 },
+                Region { id: 0, p0: 0, p1: 128, b0: 0, b1: 1 << 15 },
+                Region { id: 1, p0: 0, p1: 128, b0: 512, b1: 1024 },
+            ];
+            for _ in 0..200 {
+                let (dst, src) = (regions[next(4) as usize], regions[next(4) as usize]);
+                // Mostly writes of the last destination again (accumulation chains).
+                let repeats = 1 + next(6);
+                for _ in 0..repeats {
+                    let op = ComputeOp {
+                        track: next(4) as usize,
+                        cycles: 1 + next(500),
+                        ghz: 1.4,
+                        latency_cycles: next(80),
+                        reads: &[src],
+                        writes: &[dst],
+                        ports: 0,
+                    };
+                    assert_eq!(fast.compute(&op), general.compute(&op));
+                }
+            }
+            assert_eq!((fast.end, fast.end_crit), (general.end, general.end_crit));
+        }
     }
 
     #[test]
