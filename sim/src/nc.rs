@@ -345,6 +345,35 @@ impl ProgramHasher {
     }
 }
 
+/// A tag of up to 7 bytes as one hash word (its length in the top byte).
+#[inline(always)]
+fn tag_word(bytes: &[u8]) -> u64 {
+    debug_assert!(bytes.len() < 8);
+    let mut w = (bytes.len() as u64) << 56;
+    for (i, &b) in bytes.iter().enumerate() {
+        w |= (b as u64) << (8 * i);
+    }
+    w.to_le()
+}
+
+/// A tile view as hash words (`3 + 2 × dims` of them) into `out`; returns how many.
+#[inline(always)]
+fn tile_words(v: &TileView, out: &mut [u64]) -> usize {
+    let dims = v.free.as_slice();
+    out[0] = (1
+        | (v.tile.dtype.code() as u64) << 8
+        | (v.tile.mem as u64) << 16
+        | (dims.len() as u64) << 24)
+        .to_le();
+    out[1] = (v.tile.buf as u64 | (v.p0 as u64) << 32).to_le();
+    out[2] = (v.np as u64 | (v.offset as u64) << 32).to_le();
+    for (i, &(s, n)) in dims.iter().enumerate() {
+        out[3 + 2 * i] = (s as u64).to_le();
+        out[4 + 2 * i] = n.to_le();
+    }
+    3 + 2 * dims.len()
+}
+
 /// The bytes of words already stored little-endian.
 fn words_as_bytes(words: &[u64]) -> &[u8] {
     // SAFETY: u8 has alignment 1 and every bit pattern is a valid u8; the byte slice covers
@@ -413,31 +442,27 @@ impl Nc {
     /// bytes, little-endian, and their count in the top byte.
     #[inline(always)]
     fn h(&mut self, bytes: &[u8]) {
-        debug_assert!(bytes.len() < 8);
-        let mut w = (bytes.len() as u64) << 56;
-        for (i, &b) in bytes.iter().enumerate() {
-            w |= (b as u64) << (8 * i);
+        self.hash.reserve(1)[0] = tag_word(bytes);
+    }
+    /// An instruction's tag and its tile operands, as [`Nc::h`] and [`Nc::h_tile`] each
+    /// would hash them, into one reservation of the hash buffer.
+    #[inline(always)]
+    fn h_op(&mut self, tag: &[u8], views: &[&TileView]) {
+        let words = 1 + views.iter().map(|v| 3 + 2 * v.free.len()).sum::<usize>();
+        let out = self.hash.reserve(words);
+        out[0] = tag_word(tag);
+        let mut at = 1;
+        for v in views {
+            at += tile_words(v, &mut out[at..]);
         }
-        self.hash.reserve(1)[0] = w.to_le();
     }
     #[inline]
     fn h64(&mut self, v: u64) {
         self.hash.reserve(1)[0] = v.to_le();
     }
     fn h_tile(&mut self, v: &TileView) {
-        let dims = v.free.as_slice();
-        let out = self.hash.reserve(3 + 2 * dims.len());
-        out[0] = (1
-            | (v.tile.dtype.code() as u64) << 8
-            | (v.tile.mem as u64) << 16
-            | (dims.len() as u64) << 24)
-            .to_le();
-        out[1] = (v.tile.buf as u64 | (v.p0 as u64) << 32).to_le();
-        out[2] = (v.np as u64 | (v.offset as u64) << 32).to_le();
-        for (i, &(s, n)) in dims.iter().enumerate() {
-            out[3 + 2 * i] = (s as u64).to_le();
-            out[4 + 2 * i] = n.to_le();
-        }
+        let out = self.hash.reserve(3 + 2 * v.free.len());
+        tile_words(v, out);
     }
     fn h_hbm(&mut self, v: &HbmView) {
         let mut w = [0u64; 2 + 2 * MAX_HBM_DIMS];
@@ -1463,10 +1488,7 @@ impl Nc {
                 });
             }
         }
-        self.h(&[6, accumulate as u8]);
-        self.h_tile(d);
-        self.h_tile(s);
-        self.h_tile(m);
+        self.h_op(&[6, accumulate as u8], &[d, s, m]);
         if self.mode.functional {
             let (mut a, mut b) = (Vec::new(), Vec::new());
             self.gather_tile("stationary", s, &mut a)?;
@@ -1579,9 +1601,7 @@ impl Nc {
                 d.free.elems()
             )));
         }
-        self.h(&[7, eng as u8]);
-        self.h_tile(&d);
-        self.h_tile(&s);
+        self.h_op(&[7, eng as u8], &[&d, &s]);
         if self.mode.functional {
             let mut a = Vec::new();
             self.gather_tile("src", &s, &mut a)?;
@@ -1842,10 +1862,7 @@ impl Nc {
                 ));
             }
         }
-        self.h(&[10, eng as u8, op.code()]);
-        self.h_tile(&d);
-        self.h_tile(&a);
-        self.h_tile(&b);
+        self.h_op(&[10, eng as u8, op.code()], &[&d, &a, &b]);
         if self.mode.functional {
             let (mut x, mut y) = (Vec::new(), Vec::new());
             self.gather_tile("a", &a, &mut x)?;
@@ -2063,9 +2080,7 @@ impl Nc {
                 d.free.elems()
             )));
         }
-        self.h(&[12, op.code(), negate as u8]);
-        self.h_tile(&d);
-        self.h_tile(&s);
+        self.h_op(&[12, op.code(), negate as u8], &[&d, &s]);
         if self.mode.functional {
             let mut x = Vec::new();
             self.gather_tile("src", &s, &mut x)?;
@@ -2127,9 +2142,7 @@ impl Nc {
         Self::check_engine_mem(eng, "dst", &d)?;
         self.check_free_size("src", &s)?;
         self.same_shape("dst", &d, "src", &s)?;
-        self.h(&[13, eng as u8]);
-        self.h_tile(&d);
-        self.h_tile(&s);
+        self.h_op(&[13, eng as u8], &[&d, &s]);
         if self.mode.functional {
             let mut x = Vec::new();
             self.gather_tile("src", &s, &mut x)?;
@@ -2332,9 +2345,7 @@ impl Nc {
                 "bn_aggr takes (count, mean, var) triples, src has {n} elements"
             )));
         }
-        self.h(&[16, stats as u8]);
-        self.h_tile(&d);
-        self.h_tile(&s);
+        self.h_op(&[16, stats as u8], &[&d, &s]);
         if self.mode.functional {
             let mut x = Vec::new();
             self.gather_tile("src", &s, &mut x)?;
