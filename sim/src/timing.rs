@@ -103,8 +103,7 @@ struct Binned {
 /// A record spanning more bins than this goes to the `wide` lists instead.
 const WIDE_BINS: usize = 4;
 
-/// Bins per buffer (a buffer's bytes per partition / 16 per bin, at least 2 KiB: one PSUM
-/// bank, so an access inside a bank stays in one bin).
+/// Bins per buffer (a buffer's bytes per partition / 16 per bin, at least 1 KiB).
 const BINS: u64 = 16;
 
 impl Binned {
@@ -510,7 +509,7 @@ impl Timing {
         if self.recs.len() < need {
             self.recs.resize_with(need, Default::default);
         }
-        let per_bin = (bytes / BINS).max(2048);
+        let per_bin = (bytes / BINS).max(1024);
         self.recs[id as usize].shift = 64 - (per_bin - 1).leading_zeros();
     }
 
@@ -579,7 +578,7 @@ impl Timing {
         }
     }
 
-    fn record(&mut self, r: &Region, write: bool, time: u64, crit: Crit) {
+    fn record(&mut self, r: &Region, write: bool, time: u64, crit: &Crit) {
         let b = &mut self.recs[r.id as usize];
         b.latest[write as usize] = b.latest[write as usize].max(time);
         let range = b.range(r);
@@ -588,7 +587,7 @@ impl Timing {
             let newest = |list: &mut Vec<Rec>| {
                 let rec = list.last_mut().expect("the repeated write's record");
                 debug_assert_eq!((rec.p0, rec.p1, rec.b0, rec.b1), key);
-                (rec.time, rec.crit) = (time, crit);
+                (rec.time, rec.crit) = (time, *crit);
             };
             if range.len() > WIDE_BINS {
                 newest(&mut b.wide[1]);
@@ -606,11 +605,11 @@ impl Timing {
         for bin in &mut b.bins[range] {
             prune(bin, r, write, time);
             if !wide {
-                push_rec(&mut bin[write as usize], r, time, &crit);
+                push_rec(&mut bin[write as usize], r, time, crit);
             }
         }
         if wide {
-            push_rec(&mut b.wide[write as usize], r, time, &crit);
+            push_rec(&mut b.wide[write as usize], r, time, crit);
         }
     }
 
@@ -651,13 +650,13 @@ impl Timing {
         track.busy_cycles += op.cycles;
         track.count += 1;
         for r in op.reads {
-            self.record(r.region(), false, end, crit);
+            self.record(r.region(), false, end, &crit);
         }
         let lat = cycles_to_ps(op.latency_cycles, op.ghz);
         let mut wcrit = crit;
         add_crit(&mut wcrit, CAT_LATENCY, lat);
         for w in op.writes {
-            self.record(w.region(), true, end + lat, wcrit);
+            self.record(w.region(), true, end + lat, &wcrit);
         }
         self.bump_end(end, crit);
         (start, end)
@@ -685,10 +684,10 @@ impl Timing {
             None => self.place_chunks(chunks, hbm_sides, ready, ready_crit, out),
         };
         for r in reads {
-            self.record(r, false, end, crit);
+            self.record(r, false, end, &crit);
         }
         for w in writes {
-            self.record(w, true, end, crit);
+            self.record(w, true, end, &crit);
         }
         self.bump_end(end, crit);
         end
