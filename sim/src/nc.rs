@@ -345,6 +345,22 @@ impl ProgramHasher {
     }
 }
 
+/// Calls `f` with the chip's TOML (its identity in the program hash). Serializing it costs
+/// as much as simulating a few hundred instructions, and a tuning run builds many programs
+/// for one chip: the text for the last chip seen on this thread is kept.
+fn chip_toml(chip: &Chip, f: impl FnOnce(&str)) {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<(Chip, String)>> = const { std::cell::RefCell::new(None) };
+    }
+    LAST.with_borrow_mut(|last| match last {
+        Some((c, toml)) if c == chip => f(toml),
+        _ => {
+            let (_, toml) = last.insert((chip.clone(), chip.to_toml()));
+            f(toml)
+        }
+    })
+}
+
 /// A tag of up to 7 bytes as one hash word (its length in the top byte).
 #[inline(always)]
 fn tag_word(bytes: &[u8]) -> u64 {
@@ -394,7 +410,7 @@ impl Nc {
         let timing = mode.timing.then(|| Timing::new(&chip, chip.dma.engines as usize, mode.trace));
         let mut hash = ProgramHasher::new();
         hash.state.update(b"neuron-sim program v2\0");
-        hash.state.update(chip.to_toml().as_bytes());
+        chip_toml(&chip, |toml| hash.state.update(toml.as_bytes()));
         Nc {
             chip,
             mode,
@@ -930,18 +946,25 @@ impl Nc {
     fn hbm_region(&self, v: &HbmView) -> Region {
         let t = &self.hbm[v.tensor.id as usize];
         let row = t.row_elems.max(1) as i64;
+        // Integer divisions cost tens of cycles; rows are mostly a power of two long, and
+        // then shifts and masks give the same numbers (floor division and its remainder).
+        let pow2 = (row as u64).is_power_of_two();
+        let shift = row.trailing_zeros();
+        let div = |x: i64| if pow2 { x >> shift } else { x.div_euclid(row) };
+        let rem = |x: i64| if pow2 { x & (row - 1) } else { x.rem_euclid(row) };
         let size = t.dtype.size() as u64;
         let o = v.offset;
-        let (mut r_lo, mut r_hi) = (o.div_euclid(row), o.div_euclid(row));
-        let c0 = o.rem_euclid(row);
+        let (mut r_lo, mut r_hi) = (div(o), div(o));
+        let c0 = rem(o);
         let (mut c_lo, mut c_hi) = (c0, c0);
         for &(s, n) in v.dims.as_slice() {
             if n <= 1 {
                 continue;
             }
             let ext = s * (n as i64 - 1);
-            if s % row == 0 {
-                let re = ext / row;
+            if rem(s) == 0 {
+                // Exact: `ext` is a multiple of `row` here.
+                let re = div(ext);
                 if re < 0 {
                     r_lo += re
                 } else {
@@ -955,8 +978,8 @@ impl Nc {
         }
         if c_lo < 0 || c_hi >= row {
             let (lo, hi) = v.dims.span().unwrap_or((0, 0));
-            r_lo = (o + lo).div_euclid(row);
-            r_hi = (o + hi).div_euclid(row);
+            r_lo = div(o + lo);
+            r_hi = div(o + hi);
             c_lo = 0;
             c_hi = row - 1;
         }
@@ -2493,4 +2516,47 @@ fn describe(v: &TileView) -> String {
         v.offset,
         v.tile.dtype
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The region of an HBM block (rows x columns of a row-major tensor, transposed or not) is
+    /// exactly the bounding box of the elements it touches, for rows of a power-of-two length
+    /// (shifts and masks) and of another length (divisions) alike.
+    #[test]
+    fn hbm_region_of_a_block_is_its_bounding_box() {
+        let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        for cols in [64u64, 48] {
+            let t = nc.hbm(&format!("t{cols}"), Dtype::Bf16, &[16, cols]).unwrap();
+            for _ in 0..200 {
+                let (r0, c0) = (next(16), next(cols));
+                let (r1, c1) = (r0 + 1 + next(16 - r0), c0 + 1 + next(cols - c0));
+                let mut v = t.slice(&[r0..r1, c0..c1]);
+                if next(2) == 0 {
+                    v = v.t();
+                }
+                let mut offsets = Vec::new();
+                v.dims.offsets(v.offset, &mut offsets);
+                let row = |o: &i64| o.div_euclid(cols as i64) as u32;
+                let col = |o: &i64| o.rem_euclid(cols as i64) as u64;
+                let expected = Region {
+                    id: nc.hbm[t.id as usize].tid,
+                    p0: offsets.iter().map(row).min().unwrap(),
+                    p1: offsets.iter().map(row).max().unwrap() + 1,
+                    b0: offsets.iter().map(col).min().unwrap() * 2,
+                    b1: (offsets.iter().map(col).max().unwrap() + 1) * 2,
+                };
+                assert_eq!(nc.hbm_region(&v), expected, "{v:?}");
+            }
+        }
+    }
 }
