@@ -728,15 +728,7 @@ impl Nc {
         for &d in shape {
             self.h64(d);
         }
-        Ok(Tile {
-            buf: buf_id,
-            gen,
-            dtype,
-            mem: pool.mem,
-            parts: parts as u32,
-            free,
-            elems: free.elems(),
-        })
+        Ok(Tile::new(buf_id, gen, dtype, pool.mem, parts as u32, free))
     }
 
     fn check_capacity(&mut self, mem: Mem) -> VResult<()> {

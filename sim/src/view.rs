@@ -310,45 +310,44 @@ impl Pool {
 /// One allocation of a logical tile: `[partitions, free...]` of `dtype` in SBUF or PSUM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Tile {
-    pub(crate) buf: u32,
-    pub(crate) gen: u32,
-    pub(crate) dtype: Dtype,
-    pub(crate) mem: Mem,
-    pub(crate) parts: u32,
-    pub(crate) free: Dims<MAX_FREE_DIMS>,
-    /// `free.elems()`, kept: every view of the tile needs it.
-    pub(crate) elems: u64,
+    /// The whole tile as a view, built once: `view()` and `at(k)` copy it rather than
+    /// assemble it field by field.
+    pub(crate) whole: TileView,
 }
 
 impl Tile {
+    pub(crate) fn new(
+        buf: u32,
+        gen: u32,
+        dtype: Dtype,
+        mem: Mem,
+        parts: u32,
+        free: Dims<MAX_FREE_DIMS>,
+    ) -> Self {
+        let tile = TileRef { buf, gen, dtype, mem, parts, elems: free.elems() };
+        Tile { whole: TileView { tile, p0: 0, np: parts, offset: 0, free } }
+    }
     pub fn dtype(&self) -> Dtype {
-        self.dtype
+        self.whole.tile.dtype
     }
     pub fn mem(&self) -> Mem {
-        self.mem
+        self.whole.tile.mem
     }
     pub fn partitions(&self) -> u32 {
-        self.parts
+        self.whole.tile.parts
     }
     /// Free-axis shape.
     pub fn free_shape(&self) -> Vec<u64> {
-        self.free.shape()
+        self.whole.free.shape()
     }
     /// Free elements per partition.
     pub fn free_elems(&self) -> u64 {
-        self.elems
+        self.whole.tile.elems
     }
     /// The whole tile as a view.
+    #[inline]
     pub fn view(&self) -> TileView {
-        let tile = TileRef {
-            buf: self.buf,
-            gen: self.gen,
-            dtype: self.dtype,
-            mem: self.mem,
-            parts: self.parts,
-            elems: self.elems,
-        };
-        TileView { tile, p0: 0, np: self.parts, offset: 0, free: self.free }
+        self.whole
     }
     pub fn parts(&self, r: Range<u32>) -> TileView {
         self.view().parts(r)
