@@ -3,7 +3,8 @@
 //! * `cargo xtask ci`    — format check, clippy (warnings are errors), the whole test suite.
 //! * `cargo xtask test`  — the test suite only.
 //! * `cargo xtask bench` — the simulator's criterion benchmarks (`cargo bench -p neuron-sim`),
-//!   then each measured figure against its target from the issues, as a ratio.
+//!   then each measured figure against its target from the issues, as a ratio
+//!   (`cargo xtask bench --report` prints that table for the last run without running).
 //!
 //! Each step runs `$CARGO` (the cargo that started us) and stops at the first failure with
 //! its exit code.
@@ -73,7 +74,10 @@ const TARGETS: [Target; 4] = [
     },
 ];
 
-/// Print each benchmark's median against its target (criterion's own files are the source).
+/// Print each benchmark's median, and its fastest sample, against its target (criterion's own
+/// files are the source). Other work on the machine only ever adds time, so on a shared host
+/// the fastest sample is the closer estimate of what the code itself costs; the median is
+/// what a run on that host gave. Both are printed, and the verdict says which met the target.
 fn bench_report() -> Result<(), ExitCode> {
     let target_dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
         || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
@@ -93,50 +97,77 @@ fn bench_report() -> Result<(), ExitCode> {
         {
             if full > builder {
                 println!(
-                    "{:<48} {:>14} {:>16}  (derived: instructions / (full - builder-only time))",
+                    "{:<48} {:>11} {:>11} {:>14}  (derived: instructions / (full - builder-only median))",
                     "  timing model's own work",
                     format!("{:.2} M/s", n / ((full - builder) / 1e9) / 1e6),
+                    "-",
                     "-"
                 );
             }
         }
     };
-    println!("\n{:<48} {:>14} {:>16}  ratio", "benchmark (median)", "measured", "target");
+    // The fastest sample's time per iteration, in ns (sample.json: iterations and total time
+    // per sample).
+    let fastest = |dir: &str| -> Option<f64> {
+        let sample = read(dir, "sample.json")?;
+        let (iters, times) = (sample["iters"].as_array()?, sample["times"].as_array()?);
+        iters
+            .iter()
+            .zip(times)
+            .filter_map(|(i, t)| Some(t.as_f64()? / i.as_f64()?))
+            .reduce(f64::min)
+    };
+    println!(
+        "\n{:<48} {:>11} {:>11} {:>14}  ratio (median, fastest)",
+        "benchmark", "median", "fastest", "target"
+    );
     for t in &TARGETS {
         let (Some(est), Some(meta)) =
             (read(t.dir, "estimates.json"), read(t.dir, "benchmark.json"))
         else {
-            println!("{:<48} {:>14}", t.what, "not measured");
+            println!("{:<48} {:>11}", t.what, "not measured");
             continue;
         };
-        let secs = est["median"]["point_estimate"].as_f64().unwrap_or(f64::NAN) / 1e9;
+        let median = est["median"]["point_estimate"].as_f64().unwrap_or(f64::NAN) / 1e9;
+        let best = fastest(t.dir).map_or(f64::NAN, |ns| ns / 1e9);
         let elems = meta["throughput"]["Elements"].as_f64();
-        let (measured, target, ratio) = match (&t.goal, elems) {
-            (Goal::PerSecond(goal), Some(n)) => (
-                format!("{:.2} M/s", n / secs / 1e6),
-                format!(">= {:.1} M/s", goal / 1e6),
-                Some(n / secs / goal),
-            ),
-            (Goal::Seconds(goal), _) => (
-                format!("{:.1} ms", secs * 1e3),
-                format!("< {:.0} ms", goal * 1e3),
-                Some(goal / secs),
-            ),
-            (_, Some(n)) => (format!("{:.2} M/s", n / secs / 1e6), "-".into(), None),
-            _ => (format!("{:.1} ms", secs * 1e3), "-".into(), None),
+        let (figure_median, r_median) = figure(&t.goal, elems, median);
+        let (figure_best, r_best) = figure(&t.goal, elems, best);
+        let target = match t.goal {
+            Goal::PerSecond(goal) => format!(">= {:.1} M/s", goal / 1e6),
+            Goal::Seconds(goal) => format!("< {:.0} ms", goal * 1e3),
+            Goal::None => "-".into(),
         };
-        let verdict = match ratio {
-            Some(r) if r >= 1.0 => format!("{r:.2}x  met"),
-            Some(r) => format!("{r:.2}x  NOT met"),
-            None => String::new(),
+        let (r_median, r_best) = (r_median.unwrap_or(f64::NAN), r_best.unwrap_or(f64::NAN));
+        let verdict = if r_median.is_nan() {
+            String::new()
+        } else if r_median >= 1.0 {
+            format!("{r_median:.2}x, {r_best:.2}x  met")
+        } else if r_best >= 1.0 {
+            format!("{r_median:.2}x, {r_best:.2}x  met by the fastest sample only")
+        } else {
+            format!("{r_median:.2}x, {r_best:.2}x  NOT met")
         };
-        println!("{:<48} {measured:>14} {target:>16}  {verdict}", t.what);
+        println!("{:<48} {figure_median:>11} {figure_best:>11} {target:>14}  {verdict}", t.what);
         if t.dir == TARGETS[1].dir {
             timing_share();
         }
     }
     println!("(ratio > 1: the target is met with that much room)");
     Ok(())
+}
+
+/// A benchmark's time (seconds per iteration) as its figure, and its ratio to the target
+/// (> 1: met) when it has one.
+fn figure(goal: &Goal, elems: Option<f64>, secs: f64) -> (String, Option<f64>) {
+    match (goal, elems) {
+        (Goal::PerSecond(goal), Some(n)) => {
+            (format!("{:.2} M/s", n / secs / 1e6), Some(n / secs / goal))
+        }
+        (Goal::Seconds(goal), _) => (format!("{:.1} ms", secs * 1e3), Some(goal / secs)),
+        (_, Some(n)) => (format!("{:.2} M/s", n / secs / 1e6), None),
+        _ => (format!("{:.1} ms", secs * 1e3), None),
+    }
 }
 
 fn main() -> ExitCode {
@@ -151,10 +182,11 @@ fn main() -> ExitCode {
             })
             .and_then(|_| test()),
         Some("test") => test(),
+        Some("bench") if args.get(1).is_some_and(|a| a == "--report") => bench_report(),
         Some("bench") => run("benchmarks", &["bench", "-p", "neuron-sim", "--bench", "sim"])
             .and_then(|_| bench_report()),
         _ => {
-            eprintln!("usage: cargo xtask <ci|test|bench>\n  ci     format check, clippy -D warnings, all tests\n  test   all tests\n  bench  the simulator's criterion benchmarks");
+            eprintln!("usage: cargo xtask <ci|test|bench>\n  ci     format check, clippy -D warnings, all tests\n  test   all tests\n  bench  the simulator's criterion benchmarks (--report: the last run's table only)");
             Err(ExitCode::from(2))
         }
     };
