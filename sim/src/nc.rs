@@ -383,11 +383,12 @@ fn tile_words(v: &TileView, out: &mut [u64]) -> usize {
         .to_le();
     out[1] = (v.tile.buf as u64 | (v.p0 as u64) << 32).to_le();
     out[2] = (v.np as u64 | (v.offset as u64) << 32).to_le();
-    for (i, &(s, n)) in dims.iter().enumerate() {
-        out[3 + 2 * i] = (s as u64).to_le();
-        out[4 + 2 * i] = n.to_le();
+    let words = 3 + 2 * dims.len();
+    for (pair, &(s, n)) in out[3..words].chunks_exact_mut(2).zip(dims) {
+        pair[0] = (s as u64).to_le();
+        pair[1] = n.to_le();
     }
-    3 + 2 * dims.len()
+    words
 }
 
 /// The bytes of words already stored little-endian.
@@ -1146,7 +1147,12 @@ impl Nc {
             return;
         }
         let (mut sbuf, mut psum) = (false, false);
-        for (v, _) in reads.iter().chain(writes) {
+        // Two loops, not `chain`: this runs for every compute instruction.
+        for (v, _) in reads {
+            sbuf |= v.tile.mem == Mem::Sbuf;
+            psum |= v.tile.mem == Mem::Psum;
+        }
+        for (v, _) in writes {
             sbuf |= v.tile.mem == Mem::Sbuf;
             psum |= v.tile.mem == Mem::Psum;
         }
@@ -1414,15 +1420,16 @@ impl Nc {
         accumulate: bool,
         loc: &'static Location<'static>,
     ) -> VResult<()> {
-        for (name, v) in [("stationary", s), ("moving", m)] {
-            if v.tile.mem != Mem::Sbuf {
-                return Err(V::MemoryNotAllowed {
-                    operand: name,
-                    memory: v.tile.mem.name(),
-                    rule: "TensorE reads its inputs only from SBUF (neuroncore.md §1.4)",
-                });
-            }
-        }
+        let sbuf_input = |name, v: &TileView| match v.tile.mem {
+            Mem::Sbuf => Ok(()),
+            mem => Err(V::MemoryNotAllowed {
+                operand: name,
+                memory: mem.name(),
+                rule: "TensorE reads its inputs only from SBUF (neuroncore.md §1.4)",
+            }),
+        };
+        sbuf_input("stationary", s)?;
+        sbuf_input("moving", m)?;
         if d.tile.mem != Mem::Psum {
             return Err(V::MemoryNotAllowed {
                 operand: "dst",
@@ -1433,17 +1440,17 @@ impl Nc {
         let (rs, mm) = self.check_view_elems("stationary", s, true)?;
         let (rm, n) = self.check_view_elems("moving", m, true)?;
         let (rd, d_elems) = self.check_view_elems("dst", d, true)?;
-        for (name, v) in [("stationary", s), ("moving", m)] {
-            if v.tile.dtype == Dtype::I32 {
-                return Err(V::DtypeNotAllowed {
-                    engine: "Tensor",
-                    operand: name,
-                    dtype: v.tile.dtype,
-                    rule:
-                        "the PE array multiplies fp8, bf16, fp16, tf32 or fp32 (neuroncore.md §2.3)",
-                });
-            }
-        }
+        let multipliable = |name, v: &TileView| match v.tile.dtype {
+            Dtype::I32 => Err(V::DtypeNotAllowed {
+                engine: "Tensor",
+                operand: name,
+                dtype: v.tile.dtype,
+                rule: "the PE array multiplies fp8, bf16, fp16, tf32 or fp32 (neuroncore.md §2.3)",
+            }),
+            _ => Ok(()),
+        };
+        multipliable("stationary", s)?;
+        multipliable("moving", m)?;
         let fp32 = s.tile.dtype == Dtype::F32 || m.tile.dtype == Dtype::F32;
         if fp32 && s.tile.dtype != m.tile.dtype {
             let (name, v) =

@@ -630,17 +630,23 @@ impl Timing {
             start = dep_t;
             crit = dep_crit;
         }
-        for (bit, port) in self.ports.iter().enumerate() {
-            if op.ports & (1 << bit) != 0 && port.0 > start {
-                add_crit(&mut crit, CAT_WAIT, port.0 - start);
-                start = port.0;
+        // Most instructions use no shared port (TensorE never does).
+        let ports = op.ports != 0;
+        if ports {
+            for (bit, port) in self.ports.iter().enumerate() {
+                if op.ports & (1 << bit) != 0 && port.0 > start {
+                    add_crit(&mut crit, CAT_WAIT, port.0 - start);
+                    start = port.0;
+                }
             }
         }
         let end = start + dur;
         add_crit(&mut crit, op.track, dur);
-        for (bit, port) in self.ports.iter_mut().enumerate() {
-            if op.ports & (1 << bit) != 0 {
-                *port = (end, crit);
+        if ports {
+            for (bit, port) in self.ports.iter_mut().enumerate() {
+                if op.ports & (1 << bit) != 0 {
+                    *port = (end, crit);
+                }
             }
         }
         let track = &mut self.tracks[op.track];
