@@ -578,6 +578,7 @@ impl Timing {
         }
     }
 
+    #[inline(always)]
     fn record(&mut self, r: &Region, write: bool, time: u64, crit: &Crit) {
         let b = &mut self.recs[r.id as usize];
         b.latest[write as usize] = b.latest[write as usize].max(time);
