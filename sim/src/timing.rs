@@ -124,6 +124,8 @@ const MAX_RECS: usize = 32;
 pub(crate) struct Track {
     /// End of the last busy interval.
     pub free: u64,
+    /// The critical path to `free`, for a compute engine (the next instruction on it starts
+    /// from there); a DMA queue's is not kept: its transfers start from their dependencies.
     pub crit: Crit,
     pub busy_ps: u64,
     pub busy_cycles: u64,
@@ -774,7 +776,6 @@ impl Timing {
             self.dma_engines[q] = state;
             let track = &mut self.tracks[c.queue];
             track.free = track.free.max(end);
-            track.crit = crit;
             track.busy_ps += busy;
             track.count += 1;
             out.push((c.queue, start, end));
@@ -827,7 +828,6 @@ impl Timing {
             }
             let track = &mut self.tracks[c.queue];
             track.free = track.free.max(chunk_end);
-            track.crit = ccrit;
             track.busy_ps += busy;
             track.count += 1;
             if chunk_end > end {
