@@ -43,6 +43,18 @@ mod timing;
 mod trace;
 mod view;
 
+/// A fixed-seed xorshift generator for the unit tests' random streams: `next(n)` is a
+/// number in `0..n`; the same seed gives the same stream on every run.
+#[cfg(test)]
+pub(crate) fn test_rng(mut state: u64) -> impl FnMut(u64) -> u64 {
+    move |n| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    }
+}
+
 pub use chip::{Chip, ChipError, Clocks, ComputeEngine, Dma, GpSimdEngine, Memory, TensorEngine};
 pub use dtype::Dtype;
 pub use error::{PoolUse, SimError, SimResult, SourceLoc, TileUse, ViolationKind};

@@ -2527,13 +2527,7 @@ mod tests {
     #[test]
     fn hbm_region_of_a_block_is_its_bounding_box() {
         let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % n
-        };
+        let mut next = crate::test_rng(0x2545_f491_4f6c_dd1du64);
         for cols in [64u64, 48] {
             let t = nc.hbm(&format!("t{cols}"), Dtype::Bf16, &[16, cols]).unwrap();
             for _ in 0..200 {

@@ -772,20 +772,33 @@ impl Timing {
         add_crit(&mut crit, CAT_DMA, busy.min(desc + own));
         add_crit(&mut crit, CAT_WAIT, busy.saturating_sub(desc + own));
         for c in chunks {
-            let q = c.queue - 4;
-            self.dma_engines[q] = state;
-            let track = &mut self.tracks[c.queue];
-            track.free = track.free.max(end);
-            track.busy_ps += busy;
-            track.count += 1;
-            out.push((c.queue, start, end));
-            if let Some(counter) = &mut self.hbm_counter {
-                if hbm_sides > 0 {
-                    *counter.entry((start + desc) / 1_000_000).or_default() += c.bytes;
-                }
-            }
+            self.dma_engines[c.queue - 4] = state;
+            self.book_chunk(c, (start, end), start + desc, hbm_sides, out);
         }
         (end, crit)
+    }
+
+    /// Account for a placed chunk: its queue's busy time and count, the caller's list and
+    /// the trace's HBM counter (its bytes counted when its data starts to move).
+    #[inline(always)]
+    fn book_chunk(
+        &mut self,
+        c: &DmaChunk,
+        (start, end): (u64, u64),
+        data_start: u64,
+        hbm_sides: u32,
+        out: &mut Vec<(usize, u64, u64)>,
+    ) {
+        let track = &mut self.tracks[c.queue];
+        track.free = track.free.max(end);
+        track.busy_ps += end - start;
+        track.count += 1;
+        out.push((c.queue, start, end));
+        if let Some(counter) = &mut self.hbm_counter {
+            if hbm_sides > 0 {
+                *counter.entry(data_start / 1_000_000).or_default() += c.bytes;
+            }
+        }
     }
 
     /// Place the chunks of a DMA that is not uniform, each on its engine (grouping those that
@@ -826,20 +839,11 @@ impl Timing {
                 add_crit(&mut ccrit, CAT_DMA, busy.min(own));
                 add_crit(&mut ccrit, CAT_WAIT, busy.saturating_sub(own));
             }
-            let track = &mut self.tracks[c.queue];
-            track.free = track.free.max(chunk_end);
-            track.busy_ps += busy;
-            track.count += 1;
             if chunk_end > end {
                 end = chunk_end;
                 crit = ccrit;
             }
-            out.push((c.queue, start, chunk_end));
-            if let Some(counter) = &mut self.hbm_counter {
-                if hbm_sides > 0 {
-                    *counter.entry((start + desc_ps) / 1_000_000).or_default() += c.bytes;
-                }
-            }
+            self.book_chunk(c, (start, chunk_end), start + desc_ps, hbm_sides, out);
         }
         (end, crit)
     }
@@ -1135,13 +1139,7 @@ mod tests {
     /// interval would (touching intervals merge; the oldest fold into `floor`).
     #[test]
     fn dma_engine_insert_matches_sort_and_merge() {
-        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |n: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % n
-        };
+        let mut next = crate::test_rng(0x9e37_79b9_7f4a_7c15u64);
         for _ in 0..200 {
             let (mut engine, mut all, mut floor) = (DmaEngine::default(), Vec::new(), 0u64);
             let mut t = 0;
@@ -1175,13 +1173,7 @@ mod tests {
     #[test]
     fn uniform_dma_fast_path_matches_the_general_path() {
         let chip = crate::Chip::trn2();
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % n
-        };
+        let mut next = crate::test_rng(0x2545_f491_4f6c_dd1du64);
         let mut uniform_seen = 0;
         for _ in 0..60 {
             let (mut fast, mut general) =
@@ -1240,13 +1232,7 @@ mod tests {
     #[test]
     fn repeated_write_fast_path_matches_the_general_path() {
         let chip = crate::Chip::trn2();
-        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |n: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % n
-        };
+        let mut next = crate::test_rng(0x9e37_79b9_7f4a_7c15u64);
         for _ in 0..100 {
             let (mut fast, mut general) =
                 (Timing::new(&chip, 16, false), Timing::new(&chip, 16, false));
