@@ -324,21 +324,13 @@ pub(crate) struct DmaChunk {
 /// x86-64 (no SSE4.1): this runs several times per instruction.
 #[inline]
 fn round_u64(x: f64) -> u64 {
-    to_u64(x + 0.5)
-}
-
-/// `x as u64` for `x` in [0, 2^63) (every time here; 2^63 ps is 107 days): through `i64`,
-/// one instruction on x86-64, where the conversion to `u64` is a compare-and-branch sequence.
-#[inline]
-fn to_u64(x: f64) -> u64 {
-    debug_assert!((0.0..9.2e18).contains(&x) || x.is_nan(), "{x}");
-    x as i64 as u64
+    (x + 0.5) as u64
 }
 
 /// `x.ceil()` for non-negative `x`, without the libm call (see [`round_u64`]).
 #[inline]
 fn ceil_u64(x: f64) -> u64 {
-    let t = to_u64(x);
+    let t = x as u64;
     if (t as f64) < x {
         t + 1
     } else {
@@ -512,7 +504,11 @@ impl Timing {
             self.recs.resize_with(need, Default::default);
         }
         let per_bin = (bytes / BINS).max(1024);
-        self.recs[id as usize].shift = 64 - (per_bin - 1).leading_zeros();
+        let b = &mut self.recs[id as usize];
+        // Records are binned by `shift`: it is set once, before the buffer has any.
+        debug_assert!(b.bins.is_empty() && b.wide.iter().all(Vec::is_empty), "buffer {id} again");
+        b.shift = 64 - (per_bin - 1).leading_zeros();
+        b.last_write = None;
     }
 
     /// Forget every record of buffer `id` (its memory is gone; used when a buffer is freed).

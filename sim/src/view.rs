@@ -260,8 +260,9 @@ impl HbmView {
         if n > 2 {
             let free = Dims::<MAX_HBM_DIMS> { n: (n - 1) as u8, d: shift(&self.dims.d, 1) };
             if free.contiguous_run() == free.elems() {
-                self.dims.d[1] = (1, free.elems());
-                self.dims.n = 2;
+                let mut flat = Dims::contiguous(&[self.dims.d[0].1, free.elems()]);
+                flat.d[0] = self.dims.d[0];
+                self.dims = flat;
             }
         }
         self
@@ -511,6 +512,8 @@ mod tests {
         let split = v.split(2, 2);
         assert_eq!(split.dims.as_slice(), &[(12, 2), (4, 3), (2, 2), (1, 2)]);
         assert_eq!(split.dims, hbm(&[2, 3, 2, 2]).view().dims);
+        // Flattening the free dims of a dense pattern gives the 2-D pattern, slots and all.
+        assert_eq!(v.flatten_free().dims, hbm(&[2, 12]).view().dims);
         let b = hbm(&[4]).view().broadcast(8);
         assert_eq!(b.dims.as_slice(), &[(0, 8), (1, 4)]);
         // A full pattern cannot grow: split and broadcast leave it as it is.
