@@ -153,7 +153,8 @@ const DMA_WINDOW: usize = 8;
 
 /// Up to `DMA_WINDOW + 1` intervals held in place. Written here rather than taken from a
 /// crate: engines in one state copy it to each other on every uniform DMA, and a plain array
-/// copies as a value (a `Vec` clone calls `memcpy`, an `ArrayVec` clone loops).
+/// makes that one fixed-size move (a `Vec`'s `clone_from` checks lengths and capacity first;
+/// an `ArrayVec` is not `Copy`).
 #[derive(Clone, Copy, Debug, Default)]
 struct Intervals {
     len: usize,
@@ -1223,8 +1224,8 @@ mod tests {
 
     /// Updating a repeated write's record in place gives what pruning and pushing give:
     /// random compute streams (accumulation chains into one region, reads of it and of
-    /// neighbouring regions, narrow and wide regions, lists long enough to merge) end with
-    /// the same times and critical paths either way.
+    /// neighbouring regions, one-bin, two-bin and wide regions) end with the same times and
+    /// critical paths either way.
     #[test]
     fn repeated_write_fast_path_matches_the_general_path() {
         let chip = crate::Chip::trn2();
