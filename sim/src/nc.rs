@@ -346,10 +346,10 @@ impl ProgramHasher {
 }
 
 /// Calls `f` with the chip's TOML (its identity in the program hash). Serializing it costs
-/// as much as simulating a few hundred instructions, and a tuning run builds many programs
-/// for one chip: the text for the last chip seen on this thread is kept, keyed by the chip's
-/// `Debug` text — a tenth of the cost, and exact where `==` is not (`-0.0 == 0.0`, but the
-/// two print, and hash, differently).
+/// about as much as simulating a hundred instructions (25 µs for trn2), and a tuning run
+/// builds many programs for one chip: the text for the last chip seen on this thread is
+/// kept, keyed by the chip's `Debug` text — a tenth of the cost (2.6 µs), and exact where
+/// `==` is not (`-0.0 == 0.0`, but the two print, and hash, differently).
 fn chip_toml(chip: &Chip, f: impl FnOnce(&str)) {
     thread_local! {
         static LAST: std::cell::RefCell<Option<(String, String)>> = const { std::cell::RefCell::new(None) };
@@ -485,19 +485,29 @@ impl Nc {
         tile_words(v, out);
     }
     fn h_hbm(&mut self, v: &HbmView) {
-        let mut w = [0u64; 2 + 2 * MAX_HBM_DIMS];
-        w[0] = 2
+        let dims = v.dims.as_slice();
+        let out = self.hash.reserve(2 + 2 * dims.len());
+        out[0] = (2
             | (v.tensor.dtype.code() as u64) << 8
-            | (v.dims.len() as u64) << 16
-            | (v.tensor.id as u64) << 32;
-        w[1] = v.offset as u64;
-        for (i, &(s, n)) in v.dims.as_slice().iter().enumerate() {
-            w[2 + 2 * i] = s as u64;
-            w[3 + 2 * i] = n;
+            | (dims.len() as u64) << 16
+            | (v.tensor.id as u64) << 32)
+            .to_le();
+        out[1] = (v.offset as u64).to_le();
+        for (pair, &(s, n)) in out[2..].chunks_exact_mut(2).zip(dims) {
+            pair[0] = (s as u64).to_le();
+            pair[1] = n.to_le();
         }
-        let n = 2 + 2 * v.dims.len();
-        for (o, x) in self.hash.reserve(n).iter_mut().zip(&w[..n]) {
-            *o = x.to_le();
+    }
+    /// A scalar operand: an immediate behind its own tag word (its bits could otherwise
+    /// read as a view's first word: tag words have a non-zero top byte, view headers do
+    /// not), a column as the view it is.
+    fn h_scalar(&mut self, s: &Scalar) {
+        match s {
+            Scalar::Imm(x) => {
+                self.h(&[20]);
+                self.h64(x.to_bits() as u64)
+            }
+            Scalar::Col(c) => self.h_tile(c),
         }
     }
 
@@ -1241,14 +1251,8 @@ impl Nc {
                             "DMA moves data between HBM and SBUF only (neuroncore.md §2.3 dma_copy)",
                     });
                 }
-                let region = self.check_view(operand, v, false)?;
-                Ok((
-                    v.np as u64,
-                    v.free.elems(),
-                    v.tile.dtype,
-                    v.free.contiguous_run(),
-                    Some(region),
-                ))
+                let (region, elems) = self.check_view_elems(operand, v, false)?;
+                Ok((v.np as u64, elems, v.tile.dtype, v.free.contiguous_run(), Some(region)))
             }
             Access::Hbm(v) => {
                 self.check_hbm(operand, v)?;
@@ -1773,15 +1777,7 @@ impl Nc {
         self.h(&[8, eng as u8, func.code()]);
         self.h_tile(&d);
         self.h_tile(&s);
-        match &args.scale {
-            // A tag word before an immediate: its bits could otherwise read as a view's
-            // first word (tag words have a non-zero top byte, view headers do not).
-            Scalar::Imm(x) => {
-                self.h(&[20]);
-                self.h64(x.to_bits() as u64)
-            }
-            Scalar::Col(c) => self.h_tile(c),
-        }
+        self.h_scalar(&args.scale);
         if let Some(b) = &args.bias {
             self.h_tile(b);
         }
@@ -2001,13 +1997,7 @@ impl Nc {
         self.h_tile(&d);
         self.h_tile(&s);
         for sc in std::iter::once(&op0.1).chain(op1.as_ref().map(|o| &o.1)) {
-            match sc {
-                Scalar::Imm(x) => {
-                    self.h(&[20]);
-                    self.h64(x.to_bits() as u64)
-                }
-                Scalar::Col(c) => self.h_tile(c),
-            }
+            self.h_scalar(sc);
         }
         if self.mode.functional {
             let (mut x, mut s0, mut s1) = (Vec::new(), Vec::new(), Vec::new());

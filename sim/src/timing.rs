@@ -454,6 +454,18 @@ impl HbmTimeline {
     }
 }
 
+/// Whether the tests asked for the general path only (see `Timing::general_only`); always
+/// false outside tests, so the fast paths carry no switch.
+macro_rules! general_only {
+    ($timing:expr) => {{
+        #[cfg(test)]
+        let only = $timing.general_only;
+        #[cfg(not(test))]
+        let only = false;
+        only
+    }};
+}
+
 /// The timing state of one run.
 pub(crate) struct Timing {
     pub tracks: Vec<Track>,
@@ -474,7 +486,8 @@ pub(crate) struct Timing {
     /// Bytes moved per microsecond window (for the trace's HBM counter).
     pub hbm_counter: Option<std::collections::BTreeMap<u64, u64>>,
     /// Tests set this to take the general path where there is a fast one (uniform DMAs,
-    /// repeated writes), to compare the two.
+    /// repeated writes), to compare the two; it does not exist outside tests.
+    #[cfg(test)]
     general_only: bool,
 }
 
@@ -494,6 +507,7 @@ impl Timing {
             dma_rate: chip.dma.engine_gbps / 1000.0,
             trace: trace.then(Vec::new),
             hbm_counter: trace.then(Default::default),
+            #[cfg(test)]
             general_only: false,
         }
     }
@@ -583,7 +597,7 @@ impl Timing {
         b.latest[write as usize] = b.latest[write as usize].max(time);
         let range = b.range(r);
         let key = (r.p0, r.p1, r.b0, r.b1);
-        if write && b.last_write == Some(key) && !self.general_only {
+        if write && b.last_write == Some(key) && !general_only!(self) {
             let newest = |list: &mut Vec<Rec>| {
                 let rec = list.last_mut().expect("the repeated write's record");
                 debug_assert_eq!((rec.p0, rec.p1, rec.b0, rec.b1), key);
@@ -684,7 +698,7 @@ impl Timing {
         let ready = dep_t + self.dma_fixed_ps;
         let mut ready_crit = dep_crit;
         add_crit(&mut ready_crit, CAT_DMA_FIXED, self.dma_fixed_ps);
-        let uniform = if self.general_only { None } else { self.uniform_engine(chunks) };
+        let uniform = if general_only!(self) { None } else { self.uniform_engine(chunks) };
         let (end, crit) = match uniform {
             Some(proto) => self.place_uniform(chunks, proto, hbm_sides, ready, ready_crit, out),
             None => self.place_chunks(chunks, hbm_sides, ready, ready_crit, out),
@@ -763,11 +777,7 @@ impl Timing {
         };
         self.insert_dma(proto, start, end);
         let state = self.dma_engines[proto];
-        let busy = end - start;
-        let mut crit = ready_crit;
-        add_crit(&mut crit, CAT_WAIT, start - ready);
-        add_crit(&mut crit, CAT_DMA, busy.min(desc + own));
-        add_crit(&mut crit, CAT_WAIT, busy.saturating_sub(desc + own));
+        let crit = chunk_crit(ready_crit, ready, (start, end), desc + own);
         for c in chunks {
             self.dma_engines[c.queue - 4] = state;
             self.book_chunk(c, (start, end), start + desc, hbm_sides, out);
@@ -826,15 +836,9 @@ impl Timing {
         for (i, c) in chunks.iter().enumerate() {
             let (desc_ps, own_ps) = costs[i];
             let (start, chunk_end) = placed[i];
-            let busy = chunk_end - start;
             // A chunk placed and costed like the one before has its critical path too.
             if i == 0 || (placed[i], costs[i]) != (placed[i - 1], costs[i - 1]) {
-                ccrit = ready_crit;
-                // Waiting for the engine (other transfers) or for HBM is contention.
-                add_crit(&mut ccrit, CAT_WAIT, start - ready);
-                let own = desc_ps + own_ps;
-                add_crit(&mut ccrit, CAT_DMA, busy.min(own));
-                add_crit(&mut ccrit, CAT_WAIT, busy.saturating_sub(own));
+                ccrit = chunk_crit(ready_crit, ready, placed[i], desc_ps + own_ps);
             }
             if chunk_end > end {
                 end = chunk_end;
@@ -972,6 +976,18 @@ impl Timing {
     pub fn frontier(&self) -> u64 {
         self.tracks.iter().map(|t| t.free).max().unwrap_or(0)
     }
+}
+
+/// The critical path of a chunk ready at `ready` and placed at (start, end) whose own work
+/// (descriptors and streaming) takes `own`: waiting for its engine or for HBM, before or
+/// during the transfer, is contention.
+#[inline]
+fn chunk_crit(ready_crit: Crit, ready: u64, (start, end): (u64, u64), own: u64) -> Crit {
+    let (mut crit, busy) = (ready_crit, end - start);
+    add_crit(&mut crit, CAT_WAIT, start - ready);
+    add_crit(&mut crit, CAT_DMA, busy.min(own));
+    add_crit(&mut crit, CAT_WAIT, busy.saturating_sub(own));
+    crit
 }
 
 /// Remove the records `dominated` picks, keeping the others in order (oldest first, which
