@@ -1,6 +1,6 @@
 //! Chip descriptions: every number the simulator uses, as data.
 //!
-//! The three built-in chips carry the facts of `shared/neuroncore.md`; each field names the
+//! The three built-in chips carry the facts of `docs/neuroncore.md`; each field names the
 //! section it comes from. Fields marked *fitted* are the few free constants of the timing
 //! model, set so the calibration kernels land on the public measurements of §4.3 (see
 //! `tests/calibration.rs`). A chip can also be read from TOML with exactly these fields,

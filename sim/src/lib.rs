@@ -14,7 +14,7 @@
 //!
 //! This crate is a library with no knowledge of cargo, files, processes or tuning: program
 //! in, results out. It is deterministic: the same program, chip and inputs give bit-identical
-//! values and cycles. Every number it uses comes from `shared/neuroncore.md` through [`Chip`].
+//! values and cycles. Every number it uses comes from `docs/neuroncore.md` through [`Chip`].
 //!
 //! ```
 //! use neuron_sim::{Chip, Dtype, ExecMode, Nc, Alu};
