@@ -1,0 +1,273 @@
+//! The timing model: per-engine in-order streams, region dependencies, shared HBM.
+//!
+//! Instructions arrive in program order and are scheduled at once (list scheduling), so the
+//! model streams: its memory depends on the number of live buffers and a bounded window of
+//! HBM time, never on the instruction count.
+//!
+//! * Each track (Tensor, Vector, Scalar, GpSimd, 16 DMA queues) runs its instructions in
+//!   program order: an instruction starts when its track is free and its dependencies are
+//!   done (DESIGN.md §4 "Execution").
+//! * Dependencies are tracked per **region** (partition range × byte range of a buffer):
+//!   a read waits for overlapping earlier writes (RAW); a write waits for overlapping earlier
+//!   reads (WAR) and writes (WAW). A result is visible `latency` cycles after the producing
+//!   instruction ends (pipeline depth + semaphore); the engine itself is free for the next
+//!   independent instruction as soon as its initiation interval has passed.
+//! * DMA transfers split across queues by partition, pay a fixed latency and a cost per
+//!   descriptor, stream at the engine rate, and share the core's HBM bandwidth through a
+//!   timeline of fixed-width buckets ([`HbmTimeline`]).
+//! * On NeuronCore-v2, VectorE and GpSimdE share the SBUF ports and VectorE and ScalarE share
+//!   PSUM (neuroncore.md §1.8): such instructions are serialized through a port resource,
+//!   granted in program order.
+//! * Every scheduled time carries its **critical path**: the time along the longest chain of
+//!   constraints that led to it, split by category, so the profile can say where the time
+//!   went without keeping the program.
+//!
+//! The model is split by what it keeps:
+//!
+//! * [`deps`] — access records per buffer region, and the dependency wait they give;
+//! * [`dma`] — the DMA engines' busy intervals and the placement of a transfer's chunks;
+//! * [`hbm`] — the shared HBM bandwidth timeline;
+//! * this module — the clock conversions, the critical-path categories, the compute
+//!   engines' in-order streams and the shared ports, and [`Timing`], which owns it all.
+
+use crate::error::SourceLoc;
+
+/// Whether the tests asked for the general path only (see `Timing::general_only`); always
+/// false outside tests, so the fast paths carry no switch.
+macro_rules! general_only {
+    ($timing:expr) => {{
+        #[cfg(test)]
+        let only = $timing.general_only;
+        #[cfg(not(test))]
+        let only = false;
+        only
+    }};
+}
+
+mod deps;
+mod dma;
+mod hbm;
+
+use deps::Binned;
+pub(crate) use deps::Region;
+pub(crate) use dma::DmaChunk;
+use dma::DmaEngine;
+use hbm::HbmTimeline;
+
+/// Categories of critical-path time.
+pub const CRIT_CATEGORIES: [&str; 8] = [
+    "tensor",
+    "vector",
+    "scalar",
+    "gpsimd",
+    "dma_transfer",
+    "dma_fixed",
+    "dependency_latency",
+    "contention",
+];
+pub(crate) const CAT_DMA: usize = 4;
+pub(crate) const CAT_DMA_FIXED: usize = 5;
+pub(crate) const CAT_LATENCY: usize = 6;
+pub(crate) const CAT_WAIT: usize = 7;
+
+/// Time along a critical path, nanoseconds per category (u32 keeps access records small;
+/// 4.29 s per category is far beyond any kernel).
+pub(crate) type Crit = [u32; 8];
+
+/// One track: a compute engine (strictly in program order) or a DMA engine.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Track {
+    /// End of the last busy interval.
+    pub free: u64,
+    /// The critical path to `free`, for a compute engine (the next instruction on it starts
+    /// from there); a DMA queue's is not kept: its transfers start from their dependencies.
+    pub crit: Crit,
+    pub busy_ps: u64,
+    pub busy_cycles: u64,
+    pub count: u64,
+}
+
+/// One slice of the trace.
+#[derive(Clone, Debug)]
+pub(crate) struct Slice {
+    pub track: u16,
+    pub start: u64,
+    pub dur: u64,
+    pub name: &'static str,
+    pub loc: SourceLoc,
+    pub args: String,
+    pub bytes: u64,
+}
+
+/// A compute instruction to schedule.
+pub(crate) struct ComputeOp<'a, R: Operand> {
+    pub track: usize,
+    pub cycles: u64,
+    pub ghz: f64,
+    pub latency_cycles: u64,
+    pub reads: &'a [R],
+    pub writes: &'a [R],
+    /// NeuronCore-v2 shared port resources this instruction occupies (bit 0: SBUF
+    /// Vector/GpSimd, bit 1: PSUM Vector/Scalar).
+    pub ports: u8,
+}
+
+/// An instruction operand as the timing model sees it: the region it accesses. Implemented
+/// for the builder's (view, region) pairs too, so they need not be copied into region arrays.
+pub(crate) trait Operand {
+    fn region(&self) -> &Region;
+}
+
+impl Operand for Region {
+    #[inline]
+    fn region(&self) -> &Region {
+        self
+    }
+}
+
+impl<T> Operand for (T, Region) {
+    #[inline]
+    fn region(&self) -> &Region {
+        &self.1
+    }
+}
+
+/// `x.round()` for non-negative `x`, without the libm call `f64::round` is on baseline
+/// x86-64 (no SSE4.1): this runs several times per instruction.
+#[inline]
+fn round_u64(x: f64) -> u64 {
+    (x + 0.5) as u64
+}
+
+/// `x.ceil()` for non-negative `x`, without the libm call (see [`round_u64`]).
+#[inline]
+fn ceil_u64(x: f64) -> u64 {
+    let t = x as u64;
+    if (t as f64) < x {
+        t + 1
+    } else {
+        t
+    }
+}
+
+/// Converts engine cycles to picoseconds (rounded to the nearest picosecond).
+#[inline]
+pub(crate) fn cycles_to_ps(cycles: u64, ghz: f64) -> u64 {
+    round_u64(cycles as f64 * 1000.0 / ghz)
+}
+
+#[inline]
+fn ns_to_ps(ns: f64) -> u64 {
+    round_u64(ns * 1000.0)
+}
+
+#[inline]
+fn add_crit(c: &mut Crit, cat: usize, ps: u64) {
+    c[cat] = c[cat].saturating_add(((ps + 500) / 1000) as u32);
+}
+
+/// The timing state of one run.
+pub(crate) struct Timing {
+    pub tracks: Vec<Track>,
+    recs: Vec<Binned>,
+    dma_engines: Vec<DmaEngine>,
+    /// Last stamp handed out (see [`DmaEngine::stamp`]).
+    next_stamp: u64,
+    hbm: HbmTimeline,
+    ports: [(u64, Crit); 2],
+    /// Latest end of any instruction, with its critical path.
+    pub end: u64,
+    pub end_crit: Crit,
+    dma_fixed_ps: u64,
+    dma_desc_ps: f64,
+    /// Engine rate in bytes per picosecond.
+    dma_rate: f64,
+    pub trace: Option<Vec<Slice>>,
+    /// Bytes moved per microsecond window (for the trace's HBM counter).
+    pub hbm_counter: Option<std::collections::BTreeMap<u64, u64>>,
+    /// Tests set this to take the general path where there is a fast one (uniform DMAs,
+    /// repeated writes), to compare the two; it does not exist outside tests.
+    #[cfg(test)]
+    general_only: bool,
+}
+
+impl Timing {
+    pub fn new(chip: &crate::Chip, dma_queues: usize, trace: bool) -> Self {
+        Timing {
+            tracks: vec![Track::default(); 4 + dma_queues],
+            recs: Vec::new(),
+            dma_engines: vec![DmaEngine::default(); dma_queues],
+            next_stamp: 0,
+            hbm: HbmTimeline::new(chip.memory.hbm_gbps_per_core),
+            ports: [(0, [0u32; 8]); 2],
+            end: 0,
+            end_crit: [0; 8],
+            dma_fixed_ps: ns_to_ps(chip.dma.fixed_ns),
+            dma_desc_ps: chip.dma.descriptor_ns * 1000.0,
+            dma_rate: chip.dma.engine_gbps / 1000.0,
+            trace: trace.then(Vec::new),
+            hbm_counter: trace.then(Default::default),
+            #[cfg(test)]
+            general_only: false,
+        }
+    }
+
+    fn bump_end(&mut self, end: u64, crit: Crit) {
+        if end > self.end {
+            self.end = end;
+            self.end_crit = crit;
+        }
+    }
+
+    /// Schedule a compute instruction; returns (start, end) in picoseconds.
+    pub fn compute<R: Operand>(&mut self, op: &ComputeOp<'_, R>) -> (u64, u64) {
+        let dur = cycles_to_ps(op.cycles, op.ghz);
+        let track = &self.tracks[op.track];
+        let (mut start, mut crit) = (track.free, track.crit);
+        let (dep_t, dep_crit) = self.deps(op.reads, op.writes, start);
+        if dep_t > start {
+            start = dep_t;
+            crit = dep_crit;
+        }
+        // Most instructions use no shared port (TensorE never does).
+        let ports = op.ports != 0;
+        if ports {
+            for (bit, port) in self.ports.iter().enumerate() {
+                if op.ports & (1 << bit) != 0 && port.0 > start {
+                    add_crit(&mut crit, CAT_WAIT, port.0 - start);
+                    start = port.0;
+                }
+            }
+        }
+        let end = start + dur;
+        add_crit(&mut crit, op.track, dur);
+        if ports {
+            for (bit, port) in self.ports.iter_mut().enumerate() {
+                if op.ports & (1 << bit) != 0 {
+                    *port = (end, crit);
+                }
+            }
+        }
+        let track = &mut self.tracks[op.track];
+        track.free = end;
+        track.crit = crit;
+        track.busy_ps += dur;
+        track.busy_cycles += op.cycles;
+        track.count += 1;
+        for r in op.reads {
+            self.record(r.region(), false, end, &crit);
+        }
+        let lat = cycles_to_ps(op.latency_cycles, op.ghz);
+        let mut wcrit = crit;
+        add_crit(&mut wcrit, CAT_LATENCY, lat);
+        for w in op.writes {
+            self.record(w.region(), true, end + lat, &wcrit);
+        }
+        self.bump_end(end, crit);
+        (start, end)
+    }
+    /// The latest time any track is busy until (the program's frontier).
+    pub fn frontier(&self) -> u64 {
+        self.tracks.iter().map(|t| t.free).max().unwrap_or(0)
+    }
+}
