@@ -1,0 +1,197 @@
+//! `dma_copy`: moves between HBM and SBUF (and SBUF↔SBUF, HBM↔HBM), split into one chunk
+//! per DMA queue it uses, with its descriptor count, bytes and HBM traffic.
+
+use super::schedule::describe;
+use super::{Access, Nc, VResult};
+use crate::error::{SimResult, SourceLoc, ViolationKind as V};
+use crate::timing::{DmaChunk, Region, Slice};
+use crate::view::*;
+use crate::Dtype;
+use std::panic::Location;
+
+impl Nc {
+    /// `dma_copy`: copy between HBM and SBUF, SBUF and SBUF, or HBM and HBM, casting through
+    /// fp32 when the dtypes differ (neuroncore.md §1.7, §2.3).
+    #[track_caller]
+    pub fn dma(&mut self, dst: impl Into<Access>, src: impl Into<Access>) -> SimResult<()> {
+        let loc = Location::caller();
+        let (dst, src) = (dst.into(), src.into());
+        self.dma_impl(dst, src, loc).or_else(|kind| self.fail("dma_copy", loc, kind))
+    }
+
+    /// (partitions, free elements, dtype, contiguous run in elements, and for a tile its
+    /// region — the check computes it anyway; an HBM region is only needed when timing).
+    fn access_shape(
+        &self,
+        operand: &'static str,
+        a: &Access,
+    ) -> VResult<(u64, u64, Dtype, u64, Option<Region>)> {
+        match a {
+            Access::Tile(v) => {
+                if v.tile.mem == Mem::Psum {
+                    return Err(V::MemoryNotAllowed {
+                        operand,
+                        memory: "PSUM",
+                        rule:
+                            "DMA moves data between HBM and SBUF only (neuroncore.md §2.3 dma_copy)",
+                    });
+                }
+                let (region, elems) = self.check_view_elems(operand, v, false)?;
+                Ok((v.np as u64, elems, v.tile.dtype, v.free.contiguous_run(), Some(region)))
+            }
+            Access::Hbm(v) => {
+                self.check_hbm(operand, v)?;
+                let d = v.dims.as_slice();
+                let parts = d.first().map_or(1, |x| x.1);
+                let free = Dims::<MAX_HBM_DIMS> {
+                    n: d.len().saturating_sub(1) as u8,
+                    d: shift_dims(&v.dims),
+                };
+                Ok((parts, free.elems(), v.tensor.dtype, free.contiguous_run(), None))
+            }
+        }
+    }
+
+    fn dma_impl(
+        &mut self,
+        dst: Access,
+        src: Access,
+        loc: &'static Location<'static>,
+    ) -> VResult<()> {
+        let (dp, df, ddt, drun, dst_region) = self.access_shape("dst", &dst)?;
+        let (sp, sf, sdt, srun, src_region) = self.access_shape("src", &src)?;
+        if dp != sp || df != sf {
+            return Err(V::ShapeMismatch(format!(
+                "dma_copy dst is [{dp} x {df}] but src is [{sp} x {sf}] (partitions x free elements)"
+            )));
+        }
+        // Program hash.
+        self.h(&[5]);
+        for a in [&dst, &src] {
+            match a {
+                Access::Tile(v) => self.h_tile(v),
+                Access::Hbm(v) => self.h_hbm(v),
+            }
+        }
+        if self.mode.functional {
+            let mut vals = Vec::new();
+            match &src {
+                Access::Tile(v) => self.gather_tile("src", v, &mut vals)?,
+                Access::Hbm(v) => self.gather_hbm("src", v, &mut vals)?,
+            }
+            match &dst {
+                Access::Tile(v) => self.scatter_tile(v, &vals),
+                Access::Hbm(v) => self.scatter_hbm(v, &vals),
+            }
+        }
+        let sloc = SourceLoc::from_location(loc);
+        self.stats.instructions += 1;
+        let elem = ddt.size().max(sdt.size()) as u64;
+        let bytes_pp = df * elem;
+        let total = dp * bytes_pp;
+        let is_hbm = |a: &Access| matches!(a, Access::Hbm(_));
+        let hbm_sides = is_hbm(&dst) as u32 + is_hbm(&src) as u32;
+        if is_hbm(&src) {
+            self.stats.hbm_read_bytes += dp * sf * sdt.size() as u64;
+        }
+        if is_hbm(&dst) {
+            self.stats.hbm_write_bytes += dp * df * ddt.size() as u64;
+        }
+        if hbm_sides == 0 {
+            self.stats.sbuf_dma_bytes += total;
+        }
+        self.stats.dma_transfers += 1;
+        self.stats.dma_bytes += total;
+        self.stats.dma_partition_rows += dp;
+        self.stats.dma_bytes_per_partition_sum += bytes_pp as f64;
+        // Descriptors: one per contiguous run (the less contiguous side decides), split at
+        // the largest descriptor size (neuroncore.md §1.7).
+        let run = drun.min(srun).max(1).min(df.max(1));
+        let run_bytes = run * elem;
+        let per_run = run_bytes.div_ceil(self.chip.dma.max_descriptor_bytes).max(1);
+        let desc_pp = df.div_ceil(run) * per_run;
+        self.stats.dma_descriptors += desc_pp * dp;
+        let Some(_) = &self.timing else { return Ok(()) };
+        let queues = self.chip.dma.engines as u64;
+        let ppe = self.chip.dma.partitions_per_engine as u64;
+        let p_base = match (&dst, &src) {
+            (Access::Tile(v), _) | (_, Access::Tile(v)) => v.p0 as u64,
+            _ => 0,
+        };
+        let n_chunks = dp.div_ceil(ppe).clamp(1, queues);
+        let mut chunks = std::mem::take(&mut self.dma_chunks);
+        chunks.clear();
+        // Integer divisions cost tens of cycles each and this runs per chunk: when the rows
+        // split evenly and the engine geometry is a power of two (every built-in chip), use
+        // multiplications and shifts, which give the same numbers.
+        let even = dp % n_chunks == 0;
+        let pow2 = ppe.is_power_of_two() && queues.is_power_of_two();
+        let (per_chunk, ppe_shift) = (dp / n_chunks, ppe.trailing_zeros());
+        let mut first = 0u64;
+        for c in 0..n_chunks {
+            let last = if even { (c + 1) * per_chunk } else { (c + 1) * dp / n_chunks };
+            let rows = last - first;
+            let engine = if pow2 {
+                ((p_base + first) >> ppe_shift) & (queues - 1)
+            } else {
+                ((p_base + first) / ppe) % queues
+            };
+            chunks.push(DmaChunk {
+                queue: 4 + engine as usize,
+                descriptors: rows * desc_pp,
+                bytes: rows * bytes_pp,
+            });
+            first = last;
+        }
+        let region = |checked: Option<Region>, a: &Access| match (checked, a) {
+            (Some(r), _) => r,
+            (None, Access::Hbm(v)) => self.hbm_region(v),
+            (None, Access::Tile(_)) => unreachable!("access_shape gives every tile its region"),
+        };
+        let (rr, wr) = ([region(src_region, &src)], [region(dst_region, &dst)]);
+        let mut out = std::mem::take(&mut self.dma_out);
+        let timing = self.timing.as_mut().expect("checked above");
+        timing.dma(&chunks, hbm_sides, &rr, &wr, &mut out);
+        let busy = out.iter().map(|&(_, s, e)| e - s).sum();
+        self.stats.add_line(sloc, "dma_copy", busy);
+        if self.mode.trace {
+            let desc = |a: &Access| match a {
+                Access::Tile(v) => describe(v),
+                Access::Hbm(v) => format!(
+                    "hbm:{}{:?}@{}",
+                    self.hbm[v.tensor.id as usize].name,
+                    v.dims.shape(),
+                    v.offset
+                ),
+            };
+            let args =
+                format!("dst={} src={} bytes_per_partition={bytes_pp}", desc(&dst), desc(&src));
+            let timing = self.timing.as_mut().expect("checked above");
+            if let Some(tr) = &mut timing.trace {
+                for (i, &(q, s, e)) in out.iter().enumerate() {
+                    tr.push(Slice {
+                        track: q as u16,
+                        start: s,
+                        dur: e - s,
+                        name: "dma_copy",
+                        loc: sloc,
+                        args: args.clone(),
+                        bytes: chunks[i].bytes,
+                    });
+                }
+            }
+        }
+        self.dma_out = out;
+        self.dma_chunks = chunks;
+        Ok(())
+    }
+}
+
+fn shift_dims(d: &Dims<MAX_HBM_DIMS>) -> [(i64, u64); MAX_HBM_DIMS] {
+    let mut out = [(0, 1); MAX_HBM_DIMS];
+    let n = d.len();
+    if n > 1 {
+        out[..n - 1].copy_from_slice(&d.as_slice()[1..]);
+    }
+    out
+}

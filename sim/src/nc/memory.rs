@@ -1,0 +1,385 @@
+//! Memory: HBM tensors, and SBUF/PSUM pools whose logical tiles each own a ring of `bufs`
+//! buffers. Allocation checks capacity per pool and tile; the functional model's values and
+//! written-element bitmaps live here; each buffer gets the timing model's buffer id.
+
+use super::{Nc, VResult};
+use crate::error::{PoolUse, SimError, SimResult, SourceLoc, TileUse, ViolationKind as V};
+use crate::view::*;
+use crate::Dtype;
+use std::panic::Location;
+
+/// Which elements of a buffer have been written (to report reads of fresh memory).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Written {
+    bits: Vec<u64>,
+    count: u64,
+    len: u64,
+}
+
+impl Written {
+    pub(super) fn new(len: u64, all: bool) -> Self {
+        if all {
+            Written { bits: Vec::new(), count: len, len }
+        } else {
+            Written { bits: vec![0; len.div_ceil(64) as usize], count: 0, len }
+        }
+    }
+    #[inline]
+    fn all(&self) -> bool {
+        self.count == self.len
+    }
+    #[inline]
+    pub(super) fn get(&self, i: u64) -> bool {
+        self.all() || self.bits[(i / 64) as usize] & (1 << (i % 64)) != 0
+    }
+    #[inline]
+    pub(super) fn set(&mut self, i: u64) {
+        if self.all() {
+            return;
+        }
+        let w = &mut self.bits[(i / 64) as usize];
+        let m = 1u64 << (i % 64);
+        if *w & m == 0 {
+            *w |= m;
+            self.count += 1;
+            if self.count == self.len {
+                self.bits = Vec::new();
+            }
+        }
+    }
+}
+
+pub(super) struct HbmTensor {
+    pub(super) name: String,
+    pub(super) dtype: Dtype,
+    pub(super) shape: Vec<u64>,
+    /// Elements per row (product of dims after the first) for dependency regions.
+    pub(super) row_elems: u64,
+    pub(super) data: Vec<f32>,
+    pub(super) written: Written,
+    pub(super) tid: u32,
+}
+
+pub(super) struct Buf {
+    pub(super) logical: u32,
+    pub(super) gen: u32,
+    pub(super) pstride: u64,
+    pub(super) data: Vec<f32>,
+    pub(super) written: Written,
+    pub(super) tid: u32,
+}
+
+pub(super) struct PoolState {
+    pub(super) name: String,
+    pub(super) mem: Mem,
+    pub(super) bufs: u32,
+    /// Released by [`Nc::release_pools`]: no longer counts against capacity.
+    pub(super) released: bool,
+}
+
+pub(super) struct Logical {
+    pub(super) pool: u32,
+    pub(super) name: String,
+    pub(super) max_bytes: u64,
+    pub(super) ring: Vec<u32>,
+    pub(super) allocations: u64,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub(super) enum TileKey {
+    Site(usize, u32, u32),
+    Name(String),
+}
+
+impl Nc {
+    /// A new buffer id for dependency tracking; `bytes` is its size per partition (per row
+    /// for HBM), which sets the granularity of its records.
+    pub(super) fn new_tid(&mut self, bytes: u64) -> u32 {
+        let id = self.next_tid;
+        self.next_tid += 1;
+        if let Some(t) = &mut self.timing {
+            t.ensure_buffer(id, bytes);
+        }
+        id
+    }
+
+    /// A tensor in HBM that nothing has written yet (an output or scratch space).
+    #[track_caller]
+    pub fn hbm(&mut self, name: &str, dtype: Dtype, shape: &[u64]) -> SimResult<Hbm> {
+        self.new_hbm(name, dtype, shape, None, Location::caller())
+    }
+
+    /// An input tensor in HBM holding `data` (row-major, rounded to `dtype`). In a
+    /// timing-only run the data is not needed and may be empty.
+    #[track_caller]
+    pub fn hbm_input(
+        &mut self,
+        name: &str,
+        dtype: Dtype,
+        shape: &[u64],
+        data: &[f32],
+    ) -> SimResult<Hbm> {
+        self.new_hbm(name, dtype, shape, Some(data), Location::caller())
+    }
+
+    fn new_hbm(
+        &mut self,
+        name: &str,
+        dtype: Dtype,
+        shape: &[u64],
+        data: Option<&[f32]>,
+        loc: &'static Location<'static>,
+    ) -> SimResult<Hbm> {
+        let err =
+            |kind| SimError { instruction: "hbm_tensor", loc: SourceLoc::from_location(loc), kind };
+        if shape.is_empty() || shape.len() > MAX_HBM_DIMS || shape.contains(&0) {
+            return Err(err(V::Invalid(format!(
+                "HBM tensor `{name}` has shape {shape:?}; expected 1 to {MAX_HBM_DIMS} non-zero dims"
+            ))));
+        }
+        let elems: u64 = shape.iter().product();
+        let mut values = Vec::new();
+        // Which elements were written is only checked when values are computed; a timing
+        // run skips the bitmap (an HBM output of 16 M elements is 2 MB to zero).
+        let written = Written::new(elems, data.is_some() || !self.mode.functional);
+        if self.mode.functional {
+            match data {
+                Some(d) if d.len() as u64 != elems => {
+                    return Err(err(V::Invalid(format!(
+                        "HBM input `{name}` with shape {shape:?} needs {elems} values, got {}",
+                        d.len()
+                    ))))
+                }
+                Some(d) => values = d.iter().map(|&x| dtype.round(x)).collect(),
+                None => values = vec![f32::NAN; elems as usize],
+            }
+        }
+        let id = self.hbm.len() as u32;
+        let tid = self.new_tid(shape[1..].iter().product::<u64>() * dtype.size() as u64);
+        self.hbm.push(HbmTensor {
+            name: name.to_string(),
+            dtype,
+            shape: shape.to_vec(),
+            row_elems: shape[1..].iter().product(),
+            data: values,
+            written,
+            tid,
+        });
+        self.h(&[3, dtype.code(), shape.len() as u8]);
+        for &d in shape {
+            self.h64(d);
+        }
+        Ok(Hbm { id, dtype, shape: Dims::contiguous(shape) })
+    }
+
+    /// The values of an HBM tensor (`None` in a timing-only run). Unwritten elements are NaN.
+    pub fn read_hbm(&self, t: Hbm) -> Option<&[f32]> {
+        self.mode.functional.then(|| self.hbm[t.id as usize].data.as_slice())
+    }
+
+    /// The name an HBM tensor was created with.
+    pub fn hbm_name(&self, t: Hbm) -> &str {
+        &self.hbm[t.id as usize].name
+    }
+
+    /// An SBUF pool whose every logical tile has `bufs` physical buffers (multi-buffering).
+    pub fn sbuf_pool(&mut self, name: &str, bufs: u32) -> Pool {
+        self.pool(name, bufs, Mem::Sbuf)
+    }
+
+    /// A PSUM pool; each tile occupies whole 2 KiB banks per partition.
+    pub fn psum_pool(&mut self, name: &str, bufs: u32) -> Pool {
+        self.pool(name, bufs, Mem::Psum)
+    }
+
+    fn pool(&mut self, name: &str, bufs: u32, mem: Mem) -> Pool {
+        let id = self.pools.len() as u32;
+        let bufs = bufs.max(1);
+        self.pools.push(PoolState { name: name.to_string(), mem, bufs, released: false });
+        Pool { id, mem, bufs }
+    }
+
+    /// End of a kernel: every pool allocated so far is released, its SBUF/PSUM free for the
+    /// next kernel issued on this core (as when a model runs kernels one after another).
+    /// Tiles of released pools become stale: using one is a [`ViolationKind::StaleTile`]
+    /// error. HBM tensors stay.
+    pub fn release_pools(&mut self) {
+        for p in &mut self.pools {
+            p.released = true;
+        }
+        for b in &mut self.bufs {
+            b.gen += 1;
+        }
+        self.sbuf_reserved = 0;
+        self.psum_reserved_banks = 0;
+    }
+
+    /// Allocate the logical tile of this call site in `pool`: the next buffer of its ring.
+    #[track_caller]
+    pub fn tile(&mut self, pool: Pool, dtype: Dtype, shape: &[u64]) -> SimResult<Tile> {
+        let loc = Location::caller();
+        let key = TileKey::Site(loc.file().as_ptr() as usize, loc.line(), loc.column());
+        self.alloc(pool, key, None, dtype, shape, loc)
+    }
+
+    /// Allocate the logical tile `name` in `pool` (for tiles allocated from several sites).
+    #[track_caller]
+    pub fn tile_named(
+        &mut self,
+        pool: Pool,
+        name: &str,
+        dtype: Dtype,
+        shape: &[u64],
+    ) -> SimResult<Tile> {
+        let loc = Location::caller();
+        self.alloc(pool, TileKey::Name(name.to_string()), Some(name), dtype, shape, loc)
+    }
+
+    fn alloc(
+        &mut self,
+        pool: Pool,
+        key: TileKey,
+        name: Option<&str>,
+        dtype: Dtype,
+        shape: &[u64],
+        loc: &'static Location<'static>,
+    ) -> SimResult<Tile> {
+        let sloc = SourceLoc::from_location(loc);
+        let err = |kind| SimError { instruction: "tile", loc: sloc, kind };
+        if shape.len() < 2 || shape.len() > 1 + MAX_FREE_DIMS || shape.contains(&0) {
+            return Err(err(V::Invalid(format!(
+                "tile shape {shape:?}: expected [partitions, free...] with 1 to {MAX_FREE_DIMS} \
+                 non-zero free dims"
+            ))));
+        }
+        let parts = shape[0];
+        if parts > self.chip.memory.partitions as u64 {
+            return Err(err(V::PartitionOverflow {
+                operand: "tile",
+                partitions: parts,
+                max: self.chip.memory.partitions as u64,
+            }));
+        }
+        let free = Dims::<MAX_FREE_DIMS>::contiguous(&shape[1..]);
+        let bytes = free.elems() * dtype.size() as u64;
+        let lid = match self.tile_index.get(&(pool.id, key.clone())) {
+            Some(&l) => l,
+            None => {
+                let l = self.logicals.len() as u32;
+                let tname = name
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("{}:{}", sloc.file, sloc.line));
+                self.logicals.push(Logical {
+                    pool: pool.id,
+                    name: tname,
+                    max_bytes: 0,
+                    ring: Vec::new(),
+                    allocations: 0,
+                });
+                self.tile_index.insert((pool.id, key), l);
+                l
+            }
+        };
+        if bytes > self.logicals[lid as usize].max_bytes {
+            let old = self.logicals[lid as usize].max_bytes;
+            self.logicals[lid as usize].max_bytes = bytes;
+            if let Err(kind) = self.check_capacity(pool.mem) {
+                self.logicals[lid as usize].max_bytes = old;
+                return Err(err(kind));
+            }
+        }
+        let bufs = self.pools[pool.id as usize].bufs;
+        let lt = &mut self.logicals[lid as usize];
+        let slot = (lt.allocations % bufs as u64) as usize;
+        lt.allocations += 1;
+        let buf_id = if slot < lt.ring.len() {
+            lt.ring[slot]
+        } else {
+            let b = self.bufs.len() as u32;
+            self.logicals[lid as usize].ring.push(b);
+            let tid = self.new_tid(bytes);
+            self.bufs.push(Buf {
+                logical: lid,
+                gen: 0,
+                pstride: 0,
+                data: Vec::new(),
+                written: Written::default(),
+                tid,
+            });
+            b
+        };
+        let functional = self.mode.functional;
+        let b = &mut self.bufs[buf_id as usize];
+        b.gen += 1;
+        b.pstride = free.elems();
+        let len = parts * free.elems();
+        if functional {
+            b.data.clear();
+            b.data.resize(len as usize, f32::NAN);
+            b.written = Written::new(len, false);
+        }
+        let gen = b.gen;
+        self.h(&[4, dtype.code(), pool.mem as u8]);
+        self.h64(lid as u64);
+        for &d in shape {
+            self.h64(d);
+        }
+        Ok(Tile::new(buf_id, gen, dtype, pool.mem, parts as u32, free))
+    }
+
+    fn check_capacity(&mut self, mem: Mem) -> VResult<()> {
+        let bank = self.chip.memory.psum_bank_bytes_per_partition;
+        let cost = |lt: &Logical, bufs: u32| -> u64 {
+            match mem {
+                Mem::Sbuf => bufs as u64 * lt.max_bytes,
+                Mem::Psum => bufs as u64 * lt.max_bytes.div_ceil(bank),
+            }
+        };
+        let mut total = 0;
+        for lt in &self.logicals {
+            let p = &self.pools[lt.pool as usize];
+            if p.mem == mem && !p.released {
+                total += cost(lt, p.bufs);
+            }
+        }
+        let capacity = match mem {
+            Mem::Sbuf => self.chip.memory.sbuf_bytes_per_partition,
+            Mem::Psum => self.chip.memory.psum_banks as u64,
+        };
+        if total > capacity {
+            let mut pools = Vec::new();
+            for (pi, p) in self.pools.iter().enumerate() {
+                if p.mem != mem || p.released {
+                    continue;
+                }
+                let tiles: Vec<TileUse> = self
+                    .logicals
+                    .iter()
+                    .filter(|lt| lt.pool == pi as u32)
+                    .map(|lt| TileUse {
+                        tile: lt.name.clone(),
+                        bufs: p.bufs,
+                        bytes_per_partition: match mem {
+                            Mem::Sbuf => lt.max_bytes,
+                            Mem::Psum => lt.max_bytes.div_ceil(bank),
+                        },
+                    })
+                    .collect();
+                let t = tiles.iter().map(|t| t.bufs as u64 * t.bytes_per_partition).sum();
+                pools.push(PoolUse { pool: p.name.clone(), bufs: p.bufs, total: t, tiles });
+            }
+            return Err(V::OverCapacity { memory: mem.name(), needed: total, capacity, pools });
+        }
+        match mem {
+            Mem::Sbuf => {
+                self.sbuf_reserved = total;
+                if self.mode.trace {
+                    let t = self.timing.as_ref().map_or(0, |t| t.frontier());
+                    self.sbuf_counter.push((t, total));
+                }
+            }
+            Mem::Psum => self.psum_reserved_banks = total,
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,219 @@
+//! The kernel builder: the NKI-like API a kernel is written against, and its execution.
+//!
+//! A kernel is an ordinary Rust function that takes `&mut Nc` and its HBM tensors and issues
+//! instructions. Each call is checked against the hardware's rules (neuroncore.md §1.8,
+//! §2.1–2.4), then executed at once by the models the run asked for: the functional model
+//! computes values, the timing model schedules the instruction (see [`crate::timing`]).
+//! Nothing is buffered, so a program of any length runs in constant memory (unless a trace is
+//! requested). Every method that issues an instruction is `#[track_caller]`: errors and
+//! profiles name the kernel's own source line.
+//!
+//! The builder is split by concern, each file one `impl Nc` block (or the types it needs):
+//!
+//! * [`operands`] — the operand types instructions take besides tiles (scalars, activation
+//!   options, affine expressions, DMA sides);
+//! * [`memory`] — HBM tensors, SBUF/PSUM pools and their tile rings, capacity;
+//! * [`checks`] — the hardware's rules for operands, and the regions the timing model uses;
+//! * [`hash`] — the program hash;
+//! * [`values`] — the functional model's reads and writes of tiles and tensors;
+//! * [`schedule`] — the timing front end: engine constants, cost inputs, per-line counters;
+//! * one file per engine family of instructions: [`dma`], [`tensor`] (TensorE),
+//!   [`scalar`] (ScalarE), [`vector`] (VectorE, some also on ScalarE or GpSimd), [`gpsimd`].
+
+mod checks;
+mod dma;
+mod gpsimd;
+mod hash;
+mod memory;
+mod operands;
+mod scalar;
+mod schedule;
+mod tensor;
+mod values;
+mod vector;
+
+use crate::error::{SimError, SimResult, SourceLoc, ViolationKind as V};
+use crate::isa::{Act, Alu, Engine};
+use crate::timing::{DmaChunk, Timing};
+use crate::view::*;
+use crate::Chip;
+use hash::{chip_toml, ProgramHasher};
+use memory::{Buf, HbmTensor, Logical, PoolState, TileKey};
+pub use operands::{Access, ActArgs, Affine, Scalar};
+use rustc_hash::FxHashMap;
+pub(crate) use schedule::Stats;
+use std::panic::Location;
+
+/// Which models run. Values and times are independent: the functional model never looks at
+/// time and the timing model never looks at values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExecMode {
+    /// Compute every value (for correctness checks).
+    pub functional: bool,
+    /// Compute time (for benchmarks and profiles).
+    pub timing: bool,
+    /// Record a Perfetto trace (needs `timing`; memory grows with the instruction count).
+    pub trace: bool,
+}
+
+impl ExecMode {
+    pub const FUNCTIONAL: ExecMode = ExecMode { functional: true, timing: false, trace: false };
+    pub const TIMING: ExecMode = ExecMode { functional: false, timing: true, trace: false };
+    pub const BOTH: ExecMode = ExecMode { functional: true, timing: true, trace: false };
+    pub const TRACE: ExecMode = ExecMode { functional: false, timing: true, trace: true };
+}
+
+/// The NeuronCore being programmed: builder, functional model and timing model in one.
+pub struct Nc {
+    pub(crate) chip: Chip,
+    pub(crate) mode: ExecMode,
+    hbm: Vec<HbmTensor>,
+    bufs: Vec<Buf>,
+    pools: Vec<PoolState>,
+    logicals: Vec<Logical>,
+    tile_index: FxHashMap<(u32, TileKey), u32>,
+    next_tid: u32,
+    pub(crate) timing: Option<Timing>,
+    pub(crate) stats: Stats,
+    pub(crate) sbuf_reserved: u64,
+    pub(crate) psum_reserved_banks: u64,
+    /// Streaming hash of the program's encoding.
+    hash: ProgramHasher,
+    scratch: Vec<i64>,
+    scratch2: Vec<i64>,
+    dma_out: Vec<(usize, u64, u64)>,
+    /// The current DMA's chunks (kept to reuse the allocation).
+    dma_chunks: Vec<DmaChunk>,
+    pub(crate) sbuf_counter: Vec<(u64, u64)>,
+}
+
+type VResult<T> = Result<T, V>;
+
+impl Nc {
+    /// A fresh NeuronCore of `chip`, running the models of `mode`.
+    ///
+    /// Panics if `chip` fails [`Chip::validate`] (chips read with [`Chip::from_toml`] are
+    /// validated there, with an error to show).
+    pub fn new(chip: Chip, mode: ExecMode) -> Nc {
+        if let Err(e) = chip.validate() {
+            panic!("Nc::new: invalid chip `{}`: {e}", chip.name);
+        }
+        let mode = ExecMode { trace: mode.trace && mode.timing, ..mode };
+        let timing = mode.timing.then(|| Timing::new(&chip, chip.dma.engines as usize, mode.trace));
+        let mut hash = ProgramHasher::new();
+        hash.state.update(b"neuron-sim program v2\0");
+        chip_toml(&chip, |toml| hash.state.update(toml.as_bytes()));
+        Nc {
+            chip,
+            mode,
+            hbm: Vec::new(),
+            bufs: Vec::new(),
+            pools: Vec::new(),
+            logicals: Vec::new(),
+            tile_index: FxHashMap::default(),
+            next_tid: 0,
+            timing,
+            stats: Stats::default(),
+            sbuf_reserved: 0,
+            psum_reserved_banks: 0,
+            hash,
+            scratch: Vec::new(),
+            scratch2: Vec::new(),
+            dma_out: Vec::new(),
+            dma_chunks: Vec::new(),
+            sbuf_counter: Vec::new(),
+        }
+    }
+
+    pub fn chip(&self) -> &Chip {
+        &self.chip
+    }
+
+    pub fn mode(&self) -> ExecMode {
+        self.mode
+    }
+
+    fn fail<T>(
+        &self,
+        instruction: &'static str,
+        loc: &'static Location<'static>,
+        kind: V,
+    ) -> SimResult<T> {
+        Err(SimError { instruction, loc: SourceLoc::from_location(loc), kind })
+    }
+
+    /// Issue the next instruction on a chosen engine, where the hardware allows a choice:
+    /// `nc.on(Engine::Scalar).tensor_copy(dst, src)?`.
+    pub fn on(&mut self, engine: Engine) -> On<'_> {
+        On { nc: self, engine }
+    }
+}
+
+/// An engine choice for one instruction (see [`Nc::on`]).
+pub struct On<'a> {
+    nc: &'a mut Nc,
+    engine: Engine,
+}
+
+impl On<'_> {
+    #[track_caller]
+    pub fn tensor_copy(self, dst: impl Into<TileView>, src: impl Into<TileView>) -> SimResult<()> {
+        let loc = Location::caller();
+        self.nc
+            .tensor_copy_impl(self.engine, dst.into(), src.into(), loc)
+            .or_else(|k| self.nc.fail("tensor_copy", loc, k))
+    }
+    #[track_caller]
+    pub fn tensor_tensor(
+        self,
+        dst: impl Into<TileView>,
+        a: impl Into<TileView>,
+        b: impl Into<TileView>,
+        op: Alu,
+    ) -> SimResult<()> {
+        let loc = Location::caller();
+        self.nc
+            .tensor_tensor_impl(self.engine, dst.into(), a.into(), b.into(), op, loc)
+            .or_else(|k| self.nc.fail("tensor_tensor", loc, k))
+    }
+    #[track_caller]
+    pub fn tensor_scalar(
+        self,
+        dst: impl Into<TileView>,
+        src: impl Into<TileView>,
+        op0: (Alu, Scalar),
+        op1: Option<(Alu, Scalar)>,
+    ) -> SimResult<()> {
+        let loc = Location::caller();
+        self.nc
+            .tensor_scalar_impl(self.engine, dst.into(), src.into(), op0, op1, loc)
+            .or_else(|k| self.nc.fail("tensor_scalar", loc, k))
+    }
+    #[track_caller]
+    pub fn memset(self, dst: impl Into<TileView>, value: f32) -> SimResult<()> {
+        let loc = Location::caller();
+        self.nc
+            .memset_impl(self.engine, dst.into(), value, loc)
+            .or_else(|k| self.nc.fail("memset", loc, k))
+    }
+    #[track_caller]
+    pub fn transpose(self, dst: impl Into<TileView>, src: impl Into<TileView>) -> SimResult<()> {
+        let loc = Location::caller();
+        self.nc
+            .transpose_impl(self.engine, dst.into(), src.into(), loc)
+            .or_else(|k| self.nc.fail("nc_transpose", loc, k))
+    }
+    #[track_caller]
+    pub fn activation(
+        self,
+        dst: impl Into<TileView>,
+        src: impl Into<TileView>,
+        func: Act,
+        args: ActArgs,
+    ) -> SimResult<()> {
+        let loc = Location::caller();
+        self.nc
+            .activation_impl(self.engine, dst.into(), src.into(), func, args, loc)
+            .or_else(|k| self.nc.fail("activation", loc, k))
+    }
+}

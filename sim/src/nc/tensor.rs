@@ -1,0 +1,263 @@
+//! TensorE instructions: `nc_matmul` (SBUF × SBUF → PSUM) and `nc_transpose` (also on
+//! VectorE, for up to 32 × 32).
+
+use super::{Nc, VResult};
+use crate::cost;
+use crate::error::{SimResult, SourceLoc, ViolationKind as V};
+use crate::isa::Engine;
+use crate::view::*;
+use crate::Dtype;
+use std::panic::Location;
+
+impl Nc {
+    /// `nc_matmul`: `dst[M,N] (+)= stationary[K,M].T @ moving[K,N]` on the PE array, into
+    /// PSUM (neuroncore.md §2.1, §2.3, §2.4). `accumulate = false` starts an accumulation
+    /// group (overwrites), `true` adds to what the group holds.
+    #[track_caller]
+    pub fn matmul(
+        &mut self,
+        dst: impl Into<TileView>,
+        stationary: impl Into<TileView>,
+        moving: impl Into<TileView>,
+        accumulate: bool,
+    ) -> SimResult<()> {
+        let loc = Location::caller();
+        let (d, s, m) = (dst.into(), stationary.into(), moving.into());
+        self.matmul_impl(&d, &s, &m, accumulate, loc).or_else(|k| self.fail("nc_matmul", loc, k))
+    }
+
+    fn matmul_impl(
+        &mut self,
+        d: &TileView,
+        s: &TileView,
+        m: &TileView,
+        accumulate: bool,
+        loc: &'static Location<'static>,
+    ) -> VResult<()> {
+        let sbuf_input = |name, v: &TileView| match v.tile.mem {
+            Mem::Sbuf => Ok(()),
+            mem => Err(V::MemoryNotAllowed {
+                operand: name,
+                memory: mem.name(),
+                rule: "TensorE reads its inputs only from SBUF (neuroncore.md §1.4)",
+            }),
+        };
+        sbuf_input("stationary", s)?;
+        sbuf_input("moving", m)?;
+        if d.tile.mem != Mem::Psum {
+            return Err(V::MemoryNotAllowed {
+                operand: "dst",
+                memory: d.tile.mem.name(),
+                rule: "TensorE writes its output only to PSUM (neuroncore.md §1.4)",
+            });
+        }
+        let (rs, mm) = self.check_view_elems("stationary", s, true)?;
+        let (rm, n) = self.check_view_elems("moving", m, true)?;
+        let (rd, d_elems) = self.check_view_elems("dst", d, true)?;
+        let multipliable = |name, v: &TileView| match v.tile.dtype {
+            Dtype::I32 => Err(V::DtypeNotAllowed {
+                engine: "Tensor",
+                operand: name,
+                dtype: v.tile.dtype,
+                rule: "the PE array multiplies fp8, bf16, fp16, tf32 or fp32 (neuroncore.md §2.3)",
+            }),
+            _ => Ok(()),
+        };
+        multipliable("stationary", s)?;
+        multipliable("moving", m)?;
+        let fp32 = s.tile.dtype == Dtype::F32 || m.tile.dtype == Dtype::F32;
+        if fp32 && s.tile.dtype != m.tile.dtype {
+            let (name, v) =
+                if s.tile.dtype == Dtype::F32 { ("moving", m) } else { ("stationary", s) };
+            return Err(V::DtypeNotAllowed {
+                engine: "Tensor",
+                operand: name,
+                dtype: v.tile.dtype,
+                rule: "fp32 matmul operands only pair with fp32 (neuroncore.md §2.3)",
+            });
+        }
+        let psum_ok = d.tile.dtype == Dtype::F32
+            || (self.chip.neuroncore_version >= 4 && d.tile.dtype == Dtype::Bf16);
+        if !psum_ok {
+            return Err(V::DtypeNotAllowed {
+                engine: "Tensor",
+                operand: "dst",
+                dtype: d.tile.dtype,
+                rule: "matmul accumulates into fp32 PSUM (bf16 also on NeuronCore-v4; §2.3)",
+            });
+        }
+        let k = s.np as u64;
+        if m.np as u64 != k {
+            return Err(V::ShapeMismatch(format!(
+                "matmul contracts over partitions: stationary has K={k}, moving has K={}",
+                m.np
+            )));
+        }
+        if mm > self.chip.tensor.stationary_fmax {
+            return Err(V::StationaryFreeTooLarge { m: mm, max: self.chip.tensor.stationary_fmax });
+        }
+        if n > self.chip.tensor.moving_fmax {
+            return Err(V::MovingFreeTooLarge { n, max: self.chip.tensor.moving_fmax });
+        }
+        if d.np as u64 != mm || d_elems != n {
+            return Err(V::ShapeMismatch(format!(
+                "matmul of stationary [{k} x {mm}] and moving [{k} x {n}] writes [{mm} x {n}], \
+                 dst is [{} x {}]",
+                d.np,
+                d.free.elems()
+            )));
+        }
+        if self.chip.neuroncore_version < 4 {
+            let r = rd;
+            let bank = self.chip.memory.psum_bank_bytes_per_partition;
+            let same_bank = if bank.is_power_of_two() {
+                r.b0 >> bank.trailing_zeros() == (r.b1 - 1) >> bank.trailing_zeros()
+            } else {
+                r.b0 / bank == (r.b1 - 1) / bank
+            };
+            if !same_bank {
+                return Err(V::PsumBankOverflow {
+                    operand: "dst",
+                    offset: r.b0 % bank,
+                    bytes: r.b1 - r.b0,
+                    bank_bytes: bank,
+                });
+            }
+        }
+        self.h_op(&[6, accumulate as u8], &[d, s, m]);
+        if self.mode.functional {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            self.gather_tile("stationary", s, &mut a)?;
+            self.gather_tile("moving", m, &mut b)?;
+            let mut c = vec![0f32; (mm * n) as usize];
+            if accumulate {
+                self.gather_tile("dst (accumulating)", d, &mut c)?;
+            }
+            // c[M,N] = a[K,M]^T · b[K,N] (+ c). matrixmultiply takes arbitrary strides.
+            // SAFETY: the slices hold K·M, K·N and M·N elements and the strides stay inside them.
+            unsafe {
+                matrixmultiply::sgemm(
+                    mm as usize,
+                    k as usize,
+                    n as usize,
+                    1.0,
+                    a.as_ptr(),
+                    1,
+                    mm as isize,
+                    b.as_ptr(),
+                    n as isize,
+                    1,
+                    if accumulate { 1.0 } else { 0.0 },
+                    c.as_mut_ptr(),
+                    n as isize,
+                    1,
+                );
+            }
+            self.scatter_tile(d, &c);
+        }
+        let cycles =
+            cost::matmul(self.chip.tensor.mm_min_cycles, mm, n, fp32, self.chip.tensor.fp32_factor);
+        let flops = 2.0 * (k * mm * n) as f64;
+        self.stats.matmuls += 1;
+        self.stats.matmul_flops += flops;
+        // neuron-profile's adjusted (bf16-equivalent) FLOPs: fp32 x4 (§5 [SCHEMA]).
+        self.stats.hardware_flops += if fp32 { flops * 4.0 } else { flops };
+        self.schedule(
+            "nc_matmul",
+            Engine::Tensor,
+            cycles,
+            &[(s, rs), (m, rm)],
+            &[(d, rd)],
+            SourceLoc::from_location(loc),
+        );
+        Ok(())
+    }
+
+    /// `nc_transpose` on TensorE: `dst[F,P] = src[P,F]`, SBUF → PSUM, P, F ≤ 128.
+    #[track_caller]
+    pub fn transpose(
+        &mut self,
+        dst: impl Into<TileView>,
+        src: impl Into<TileView>,
+    ) -> SimResult<()> {
+        let loc = Location::caller();
+        self.transpose_impl(Engine::Tensor, dst.into(), src.into(), loc)
+            .or_else(|k| self.fail("nc_transpose", loc, k))
+    }
+
+    pub(super) fn transpose_impl(
+        &mut self,
+        eng: Engine,
+        d: TileView,
+        s: TileView,
+        loc: &'static Location<'static>,
+    ) -> VResult<()> {
+        let rs = self.check_tile("src", &s)?;
+        let rd = self.check_tile("dst", &d)?;
+        let (p, f) = (s.np as u64, s.free.elems());
+        let limit = match eng {
+            Engine::Tensor => {
+                if s.tile.mem != Mem::Sbuf || d.tile.mem != Mem::Psum {
+                    return Err(V::MemoryNotAllowed {
+                        operand: if s.tile.mem != Mem::Sbuf { "src" } else { "dst" },
+                        memory: if s.tile.mem != Mem::Sbuf {
+                            s.tile.mem.name()
+                        } else {
+                            d.tile.mem.name()
+                        },
+                        rule: "a TensorE transpose reads SBUF and writes PSUM (neuroncore.md §2.3)",
+                    });
+                }
+                128
+            }
+            Engine::Vector => 32,
+            _ => {
+                return Err(V::Invalid(format!(
+                    "nc_transpose runs on Tensor or Vector, not {eng}"
+                )));
+            }
+        };
+        if p > limit || f > limit {
+            return Err(V::ShapeMismatch(format!(
+                "{eng} transpose takes at most [{limit} x {limit}], src is [{p} x {f}]"
+            )));
+        }
+        if d.tile.dtype != s.tile.dtype {
+            return Err(V::DtypeNotAllowed {
+                engine: eng.name(),
+                operand: "dst",
+                dtype: d.tile.dtype,
+                rule: "a transpose keeps the dtype: dst must match src (neuroncore.md §2.3)",
+            });
+        }
+        if d.np as u64 != f || d.free.elems() != p {
+            return Err(V::ShapeMismatch(format!(
+                "transpose of [{p} x {f}] writes [{f} x {p}], dst is [{} x {}]",
+                d.np,
+                d.free.elems()
+            )));
+        }
+        self.h_op(&[7, eng as u8], &[&d, &s]);
+        if self.mode.functional {
+            let mut a = Vec::new();
+            self.gather_tile("src", &s, &mut a)?;
+            let mut t = vec![0f32; a.len()];
+            for i in 0..p as usize {
+                for j in 0..f as usize {
+                    t[j * p as usize + i] = a[i * f as usize + j];
+                }
+            }
+            self.scatter_tile(&d, &t);
+        }
+        let cycles = match eng {
+            Engine::Tensor => cost::transpose_tensor(p, f),
+            _ => cost::transpose_vector(self.chip.vector.min_ii_cycles, f),
+        };
+        if eng == Engine::Tensor {
+            self.stats.transpose_flops += 2.0 * (p * p * f) as f64;
+        }
+        let (reads, writes) = ([(&s, rs)], [(&d, rd)]);
+        self.schedule("nc_transpose", eng, cycles, &reads, &writes, SourceLoc::from_location(loc));
+        Ok(())
+    }
+}

@@ -1,0 +1,472 @@
+//! VectorE instructions: element-wise `tensor_tensor`, `tensor_scalar`, `tensor_copy`,
+//! `memset` (several also on ScalarE or GpSimd through [`Nc::on`]), `tensor_reduce`, and
+//! the batch-norm statistics `bn_stats` / `bn_aggr`.
+
+use super::{Nc, Scalar, VResult};
+use crate::cost;
+use crate::error::{SimResult, SourceLoc, ViolationKind as V};
+use crate::isa::{Alu, Engine};
+use crate::timing::Region;
+use crate::view::*;
+use crate::Dtype;
+use std::panic::Location;
+
+impl Nc {
+    /// `tensor_tensor`: `dst = a op b` element-wise on VectorE (GpSimd via [`Nc::on`]).
+    #[track_caller]
+    pub fn tensor_tensor(
+        &mut self,
+        dst: impl Into<TileView>,
+        a: impl Into<TileView>,
+        b: impl Into<TileView>,
+        op: Alu,
+    ) -> SimResult<()> {
+        let loc = Location::caller();
+        self.tensor_tensor_impl(Engine::Vector, dst.into(), a.into(), b.into(), op, loc)
+            .or_else(|k| self.fail("tensor_tensor", loc, k))
+    }
+
+    pub(super) fn tensor_tensor_impl(
+        &mut self,
+        eng: Engine,
+        d: TileView,
+        a: TileView,
+        b: TileView,
+        op: Alu,
+        loc: &'static Location<'static>,
+    ) -> VResult<()> {
+        if !matches!(eng, Engine::Vector | Engine::GpSimd) {
+            return Err(V::Invalid(format!("tensor_tensor runs on Vector or GpSimd, not {eng}")));
+        }
+        let mut regions = [Region::default(); 3];
+        for (i, (name, v)) in [("a", &a), ("b", &b), ("dst", &d)].into_iter().enumerate() {
+            regions[i] = self.check_tile(name, v)?;
+            Self::check_engine_mem(eng, name, v)?;
+            self.check_free_size(name, v)?;
+        }
+        self.same_shape("a", &a, "b", &b)?;
+        self.same_shape("dst", &d, "a", &a)?;
+        if a.tile.mem == Mem::Psum && b.tile.mem == Mem::Psum {
+            return Err(V::MemoryNotAllowed {
+                operand: "b",
+                memory: "PSUM",
+                rule: "tensor_tensor inputs cannot both be in PSUM (neuroncore.md §2.3)",
+            });
+        }
+        if eng == Engine::Vector {
+            for (name, v) in [("a", &a), ("b", &b), ("dst", &d)] {
+                if v.tile.dtype == Dtype::I32 {
+                    return Err(V::DtypeNotAllowed {
+                        engine: "Vector",
+                        operand: name,
+                        dtype: Dtype::I32,
+                        rule: "int32 tensor_tensor runs on GpSimd (neuroncore.md §2.3)",
+                    });
+                }
+            }
+            if op == Alu::Pow {
+                return Err(V::Invalid(
+                    "tensor_tensor `power` runs on GpSimd (neuroncore.md §2.3)".into(),
+                ));
+            }
+        }
+        self.h_op(&[10, eng as u8, op.code()], &[&d, &a, &b]);
+        if self.mode.functional {
+            let (mut x, mut y) = (Vec::new(), Vec::new());
+            self.gather_tile("a", &a, &mut x)?;
+            self.gather_tile("b", &b, &mut y)?;
+            for (u, v) in x.iter_mut().zip(&y) {
+                *u = op.apply(*u, *v);
+            }
+            self.scatter_tile(&d, &x);
+        }
+        let n = Self::n_with_stride(&[&a, &b, &d]);
+        let sb = |v: &TileView| v.tile.mem == Mem::Sbuf;
+        let bf = |v: &TileView| v.tile.dtype == Dtype::Bf16;
+        let split = sb(&a) != sb(&b);
+        let bf16_fast = [&a, &b, &d].iter().all(|v| sb(v) && bf(v) && Self::is_contig(v))
+            && matches!(op, Alu::Add | Alu::Multiply | Alu::Subtract);
+        let sixteen = [&a, &b, &d].iter().all(|v| v.tile.dtype.size() == 2);
+        // NeuronCore-v3+ VectorE performance mode: 2x with both inputs in SBUF, all 16-bit (§1.5).
+        let speedup = if eng == Engine::Vector
+            && self.chip.vector.perf_mode_16bit > 1
+            && sb(&a)
+            && sb(&b)
+            && sixteen
+        {
+            2
+        } else {
+            1
+        };
+        let cycles = cost::tensor_tensor(self.min_ii(eng), n, split || bf16_fast, speedup);
+        self.schedule(
+            "tensor_tensor",
+            eng,
+            cycles,
+            &[(&a, regions[0]), (&b, regions[1])],
+            &[(&d, regions[2])],
+            SourceLoc::from_location(loc),
+        );
+        Ok(())
+    }
+
+    /// `tensor_scalar`: `dst = (src op0 s0) op1 s1` with immediates or `[P,1]` columns, on
+    /// VectorE (ScalarE via [`Nc::on`], which supports only multiply and add).
+    #[track_caller]
+    pub fn tensor_scalar(
+        &mut self,
+        dst: impl Into<TileView>,
+        src: impl Into<TileView>,
+        op0: (Alu, Scalar),
+        op1: Option<(Alu, Scalar)>,
+    ) -> SimResult<()> {
+        let loc = Location::caller();
+        self.tensor_scalar_impl(Engine::Vector, dst.into(), src.into(), op0, op1, loc)
+            .or_else(|k| self.fail("tensor_scalar", loc, k))
+    }
+
+    pub(super) fn tensor_scalar_impl(
+        &mut self,
+        eng: Engine,
+        d: TileView,
+        s: TileView,
+        op0: (Alu, Scalar),
+        op1: Option<(Alu, Scalar)>,
+        loc: &'static Location<'static>,
+    ) -> VResult<()> {
+        match eng {
+            Engine::Vector => {}
+            Engine::Scalar => {
+                for (op, _) in std::iter::once(&op0).chain(op1.as_ref()) {
+                    if !matches!(op, Alu::Multiply | Alu::Add) {
+                        return Err(V::Invalid(format!(
+                            "ScalarE tensor_scalar supports only multiply and add, not {op:?} (neuroncore.md §2.3)"
+                        )));
+                    }
+                }
+            }
+            _ => {
+                return Err(V::Invalid(format!(
+                    "tensor_scalar runs on Vector or Scalar, not {eng}"
+                )))
+            }
+        }
+        let rs = self.check_tile("src", &s)?;
+        let rd = self.check_tile("dst", &d)?;
+        self.check_free_size("src", &s)?;
+        self.same_shape("dst", &d, "src", &s)?;
+        let mut cols: Vec<(TileView, Region)> = Vec::new();
+        for (name, (_, sc)) in
+            [("scalar0", &op0)].into_iter().chain(op1.as_ref().map(|o| ("scalar1", o)))
+        {
+            if let Scalar::Col(c) = sc {
+                let rc = self.check_tile(name, c)?;
+                if c.np != s.np || c.free.elems() != 1 {
+                    return Err(V::ShapeMismatch(format!(
+                        "{name} must be [{} x 1], is [{} x {}]",
+                        s.np,
+                        c.np,
+                        c.free.elems()
+                    )));
+                }
+                if c.tile.dtype != Dtype::F32 {
+                    return Err(V::DtypeNotAllowed {
+                        engine: eng.name(),
+                        operand: name,
+                        dtype: c.tile.dtype,
+                        rule: "tensor_scalar operands are fp32 (neuroncore.md §2.3)",
+                    });
+                }
+                cols.push((*c, rc));
+            }
+        }
+        self.h(&[11, eng as u8, op0.0.code(), op1.map_or(255, |o| o.0.code())]);
+        self.h_tile(&d);
+        self.h_tile(&s);
+        for sc in std::iter::once(&op0.1).chain(op1.as_ref().map(|o| &o.1)) {
+            self.h_scalar(sc);
+        }
+        if self.mode.functional {
+            let (mut x, mut s0, mut s1) = (Vec::new(), Vec::new(), Vec::new());
+            self.gather_tile("src", &s, &mut x)?;
+            self.gather_scalar("scalar0", &op0.1, s.np, &mut s0)?;
+            if let Some((_, sc)) = &op1 {
+                self.gather_scalar("scalar1", sc, s.np, &mut s1)?;
+            }
+            let f = s.free.elems() as usize;
+            for p in 0..s.np as usize {
+                for v in &mut x[p * f..(p + 1) * f] {
+                    *v = op0.0.apply(*v, s0[p]);
+                    if let Some((op, _)) = &op1 {
+                        *v = op.apply(*v, s1[p]);
+                    }
+                }
+            }
+            self.scatter_tile(&d, &x);
+        }
+        let n = Self::n_with_stride(&[&s, &d]);
+        let speedup = self.copy_speedup(eng, &s, &d);
+        let cycles = cost::tensor_scalar(self.min_ii(eng), n, speedup);
+        let mut reads = vec![(&s, rs)];
+        reads.extend(cols.iter().map(|(c, r)| (c, *r)));
+        let writes = [(&d, rd)];
+        self.schedule("tensor_scalar", eng, cycles, &reads, &writes, SourceLoc::from_location(loc));
+        Ok(())
+    }
+
+    /// `tensor_reduce` on VectorE: reduce the last free dim of `src` into `dst`
+    /// (`[P, N] → [P, 1]`, `[P, B, N] → [P, B]`), optionally negated.
+    #[track_caller]
+    pub fn tensor_reduce(
+        &mut self,
+        dst: impl Into<TileView>,
+        src: impl Into<TileView>,
+        op: Alu,
+        negate: bool,
+    ) -> SimResult<()> {
+        let loc = Location::caller();
+        self.tensor_reduce_impl(dst.into(), src.into(), op, negate, loc)
+            .or_else(|k| self.fail("tensor_reduce", loc, k))
+    }
+
+    fn tensor_reduce_impl(
+        &mut self,
+        d: TileView,
+        s: TileView,
+        op: Alu,
+        negate: bool,
+        loc: &'static Location<'static>,
+    ) -> VResult<()> {
+        let rs = self.check_tile("src", &s)?;
+        let rd = self.check_tile("dst", &d)?;
+        self.check_free_size("src", &s)?;
+        if !op.is_reduction() {
+            return Err(V::Invalid(format!(
+                "{op:?} is not a reduction operator (neuroncore.md §2.2)"
+            )));
+        }
+        let inner = *s.free.as_slice().last().map(|(_, n)| n).unwrap_or(&1);
+        let outer = s.free.elems() / inner;
+        if d.np != s.np || d.free.elems() != outer {
+            return Err(V::ShapeMismatch(format!(
+                "reducing the last free dim of [{} x {:?}] gives [{} x {outer}], dst is [{} x {}]",
+                s.np,
+                s.free.shape(),
+                s.np,
+                d.np,
+                d.free.elems()
+            )));
+        }
+        self.h_op(&[12, op.code(), negate as u8], &[&d, &s]);
+        if self.mode.functional {
+            let mut x = Vec::new();
+            self.gather_tile("src", &s, &mut x)?;
+            let out: Vec<f32> = x
+                .chunks(inner as usize)
+                .map(|c| {
+                    let r = c.iter().fold(op.reduce_init(), |acc, &v| op.apply(acc, v));
+                    if negate {
+                        -r
+                    } else {
+                        r
+                    }
+                })
+                .collect();
+            self.scatter_tile(&d, &out);
+        }
+        let bf = s.tile.dtype == Dtype::Bf16
+            && d.tile.dtype == Dtype::Bf16
+            && matches!(op, Alu::Add | Alu::Max);
+        let cycles = cost::tensor_reduce(Self::n_with_stride(&[&s]), bf);
+        self.schedule(
+            "tensor_reduce",
+            Engine::Vector,
+            cycles,
+            &[(&s, rs)],
+            &[(&d, rd)],
+            SourceLoc::from_location(loc),
+        );
+        Ok(())
+    }
+
+    /// `tensor_copy` on VectorE (ScalarE or GpSimd via [`Nc::on`]), casting to dst's dtype.
+    #[track_caller]
+    pub fn tensor_copy(
+        &mut self,
+        dst: impl Into<TileView>,
+        src: impl Into<TileView>,
+    ) -> SimResult<()> {
+        let loc = Location::caller();
+        self.tensor_copy_impl(Engine::Vector, dst.into(), src.into(), loc)
+            .or_else(|k| self.fail("tensor_copy", loc, k))
+    }
+
+    pub(super) fn tensor_copy_impl(
+        &mut self,
+        eng: Engine,
+        d: TileView,
+        s: TileView,
+        loc: &'static Location<'static>,
+    ) -> VResult<()> {
+        if eng == Engine::Tensor {
+            return Err(V::Invalid(
+                "tensor_copy runs on Vector, Scalar or GpSimd, not Tensor".into(),
+            ));
+        }
+        let rs = self.check_tile("src", &s)?;
+        let rd = self.check_tile("dst", &d)?;
+        Self::check_engine_mem(eng, "src", &s)?;
+        Self::check_engine_mem(eng, "dst", &d)?;
+        self.check_free_size("src", &s)?;
+        self.same_shape("dst", &d, "src", &s)?;
+        self.h_op(&[13, eng as u8], &[&d, &s]);
+        if self.mode.functional {
+            let mut x = Vec::new();
+            self.gather_tile("src", &s, &mut x)?;
+            self.scatter_tile(&d, &x);
+        }
+        let n = Self::n_with_stride(&[&s, &d]);
+        let cycles = cost::tensor_copy(self.min_ii(eng), n, self.copy_speedup(eng, &s, &d));
+        let (reads, writes) = ([(&s, rs)], [(&d, rd)]);
+        self.schedule("tensor_copy", eng, cycles, &reads, &writes, SourceLoc::from_location(loc));
+        Ok(())
+    }
+
+    /// `memset` on VectorE (GpSimd via [`Nc::on`]).
+    #[track_caller]
+    pub fn memset(&mut self, dst: impl Into<TileView>, value: f32) -> SimResult<()> {
+        let loc = Location::caller();
+        self.memset_impl(Engine::Vector, dst.into(), value, loc)
+            .or_else(|k| self.fail("memset", loc, k))
+    }
+
+    pub(super) fn memset_impl(
+        &mut self,
+        eng: Engine,
+        d: TileView,
+        value: f32,
+        loc: &'static Location<'static>,
+    ) -> VResult<()> {
+        if !matches!(eng, Engine::Vector | Engine::GpSimd) {
+            return Err(V::Invalid(format!("memset runs on Vector or GpSimd, not {eng}")));
+        }
+        let rd = self.check_tile("dst", &d)?;
+        Self::check_engine_mem(eng, "dst", &d)?;
+        self.check_free_size("dst", &d)?;
+        self.h(&[14, eng as u8]);
+        self.h_tile(&d);
+        self.h64(value.to_bits() as u64);
+        if self.mode.functional {
+            let vals = vec![value; (d.np as u64 * d.free.elems()) as usize];
+            self.scatter_tile(&d, &vals);
+        }
+        let zero16 = value == 0.0 && matches!(d.tile.dtype, Dtype::Bf16 | Dtype::F16);
+        let cycles = cost::memset(self.min_ii(eng), Self::n_with_stride(&[&d]), zero16);
+        self.schedule("memset", eng, cycles, &[], &[(&d, rd)], SourceLoc::from_location(loc));
+        Ok(())
+    }
+
+    /// `bn_stats` on VectorE: per partition, for the even and the odd elements of `src`
+    /// (N ≤ 512), the triple (count, mean, variance) → `dst` `[P, 6]`.
+    #[track_caller]
+    pub fn bn_stats(
+        &mut self,
+        dst: impl Into<TileView>,
+        src: impl Into<TileView>,
+    ) -> SimResult<()> {
+        let loc = Location::caller();
+        self.bn_impl(true, dst.into(), src.into(), loc).or_else(|k| self.fail("bn_stats", loc, k))
+    }
+
+    /// `bn_aggr` on VectorE: combine `k` (count, mean, variance) triples of `src` `[P, 3k]`
+    /// into (mean, variance) in `dst` `[P, 2]`.
+    #[track_caller]
+    pub fn bn_aggr(&mut self, dst: impl Into<TileView>, src: impl Into<TileView>) -> SimResult<()> {
+        let loc = Location::caller();
+        self.bn_impl(false, dst.into(), src.into(), loc).or_else(|k| self.fail("bn_aggr", loc, k))
+    }
+
+    fn bn_impl(
+        &mut self,
+        stats: bool,
+        d: TileView,
+        s: TileView,
+        loc: &'static Location<'static>,
+    ) -> VResult<()> {
+        let rs = self.check_tile("src", &s)?;
+        let rd = self.check_tile("dst", &d)?;
+        let n = s.free.elems();
+        let want = if stats { 6 } else { 2 };
+        if d.np != s.np || d.free.elems() != want {
+            return Err(V::ShapeMismatch(format!(
+                "dst must be [{} x {want}], is [{} x {}]",
+                s.np,
+                d.np,
+                d.free.elems()
+            )));
+        }
+        if stats && n > 512 {
+            return Err(V::FreeSizeTooLarge {
+                operand: "src",
+                elems: n,
+                memory: "bn_stats",
+                max: 512,
+            });
+        }
+        if !stats && !n.is_multiple_of(3) {
+            return Err(V::ShapeMismatch(format!(
+                "bn_aggr takes (count, mean, var) triples, src has {n} elements"
+            )));
+        }
+        self.h_op(&[16, stats as u8], &[&d, &s]);
+        if self.mode.functional {
+            let mut x = Vec::new();
+            self.gather_tile("src", &s, &mut x)?;
+            let mut out = Vec::new();
+            for row in x.chunks(n as usize) {
+                if stats {
+                    for parity in 0..2 {
+                        let v: Vec<f64> =
+                            row.iter().skip(parity).step_by(2).map(|&v| v as f64).collect();
+                        let c = v.len() as f64;
+                        let mean = if c > 0.0 { v.iter().sum::<f64>() / c } else { 0.0 };
+                        let var = if c > 0.0 {
+                            v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / c
+                        } else {
+                            0.0
+                        };
+                        out.extend([c as f32, mean as f32, var as f32]);
+                    }
+                } else {
+                    let (mut c, mut mean, mut m2) = (0f64, 0f64, 0f64);
+                    for t in row.chunks(3) {
+                        let (cb, mb, vb) = (t[0] as f64, t[1] as f64, t[2] as f64);
+                        if cb == 0.0 {
+                            continue;
+                        }
+                        let tot = c + cb;
+                        let delta = mb - mean;
+                        mean += delta * cb / tot;
+                        m2 += vb * cb + delta * delta * c * cb / tot;
+                        c = tot;
+                    }
+                    out.extend([mean as f32, if c > 0.0 { (m2 / c) as f32 } else { 0.0 }]);
+                }
+            }
+            self.scatter_tile(&d, &out);
+        }
+        let min_ii = self.chip.vector.min_ii_cycles;
+        let cycles = if stats { cost::bn_stats(min_ii, n) } else { cost::bn_aggr(min_ii, n) };
+        let opcode = if stats { "bn_stats" } else { "bn_aggr" };
+        let (reads, writes) = ([(&s, rs)], [(&d, rd)]);
+        self.schedule(
+            opcode,
+            Engine::Vector,
+            cycles,
+            &reads,
+            &writes,
+            SourceLoc::from_location(loc),
+        );
+        Ok(())
+    }
+}
