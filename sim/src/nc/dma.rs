@@ -14,9 +14,8 @@ impl Nc {
     /// fp32 when the dtypes differ (neuroncore.md §1.7, §2.3).
     #[track_caller]
     pub fn dma(&mut self, dst: impl Into<Access>, src: impl Into<Access>) -> SimResult<()> {
-        let loc = Location::caller();
         let (dst, src) = (dst.into(), src.into());
-        self.dma_impl(dst, src, loc).or_else(|kind| self.fail("dma_copy", loc, kind))
+        self.issue("dma_copy", |nc, loc| nc.exec_dma(dst, src, loc))
     }
 
     /// (partitions, free elements, dtype, contiguous run in elements, and for a tile its
@@ -52,7 +51,8 @@ impl Nc {
         }
     }
 
-    fn dma_impl(
+    /// Executes `dma_copy`: checks, hash, values, schedule (see [`Nc::issue`]).
+    fn exec_dma(
         &mut self,
         dst: Access,
         src: Access,

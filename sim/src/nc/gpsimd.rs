@@ -13,9 +13,8 @@ impl Nc {
     /// `iota` on GpSimd: `dst[p, i...] = expr(p, i...)` computed in int32, cast to dst.
     #[track_caller]
     pub fn iota(&mut self, dst: impl Into<TileView>, expr: Affine) -> SimResult<()> {
-        let loc = Location::caller();
-        self.affine_impl("iota", dst.into(), None, expr, Cmp::Ge, 0.0, loc)
-            .or_else(|k| self.fail("iota", loc, k))
+        let d = dst.into();
+        self.issue("iota", |nc, loc| nc.exec_affine("iota", d, None, expr, Cmp::Ge, 0.0, loc))
     }
 
     /// `affine_select` on GpSimd: `dst = src where (expr cmp 0) else on_false` — e.g. a causal
@@ -29,13 +28,16 @@ impl Nc {
         cmp: Cmp,
         on_false: f32,
     ) -> SimResult<()> {
-        let loc = Location::caller();
-        self.affine_impl("affine_select", dst.into(), Some(src.into()), expr, cmp, on_false, loc)
-            .or_else(|k| self.fail("affine_select", loc, k))
+        let (d, s) = (dst.into(), Some(src.into()));
+        self.issue("affine_select", |nc, loc| {
+            nc.exec_affine("affine_select", d, s, expr, cmp, on_false, loc)
+        })
     }
 
+    /// Executes `iota` (no `src`) and `affine_select`: checks, hash, values, schedule
+    /// (see [`Nc::issue`]).
     #[allow(clippy::too_many_arguments)]
-    fn affine_impl(
+    fn exec_affine(
         &mut self,
         opcode: &'static str,
         d: TileView,

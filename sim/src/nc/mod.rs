@@ -33,9 +33,8 @@ mod values;
 mod vector;
 
 use crate::error::{SimError, SimResult, SourceLoc, ViolationKind as V};
-use crate::isa::{Act, Alu, Engine};
+use crate::isa::Engine;
 use crate::timing::{DmaChunk, Timing};
-use crate::view::*;
 use crate::Chip;
 use hash::{chip_toml, ProgramHasher};
 use memory::{Buf, HbmTensor, Logical, PoolState, TileKey};
@@ -133,13 +132,24 @@ impl Nc {
         self.mode
     }
 
-    fn fail<T>(
-        &self,
+    /// The one path from an instruction's public method to its execution: `exec` checks,
+    /// hashes, computes and schedules the instruction for the kernel's source line, and a
+    /// violation it reports becomes a [`SimError`] naming `instruction` and that line. Every
+    /// public method of an instruction is a call of this (through [`On`] when the engine is
+    /// a choice), so the source line and error wrapping are written once.
+    #[track_caller]
+    #[inline(always)]
+    fn issue(
+        &mut self,
         instruction: &'static str,
-        loc: &'static Location<'static>,
-        kind: V,
-    ) -> SimResult<T> {
-        Err(SimError { instruction, loc: SourceLoc::from_location(loc), kind })
+        exec: impl FnOnce(&mut Nc, &'static Location<'static>) -> VResult<()>,
+    ) -> SimResult<()> {
+        let loc = Location::caller();
+        exec(self, loc).map_err(|kind| SimError {
+            instruction,
+            loc: SourceLoc::from_location(loc),
+            kind,
+        })
     }
 
     /// Issue the next instruction on a chosen engine, where the hardware allows a choice:
@@ -149,71 +159,10 @@ impl Nc {
     }
 }
 
-/// An engine choice for one instruction (see [`Nc::on`]).
+/// An engine choice for one instruction (see [`Nc::on`]). Its methods are the instructions
+/// that run on more than one engine; each is defined beside its engine family's others, and
+/// the [`Nc`] method of the same name is the call on its default engine.
 pub struct On<'a> {
     nc: &'a mut Nc,
     engine: Engine,
-}
-
-impl On<'_> {
-    #[track_caller]
-    pub fn tensor_copy(self, dst: impl Into<TileView>, src: impl Into<TileView>) -> SimResult<()> {
-        let loc = Location::caller();
-        self.nc
-            .tensor_copy_impl(self.engine, dst.into(), src.into(), loc)
-            .or_else(|k| self.nc.fail("tensor_copy", loc, k))
-    }
-    #[track_caller]
-    pub fn tensor_tensor(
-        self,
-        dst: impl Into<TileView>,
-        a: impl Into<TileView>,
-        b: impl Into<TileView>,
-        op: Alu,
-    ) -> SimResult<()> {
-        let loc = Location::caller();
-        self.nc
-            .tensor_tensor_impl(self.engine, dst.into(), a.into(), b.into(), op, loc)
-            .or_else(|k| self.nc.fail("tensor_tensor", loc, k))
-    }
-    #[track_caller]
-    pub fn tensor_scalar(
-        self,
-        dst: impl Into<TileView>,
-        src: impl Into<TileView>,
-        op0: (Alu, Scalar),
-        op1: Option<(Alu, Scalar)>,
-    ) -> SimResult<()> {
-        let loc = Location::caller();
-        self.nc
-            .tensor_scalar_impl(self.engine, dst.into(), src.into(), op0, op1, loc)
-            .or_else(|k| self.nc.fail("tensor_scalar", loc, k))
-    }
-    #[track_caller]
-    pub fn memset(self, dst: impl Into<TileView>, value: f32) -> SimResult<()> {
-        let loc = Location::caller();
-        self.nc
-            .memset_impl(self.engine, dst.into(), value, loc)
-            .or_else(|k| self.nc.fail("memset", loc, k))
-    }
-    #[track_caller]
-    pub fn transpose(self, dst: impl Into<TileView>, src: impl Into<TileView>) -> SimResult<()> {
-        let loc = Location::caller();
-        self.nc
-            .transpose_impl(self.engine, dst.into(), src.into(), loc)
-            .or_else(|k| self.nc.fail("nc_transpose", loc, k))
-    }
-    #[track_caller]
-    pub fn activation(
-        self,
-        dst: impl Into<TileView>,
-        src: impl Into<TileView>,
-        func: Act,
-        args: ActArgs,
-    ) -> SimResult<()> {
-        let loc = Location::caller();
-        self.nc
-            .activation_impl(self.engine, dst.into(), src.into(), func, args, loc)
-            .or_else(|k| self.nc.fail("activation", loc, k))
-    }
 }

@@ -1,7 +1,7 @@
 //! ScalarE instructions: `activation` (`func(src * scale + bias)` with an optional
 //! reduction along the free axis; also on GpSimd from NeuronCore-v4).
 
-use super::{ActArgs, Nc, Scalar, VResult};
+use super::{ActArgs, Nc, On, Scalar, VResult};
 use crate::cost;
 use crate::error::{SimResult, SourceLoc, ViolationKind as V};
 use crate::isa::{Act, Engine};
@@ -20,12 +20,11 @@ impl Nc {
         func: Act,
         args: ActArgs,
     ) -> SimResult<()> {
-        let loc = Location::caller();
-        self.activation_impl(Engine::Scalar, dst.into(), src.into(), func, args, loc)
-            .or_else(|k| self.fail("activation", loc, k))
+        self.on(Engine::Scalar).activation(dst, src, func, args)
     }
 
-    pub(super) fn activation_impl(
+    /// Executes `activation`: checks, hash, values, schedule (see [`Nc::issue`]).
+    fn exec_activation(
         &mut self,
         eng: Engine,
         d: TileView,
@@ -148,5 +147,20 @@ impl Nc {
         let (reads, writes) = (&reads[..nr], &writes[..nw]);
         self.schedule("activation", eng, cycles, reads, writes, SourceLoc::from_location(loc));
         Ok(())
+    }
+}
+
+impl On<'_> {
+    /// `activation` on the chosen engine: ScalarE, or GpSimd from NeuronCore-v4.
+    #[track_caller]
+    pub fn activation(
+        self,
+        dst: impl Into<TileView>,
+        src: impl Into<TileView>,
+        func: Act,
+        args: ActArgs,
+    ) -> SimResult<()> {
+        let (d, s, engine) = (dst.into(), src.into(), self.engine);
+        self.nc.issue("activation", |nc, loc| nc.exec_activation(engine, d, s, func, args, loc))
     }
 }

@@ -1,7 +1,7 @@
 //! TensorE instructions: `nc_matmul` (SBUF × SBUF → PSUM) and `nc_transpose` (also on
 //! VectorE, for up to 32 × 32).
 
-use super::{Nc, VResult};
+use super::{Nc, On, VResult};
 use crate::cost;
 use crate::error::{SimResult, SourceLoc, ViolationKind as V};
 use crate::isa::Engine;
@@ -21,12 +21,12 @@ impl Nc {
         moving: impl Into<TileView>,
         accumulate: bool,
     ) -> SimResult<()> {
-        let loc = Location::caller();
         let (d, s, m) = (dst.into(), stationary.into(), moving.into());
-        self.matmul_impl(&d, &s, &m, accumulate, loc).or_else(|k| self.fail("nc_matmul", loc, k))
+        self.issue("nc_matmul", |nc, loc| nc.exec_matmul(&d, &s, &m, accumulate, loc))
     }
 
-    fn matmul_impl(
+    /// Executes `nc_matmul`: checks, hash, values, schedule (see [`Nc::issue`]).
+    fn exec_matmul(
         &mut self,
         d: &TileView,
         s: &TileView,
@@ -180,12 +180,11 @@ impl Nc {
         dst: impl Into<TileView>,
         src: impl Into<TileView>,
     ) -> SimResult<()> {
-        let loc = Location::caller();
-        self.transpose_impl(Engine::Tensor, dst.into(), src.into(), loc)
-            .or_else(|k| self.fail("nc_transpose", loc, k))
+        self.on(Engine::Tensor).transpose(dst, src)
     }
 
-    pub(super) fn transpose_impl(
+    /// Executes `nc_transpose`: checks, hash, values, schedule (see [`Nc::issue`]).
+    fn exec_transpose(
         &mut self,
         eng: Engine,
         d: TileView,
@@ -259,5 +258,15 @@ impl Nc {
         let (reads, writes) = ([(&s, rs)], [(&d, rd)]);
         self.schedule("nc_transpose", eng, cycles, &reads, &writes, SourceLoc::from_location(loc));
         Ok(())
+    }
+}
+
+impl On<'_> {
+    /// `nc_transpose` on the chosen engine: TensorE (SBUF → PSUM, P, F ≤ 128) or VectorE
+    /// (P, F ≤ 32).
+    #[track_caller]
+    pub fn transpose(self, dst: impl Into<TileView>, src: impl Into<TileView>) -> SimResult<()> {
+        let (d, s, engine) = (dst.into(), src.into(), self.engine);
+        self.nc.issue("nc_transpose", |nc, loc| nc.exec_transpose(engine, d, s, loc))
     }
 }

@@ -2,7 +2,7 @@
 //! `memset` (several also on ScalarE or GpSimd through [`Nc::on`]), `tensor_reduce`, and
 //! the batch-norm statistics `bn_stats` / `bn_aggr`.
 
-use super::{Nc, Scalar, VResult};
+use super::{Nc, On, Scalar, VResult};
 use crate::cost;
 use crate::error::{SimResult, SourceLoc, ViolationKind as V};
 use crate::isa::{Alu, Engine};
@@ -21,12 +21,11 @@ impl Nc {
         b: impl Into<TileView>,
         op: Alu,
     ) -> SimResult<()> {
-        let loc = Location::caller();
-        self.tensor_tensor_impl(Engine::Vector, dst.into(), a.into(), b.into(), op, loc)
-            .or_else(|k| self.fail("tensor_tensor", loc, k))
+        self.on(Engine::Vector).tensor_tensor(dst, a, b, op)
     }
 
-    pub(super) fn tensor_tensor_impl(
+    /// Executes `tensor_tensor`: checks, hash, values, schedule (see [`Nc::issue`]).
+    fn exec_tensor_tensor(
         &mut self,
         eng: Engine,
         d: TileView,
@@ -120,12 +119,11 @@ impl Nc {
         op0: (Alu, Scalar),
         op1: Option<(Alu, Scalar)>,
     ) -> SimResult<()> {
-        let loc = Location::caller();
-        self.tensor_scalar_impl(Engine::Vector, dst.into(), src.into(), op0, op1, loc)
-            .or_else(|k| self.fail("tensor_scalar", loc, k))
+        self.on(Engine::Vector).tensor_scalar(dst, src, op0, op1)
     }
 
-    pub(super) fn tensor_scalar_impl(
+    /// Executes `tensor_scalar`: checks, hash, values, schedule (see [`Nc::issue`]).
+    fn exec_tensor_scalar(
         &mut self,
         eng: Engine,
         d: TileView,
@@ -224,12 +222,12 @@ impl Nc {
         op: Alu,
         negate: bool,
     ) -> SimResult<()> {
-        let loc = Location::caller();
-        self.tensor_reduce_impl(dst.into(), src.into(), op, negate, loc)
-            .or_else(|k| self.fail("tensor_reduce", loc, k))
+        let (d, s) = (dst.into(), src.into());
+        self.issue("tensor_reduce", |nc, loc| nc.exec_tensor_reduce(d, s, op, negate, loc))
     }
 
-    fn tensor_reduce_impl(
+    /// Executes `tensor_reduce`: checks, hash, values, schedule (see [`Nc::issue`]).
+    fn exec_tensor_reduce(
         &mut self,
         d: TileView,
         s: TileView,
@@ -296,12 +294,11 @@ impl Nc {
         dst: impl Into<TileView>,
         src: impl Into<TileView>,
     ) -> SimResult<()> {
-        let loc = Location::caller();
-        self.tensor_copy_impl(Engine::Vector, dst.into(), src.into(), loc)
-            .or_else(|k| self.fail("tensor_copy", loc, k))
+        self.on(Engine::Vector).tensor_copy(dst, src)
     }
 
-    pub(super) fn tensor_copy_impl(
+    /// Executes `tensor_copy`: checks, hash, values, schedule (see [`Nc::issue`]).
+    fn exec_tensor_copy(
         &mut self,
         eng: Engine,
         d: TileView,
@@ -335,12 +332,11 @@ impl Nc {
     /// `memset` on VectorE (GpSimd via [`Nc::on`]).
     #[track_caller]
     pub fn memset(&mut self, dst: impl Into<TileView>, value: f32) -> SimResult<()> {
-        let loc = Location::caller();
-        self.memset_impl(Engine::Vector, dst.into(), value, loc)
-            .or_else(|k| self.fail("memset", loc, k))
+        self.on(Engine::Vector).memset(dst, value)
     }
 
-    pub(super) fn memset_impl(
+    /// Executes `memset`: checks, hash, values, schedule (see [`Nc::issue`]).
+    fn exec_memset(
         &mut self,
         eng: Engine,
         d: TileView,
@@ -374,19 +370,21 @@ impl Nc {
         dst: impl Into<TileView>,
         src: impl Into<TileView>,
     ) -> SimResult<()> {
-        let loc = Location::caller();
-        self.bn_impl(true, dst.into(), src.into(), loc).or_else(|k| self.fail("bn_stats", loc, k))
+        let (d, s) = (dst.into(), src.into());
+        self.issue("bn_stats", |nc, loc| nc.exec_bn(true, d, s, loc))
     }
 
     /// `bn_aggr` on VectorE: combine `k` (count, mean, variance) triples of `src` `[P, 3k]`
     /// into (mean, variance) in `dst` `[P, 2]`.
     #[track_caller]
     pub fn bn_aggr(&mut self, dst: impl Into<TileView>, src: impl Into<TileView>) -> SimResult<()> {
-        let loc = Location::caller();
-        self.bn_impl(false, dst.into(), src.into(), loc).or_else(|k| self.fail("bn_aggr", loc, k))
+        let (d, s) = (dst.into(), src.into());
+        self.issue("bn_aggr", |nc, loc| nc.exec_bn(false, d, s, loc))
     }
 
-    fn bn_impl(
+    /// Executes `bn_stats` (`stats`) and `bn_aggr`: checks, hash, values, schedule
+    /// (see [`Nc::issue`]).
+    fn exec_bn(
         &mut self,
         stats: bool,
         d: TileView,
@@ -468,5 +466,48 @@ impl Nc {
             SourceLoc::from_location(loc),
         );
         Ok(())
+    }
+}
+
+impl On<'_> {
+    /// `tensor_tensor` on the chosen engine: VectorE or GpSimd (int32 and `power` only
+    /// there).
+    #[track_caller]
+    pub fn tensor_tensor(
+        self,
+        dst: impl Into<TileView>,
+        a: impl Into<TileView>,
+        b: impl Into<TileView>,
+        op: Alu,
+    ) -> SimResult<()> {
+        let (d, a, b, engine) = (dst.into(), a.into(), b.into(), self.engine);
+        self.nc.issue("tensor_tensor", |nc, loc| nc.exec_tensor_tensor(engine, d, a, b, op, loc))
+    }
+
+    /// `tensor_scalar` on the chosen engine: VectorE, or ScalarE (multiply and add only).
+    #[track_caller]
+    pub fn tensor_scalar(
+        self,
+        dst: impl Into<TileView>,
+        src: impl Into<TileView>,
+        op0: (Alu, Scalar),
+        op1: Option<(Alu, Scalar)>,
+    ) -> SimResult<()> {
+        let (d, s, engine) = (dst.into(), src.into(), self.engine);
+        self.nc.issue("tensor_scalar", |nc, loc| nc.exec_tensor_scalar(engine, d, s, op0, op1, loc))
+    }
+
+    /// `tensor_copy` on the chosen engine: VectorE, ScalarE or GpSimd.
+    #[track_caller]
+    pub fn tensor_copy(self, dst: impl Into<TileView>, src: impl Into<TileView>) -> SimResult<()> {
+        let (d, s, engine) = (dst.into(), src.into(), self.engine);
+        self.nc.issue("tensor_copy", |nc, loc| nc.exec_tensor_copy(engine, d, s, loc))
+    }
+
+    /// `memset` on the chosen engine: VectorE or GpSimd.
+    #[track_caller]
+    pub fn memset(self, dst: impl Into<TileView>, value: f32) -> SimResult<()> {
+        let (d, engine) = (dst.into(), self.engine);
+        self.nc.issue("memset", |nc, loc| nc.exec_memset(engine, d, value, loc))
     }
 }
