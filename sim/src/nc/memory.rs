@@ -201,8 +201,8 @@ impl Nc {
 
     /// End of a kernel: every pool allocated so far is released, its SBUF/PSUM free for the
     /// next kernel issued on this core (as when a model runs kernels one after another).
-    /// Tiles of released pools become stale: using one is a [`ViolationKind::StaleTile`]
-    /// error. HBM tensors stay.
+    /// Tiles of released pools become stale: using one is a
+    /// [`ViolationKind::StaleTile`](crate::ViolationKind::StaleTile) error. HBM tensors stay.
     pub fn release_pools(&mut self) {
         for p in &mut self.pools {
             p.released = true;

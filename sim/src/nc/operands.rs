@@ -27,7 +27,7 @@ impl From<Tile> for Scalar {
     }
 }
 
-/// Options of [`Nc::activation`]: `dst = func(src * scale + bias)`, optionally
+/// Options of [`Nc::activation`](crate::Nc::activation): `dst = func(src * scale + bias)`, optionally
 /// `reduce = Σ dst` along the free axis (neuroncore.md §1.5 ScalarE pipeline).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ActArgs {
