@@ -7,19 +7,10 @@ use crate::cargo::CargoFlags;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
-pub const EXIT_CODES: &str = "\
-Exit codes:
-  0  success
-  1  internal error
-  2  usage or configuration error (bad flag, bad TOML space, unknown kernel)
-  3  build failed (cargo's errors are printed above)
-  4  a correctness check failed (the shrunk failing case is printed), or a variant crashed or hung
-  5  a performance regression (gate, not built yet)";
-
 /// Tune NeuronCore kernels on a simulator: every variant (kernel × params × shape × chip) is a
 /// build artifact that is traced, checked against a CPU reference and benchmarked.
 #[derive(Debug, Parser)]
-#[command(name = "cargo-neuron-tune", bin_name = "cargo neuron-tune", version, after_help = EXIT_CODES)]
+#[command(name = "cargo-neuron-tune", bin_name = "cargo neuron-tune", version, after_help = crate::exit::Exit::help_table())]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -29,7 +20,8 @@ pub struct Cli {
 
 #[derive(Debug, Args, Clone)]
 pub struct GlobalOpts {
-    /// `human` (tables and progress on stderr) or `json` (one JSON event per line on stdout).
+    /// `human` (results on stdout, progress and status on stderr) or `json` (one JSON event
+    /// per line on stdout, nothing else there).
     #[arg(long, value_enum, default_value_t = MessageFormat::Human, global = true)]
     pub message_format: MessageFormat,
     /// Parallel harness workers (default: the number of CPUs).

@@ -1,17 +1,24 @@
 //! The `cargo neuron-tune` subcommand as a library: the binary is a thin shell over it.
 //!
-//! * [`cli`] — flags and subcommands (clap), documented exit codes.
+//! * [`cli`] — flags and subcommands (clap); [`exit`] — the documented exit codes.
 //! * [`cargo`] — discovery through `cargo metadata`, harness builds through `$CARGO`.
-//! * [`pool`] — harness worker processes (duct), per-request timeout, crash recovery.
-//! * [`store`] — the content-addressed variant store with atomic writes and a run lock.
-//! * [`run`] — the subcommands; [`new`] — kernel scaffolding.
+//! * [`workspace`] — a command's kernel crates: built, their worker pools started, listed.
+//! * [`worker`] — harness worker processes and the persistent pool (crash and hang recovery).
+//! * [`select`] — which variants (`--kernel`, `--shape`, `--params`, lazy `--all-variants`).
+//! * [`eval`] — trace → store → simulate, streaming; [`store`] — the variant store.
+//! * [`output`] — typed events, JSON and human reporting.
+//! * [`commands`] — one module per subcommand.
 //!
 //! It never decides correctness itself and never links user kernels: it asks the harness
-//! binary cargo built, over the worker protocol.
+//! binary cargo built, over the worker protocol (`neuron-tune-protocol`).
 
 pub mod cargo;
 pub mod cli;
-pub mod new;
-pub mod pool;
-pub mod run;
+pub mod commands;
+pub mod eval;
+pub mod exit;
+pub mod output;
+pub mod select;
 pub mod store;
+pub mod worker;
+pub mod workspace;

@@ -7,74 +7,15 @@
 //! (replayed first next time) and reported with its metrics. The run's seed is returned so
 //! `--seed` replays it exactly.
 
-use crate::kernel::{catch_panic, run_variant, Kernel, Metrics, Role, RunError};
+use crate::kernel::{catch_panic, run_variant, Kernel, RunError};
 use crate::params::{Params, Shape};
 use neuron_sim::{Chip, ExecMode};
+pub use neuron_tune_protocol::{CheckFailure, CheckReport, Distribution, Metrics};
 use proptest::prelude::*;
 use proptest::test_runner::{
     Config, FileFailurePersistence, RngAlgorithm, TestError, TestRng, TestRunner,
 };
-use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-
-/// How inputs are drawn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Distribution {
-    /// Standard normal values.
-    Normal,
-    /// Exact small values: 0, ±1, ±0.5, ±2 (shrinks to here).
-    Edge,
-    /// Normal values times 64: large magnitudes.
-    Large,
-}
-
-impl Distribution {
-    const ALL: [Distribution; 3] = [Distribution::Edge, Distribution::Normal, Distribution::Large];
-}
-
-/// Deterministic inputs for `specs` from a seed (xorshift64* + Box–Muller). Written here so
-/// a seed means the same inputs in every version of every dependency.
-pub fn make_inputs(
-    specs: &[crate::kernel::TensorSpec],
-    seed: u64,
-    dist: Distribution,
-) -> Vec<Vec<f32>> {
-    let mut state = seed ^ 0x9E37_79B9_7F4A_7C15;
-    let mut next = move || {
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        state = state.wrapping_mul(0x2545_F491_4F6C_DD1D);
-        (state >> 11) as f64 / (1u64 << 53) as f64
-    };
-    specs
-        .iter()
-        .filter(|s| s.role == Role::Input)
-        .map(|s| {
-            (0..s.elems())
-                .map(|_| {
-                    let v = match dist {
-                        Distribution::Edge => {
-                            [0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0][(next() * 7.0) as usize % 7]
-                        }
-                        Distribution::Normal | Distribution::Large => {
-                            let (u1, u2) = (next().max(1e-12), next());
-                            let z =
-                                (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
-                            if dist == Distribution::Large {
-                                z * 64.0
-                            } else {
-                                z
-                            }
-                        }
-                    };
-                    s.dtype.round(v as f32 * s.init_scale)
-                })
-                .collect()
-        })
-        .collect()
-}
 
 /// Settings of one check.
 #[derive(Clone, Debug)]
@@ -84,30 +25,6 @@ pub struct CheckConfig {
     pub chip: Chip,
     /// Where failing cases are persisted and replayed from (None: no persistence).
     pub regressions: Option<PathBuf>,
-}
-
-/// The smallest failing case found.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CheckFailure {
-    pub shape: Shape,
-    pub input_seed: u64,
-    pub distribution: Distribution,
-    pub message: String,
-    pub metrics: Option<Metrics>,
-}
-
-/// Outcome of a check.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CheckReport {
-    pub passed: bool,
-    pub cases: u32,
-    pub seed: u64,
-    /// Worst over the cases that ran (the failing case's own when one failed).
-    pub max_abs_err: f64,
-    pub max_rel_err: f64,
-    pub mse: f64,
-    pub cosine: f64,
-    pub failure: Option<CheckFailure>,
 }
 
 /// Run one case; `Err` describes the failure.

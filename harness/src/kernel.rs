@@ -6,9 +6,11 @@
 //! its useful work. [`run_variant`] traces/executes one variant in the mode asked for and
 //! never lets a panic in kernel code escape.
 
-use crate::check::{make_inputs, Distribution};
+use crate::inputs::make_inputs;
 use crate::params::{ParamSpec, Params, Shape};
 use neuron_sim::{Chip, Dtype, ExecMode, Hbm, Nc, Profile, SimError, SimResult};
+pub use neuron_tune_protocol::{Distribution, Metrics, Tolerance, Work};
+use neuron_tune_protocol::{ErrorInfo, ErrorKind};
 use proptest::strategy::BoxedStrategy;
 use serde::{Deserialize, Serialize};
 
@@ -77,36 +79,14 @@ impl TensorSpec {
     }
 }
 
-/// How close an output must be to the reference: element-wise
-/// `|out - ref| <= atol * max(1, rms(ref)) + rtol * |ref|` (numpy's `allclose` with `atol`
-/// scaled by the output's RMS, so a sum that cancels to near zero is judged against the
-/// size of its terms rather than its own), and cosine similarity at least `min_cosine`.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Tolerance {
-    pub atol: f64,
-    pub rtol: f64,
-    pub min_cosine: f64,
-}
-
-impl Tolerance {
-    /// Defaults per output dtype, after the tolerances the NKI samples use
-    /// (neuroncore.md §5: bf16 `atol=1e-2, rtol=2e-2`; fp32 matmul `atol=1e-4, rtol=1e-2`).
-    pub fn for_dtype(d: Dtype) -> Tolerance {
-        match d {
-            Dtype::F32 | Dtype::I32 => Tolerance { atol: 1e-4, rtol: 1e-2, min_cosine: 0.9999 },
-            Dtype::Bf16 | Dtype::F16 => Tolerance { atol: 1e-2, rtol: 2e-2, min_cosine: 0.999 },
-            Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => {
-                Tolerance { atol: 0.1, rtol: 0.15, min_cosine: 0.99 }
-            }
-        }
+/// The default tolerance for an output dtype, after the tolerances the NKI samples use
+/// (docs/neuroncore.md §5: bf16 `atol=1e-2, rtol=2e-2`; fp32 matmul `atol=1e-4, rtol=1e-2`).
+pub fn tolerance_for(d: Dtype) -> Tolerance {
+    match d {
+        Dtype::F32 | Dtype::I32 => Tolerance::FP32,
+        Dtype::Bf16 | Dtype::F16 => Tolerance::BF16,
+        Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => Tolerance::FP8,
     }
-}
-
-/// Useful work of one invocation (for TFLOP/s, MFU and the roofline).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Work {
-    pub flops: f64,
-    pub bytes: f64,
 }
 
 /// A kernel a crate registers with the harness.
@@ -144,30 +124,66 @@ pub trait Kernel: Send + Sync {
     fn reference(&self, shape: &Shape, inputs: &[Vec<f32>]) -> Vec<Vec<f32>>;
     /// How close outputs must be.
     fn tolerance(&self) -> Tolerance {
-        Tolerance::for_dtype(Dtype::Bf16)
+        tolerance_for(Dtype::Bf16)
     }
     /// Useful work of one invocation.
     fn work(&self, shape: &Shape) -> Work;
 }
 
 /// Why a variant could not be run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
-#[serde(tag = "kind", content = "message", rename_all = "snake_case")]
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum RunError {
     /// The parameters are not valid for the shape (the kernel's validity rule).
     #[error("invalid variant: {0}")]
     Invalid(String),
-    /// The program broke a hardware rule (SBUF overflow, bad partition, …).
-    #[error("{0}")]
-    Sim(String),
+    /// The program broke a hardware rule (`violation` names it: `over_capacity`, …).
+    #[error("{message}")]
+    Sim { violation: String, message: String },
     /// The kernel code panicked.
     #[error("kernel panicked: {0}")]
     Panic(String),
 }
 
+impl RunError {
+    /// The same error with `context` in front of its message (which model call failed).
+    pub fn context(self, context: &str) -> RunError {
+        match self {
+            RunError::Invalid(m) => RunError::Invalid(format!("{context}: {m}")),
+            RunError::Sim { violation, message } => {
+                RunError::Sim { violation, message: format!("{context}: {message}") }
+            }
+            RunError::Panic(m) => RunError::Panic(format!("{context}: {m}")),
+        }
+    }
+}
+
 impl From<SimError> for RunError {
     fn from(e: SimError) -> Self {
-        RunError::Sim(e.to_string())
+        match e.kind {
+            // A kernel's own `Err(String)` or parameter error through `?` breaks its rule,
+            // not a hardware rule.
+            neuron_sim::ViolationKind::Invalid(_) if e.instruction == "kernel" => {
+                RunError::Invalid(e.to_string())
+            }
+            _ => RunError::Sim { violation: e.kind.name().to_string(), message: e.to_string() },
+        }
+    }
+}
+
+impl From<&RunError> for ErrorInfo {
+    fn from(e: &RunError) -> ErrorInfo {
+        let kind = match e {
+            RunError::Invalid(_) => ErrorKind::Invalid,
+            RunError::Sim { violation, .. } => {
+                ErrorKind::SimViolation { violation: violation.clone() }
+            }
+            RunError::Panic(_) => ErrorKind::Panic,
+        };
+        let message = match e {
+            RunError::Invalid(m) | RunError::Panic(m) => m.clone(),
+            RunError::Sim { message, .. } => message.clone(),
+        };
+        ErrorInfo { kind, message }
     }
 }
 
@@ -258,87 +274,4 @@ pub fn catch_panic<T>(f: impl FnOnce() -> T) -> Result<T, String> {
             "(non-string panic payload)".into()
         }
     })
-}
-
-/// Comparison of outputs with a reference.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Metrics {
-    pub max_abs_err: f64,
-    pub max_rel_err: f64,
-    pub mse: f64,
-    pub cosine: f64,
-    /// Elements outside `atol + rtol * |ref|` (NaN counts as outside).
-    pub mismatches: u64,
-    pub elements: u64,
-}
-
-impl Metrics {
-    /// Compare `out` with `reference` under `tol`.
-    pub fn compare(out: &[Vec<f32>], reference: &[Vec<f32>], tol: &Tolerance) -> Metrics {
-        let (mut max_abs, mut max_rel, mut se, mut dot, mut n_o, mut n_r) =
-            (0f64, 0f64, 0f64, 0f64, 0f64, 0f64);
-        let (mut bad, mut n) = (0u64, 0u64);
-        let (sq, cnt) = reference
-            .iter()
-            .flatten()
-            .fold((0f64, 0usize), |(s, c), &r| (s + (r as f64).powi(2), c + 1));
-        let atol = tol.atol * (sq / cnt.max(1) as f64).sqrt().max(1.0);
-        for (o, r) in out.iter().zip(reference) {
-            for (&a, &b) in o.iter().zip(r) {
-                let (a, b) = (a as f64, b as f64);
-                let d = (a - b).abs();
-                n += 1;
-                if !d.is_finite() || d > atol + tol.rtol * b.abs() {
-                    bad += 1;
-                }
-                let d = if d.is_nan() { f64::INFINITY } else { d };
-                max_abs = max_abs.max(d);
-                max_rel = max_rel.max(d / b.abs().max(1e-6));
-                se += d * d;
-                dot += a * b;
-                n_o += a * a;
-                n_r += b * b;
-            }
-            if o.len() != r.len() {
-                bad += (o.len() as i64 - r.len() as i64).unsigned_abs();
-            }
-        }
-        let cosine = if n_o == 0.0 && n_r == 0.0 { 1.0 } else { dot / (n_o.sqrt() * n_r.sqrt()) };
-        Metrics {
-            max_abs_err: max_abs,
-            max_rel_err: max_rel,
-            mse: if n > 0 { se / n as f64 } else { 0.0 },
-            cosine: if cosine.is_nan() { 0.0 } else { cosine },
-            mismatches: bad,
-            elements: n,
-        }
-    }
-
-    pub fn passes(&self, tol: &Tolerance) -> bool {
-        self.mismatches == 0 && self.cosine >= tol.min_cosine
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn metrics_follow_their_definitions() {
-        // rms(ref) = sqrt(14/3) ≈ 2.16, so the absolute tolerance is 0.216: 0.5 is outside.
-        let tol = Tolerance { atol: 0.1, rtol: 0.0, min_cosine: 0.9 };
-        let m = Metrics::compare(&[vec![1.0, 2.0, 3.5]], &[vec![1.0, 2.0, 3.0]], &tol);
-        assert_eq!(m.max_abs_err, 0.5);
-        assert!((m.max_rel_err - 0.5 / 3.0).abs() < 1e-12);
-        assert!((m.mse - 0.25 / 3.0).abs() < 1e-12);
-        let cos = (1.0 + 4.0 + 10.5) / ((1.0f64 + 4.0 + 12.25).sqrt() * 14f64.sqrt());
-        assert!((m.cosine - cos).abs() < 1e-12);
-        assert_eq!(m.mismatches, 1);
-        assert!(!m.passes(&tol));
-        let ok = Metrics::compare(&[vec![1.0, 2.0, 3.2]], &[vec![1.0, 2.0, 3.0]], &tol);
-        assert_eq!(ok.mismatches, 0);
-        let nan = Metrics::compare(&[vec![f32::NAN]], &[vec![1.0]], &tol);
-        assert_eq!(nan.mismatches, 1);
-        assert!(!nan.passes(&tol));
-    }
 }

@@ -8,7 +8,8 @@
 //! * [`space`] — search spaces and shapes from TOML, validated with located errors.
 //! * [`check()`] — property-based correctness against the reference, with shrinking.
 //! * [`model`] — models composed of kernel calls, evaluated end to end.
-//! * [`protocol`] / [`worker`] — the JSON-lines worker protocol the CLI drives; a harness
+//! * [`worker`] / [`stdio`] — the worker side of the protocol (`neuron-tune-protocol`,
+//!   re-exported as [`protocol`]) on a channel kernel code cannot print into; a harness
 //!   binary is one [`harness_main!`] call:
 //!
 //! ```ignore
@@ -16,15 +17,22 @@
 //! ```
 
 pub mod check;
+pub mod inputs;
 pub mod kernel;
 pub mod model;
 pub mod params;
-pub mod protocol;
 pub mod space;
+pub mod stdio;
 pub mod worker;
 
+/// The worker protocol's types (what the tool and this harness say to each other).
+pub use neuron_tune_protocol as protocol;
+
 pub use check::{check, CheckConfig, CheckReport, Distribution};
-pub use kernel::{run_variant, Kernel, Metrics, Role, RunError, TensorSpec, Tolerance, Work};
+pub use inputs::make_inputs;
+pub use kernel::{
+    run_variant, tolerance_for, Kernel, Metrics, Role, RunError, TensorSpec, Tolerance, Work,
+};
 pub use model::{
     evaluate_functional, evaluate_timing, Model, ModelBuilder, TensorId, Tuned, TunedEntry,
 };

@@ -7,11 +7,13 @@
 //! flow through HBM); timing evaluation simulates each distinct call once and adds the
 //! chip's launch overhead per call, as a real model pays it per kernel launch.
 
-use crate::check::{make_inputs, Distribution};
-use crate::kernel::{run_variant, Kernel, Metrics, Role, RunError, TensorSpec, Tolerance};
+use crate::inputs::make_inputs;
+use crate::kernel::{run_variant, Kernel, Role, RunError, TensorSpec};
 use crate::params::{Params, Shape};
 use neuron_sim::{Chip, Dtype, ExecMode, Nc};
-use serde::{Deserialize, Serialize};
+pub use neuron_tune_protocol::{
+    Distribution, KernelTime, Metrics, ModelCheck, ModelTiming, Tolerance, Tuned, TunedEntry,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -122,59 +124,6 @@ pub trait Model: Send + Sync {
     }
 }
 
-/// Tuned parameters by (kernel, shape).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Tuned(pub Vec<TunedEntry>);
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TunedEntry {
-    pub kernel: String,
-    pub shape: Shape,
-    pub params: Params,
-}
-
-impl Tuned {
-    pub fn get(&self, kernel: &str, shape: &Shape) -> Option<&Params> {
-        self.0.iter().find(|e| e.kernel == kernel && &e.shape == shape).map(|e| &e.params)
-    }
-}
-
-/// Time of one kind of call in a model.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct KernelTime {
-    pub kernel: String,
-    pub shape: Shape,
-    pub params: Params,
-    pub tuned: bool,
-    pub calls: u64,
-    /// Simulated time of one call, without launch overhead.
-    pub time_us: f64,
-    /// calls × (time + launch overhead).
-    pub total_us: f64,
-}
-
-/// End-to-end timing of a model.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ModelTiming {
-    pub model: String,
-    pub shape: Shape,
-    pub chip: String,
-    pub total_us: f64,
-    pub launch_overhead_us: f64,
-    pub tokens: f64,
-    pub tokens_per_s: f64,
-    pub kernels: Vec<KernelTime>,
-}
-
-/// Functional comparison of a model with its reference.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ModelCheck {
-    pub model: String,
-    pub shape: Shape,
-    pub passed: bool,
-    pub metrics: Metrics,
-}
-
 fn params_for(
     kernel: &dyn Kernel,
     shape: &Shape,
@@ -201,12 +150,7 @@ fn built(model: &dyn Model, shape: &Shape) -> Result<ModelBuilder, RunError> {
 
 /// Say which call of the model failed.
 fn in_call(e: RunError, kernel: &dyn Kernel, shape: &Shape, params: &Params) -> RunError {
-    let at = format!("{} at {shape} with {params}", kernel.name());
-    match e {
-        RunError::Invalid(m) => RunError::Invalid(format!("{at}: {m}")),
-        RunError::Sim(m) => RunError::Sim(format!("{at}: {m}")),
-        RunError::Panic(m) => RunError::Panic(format!("{at}: {m}")),
-    }
+    e.context(&format!("{} at {shape} with {params}", kernel.name()))
 }
 
 /// Simulated end-to-end time and throughput of `model` at `shape`.
@@ -241,6 +185,7 @@ pub fn evaluate_timing(
             calls: 1,
             time_us: t,
             total_us: t + launch_us,
+            program_hash: run.profile.program_hash.clone(),
         });
     }
     let total: f64 = kernels.iter().map(|k| k.total_us).sum();

@@ -19,6 +19,7 @@
 
 use crate::kernel::Kernel;
 use crate::params::{ParamValue, Params, Shape};
+use neuron_tune_protocol::{Space, ValidCount};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -51,6 +52,9 @@ impl fmt::Display for SpaceError {
 
 impl std::error::Error for SpaceError {}
 
+/// Spaces up to this size are counted exactly by [`KernelConfig::count_valid`].
+pub const COUNT_LIMIT: u64 = 20_000;
+
 /// One kernel's configuration after validation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct KernelConfig {
@@ -74,14 +78,32 @@ impl KernelConfig {
         }
     }
 
-    /// Every combination of the space, in a stable order.
-    pub fn combinations(&self) -> Vec<Params> {
-        Params::grid(&self.space)
+    /// The space, indexed lazily (never expanded).
+    pub fn space(&self) -> Space {
+        Space::new(self.space.clone())
     }
 
-    /// The combinations valid for `shape` under the kernel's rule.
-    pub fn valid_variants(&self, kernel: &dyn Kernel, shape: &Shape) -> Vec<Params> {
-        self.combinations().into_iter().filter(|p| kernel.validate(p, shape).is_ok()).collect()
+    /// How many configurations of the space the kernel's rule accepts for `shape`: counted
+    /// when the space has at most [`COUNT_LIMIT`] configurations, else estimated from
+    /// [`COUNT_LIMIT`] evenly spread ones (a space of 10¹² is never walked). A validity rule
+    /// that panics counts the configuration as invalid.
+    pub fn count_valid(&self, kernel: &dyn Kernel, shape: &Shape) -> ValidCount {
+        let space = self.space();
+        let n = space.len();
+        let valid = |p: &Params| {
+            crate::kernel::catch_panic(|| kernel.validate(p, shape).is_ok()).unwrap_or(false)
+        };
+        if n <= COUNT_LIMIT {
+            let valid = space.iter().filter(|p| valid(p)).count() as u64;
+            return ValidCount { valid, exact: true };
+        }
+        // A stride coprime to nothing in particular, so the sample is spread over every
+        // parameter; deterministic, so `list` prints the same estimate every time.
+        let step = n / COUNT_LIMIT;
+        let hits = (0..COUNT_LIMIT)
+            .filter(|i| space.get(i * step + (i * 7919) % step.max(1)).is_some_and(|p| valid(&p)))
+            .count() as f64;
+        ValidCount { valid: (hits / COUNT_LIMIT as f64 * n as f64).round() as u64, exact: false }
     }
 
     pub fn shape(&self, name: &str) -> Option<&Shape> {

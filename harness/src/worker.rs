@@ -1,14 +1,19 @@
 //! The harness binary's `main`: `--list` and the `--serve` loop of the worker protocol.
+//!
+//! [`Registry::handle`] answers one request; every call into kernel code under it (the
+//! validity rule, shapes, the input generator, the body, the reference) runs inside
+//! `catch_panic`, so a panic is an answer, never a dead worker. [`main`] serves requests on
+//! a protocol channel that kernel code cannot write to (see [`crate::stdio`]).
 
 use crate::check::{check, CheckConfig};
-use crate::kernel::{run_variant, Kernel};
+use crate::kernel::{catch_panic, run_variant, Kernel, RunError};
 use crate::model::{evaluate_functional, evaluate_timing, Model};
 use crate::params::{Params, Shape};
-use crate::protocol::*;
 use crate::space::{load_crate_config, CrateConfig};
-use neuron_sim::ExecMode;
+use crate::stdio::ProtocolChannel;
+use neuron_sim::{Chip, ExecMode, Profile};
+use neuron_tune_protocol::*;
 use std::collections::BTreeMap;
-use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -20,9 +25,53 @@ pub struct Registry {
     pub models: Vec<Arc<dyn Model>>,
 }
 
+/// A request that cannot be answered: the response's error.
+type Refusal = ErrorInfo;
+
+/// A variant request resolved: kernel, parameters, shape, chip.
+type Resolved<'a> = (&'a Arc<dyn Kernel>, Params, Shape, Chip);
+
+fn refuse(kind: ErrorKind, message: impl Into<String>) -> Refusal {
+    ErrorInfo { kind, message: message.into() }
+}
+
+/// The chip a request names (built in, or its TOML text).
+pub fn resolve_chip(c: &ChipSpec) -> Result<Chip, String> {
+    match &c.toml {
+        Some(t) => Chip::from_toml(t).map_err(|e| format!("chip `{}`: {e}", c.name)),
+        None => Chip::builtin(&c.name).ok_or_else(|| {
+            format!("unknown chip `{}` (built in: {})", c.name, Chip::BUILTIN.join(", "))
+        }),
+    }
+}
+
+/// The profile as the protocol carries it (the simulator's `Profile`, field for field;
+/// a field renamed on one side and not the other fails the harness's tests).
+pub fn profile_summary(p: &Profile) -> ProfileSummary {
+    serde_json::to_value(p)
+        .and_then(serde_json::from_value)
+        .expect("neuron_sim::Profile and ProfileSummary have the same fields")
+}
+
 impl Registry {
-    pub fn kernel(&self, name: &str) -> Option<&Arc<dyn Kernel>> {
-        self.kernels.iter().find(|k| k.name() == name)
+    pub fn kernel(&self, name: &str) -> Result<&Arc<dyn Kernel>, Refusal> {
+        self.kernels.iter().find(|k| k.name() == name).ok_or_else(|| {
+            let names: Vec<&str> = self.kernels.iter().map(|k| k.name()).collect();
+            refuse(
+                ErrorKind::UnknownKernel,
+                format!("no kernel `{name}` in {} (it has: {})", self.crate_name, names.join(", ")),
+            )
+        })
+    }
+
+    fn model(&self, name: &str) -> Result<&Arc<dyn Model>, Refusal> {
+        self.models.iter().find(|m| m.name() == name).ok_or_else(|| {
+            let names: Vec<&str> = self.models.iter().map(|m| m.name()).collect();
+            refuse(
+                ErrorKind::UnknownModel,
+                format!("no model `{name}` in {} (it has: {})", self.crate_name, names.join(", ")),
+            )
+        })
     }
 
     /// The crate's configuration (TOML spaces and shapes).
@@ -31,43 +80,174 @@ impl Registry {
         load_crate_config(&self.manifest_dir, &ks)
     }
 
-    pub fn list(&self, cfg: &CrateConfig) -> ListDoc {
-        let kernels = self
-            .kernels
-            .iter()
-            .map(|k| {
-                let kc = &cfg.kernels[k.name()];
-                KernelInfo {
-                    name: k.name().to_string(),
-                    doc: k.doc().to_string(),
-                    params: k.params(),
-                    space: kc.space.clone(),
-                    defaults: kc.defaults.clone(),
-                    shapes: kc.shapes.clone(),
-                    valid_variants: kc
-                        .shapes
-                        .iter()
-                        .map(|(n, s)| (n.clone(), kc.valid_variants(&**k, s).len()))
-                        .collect(),
-                }
+    /// The `list` document. Model shapes and every validity rule are kernel code: a panic
+    /// there is an error answer naming the kernel or model.
+    pub fn list(&self, cfg: &CrateConfig) -> Result<ListDoc, Refusal> {
+        let mut kernels = Vec::new();
+        for k in &self.kernels {
+            let kc = &cfg.kernels[k.name()];
+            let valid_variants = catch_panic(|| {
+                kc.shapes.iter().map(|(n, s)| (n.clone(), kc.count_valid(&**k, s))).collect()
             })
-            .collect();
-        let models = self
-            .models
-            .iter()
-            .map(|m| ModelInfo {
-                name: m.name().to_string(),
-                doc: m.doc().to_string(),
-                shapes: m.shapes(),
-            })
-            .collect();
-        ListDoc {
+            .map_err(|m| refuse(ErrorKind::Panic, format!("kernel `{}`: {m}", k.name())))?;
+            kernels.push(KernelInfo {
+                name: k.name().to_string(),
+                doc: k.doc().to_string(),
+                params: k.params(),
+                space: kc.space(),
+                defaults: kc.defaults.clone(),
+                shapes: kc.shapes.clone(),
+                valid_variants,
+            });
+        }
+        let mut models = Vec::new();
+        for m in &self.models {
+            let shapes = catch_panic(|| m.shapes())
+                .map_err(|e| refuse(ErrorKind::Panic, format!("model `{}`: {e}", m.name())))?;
+            models.push(ModelInfo { name: m.name().into(), doc: m.doc().into(), shapes });
+        }
+        Ok(ListDoc {
             protocol: PROTOCOL_VERSION,
             harness_version: env!("CARGO_PKG_VERSION").to_string(),
             crate_name: self.crate_name.clone(),
             kernels,
             models,
+        })
+    }
+
+    /// Answer one request (never a handshake: that is [`main`]'s).
+    pub fn handle(&self, cfg: &CrateConfig, req: Request) -> Response {
+        let id = req.id;
+        match self.answer(cfg, req.body) {
+            Ok(body) => Response::new(id, body),
+            Err(e) => Response::new(id, ResponseBody::Error(e)),
         }
+    }
+
+    fn answer(&self, cfg: &CrateConfig, body: RequestBody) -> Result<ResponseBody, Refusal> {
+        let run_err = |e: RunError| ErrorInfo::from(&e);
+        let bad = |e: String| refuse(ErrorKind::BadRequest, e);
+        match body {
+            RequestBody::Hello { .. } => {
+                Err(refuse(ErrorKind::BadRequest, "hello was already exchanged"))
+            }
+            RequestBody::Shutdown => Ok(ResponseBody::Shutdown),
+            RequestBody::List => self.list(cfg).map(ResponseBody::List),
+            RequestBody::Validate { kernel, shape, configs } => {
+                let k = self.kernel(&kernel)?;
+                let shape = resolve_shape(cfg, &**k, &shape).map_err(bad)?;
+                let specs = k.params();
+                let verdicts = configs
+                    .iter()
+                    .map(|p| {
+                        p.check(&specs).map_err(|e| e.to_string())?;
+                        catch_panic(|| k.validate(p, &shape))
+                            .unwrap_or_else(|m| Err(format!("validity rule panicked: {m}")))
+                    })
+                    .map(|r| r.err())
+                    .collect();
+                Ok(ResponseBody::Validate { verdicts })
+            }
+            RequestBody::Trace(v) => {
+                let (k, params, shape, chip) = self.variant(cfg, &v)?;
+                let mode = ExecMode { functional: false, timing: false, trace: false };
+                let run = run_variant(&**k, &params, &shape, &chip, mode, None).map_err(run_err)?;
+                let p = run.profile;
+                Ok(ResponseBody::Trace(TraceResult {
+                    program_hash: p.program_hash,
+                    instruction_count: p.instruction_count,
+                    sbuf_bytes_per_partition: p.sbuf_peak_bytes_per_partition,
+                    psum_banks: p.psum_peak_banks,
+                    work: k.work(&shape),
+                    shape,
+                    roofline_bound_us: p.roofline_bound_us + p.launch_overhead_us,
+                }))
+            }
+            RequestBody::Check { kernel, params, cases, seed, chip, regressions } => {
+                let k = self.kernel(&kernel)?;
+                let chip = resolve_chip(&chip).map_err(bad)?;
+                let report = check(&**k, &params, &CheckConfig { cases, seed, chip, regressions })
+                    .map_err(run_err)?;
+                Ok(ResponseBody::Check(report))
+            }
+            RequestBody::Bench(v) => self.bench(cfg, &v, false, false),
+            RequestBody::Profile { variant, trace } => self.bench(cfg, &variant, true, trace),
+            RequestBody::Model { model, shape, chip, tuned, functional, seed } => {
+                let m = self.model(&model)?;
+                let chip = resolve_chip(&chip).map_err(bad)?;
+                let shape = match shape {
+                    ShapeRef::Dims(s) => s,
+                    ShapeRef::Named(n) => {
+                        let shapes =
+                            catch_panic(|| m.shapes()).map_err(|e| refuse(ErrorKind::Panic, e))?;
+                        let names: Vec<String> = shapes.iter().map(|(n, _)| n.clone()).collect();
+                        shapes.into_iter().find(|(sn, _)| *sn == n).map(|(_, s)| s).ok_or_else(
+                            || {
+                                bad(format!(
+                                    "model `{model}` has no shape `{n}` (it has: {})",
+                                    names.join(", ")
+                                ))
+                            },
+                        )?
+                    }
+                };
+                let defaults: BTreeMap<String, Params> =
+                    cfg.kernels.iter().map(|(k, c)| (k.clone(), c.defaults.clone())).collect();
+                let timing =
+                    evaluate_timing(&**m, &shape, &chip, &tuned, &defaults).map_err(run_err)?;
+                let check = if functional {
+                    Some(
+                        evaluate_functional(&**m, &shape, &chip, &tuned, &defaults, seed)
+                            .map_err(run_err)?,
+                    )
+                } else {
+                    None
+                };
+                Ok(ResponseBody::Model(ModelResult { timing, check }))
+            }
+            other => Err(bad(format!("this harness does not serve {other:?}"))),
+        }
+    }
+
+    fn variant(
+        &self,
+        cfg: &CrateConfig,
+        v: &VariantRef,
+    ) -> Result<Resolved<'_>, Refusal> {
+        let k = self.kernel(&v.kernel)?;
+        let chip = resolve_chip(&v.chip).map_err(|e| refuse(ErrorKind::BadRequest, e))?;
+        let shape =
+            resolve_shape(cfg, &**k, &v.shape).map_err(|e| refuse(ErrorKind::BadRequest, e))?;
+        Ok((k, v.params.clone(), shape, chip))
+    }
+
+    fn bench(
+        &self,
+        cfg: &CrateConfig,
+        v: &VariantRef,
+        full: bool,
+        trace: bool,
+    ) -> Result<ResponseBody, Refusal> {
+        let (k, params, shape, chip) = self.variant(cfg, v)?;
+        let mode = if trace { ExecMode::TRACE } else { ExecMode::TIMING };
+        let run = run_variant(&**k, &params, &shape, &chip, mode, None)
+            .map_err(|e| ErrorInfo::from(&e))?;
+        let p = run.profile;
+        Ok(ResponseBody::Bench(BenchResult {
+            cycles: p.neuroncore_cycle_count,
+            time_us: p.total_time_us,
+            kernel_time_us: p.kernel_time_us,
+            tflops: p.tflops,
+            bottleneck: p.bottleneck.kind.clone(),
+            bottleneck_summary: p.bottleneck.summary.clone(),
+            program_hash: p.program_hash.clone(),
+            instruction_count: p.instruction_count,
+            sbuf_bytes_per_partition: p.sbuf_peak_bytes_per_partition,
+            work: k.work(&shape),
+            shape,
+            profile: full.then(|| profile_summary(&p)),
+            trace: if trace { run.trace.map(|t| t.to_string()) } else { None },
+        }))
     }
 }
 
@@ -76,237 +256,120 @@ fn resolve_shape(
     kernel: &dyn Kernel,
     shape: &ShapeRef,
 ) -> Result<Shape, String> {
+    let kc = &cfg.kernels[kernel.name()];
     match shape {
         ShapeRef::Dims(s) => Ok(s.clone()),
-        ShapeRef::Named(n) => cfg.kernels[kernel.name()].shape(n).cloned().ok_or_else(|| {
-            let names: Vec<&str> =
-                cfg.kernels[kernel.name()].shapes.iter().map(|(n, _)| n.as_str()).collect();
+        ShapeRef::Named(n) => kc.shape(n).cloned().ok_or_else(|| {
+            let names: Vec<&str> = kc.shapes.iter().map(|(n, _)| n.as_str()).collect();
             format!("kernel `{}` has no shape `{n}` (it has: {})", kernel.name(), names.join(", "))
         }),
     }
 }
 
-fn to_value<T: serde::Serialize>(v: &T) -> serde_json::Value {
-    serde_json::to_value(v).expect("protocol types serialize")
-}
-
-/// Answer one request.
-pub fn handle(reg: &Registry, cfg: &CrateConfig, req: Request) -> Response {
-    let kernel_of = |id: u64, name: &str| {
-        reg.kernel(name).cloned().ok_or_else(|| {
-            let names: Vec<&str> = reg.kernels.iter().map(|k| k.name()).collect();
-            Response::error(
-                Some(id),
-                "unknown_kernel",
-                format!("no kernel `{name}` in {} (it has: {})", reg.crate_name, names.join(", ")),
-            )
-        })
-    };
-    let chip_of = |id: u64, c: &ChipSpec| {
-        c.resolve().map_err(|e| Response::error(Some(id), "bad_request", e))
-    };
-    let result = (|| -> Result<Response, Response> {
-        match req {
-            Request::Hello { .. } => {
-                Ok(Response::error(None, "bad_request", "hello was already exchanged"))
-            }
-            Request::Shutdown => Ok(Response::Result { id: 0, result: serde_json::Value::Null }),
-            Request::Trace { id, kernel, params, shape, chip } => {
-                let k = kernel_of(id, &kernel)?;
-                let chip = chip_of(id, &chip)?;
-                let shape = resolve_shape(cfg, &*k, &shape)
-                    .map_err(|e| Response::error(Some(id), "bad_request", e))?;
-                let mode = ExecMode { functional: false, timing: false, trace: false };
-                let run = run_variant(&*k, &params, &shape, &chip, mode, None)
-                    .map_err(|e| Response::from_run_error(id, &e))?;
-                let p = run.profile;
-                Ok(Response::Result {
-                    id,
-                    result: to_value(&TraceResult {
-                        program_hash: p.program_hash,
-                        instruction_count: p.instruction_count,
-                        sbuf_bytes_per_partition: p.sbuf_peak_bytes_per_partition,
-                        psum_banks: p.psum_peak_banks,
-                        shape,
-                    }),
-                })
-            }
-            Request::Check { id, kernel, params, cases, seed, chip, regressions } => {
-                let k = kernel_of(id, &kernel)?;
-                let chip = chip_of(id, &chip)?;
-                let report = check(&*k, &params, &CheckConfig { cases, seed, chip, regressions })
-                    .map_err(|e| Response::from_run_error(id, &e))?;
-                Ok(Response::Result { id, result: to_value(&report) })
-            }
-            Request::Bench { id, kernel, params, shape, chip } => {
-                bench(reg, cfg, id, &kernel, &params, &shape, &chip, false, false)
-            }
-            Request::Profile { id, kernel, params, shape, chip, trace } => {
-                bench(reg, cfg, id, &kernel, &params, &shape, &chip, true, trace)
-            }
-            Request::Model { id, model, shape, chip, tuned, functional, seed } => {
-                let m = reg.models.iter().find(|m| m.name() == model).ok_or_else(|| {
-                    Response::error(
-                        Some(id),
-                        "unknown_kernel",
-                        format!("no model `{model}` in {}", reg.crate_name),
-                    )
-                })?;
-                let chip = chip_of(id, &chip)?;
-                let shape = match shape {
-                    ShapeRef::Dims(s) => s,
-                    ShapeRef::Named(n) => {
-                        m.shapes().into_iter().find(|(sn, _)| *sn == n).map(|(_, s)| s).ok_or_else(
-                            || {
-                                Response::error(
-                                    Some(id),
-                                    "bad_request",
-                                    format!("model `{model}` has no shape `{n}`"),
-                                )
-                            },
-                        )?
-                    }
-                };
-                let defaults: BTreeMap<String, Params> =
-                    cfg.kernels.iter().map(|(k, c)| (k.clone(), c.defaults.clone())).collect();
-                let timing = evaluate_timing(&**m, &shape, &chip, &tuned, &defaults)
-                    .map_err(|e| Response::from_run_error(id, &e))?;
-                let check = if functional {
-                    Some(
-                        evaluate_functional(&**m, &shape, &chip, &tuned, &defaults, seed)
-                            .map_err(|e| Response::from_run_error(id, &e))?,
-                    )
-                } else {
-                    None
-                };
-                Ok(Response::Result {
-                    id,
-                    result: serde_json::json!({ "timing": timing, "check": check }),
-                })
-            }
-        }
-    })();
-    result.unwrap_or_else(|e| e)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn bench(
-    reg: &Registry,
-    cfg: &CrateConfig,
-    id: u64,
-    kernel: &str,
-    params: &Params,
-    shape: &ShapeRef,
-    chip: &ChipSpec,
-    full: bool,
-    trace: bool,
-) -> Result<Response, Response> {
-    let k = reg.kernel(kernel).cloned().ok_or_else(|| {
-        Response::error(Some(id), "unknown_kernel", format!("no kernel `{kernel}`"))
-    })?;
-    let chip = chip.resolve().map_err(|e| Response::error(Some(id), "bad_request", e))?;
-    let shape =
-        resolve_shape(cfg, &*k, shape).map_err(|e| Response::error(Some(id), "bad_request", e))?;
-    let mode = if trace { ExecMode::TRACE } else { ExecMode::TIMING };
-    let run = run_variant(&*k, params, &shape, &chip, mode, None)
-        .map_err(|e| Response::from_run_error(id, &e))?;
-    let p = run.profile;
-    let result = BenchResult {
-        cycles: p.neuroncore_cycle_count,
-        time_us: p.total_time_us,
-        kernel_time_us: p.kernel_time_us,
-        tflops: p.tflops,
-        bottleneck: p.bottleneck.kind.clone(),
-        bottleneck_summary: p.bottleneck.summary.clone(),
-        program_hash: p.program_hash.clone(),
-        instruction_count: p.instruction_count,
-        work: k.work(&shape),
-        shape,
-        profile: full.then(|| to_value(&p)),
-        trace: if trace { run.trace } else { None },
-    };
-    Ok(Response::Result { id, result: to_value(&result) })
-}
-
-fn write_line(out: &mut impl Write, r: &Response) -> std::io::Result<()> {
-    serde_json::to_writer(&mut *out, r)?;
-    out.write_all(b"\n")?;
-    out.flush()
-}
-
 /// `main` of a harness binary (see [`crate::harness_main!`]). Returns the process exit code.
+///
+/// * `--list` prints the [`ListDoc`] (pretty JSON) on stdout and exits; a configuration
+///   error prints an error response instead and exits 2.
+/// * `--serve` (or no argument; `cargo bench` passes `--bench`) serves the protocol.
 pub fn main(reg: Registry) -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut reg = reg;
     if let Some(dir) = std::env::var_os("NEURON_TUNE_MANIFEST_DIR") {
         reg.manifest_dir = PathBuf::from(dir);
     }
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    let cfg = match reg.config() {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = write_line(&mut out, &Response::error(None, "config", e.to_string()));
-            eprintln!("error: {e}");
-            return 2;
-        }
-    };
-    // `cargo bench` passes `--bench`; a bare run serves.
-    if args.iter().any(|a| a == "--list") {
-        let doc = reg.list(&cfg);
-        let _ = serde_json::to_writer_pretty(&mut out, &doc);
-        let _ = out.write_all(b"\n");
-        return 0;
-    }
-    if let Some(a) = args.iter().find(|a| !matches!(a.as_str(), "--serve" | "--bench")) {
+    if let Some(a) = args.iter().find(|a| !matches!(a.as_str(), "--serve" | "--bench" | "--list")) {
         eprintln!("usage: {} [--list | --serve]  (unknown argument `{a}`)", reg.crate_name);
         return 2;
     }
-    let stdin = std::io::stdin();
-    let mut lines = stdin.lock().lines();
+    let cfg = reg.config();
+    if args.iter().any(|a| a == "--list") {
+        let answer = cfg
+            .map_err(|e| refuse(ErrorKind::Config, e.to_string()))
+            .and_then(|cfg| reg.list(&cfg));
+        return match answer {
+            Ok(doc) => {
+                println!("{}", serde_json::to_string_pretty(&doc).expect("serializes"));
+                0
+            }
+            Err(e) => {
+                eprintln!("error: {}", e.message);
+                2
+            }
+        };
+    }
+    let mut chan = match ProtocolChannel::open() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: cannot set up the protocol channel: {e}");
+            return 1;
+        }
+    };
     // Handshake.
-    match lines.next() {
-        Some(Ok(line)) => match serde_json::from_str::<Request>(&line) {
-            Ok(Request::Hello { protocol }) if protocol == PROTOCOL_VERSION => {
-                let hello = Response::Hello {
+    let Some(first) = chan.read_request() else { return 0 };
+    let hello = match first {
+        Ok(Request { id, body: RequestBody::Hello { protocol } })
+            if protocol == PROTOCOL_VERSION =>
+        {
+            Response::new(
+                id,
+                ResponseBody::Hello {
                     protocol: PROTOCOL_VERSION,
                     harness_version: env!("CARGO_PKG_VERSION").into(),
-                };
-                if write_line(&mut out, &hello).is_err() {
-                    return 1;
-                }
-            }
-            Ok(Request::Hello { protocol }) => {
-                let msg = format!(
-                    "this harness speaks worker protocol {PROTOCOL_VERSION}, the client asked for {protocol}: \
-                     rebuild the kernel crate against the neuron-tune-harness that matches your cargo-neuron-tune"
-                );
-                eprintln!("error: {msg}");
-                let _ = write_line(&mut out, &Response::error(None, "protocol_mismatch", msg));
-                return 2;
-            }
-            _ => {
-                let msg =
-                    "the first request must be {\"type\":\"hello\",\"protocol\":N}".to_string();
-                eprintln!("error: {msg}");
-                let _ = write_line(&mut out, &Response::error(None, "protocol_mismatch", msg));
-                return 2;
-            }
-        },
-        _ => return 0,
-    }
-    for line in lines {
-        let Ok(line) = line else { return 1 };
-        if line.trim().is_empty() {
-            continue;
+                },
+            )
         }
-        let resp = match serde_json::from_str::<Request>(&line) {
-            Ok(Request::Shutdown) => return 0,
-            Ok(req) => handle(&reg, &cfg, req),
-            Err(e) => Response::error(None, "bad_request", format!("not a request: {e}")),
+        other => {
+            let (id, msg) = match other {
+                Ok(Request { id, body: RequestBody::Hello { protocol } }) => (
+                    id,
+                    format!(
+                        "this harness speaks worker protocol {PROTOCOL_VERSION}, the client asked \
+                         for {protocol}: rebuild the kernel crate against the neuron-tune-harness \
+                         that matches your cargo-neuron-tune"
+                    ),
+                ),
+                _ => {
+                    (0, format!("the first request must be a hello of protocol {PROTOCOL_VERSION}"))
+                }
+            };
+            chan.diagnostic(&format!("error: {msg}"));
+            let _ = chan.write_response(&Response::error(id, ErrorKind::ProtocolMismatch, msg));
+            return 2;
+        }
+    };
+    if chan.write_response(&hello).is_err() {
+        return 1;
+    }
+    let cfg = match cfg {
+        Ok(c) => Some(c),
+        Err(e) => {
+            chan.diagnostic(&format!("error: {e}"));
+            None
+        }
+    };
+    let cfg_error = |id| {
+        let e = reg.config().err().map(|e| e.to_string()).unwrap_or_default();
+        Response::error(id, ErrorKind::Config, e)
+    };
+    while let Some(req) = chan.read_request() {
+        let (resp, stop) = match req {
+            Ok(Request { id, body: RequestBody::Shutdown }) => {
+                (Response::new(id, ResponseBody::Shutdown), true)
+            }
+            Ok(req) => {
+                let id = req.id;
+                let resp = match &cfg {
+                    Some(cfg) => chan.capturing(|| reg.handle(cfg, req)),
+                    None => cfg_error(id),
+                };
+                (resp, false)
+            }
+            Err(e) => {
+                (Response::error(0, ErrorKind::BadRequest, format!("not a request: {e}")), false)
+            }
         };
-        if write_line(&mut out, &resp).is_err() {
-            return 1;
+        if chan.write_response(&resp).is_err() || stop {
+            return if stop { 0 } else { 1 };
         }
     }
     0

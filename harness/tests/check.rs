@@ -40,7 +40,7 @@ impl Kernel for Passthrough {
         }
         match self.constant {
             Some(v) => vec![vec![v; (sh.dim("rows") * sh.dim("cols")) as usize]],
-            None => neuron_tune_harness::check::make_inputs(&self.tensors(sh), seed, dist),
+            None => neuron_tune_harness::make_inputs(&self.tensors(sh), seed, dist),
         }
     }
     fn run(&self, nc: &mut Nc, _: &Params, sh: &Shape, t: &[Hbm]) -> SimResult<()> {

@@ -66,7 +66,7 @@ fn a_good_space_is_read_with_its_shapes_and_defaults() {
     let k = &cfg.kernels["rmsnorm"];
     assert_eq!(k.space["bufs"], [ParamValue::Int(1), ParamValue::Int(2), ParamValue::Int(4)]);
     assert_eq!(k.space["fuse"], [ParamValue::Bool(false)], "undeclared in TOML: just the default");
-    assert_eq!(k.combinations().len(), 3);
+    assert_eq!(k.space().len(), 3);
     assert_eq!(k.shapes, [("big".to_string(), Shape::new(&[("rows", 16384), ("hidden", 1024)]))]);
     assert_eq!(k.defaults.int("bufs").unwrap(), 4);
     assert_eq!(cfg.harness.as_deref(), Some("h"));

@@ -123,6 +123,30 @@ fn sbuf_capacity_message(memory: &str, needed: u64, capacity: u64, pools: &[Pool
     s
 }
 
+impl ViolationKind {
+    /// A stable snake_case name of the rule that was broken (`over_capacity`, …), for
+    /// machine-readable reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ViolationKind::PartitionOverflow { .. } => "partition_overflow",
+            ViolationKind::BadStartPartition { .. } => "bad_start_partition",
+            ViolationKind::MovingFreeTooLarge { .. } => "moving_free_too_large",
+            ViolationKind::StationaryFreeTooLarge { .. } => "stationary_free_too_large",
+            ViolationKind::PsumBankOverflow { .. } => "psum_bank_overflow",
+            ViolationKind::OverCapacity { .. } => "over_capacity",
+            ViolationKind::HbmOutOfBounds { .. } => "hbm_out_of_bounds",
+            ViolationKind::UnwrittenRead { .. } => "unwritten_read",
+            ViolationKind::DtypeNotAllowed { .. } => "dtype_not_allowed",
+            ViolationKind::MemoryNotAllowed { .. } => "memory_not_allowed",
+            ViolationKind::ShapeMismatch { .. } => "shape_mismatch",
+            ViolationKind::FreeSizeTooLarge { .. } => "free_size_too_large",
+            ViolationKind::StaleTile { .. } => "stale_tile",
+            ViolationKind::BadAccessPattern { .. } => "bad_access_pattern",
+            ViolationKind::Invalid(_) => "invalid",
+        }
+    }
+}
+
 /// A rule of the hardware broken by an instruction.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SimError {
@@ -143,3 +167,16 @@ impl std::error::Error for SimError {}
 
 /// Result of a builder call.
 pub type SimResult<T> = Result<T, SimError>;
+
+impl From<String> for SimError {
+    /// A kernel body's own error (a bad parameter, a shape it cannot handle), reported at
+    /// the line of its `?`: `let bufs = params.uint("bufs")?;` in a `SimResult` function.
+    #[track_caller]
+    fn from(message: String) -> SimError {
+        SimError {
+            instruction: "kernel",
+            loc: SourceLoc::from_location(Location::caller()),
+            kind: ViolationKind::Invalid(message),
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! Helpers of the end-to-end tests: build crates with the real cargo, spawn their harness
 //! binaries, talk the worker protocol.
 
-use neuron_tune_harness::protocol::{self, Response};
+use neuron_tune_protocol::{self as protocol, Request, RequestBody, Response, ResponseBody};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -69,9 +69,16 @@ impl Worker {
     /// Spawn `exe --serve` and do the handshake.
     pub fn start(exe: &Path) -> Worker {
         let mut w = Worker::spawn(exe);
-        let hello = w.send(&protocol::hello());
+        let hello = w.request(0, RequestBody::Hello { protocol: protocol::PROTOCOL_VERSION });
         protocol::check_hello(&hello).unwrap();
         w
+    }
+
+    /// Send a request, read its response.
+    pub fn request(&mut self, id: u64, body: RequestBody) -> Response {
+        let line = serde_json::to_string(&Request { id, body }).unwrap();
+        let answer = self.send(&line);
+        serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer}"))
     }
 
     /// Send one JSON line, read one back.
@@ -84,12 +91,13 @@ impl Worker {
         answer
     }
 
-    /// Send a request and return its `result`, panicking on an error response.
-    pub fn result(&mut self, line: &str) -> serde_json::Value {
-        let answer = self.send(line);
-        match serde_json::from_str(&answer).unwrap() {
-            Response::Result { result, .. } => result,
-            other => panic!("{other:?}"),
+    /// Send a request and return its answer, panicking on an error response.
+    pub fn result(&mut self, id: u64, body: RequestBody) -> ResponseBody {
+        let r = self.request(id, body);
+        assert_eq!(r.id, id, "the response carries its request's id");
+        match r.body {
+            ResponseBody::Error(e) => panic!("{e}"),
+            body => body,
         }
     }
 }

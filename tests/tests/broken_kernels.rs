@@ -1,7 +1,7 @@
 //! The harness on deliberately broken kernel crates (each its own workspace, built with the
 //! real cargo): the worker protocol reports what went wrong, precisely.
 
-use neuron_tune_harness::protocol::CheckResult;
+use neuron_tune_protocol::{ChipSpec, Params, RequestBody, ResponseBody};
 use neuron_tune_tests::{build_broken, Worker};
 
 #[test]
@@ -9,11 +9,15 @@ fn an_off_by_one_is_caught_shrunk_and_replayable() {
     let exe = build_broken("wrong_result").unwrap();
     let mut w = Worker::start(&exe);
     let regressions = neuron_tune_tests::scratch_dir("regressions").join("double.txt");
-    let req = serde_json::json!({"type": "check", "id": 1, "kernel": "double", "params": {"bufs": 2, "cols_per_tile": 512},
-        "cases": 32, "seed": 2024, "chip": {"name": "trn2"}, "regressions": regressions})
-    .to_string();
-    let req = req.as_str();
-    let report: CheckResult = serde_json::from_value(w.result(req)).unwrap();
+    let req = RequestBody::Check {
+        kernel: "double".into(),
+        params: Params::new().with("bufs", 2).with("cols_per_tile", 512),
+        cases: 32,
+        seed: 2024,
+        chip: ChipSpec::builtin("trn2"),
+        regressions: Some(regressions.clone()),
+    };
+    let ResponseBody::Check(report) = w.result(1, req.clone()) else { panic!("not a check") };
     assert!(!report.passed);
     assert_eq!(report.seed, 2024, "the seed is reported for replay");
     let f = report.failure.clone().expect("a failing case");
@@ -27,7 +31,7 @@ fn an_off_by_one_is_caught_shrunk_and_replayable() {
     let persisted = std::fs::read_to_string(&regressions).unwrap();
     assert!(persisted.lines().any(|l| l.starts_with("cc ")), "{persisted}");
     // ...and replaying the seed gives the same report.
-    let again: CheckResult = serde_json::from_value(w.result(req)).unwrap();
+    let ResponseBody::Check(again) = w.result(2, req) else { panic!("not a check") };
     assert_eq!(again.failure, report.failure);
     assert_eq!(again.seed, report.seed);
 }

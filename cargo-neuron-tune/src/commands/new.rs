@@ -6,13 +6,10 @@
 //! passes `check` unchanged; it is a starting point to edit.
 
 use crate::cli::Template;
-use crate::run::{exit, Failure, Out};
+use crate::exit::{fail, Exit, Failure};
+use crate::output::{Event, Reporter};
 use crate::store::write_atomic;
 use std::path::Path;
-
-fn fail(code: u8, m: impl Into<String>) -> Failure {
-    Failure { code, message: m.into() }
-}
 
 fn camel(name: &str) -> String {
     name.split('_').filter(|s| !s.is_empty()).map(|s| s[..1].to_uppercase() + &s[1..]).collect()
@@ -118,7 +115,7 @@ impl Kernel for __NAME__ {
         let c = s.dim("cols") as usize;
         vec![i[0].chunks(c).map(|row| row.iter().map(|&v| v as f64).sum::<f64>() as f32).collect()]
     }
-    fn tolerance(&self) -> neuron_tune_harness::Tolerance { neuron_tune_harness::Tolerance::for_dtype(Dtype::F32) }
+    fn tolerance(&self) -> neuron_tune_harness::Tolerance { neuron_tune_harness::tolerance_for(Dtype::F32) }
     fn work(&self, s: &Shape) -> Work {
         let n = (s.dim("rows") * s.dim("cols")) as f64;
         Work { flops: n, bytes: 2.0 * n }
@@ -294,14 +291,14 @@ pub fn new_kernel(
     name: &str,
     t: Template,
     manifest: Option<&Path>,
-    out: &Out,
-) -> Result<u8, Failure> {
+    out: &Reporter,
+) -> Result<Exit, Failure> {
     if name.is_empty()
         || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
         || name.starts_with(|c: char| c.is_ascii_digit())
     {
         return Err(fail(
-            exit::CONFIG,
+            Exit::Config,
             format!("kernel name `{name}` must be snake_case (a-z, 0-9, _)"),
         ));
     }
@@ -312,11 +309,11 @@ pub fn new_kernel(
         .manifest_path(&manifest)
         .no_deps()
         .exec()
-        .map_err(|e| fail(exit::CONFIG, format!("{}: {e}", manifest.display())))?;
+        .map_err(|e| fail(Exit::Config, format!("{}: {e}", manifest.display())))?;
     let manifest = std::fs::canonicalize(&manifest)
-        .map_err(|e| fail(exit::CONFIG, format!("{}: {e}", manifest.display())))?;
+        .map_err(|e| fail(Exit::Config, format!("{}: {e}", manifest.display())))?;
     let pkg = meta.packages.iter().find(|p| p.manifest_path.as_std_path() == manifest).ok_or_else(
-        || fail(exit::CONFIG, format!("{} is not a package manifest", manifest.display())),
+        || fail(Exit::Config, format!("{} is not a package manifest", manifest.display())),
     )?;
     let harness = pkg
         .metadata
@@ -325,7 +322,7 @@ pub fn new_kernel(
         .and_then(|h| h.as_str())
         .ok_or_else(|| {
             fail(
-                exit::CONFIG,
+                Exit::Config,
                 format!(
                     "{}: no [package.metadata.neuron-tune] harness = \"<bin>\": not a kernel crate",
                     manifest.display()
@@ -336,12 +333,12 @@ pub fn new_kernel(
         .targets
         .iter()
         .find(|t| t.name == harness)
-        .ok_or_else(|| fail(exit::CONFIG, format!("harness target `{harness}` not found")))?;
+        .ok_or_else(|| fail(Exit::Config, format!("harness target `{harness}` not found")))?;
     let lib = pkg.targets.iter().find(|t| t.is_lib());
     let dir = manifest.parent().expect("a manifest has a directory");
     let module = dir.join("src").join(format!("{name}.rs"));
     if module.exists() {
-        return Err(fail(exit::CONFIG, format!("{} already exists", module.display())));
+        return Err(fail(Exit::Config, format!("{} already exists", module.display())));
     }
     let ty = camel(name);
     let source = format!(
@@ -349,7 +346,7 @@ pub fn new_kernel(
         body(t).replace("__NAME__", &ty).replace("__name__", name)
     );
     let read = |p: &Path| {
-        std::fs::read_to_string(p).map_err(|e| fail(exit::CONFIG, format!("{}: {e}", p.display())))
+        std::fs::read_to_string(p).map_err(|e| fail(Exit::Config, format!("{}: {e}", p.display())))
     };
     // Declare the module where the harness can reach it.
     let bin_path = bin.src_path.as_std_path();
@@ -361,7 +358,7 @@ pub fn new_kernel(
             lib_src.push_str(&format!("\npub mod {name};\n"));
             if lib_path.parent() != Some(dir.join("src").as_path()) {
                 return Err(fail(
-                    exit::CONFIG,
+                    Exit::Config,
                     format!("the library root {} is not in src/", lib_path.display()),
                 ));
             }
@@ -376,7 +373,7 @@ pub fn new_kernel(
     let anchor = "kernels: [";
     let at = bin_src.find(anchor).ok_or_else(|| {
         fail(
-            exit::CONFIG,
+            Exit::Config,
             format!(
                 "{}: no `harness_main!(kernels: [...])` to register the kernel in",
                 bin_path.display()
@@ -389,13 +386,17 @@ pub fn new_kernel(
     write_atomic(&module, source.as_bytes())?;
     write_atomic(bin_path, bin_src.as_bytes())?;
     write_atomic(&manifest, toml.as_bytes())?;
-    out.event(serde_json::json!({"event": "new", "kernel": name, "template": format!("{t:?}").to_lowercase(), "module": module}));
-    out.human(format!(
+    out.event(&Event::New {
+        kernel: name.to_string(),
+        template: format!("{t:?}").to_lowercase(),
+        module: module.clone(),
+    });
+    out.result(format!(
         "     Created kernel `{name}` in {} (registered in {}, space in {})",
         module.display(),
         bin_path.display(),
         manifest.display()
     ));
-    out.human(format!("             next: cargo neuron-tune check --kernel {name}"));
-    Ok(exit::OK)
+    out.result(format!("             next: cargo neuron-tune check --kernel {name}"));
+    Ok(Exit::Ok)
 }

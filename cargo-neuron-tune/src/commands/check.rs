@@ -1,0 +1,148 @@
+//! `check`: property-based correctness of the selected parameter sets against the CPU
+//! references (the harness decides; this only reports).
+
+use super::{default_seed, report_failure};
+use crate::cargo::CargoFlags;
+use crate::cli::Selection;
+use crate::eval::protocol_failure;
+use crate::exit::{fail, Exit, Failure};
+use crate::output::{show_output, Event, Summary};
+use crate::select::{check_patterns, chip_spec, select, Variant};
+use crate::workspace::{Ctx, Workspace};
+use neuron_tune_protocol::{CheckReport, RequestBody, ResponseBody};
+use std::collections::HashMap;
+
+pub fn run(
+    cargo: &CargoFlags,
+    s: &Selection,
+    cases: u32,
+    seed: Option<u64>,
+    ctx: &Ctx,
+) -> Result<Exit, Failure> {
+    let mut ws = Workspace::open(cargo, ctx)?;
+    let chip = chip_spec(&s.chip)?;
+    check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s)?;
+    let out = &ctx.out;
+    let seed = seed.unwrap_or_else(default_seed);
+    out.status(format!(
+        "   Checking with seed {seed} ({cases} cases per variant; replay with --seed {seed})"
+    ));
+    let regress = ws.target_dir.join("neuron-tune").join("regressions");
+    std::fs::create_dir_all(&regress)
+        .map_err(|e| fail(Exit::Internal, format!("{}: {e}", regress.display())))?;
+    let (mut failed, mut total) = (0, 0);
+    for c in &mut ws.crates {
+        // A check covers the kernel's small random shapes, not a named one: each parameter
+        // set once.
+        let selected = select(&c.list, s)?;
+        let sets = selected.iter().flat_map(|k| {
+            k.params.iter().map(move |p| Variant {
+                kernel: k.kernel.name.clone(),
+                shape_name: "(small shapes)".into(),
+                shape: Default::default(),
+                params: p,
+            })
+        });
+        let mut in_flight: HashMap<u64, Variant> = HashMap::new();
+        let mut sets = sets;
+        let window = c.pool.jobs() * 2;
+        loop {
+            while in_flight.len() < window {
+                let Some(v) = sets.next() else { break };
+                let file =
+                    regress.join(format!("{}-{}.txt", v.kernel, short_hash(&v.params.to_string())));
+                let id = c.pool.submit(RequestBody::Check {
+                    kernel: v.kernel.clone(),
+                    params: v.params.clone(),
+                    cases,
+                    seed,
+                    chip: chip.clone(),
+                    regressions: Some(file),
+                });
+                in_flight.insert(id, v);
+            }
+            let Some(done) = c.pool.recv() else { break };
+            let v = in_flight.remove(&done.id).expect("a request of ours");
+            show_output(out, &v.kernel, &v.shape_name, &v.params, &done.output);
+            total += 1;
+            match done.answer {
+                Ok(ResponseBody::Check(r)) => {
+                    if !r.passed {
+                        failed += 1;
+                    }
+                    report(ctx, &v, &chip.name, &r);
+                }
+                Ok(other) => {
+                    return Err(fail(Exit::Internal, format!("unexpected answer {other:?}")))
+                }
+                Err(e) => {
+                    if let Some(f) = protocol_failure(&e) {
+                        return Err(f);
+                    }
+                    failed += 1;
+                    report_failure(out, &v, &chip.name, &e);
+                }
+            }
+        }
+    }
+    out.flush_invalid();
+    out.event(&Event::Summary(Summary {
+        command: "check".into(),
+        variants: total,
+        failed: Some(failed),
+        seed: Some(seed),
+        ..Default::default()
+    }));
+    out.status(format!("   {} of {total} variants passed", total - failed));
+    Ok(if failed > 0 { Exit::Check } else { Exit::Ok })
+}
+
+fn report(ctx: &Ctx, v: &Variant, chip: &str, r: &CheckReport) {
+    let out = &ctx.out;
+    out.event(&Event::Check {
+        kernel: v.kernel.clone(),
+        shape: None,
+        params: v.params.clone(),
+        chip: chip.to_string(),
+        passed: r.passed,
+        cases: r.cases,
+        max_abs_err: r.max_abs_err,
+        max_rel_err: r.max_rel_err,
+        mse: r.mse,
+        cosine: r.cosine,
+        seed: r.seed,
+        failure: r.failure.clone(),
+    });
+    if r.passed {
+        out.result(format!(
+            "  ok     {:<18} {:<40} cases {:>3}  max abs err {:.2e}  cosine {:.6}",
+            v.kernel,
+            v.params.to_string(),
+            r.cases,
+            r.max_abs_err,
+            r.cosine
+        ));
+        return;
+    }
+    let f = r.failure.as_ref().expect("a failed check has a failure");
+    out.note(format!(
+        "  FAILED {:<18} {:<40} after {} cases (seed {})",
+        v.kernel,
+        v.params.to_string(),
+        r.cases,
+        r.seed
+    ));
+    out.note(format!(
+        "         smallest failing shape {} (input seed {}, {:?} inputs)",
+        f.shape, f.input_seed, f.distribution
+    ));
+    out.note(format!("         {}", f.message));
+    out.note(format!(
+        "         max abs err {:.3e}  max rel err {:.3e}  MSE {:.3e}  cosine {:.6}",
+        r.max_abs_err, r.max_rel_err, r.mse, r.cosine
+    ));
+}
+
+fn short_hash(s: &str) -> String {
+    format!("{:016x}", xxhash_rust::xxh3::xxh3_64(s.as_bytes()))
+}

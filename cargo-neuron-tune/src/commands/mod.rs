@@ -1,0 +1,107 @@
+//! The subcommands, one file each; [`run`] dispatches and maps failures to exit codes.
+
+mod bench;
+mod build;
+mod check;
+mod list;
+pub mod new;
+mod profile;
+
+use crate::cli::{Cli, Command, MessageFormat};
+use crate::exit::{Exit, Failure};
+use crate::output::{Event, Reporter};
+use crate::workspace::Ctx;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Entry point of the binary: run the command, report a failure, exit with its code.
+pub fn run(cli: Cli) -> ExitCode {
+    let out = Arc::new(Reporter::new(cli.global.message_format == MessageFormat::Json));
+    let jobs = cli
+        .global
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let ctx = Ctx { out: out.clone(), jobs, timeout: Duration::from_secs(cli.global.timeout) };
+    match dispatch(&cli, &ctx) {
+        Ok(exit) => ExitCode::from(exit.code()),
+        Err(f) => {
+            out.event(&Event::Error { code: f.exit.code(), message: f.message.clone() });
+            eprintln!("error: {}", f.message);
+            ExitCode::from(f.exit.code())
+        }
+    }
+}
+
+fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
+    match &cli.command {
+        Command::List { cargo } => list::run(cargo, ctx),
+        Command::Build { cargo, select } => build::run(cargo, select, ctx),
+        Command::Check { cargo, select, cases, seed } => {
+            check::run(cargo, select, *cases, *seed, ctx)
+        }
+        Command::Bench { cargo, select, force } => bench::run(cargo, select, *force, ctx),
+        Command::Profile { cargo, kernel, params, shape, chip, trace } => profile::run(
+            cargo,
+            &profile::Args {
+                kernel,
+                params: params.as_deref(),
+                shape: shape.as_deref(),
+                chip,
+                trace: trace.as_deref(),
+            },
+            ctx,
+        ),
+        Command::New { name, template, manifest_path } => {
+            new::new_kernel(name, *template, manifest_path.as_deref(), &ctx.out)
+        }
+    }
+}
+
+/// Open the variant store, saying so when another run holds its lock.
+fn open_store(target: &std::path::Path, out: &Reporter) -> Result<crate::store::Store, Failure> {
+    Ok(crate::store::Store::open(target, |lock| {
+        out.note(format!(
+            "    Blocking waiting for another cargo neuron-tune run (lock {})",
+            lock.display()
+        ))
+    })?)
+}
+
+/// Report a variant that could not run: invalid ones are collected (shown as a count),
+/// others printed at once.
+fn report_failure(
+    out: &Reporter,
+    v: &crate::select::Variant,
+    chip: &str,
+    e: &neuron_tune_protocol::ErrorInfo,
+) {
+    use neuron_tune_protocol::ErrorKind;
+    let kind = match &e.kind {
+        k if k.is_invalid_variant() => "invalid",
+        ErrorKind::Panic => "panic",
+        ErrorKind::Timeout => "timeout",
+        ErrorKind::Crashed => "crashed",
+        _ => "failed",
+    };
+    let message = e.message.trim_start_matches("invalid variant: ").to_string();
+    out.event(&Event::VariantFailed {
+        kernel: v.kernel.clone(),
+        shape: v.shape_name.clone(),
+        params: v.params.clone(),
+        chip: chip.to_string(),
+        kind: kind.to_string(),
+        message: message.clone(),
+    });
+    let line = format!("  {kind:<8} {} {} at {}: {message}", v.kernel, v.params, v.shape_name);
+    if kind == "invalid" {
+        out.invalid(line);
+    } else {
+        out.note(line);
+    }
+}
+
+/// A seed from the clock, for commands run without `--seed` (always printed).
+fn default_seed() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}

@@ -1,0 +1,124 @@
+//! `profile`: one variant in full: where the time goes, the bottleneck verdict with its
+//! evidence and advice, the top source lines, and optionally a Perfetto trace.
+
+use crate::cargo::CargoFlags;
+use crate::eval::{protocol_failure, variant_ref};
+use crate::exit::{fail, Exit, Failure};
+use crate::output::{show_output, Event, Reporter};
+use crate::select::{chip_spec, parse_params, Variant};
+use crate::store::write_atomic;
+use crate::workspace::{Ctx, Workspace};
+use neuron_tune_protocol::{Params, ProfileSummary, RequestBody, ResponseBody};
+use std::path::Path;
+
+pub struct Args<'a> {
+    pub kernel: &'a str,
+    pub params: Option<&'a str>,
+    pub shape: Option<&'a str>,
+    pub chip: &'a str,
+    pub trace: Option<&'a Path>,
+}
+
+pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
+    let mut ws = Workspace::open(cargo, ctx)?;
+    let chip = chip_spec(a.chip)?;
+    let names = ws.kernel_names();
+    let out = &ctx.out;
+    let (c, k) = ws
+        .crates
+        .iter_mut()
+        .find_map(|c| {
+            let k = c.list.kernels.iter().find(|k| k.name == a.kernel).cloned()?;
+            Some((c, k))
+        })
+        .ok_or_else(|| fail(Exit::Config, format!("no kernel `{}` (have: {names})", a.kernel)))?;
+    let params = parse_params(&k, a.params)?;
+    let (shape_name, shape) = match a.shape {
+        Some(n) => k.shapes.iter().find(|(s, _)| s == n).cloned().ok_or_else(|| {
+            let have: Vec<&str> = k.shapes.iter().map(|(s, _)| s.as_str()).collect();
+            fail(
+                Exit::Config,
+                format!("kernel `{}` has no shape `{n}` (it has: {})", a.kernel, have.join(", ")),
+            )
+        })?,
+        None => k
+            .shapes
+            .first()
+            .cloned()
+            .ok_or_else(|| fail(Exit::Config, format!("kernel `{}` has no shapes", a.kernel)))?,
+    };
+    let v = Variant {
+        kernel: k.name.clone(),
+        shape_name: shape_name.clone(),
+        shape,
+        params: params.clone(),
+    };
+    let done = c.pool.request(RequestBody::Profile {
+        variant: variant_ref(&v, &chip),
+        trace: a.trace.is_some(),
+    });
+    show_output(out, &v.kernel, &shape_name, &params, &done.output);
+    let r = match done.answer {
+        Ok(ResponseBody::Bench(r)) => r,
+        Ok(other) => return Err(fail(Exit::Internal, format!("unexpected answer {other:?}"))),
+        Err(e) => {
+            return Err(protocol_failure(&e).unwrap_or_else(|| {
+                fail(Exit::Check, format!("{} {params} at {shape_name}: {e}", a.kernel))
+            }))
+        }
+    };
+    let prof = r.profile.clone().unwrap_or_default();
+    if let (Some(path), Some(t)) = (a.trace, &r.trace) {
+        write_atomic(path, t.as_bytes())
+            .map_err(|e| fail(Exit::Internal, format!("{}: {e:#}", path.display())))?;
+        out.status(format!("   Wrote Perfetto trace {} (open in ui.perfetto.dev)", path.display()));
+    }
+    out.event(&Event::Profile {
+        kernel: a.kernel.to_string(),
+        shape: shape_name.clone(),
+        params: params.clone(),
+        chip: chip.name.clone(),
+        cycles: r.cycles,
+        time_us: r.time_us,
+        tflops: r.tflops,
+        bottleneck: r.bottleneck.clone(),
+        profile: Box::new(prof.clone()),
+        trace: a.trace.map(Path::to_path_buf),
+    });
+    print_profile(out, a.kernel, &shape_name, &params, &prof);
+    Ok(Exit::Ok)
+}
+
+fn print_profile(out: &Reporter, kernel: &str, shape: &str, p: &Params, prof: &ProfileSummary) {
+    out.result(format!("\n  {kernel} {p} at {shape} on {}", prof.chip));
+    out.result(format!(
+        "  time {:.1} µs ({:.1} µs kernel + {:.1} µs launch), {} cycles",
+        prof.total_time_us,
+        prof.kernel_time_us,
+        prof.launch_overhead_us,
+        prof.neuroncore_cycle_count
+    ));
+    out.result(format!(
+        "  {:.2} TFLOP/s, MFU {:.1}%, HBM {:.0} GB/s (MBU {:.0}%), roofline bound {:.1} µs",
+        prof.tflops,
+        prof.mfu_estimated_percent,
+        prof.hbm_bandwidth_gbps,
+        prof.mbu_estimated_percent,
+        prof.roofline_bound_us
+    ));
+    let b = &prof.bottleneck;
+    out.result(format!("\n  {}", b.summary));
+    for e in &b.evidence {
+        out.result(format!("    · {e}"));
+    }
+    for a in &b.advice {
+        out.result(format!("    → {a}"));
+    }
+    out.result("\n  top source lines:");
+    for l in prof.top_lines.iter().take(8) {
+        out.result(format!(
+            "    {:>10.1} µs  {:>7}×  {:<14} {}",
+            l.busy_time_us, l.instruction_count, l.opcode, l.nki_source_location
+        ));
+    }
+}

@@ -1,0 +1,93 @@
+//! The documented exit codes, one enum: the README, `--help` and every command use it.
+
+use std::fmt;
+
+/// How a command ends. The numbers are public API (CI scripts branch on them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    Ok = 0,
+    /// A bug or an environment problem (a worker broke the protocol, a file could not be
+    /// written).
+    Internal = 1,
+    /// Bad flags or configuration: a bad TOML space, an unknown kernel, shape or chip.
+    Config = 2,
+    /// cargo could not build a harness.
+    Build = 3,
+    /// A correctness check failed, or a variant crashed or hung.
+    Check = 4,
+    /// A performance regression (gate).
+    Regression = 5,
+}
+
+impl Exit {
+    pub const ALL: [Exit; 6] =
+        [Exit::Ok, Exit::Internal, Exit::Config, Exit::Build, Exit::Check, Exit::Regression];
+
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Exit::Ok => "success",
+            Exit::Internal => "internal error (a worker broke the protocol, a file could not be written)",
+            Exit::Config => "usage or configuration error (bad flag, bad TOML space, unknown kernel)",
+            Exit::Build => "build failed (cargo's errors are printed above)",
+            Exit::Check => {
+                "a correctness check failed (the shrunk failing case is printed), or a variant crashed or hung"
+            }
+            Exit::Regression => "a performance regression (gate)",
+        }
+    }
+
+    /// The table `--help` ends with.
+    pub fn help_table() -> String {
+        let mut s = String::from("Exit codes:\n");
+        for e in Exit::ALL {
+            s.push_str(&format!("  {}  {}\n", e.code(), e.meaning()));
+        }
+        s
+    }
+}
+
+/// A command's failure: its exit code and what to tell the user.
+#[derive(Debug)]
+pub struct Failure {
+    pub exit: Exit,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(exit: Exit, message: impl Into<String>) -> Failure {
+        Failure { exit, message: message.into() }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Failure::new(Exit::Config, format!("{e:#}"))
+    }
+}
+
+/// Shorthand for the commands.
+pub fn fail(exit: Exit, message: impl Into<String>) -> Failure {
+    Failure::new(exit, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_the_documented_numbers() {
+        let codes: Vec<u8> = Exit::ALL.iter().map(|e| e.code()).collect();
+        assert_eq!(codes, [0, 1, 2, 3, 4, 5]);
+        assert!(Exit::help_table().contains("  5  a performance regression"));
+    }
+}

@@ -1,0 +1,219 @@
+//! What the tool says: typed events, and the two ways of saying them.
+//!
+//! Every command reports through [`Reporter`]. With `--message-format json` each [`Event`]
+//! is one JSON object on stdout and stdout carries nothing else (the events and their
+//! field names are public API, DESIGN.md §6); otherwise results (tables, verdicts) go to
+//! stdout and status (building, progress, notes, warnings) to stderr, as cargo and
+//! ripgrep do, so `cargo neuron-tune list > kernels.txt` keeps the list and shows the
+//! progress.
+
+use neuron_tune_protocol::{CheckFailure, KernelInfo, ModelInfo, Params, ProfileSummary};
+use serde::Serialize;
+use std::io::Write;
+use std::sync::Mutex;
+
+/// A machine-readable event. `kernel`, `shape`, `params` and `chip` name the variant an
+/// event is about.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    List {
+        package: String,
+        kernels: Vec<KernelInfo>,
+        models: Vec<ModelInfo>,
+    },
+    WorkerStarted {
+        package: String,
+        pid: u32,
+    },
+    Build {
+        kernel: String,
+        shape: String,
+        params: Params,
+        chip: String,
+        program_hash: String,
+        instruction_count: u64,
+        sbuf_bytes_per_partition: u64,
+    },
+    Check {
+        kernel: String,
+        /// Checks run over the kernel's small random shapes, not a named one.
+        shape: Option<String>,
+        params: Params,
+        chip: String,
+        passed: bool,
+        cases: u32,
+        max_abs_err: f64,
+        max_rel_err: f64,
+        mse: f64,
+        cosine: f64,
+        seed: u64,
+        failure: Option<CheckFailure>,
+    },
+    Bench {
+        kernel: String,
+        shape: String,
+        params: Params,
+        chip: String,
+        cycles: u64,
+        time_us: f64,
+        kernel_time_us: f64,
+        tflops: f64,
+        bottleneck: String,
+        program_hash: String,
+        cached: bool,
+    },
+    /// A variant that could not be run: `kind` is `invalid` (its rule or a hardware rule),
+    /// `panic`, `timeout` or `crashed`.
+    VariantFailed {
+        kernel: String,
+        shape: String,
+        params: Params,
+        chip: String,
+        kind: String,
+        message: String,
+    },
+    /// What kernel code printed while a variant ran (never mixed into results).
+    Output {
+        kernel: String,
+        shape: String,
+        params: Params,
+        text: String,
+    },
+    Best {
+        kernel: String,
+        shape: String,
+        best_params: Params,
+        best_time: f64,
+        default_time: Option<f64>,
+        evaluations: usize,
+    },
+    Profile {
+        kernel: String,
+        shape: String,
+        params: Params,
+        chip: String,
+        cycles: u64,
+        time_us: f64,
+        tflops: f64,
+        bottleneck: String,
+        profile: Box<ProfileSummary>,
+        trace: Option<std::path::PathBuf>,
+    },
+    /// `new` wrote a kernel module.
+    New {
+        kernel: String,
+        template: String,
+        module: std::path::PathBuf,
+    },
+    Summary(Summary),
+    Error {
+        code: u8,
+        message: String,
+    },
+}
+
+/// The last event of a command: what it did, in counts.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Summary {
+    pub command: String,
+    pub variants: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invalid: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+/// Where events and human lines go.
+pub struct Reporter {
+    json: bool,
+    /// Invalid variants seen (combinations the validity rule or the hardware rejects):
+    /// shown as a count with a few examples, not one line each.
+    invalid: Mutex<Vec<String>>,
+}
+
+impl Reporter {
+    pub fn new(json: bool) -> Reporter {
+        Reporter { json, invalid: Mutex::default() }
+    }
+
+    pub fn is_json(&self) -> bool {
+        self.json
+    }
+
+    /// An event: a JSON line in JSON mode, nothing otherwise (the command prints its human
+    /// form with [`Reporter::result`] or [`Reporter::status`]).
+    pub fn event(&self, e: &Event) {
+        if self.json {
+            let mut out = std::io::stdout().lock();
+            let _ = serde_json::to_writer(&mut out, e);
+            let _ = out.write_all(b"\n");
+            let _ = out.flush();
+        }
+    }
+
+    /// A result line (human mode only): stdout.
+    pub fn result(&self, line: impl AsRef<str>) {
+        if !self.json {
+            println!("{}", line.as_ref());
+        }
+    }
+
+    /// A status line (human mode only): stderr.
+    pub fn status(&self, line: impl AsRef<str>) {
+        if !self.json {
+            eprintln!("{}", line.as_ref());
+        }
+    }
+
+    /// A warning or error: stderr in both modes.
+    pub fn note(&self, line: impl AsRef<str>) {
+        eprintln!("{}", line.as_ref());
+    }
+
+    /// Remember an invalid variant for [`Reporter::flush_invalid`].
+    pub fn invalid(&self, line: String) {
+        self.invalid.lock().expect("reporter").push(line);
+    }
+
+    /// Print the invalid variants seen: all when few, else a count and examples.
+    pub fn flush_invalid(&self) {
+        let lines = std::mem::take(&mut *self.invalid.lock().expect("reporter"));
+        if lines.len() <= 4 {
+            for l in &lines {
+                self.note(l);
+            }
+        } else {
+            self.note(format!(
+                "   {} invalid variants skipped (the kernels' validity rules or hardware limits), e.g.:",
+                lines.len()
+            ));
+            for l in lines.iter().take(3) {
+                self.note(l);
+            }
+        }
+    }
+}
+
+/// What kernel code printed, indented under its variant (stderr: it is not a result).
+pub fn show_output(out: &Reporter, kernel: &str, shape: &str, params: &Params, text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    out.event(&Event::Output {
+        kernel: kernel.into(),
+        shape: shape.into(),
+        params: params.clone(),
+        text: text.into(),
+    });
+    out.status(format!("  output of {kernel} {params} at {shape}:"));
+    for line in text.lines() {
+        out.status(format!("    | {line}"));
+    }
+}

@@ -1,0 +1,201 @@
+//! Which variants a command works on: `--kernel`, `--shape`, `--params`, `--chip`,
+//! `--all-variants`, resolved against what the harnesses list.
+//!
+//! A selection is lazy: `--all-variants` walks each kernel's [`Space`] by index, so a space
+//! of 10¹² configurations costs nothing until variants are drawn from it.
+
+use crate::cli::Selection;
+use crate::exit::{fail, Exit, Failure};
+use neuron_tune_protocol::{ChipSpec, KernelInfo, ListDoc, Params, Shape, Space};
+use std::path::Path;
+
+/// More variants than this in one `--all-variants` run is refused: that is a search.
+pub const GRID_LIMIT: u64 = 1_000_000;
+
+/// A variant to run.
+#[derive(Clone, Debug)]
+pub struct Variant {
+    pub kernel: String,
+    pub shape_name: String,
+    pub shape: Shape,
+    pub params: Params,
+}
+
+/// `*` matches any run of characters. Written here because one wildcard is all the
+/// selection syntax needs.
+pub fn glob(pat: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pat.split('*').collect();
+    if parts.len() == 1 {
+        return pat == name;
+    }
+    let mut rest = name;
+    for (i, p) in parts.iter().enumerate() {
+        if i == 0 {
+            let Some(r) = rest.strip_prefix(p) else { return false };
+            rest = r;
+        } else if i == parts.len() - 1 {
+            return rest.ends_with(p);
+        } else {
+            let Some(pos) = rest.find(p) else { return false };
+            rest = &rest[pos + p.len()..];
+        }
+    }
+    true
+}
+
+/// `--params` on top of the kernel's defaults, typed by its declarations.
+pub fn parse_params(k: &KernelInfo, text: Option<&str>) -> Result<Params, Failure> {
+    match text {
+        None => Ok(k.defaults.clone()),
+        Some(t) => Params::parse_overrides(&k.defaults, t, &k.params)
+            .map_err(|e| fail(Exit::Config, format!("--params for `{}`: {e}", k.name))),
+    }
+}
+
+/// Which parameter sets of one kernel.
+#[derive(Clone, Debug)]
+pub enum ParamSets {
+    One(Params),
+    All(Space),
+}
+
+impl ParamSets {
+    pub fn len(&self) -> u64 {
+        match self {
+            ParamSets::One(_) => 1,
+            ParamSets::All(s) => s.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn iter(&self) -> Box<dyn Iterator<Item = Params> + '_> {
+        match self {
+            ParamSets::One(p) => Box::new(std::iter::once(p.clone())),
+            ParamSets::All(s) => Box::new(s.iter()),
+        }
+    }
+}
+
+/// One kernel's part of a selection.
+#[derive(Clone, Debug)]
+pub struct KernelSelection {
+    pub kernel: KernelInfo,
+    pub shapes: Vec<(String, Shape)>,
+    pub params: ParamSets,
+}
+
+impl KernelSelection {
+    /// Variants selected (saturating).
+    pub fn count(&self) -> u64 {
+        self.params.len().saturating_mul(self.shapes.len() as u64)
+    }
+
+    /// Shape-major: every parameter set at the first shape, then the next shape.
+    pub fn variants(&self) -> impl Iterator<Item = Variant> + '_ {
+        self.shapes.iter().flat_map(move |(sn, sh)| {
+            self.params.iter().map(move |p| Variant {
+                kernel: self.kernel.name.clone(),
+                shape_name: sn.clone(),
+                shape: sh.clone(),
+                params: p,
+            })
+        })
+    }
+}
+
+/// Every `--kernel` pattern must match a kernel of some selected crate.
+pub fn check_patterns(lists: &[&ListDoc], s: &Selection) -> Result<(), Failure> {
+    for pat in &s.kernels {
+        if !lists.iter().flat_map(|l| &l.kernels).any(|k| glob(pat, &k.name)) {
+            let have: Vec<&str> =
+                lists.iter().flat_map(|l| &l.kernels).map(|k| k.name.as_str()).collect();
+            return Err(fail(
+                Exit::Config,
+                format!("--kernel {pat}: no such kernel (have: {})", have.join(", ")),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The selected kernels of one crate's list (lazily: nothing is enumerated).
+pub fn select(list: &ListDoc, s: &Selection) -> Result<Vec<KernelSelection>, Failure> {
+    let mut out = Vec::new();
+    for k in &list.kernels {
+        if !s.kernels.is_empty() && !s.kernels.iter().any(|p| glob(p, &k.name)) {
+            continue;
+        }
+        let params = if s.all_variants {
+            ParamSets::All(k.space.clone())
+        } else {
+            ParamSets::One(parse_params(k, s.params.as_deref())?)
+        };
+        let shapes: Vec<(String, Shape)> = k
+            .shapes
+            .iter()
+            .filter(|(sn, _)| s.shapes.is_empty() || s.shapes.contains(sn))
+            .cloned()
+            .collect();
+        let sel = KernelSelection { kernel: k.clone(), shapes, params };
+        if s.all_variants && sel.count() > GRID_LIMIT {
+            return Err(fail(
+                Exit::Config,
+                format!(
+                    "--all-variants: kernel `{}` has {} variants in its space (limit {GRID_LIMIT}); \
+                     search it with `cargo neuron-tune tune --kernel {}` or narrow the space",
+                    k.name,
+                    sel.count(),
+                    k.name
+                ),
+            ));
+        }
+        out.push(sel);
+    }
+    Ok(out)
+}
+
+/// `--chip`: a built-in name or a chip TOML file.
+pub fn chip_spec(chip: &str) -> Result<ChipSpec, Failure> {
+    let path = Path::new(chip);
+    if neuron_sim::Chip::builtin(chip).is_some() {
+        return Ok(ChipSpec::builtin(chip));
+    }
+    if path.exists() {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| fail(Exit::Config, format!("{}: {e}", path.display())))?;
+        neuron_sim::Chip::from_toml(&text)
+            .map_err(|e| fail(Exit::Config, format!("{}: {e}", path.display())))?;
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| chip.into());
+        return Ok(ChipSpec { name, toml: Some(text) });
+    }
+    Err(fail(
+        Exit::Config,
+        format!(
+            "--chip {chip}: not a built-in chip ({}) nor a chip TOML file",
+            neuron_sim::Chip::BUILTIN.join(", ")
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob;
+
+    #[test]
+    fn globs_match_like_a_shell() {
+        assert!(glob("gemm", "gemm") && !glob("gemm", "gemm2"));
+        assert!(glob("attention_*", "attention_flash") && !glob("attention_*", "flash_attention"));
+        assert!(
+            glob("*norm", "rmsnorm")
+                && glob("*", "x")
+                && glob("a*c*e", "abcde")
+                && !glob("a*c*e", "abcd")
+        );
+    }
+}

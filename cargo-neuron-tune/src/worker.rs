@@ -1,0 +1,345 @@
+//! Harness worker processes: one client per process, and a persistent pool of them.
+//!
+//! A worker is a real process (`HARNESS --serve`, started with duct) spoken to over the
+//! worker protocol (`neuron-tune-protocol`). The [`Pool`] starts its workers once for the
+//! whole command — lazily, one per job slot, when the slot gets its first request — and
+//! takes requests as they come ([`Pool::submit`]); answers come back as they complete
+//! ([`Pool::recv`]), which is what a streaming `bench` and an ask/tell search need.
+//!
+//! A worker that crashes or exceeds the timeout is killed and replaced, and its request is
+//! retried once on the fresh worker before it is reported: the tool never dies with a
+//! kernel (ARCHITECTURE.md, invariants). A worker that answers something other than the
+//! protocol — a line that is not a response, a truncated line, a response to another
+//! request's id — is a protocol error: never taken as a result, and fatal to the command,
+//! since nothing that worker says can be trusted.
+
+use neuron_tune_protocol::{
+    check_hello, ErrorInfo, ErrorKind, Request, RequestBody, Response, ResponseBody,
+    PROTOCOL_VERSION,
+};
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// A request's answer (never a `ResponseBody::Error`: that is the `Err`).
+pub type Answer = Result<ResponseBody, ErrorInfo>;
+
+fn failure(kind: ErrorKind, message: impl Into<String>) -> ErrorInfo {
+    ErrorInfo { kind, message: message.into() }
+}
+
+/// A line from the worker's stdout; `complete` is false for a last line without its
+/// newline (the worker stopped mid-line).
+struct Line {
+    text: String,
+    complete: bool,
+}
+
+/// One live worker process.
+struct WorkerProcess {
+    handle: Arc<duct::ReaderHandle>,
+    stdin: os_pipe::PipeWriter,
+    lines: mpsc::Receiver<Line>,
+    /// "worker 1234 (path/to/harness)", for messages.
+    name: String,
+}
+
+impl WorkerProcess {
+    fn start(exe: &Path, manifest_dir: &Path) -> Result<WorkerProcess, ErrorInfo> {
+        let cannot = |e: std::io::Error| {
+            failure(ErrorKind::Crashed, format!("cannot start {}: {e}", exe.display()))
+        };
+        let (reader, stdin) = os_pipe::pipe().map_err(cannot)?;
+        let handle = duct::cmd(exe, ["--serve"])
+            .stdin_file(reader)
+            .env("NEURON_TUNE_MANIFEST_DIR", manifest_dir)
+            .unchecked()
+            .reader()
+            .map_err(cannot)?;
+        let pid = handle.pids().first().copied().unwrap_or(0);
+        let handle = Arc::new(handle);
+        let (tx, lines) = mpsc::channel();
+        let h = handle.clone();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(&*h);
+            loop {
+                let mut text = String::new();
+                match r.read_line(&mut text) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        let complete = text.ends_with('\n');
+                        if tx.send(Line { text, complete }).is_err() || !complete {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        let mut w = WorkerProcess {
+            handle,
+            stdin,
+            lines,
+            name: format!("worker {pid} ({})", exe.display()),
+        };
+        let hello = w.roundtrip(
+            &Request { id: 0, body: RequestBody::Hello { protocol: PROTOCOL_VERSION } },
+            Duration::from_secs(60),
+        )?;
+        check_hello(&hello).map_err(|e| failure(ErrorKind::ProtocolMismatch, e))?;
+        Ok(w)
+    }
+
+    fn pid(&self) -> u32 {
+        self.handle.pids().first().copied().unwrap_or(0)
+    }
+
+    /// Send `req`, wait for its response.
+    fn roundtrip(&mut self, req: &Request, timeout: Duration) -> Result<Response, ErrorInfo> {
+        let line = serde_json::to_string(req).expect("requests serialize");
+        writeln!(self.stdin, "{line}").and_then(|_| self.stdin.flush()).map_err(|e| {
+            failure(ErrorKind::Crashed, format!("{} closed its input: {e}", self.name))
+        })?;
+        let line = match self.lines.recv_timeout(timeout) {
+            Ok(l) => l,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                return Err(failure(
+                    ErrorKind::Timeout,
+                    format!("timed out after {} s ({} killed)", timeout.as_secs(), self.name),
+                ))
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(failure(ErrorKind::Crashed, format!("{} died", self.name)))
+            }
+        };
+        let protocol_error =
+            |what: String| failure(ErrorKind::Protocol, format!("{}: {what}", self.name));
+        if !line.complete {
+            return Err(protocol_error(format!(
+                "truncated response to request {} (no end of line): {}",
+                req.id,
+                clip(&line.text)
+            )));
+        }
+        let resp: Response = serde_json::from_str(&line.text).map_err(|e| {
+            protocol_error(format!(
+                "answered request {} with a line that is not a protocol response ({e}): {}",
+                req.id,
+                clip(&line.text)
+            ))
+        })?;
+        if resp.id != req.id {
+            return Err(protocol_error(format!(
+                "answered request {} with the response to request {}",
+                req.id, resp.id
+            )));
+        }
+        Ok(resp)
+    }
+
+    fn kill(&self) {
+        let _ = self.handle.kill();
+    }
+}
+
+fn clip(s: &str) -> String {
+    let s = s.trim_end();
+    match s.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        let shutdown = Request { id: u64::MAX, body: RequestBody::Shutdown };
+        let _ = writeln!(self.stdin, "{}", serde_json::to_string(&shutdown).unwrap_or_default());
+        self.kill();
+    }
+}
+
+/// A finished request.
+#[derive(Debug)]
+pub struct Done {
+    pub id: u64,
+    pub answer: Answer,
+    /// What kernel code printed while answering (trimmed).
+    pub output: String,
+}
+
+struct Job {
+    id: u64,
+    body: RequestBody,
+}
+
+#[derive(Default)]
+struct Queue {
+    jobs: VecDeque<Job>,
+    closed: bool,
+}
+
+/// What a pool tells its owner besides answers.
+pub trait PoolEvents: Send + Sync {
+    /// A worker process was started.
+    fn worker_started(&self, pid: u32);
+}
+
+/// The workers of one harness binary, for the whole command.
+pub struct Pool {
+    queue: Arc<(Mutex<Queue>, Condvar)>,
+    done: mpsc::Receiver<Done>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    next_id: u64,
+    outstanding: usize,
+    jobs: usize,
+}
+
+impl Pool {
+    /// A pool of up to `jobs` workers of `exe`; none starts before it has a request.
+    pub fn new(
+        exe: &Path,
+        manifest_dir: &Path,
+        jobs: usize,
+        timeout: Duration,
+        events: Arc<dyn PoolEvents>,
+    ) -> Pool {
+        let jobs = jobs.max(1);
+        let queue: Arc<(Mutex<Queue>, Condvar)> = Arc::default();
+        let (tx, done) = mpsc::channel();
+        let threads = (0..jobs)
+            .map(|_| {
+                let (queue, tx, events) = (queue.clone(), tx.clone(), events.clone());
+                let (exe, dir) = (exe.to_path_buf(), manifest_dir.to_path_buf());
+                std::thread::spawn(move || serve_slot(&queue, &tx, &*events, &exe, &dir, timeout))
+            })
+            .collect();
+        Pool { queue, done, threads, next_id: 1, outstanding: 0, jobs }
+    }
+
+    /// Parallel workers at most.
+    pub fn jobs(&self) -> usize {
+        self.jobs
+    }
+
+    /// Requests submitted and not yet received.
+    pub fn outstanding(&self) -> usize {
+        self.outstanding
+    }
+
+    /// Queue a request; its answer comes from [`Pool::recv`] with the returned id.
+    pub fn submit(&mut self, body: RequestBody) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.outstanding += 1;
+        let (lock, cv) = &*self.queue;
+        lock.lock().expect("pool queue").jobs.push_back(Job { id, body });
+        cv.notify_one();
+        id
+    }
+
+    /// The next finished request, in completion order (`None` when nothing is outstanding).
+    pub fn recv(&mut self) -> Option<Done> {
+        if self.outstanding == 0 {
+            return None;
+        }
+        let done = self.done.recv().ok()?;
+        self.outstanding -= 1;
+        Some(done)
+    }
+
+    /// One request, answered (nothing else may be outstanding).
+    pub fn request(&mut self, body: RequestBody) -> Done {
+        debug_assert_eq!(self.outstanding, 0, "request() waits for its own answer only");
+        let id = self.submit(body);
+        let done = self.recv().expect("an answer to the request just submitted");
+        debug_assert_eq!(done.id, id);
+        done
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        {
+            let (lock, cv) = &*self.queue;
+            let mut q = lock.lock().expect("pool queue");
+            q.closed = true;
+            q.jobs.clear();
+            cv.notify_all();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One job slot: takes requests until the pool closes, with its own worker process.
+fn serve_slot(
+    queue: &(Mutex<Queue>, Condvar),
+    done: &mpsc::Sender<Done>,
+    events: &dyn PoolEvents,
+    exe: &Path,
+    manifest_dir: &Path,
+    timeout: Duration,
+) {
+    let mut worker: Option<WorkerProcess> = None;
+    loop {
+        let job = {
+            let (lock, cv) = queue;
+            let mut q = lock.lock().expect("pool queue");
+            loop {
+                if let Some(job) = q.jobs.pop_front() {
+                    break job;
+                }
+                if q.closed {
+                    return;
+                }
+                q = cv.wait(q).expect("pool queue");
+            }
+        };
+        let request = Request { id: job.id, body: job.body };
+        let mut result = Err(failure(ErrorKind::Crashed, "not run"));
+        // A crash or a hang kills the worker; the request is retried once on a fresh one.
+        for _attempt in 0..2 {
+            if worker.is_none() {
+                match WorkerProcess::start(exe, manifest_dir) {
+                    Ok(w) => {
+                        events.worker_started(w.pid());
+                        worker = Some(w);
+                    }
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+            let w = worker.as_mut().expect("started above");
+            result = w.roundtrip(&request, timeout);
+            match &result {
+                Ok(_) => break,
+                Err(e) => {
+                    w.kill();
+                    worker = None;
+                    if !matches!(e.kind, ErrorKind::Timeout | ErrorKind::Crashed) {
+                        break;
+                    }
+                }
+            }
+        }
+        let (answer, output) = match result {
+            Ok(Response { body: ResponseBody::Error(e), output, .. }) => (Err(e), output),
+            Ok(Response { body, output, .. }) => (Ok(body), output),
+            Err(e) => (Err(e), String::new()),
+        };
+        if done.send(Done { id: request.id, answer, output }).is_err() {
+            return;
+        }
+    }
+}
+
+/// Where a crate's harness lives.
+#[derive(Clone, Debug)]
+pub struct HarnessExe {
+    pub exe: PathBuf,
+    pub manifest_dir: PathBuf,
+}

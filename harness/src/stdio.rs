@@ -1,0 +1,147 @@
+//! The protocol's own channel, apart from what kernel code prints.
+//!
+//! The tool talks to a worker over the worker's stdin and stdout. Kernel code runs in the
+//! same process and may print (a `println!` left in a body, a reference or a validity
+//! rule); if those bytes reached the protocol stream, every later answer would be read as
+//! the answer to another request. So before serving, [`ProtocolChannel::open`] takes the
+//! protocol's file descriptors for itself (duplicates of 0 and 1) and points fds 0, 1 and 2
+//! elsewhere: stdin at `/dev/null`, stdout and stderr at an anonymous capture file. What
+//! kernel code prints while a request is answered is read back from the capture file and
+//! sent inside that request's response ([`Response::output`], trimmed), so the user sees it
+//! with its variant. The worker's own diagnostics go to the original stderr.
+//!
+//! This needs `dup`/`dup2`, which the standard library does not expose (hence `libc`); on
+//! other platforms the channel is plain stdin/stdout and prints are not isolated.
+
+use neuron_tune_protocol::{Request, Response};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+
+/// At most this much captured output per response: the start and the end are kept.
+const OUTPUT_LIMIT: usize = 4096;
+
+/// The worker's end of the protocol.
+pub struct ProtocolChannel {
+    input: Box<dyn BufRead>,
+    output: Box<dyn Write>,
+    diagnostics: Box<dyn Write>,
+    capture: Option<File>,
+}
+
+impl ProtocolChannel {
+    /// Take stdin/stdout for the protocol and redirect what kernel code prints.
+    #[cfg(unix)]
+    pub fn open() -> std::io::Result<ProtocolChannel> {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        // Flush what std buffered for fd 1 before fd 1 changes meaning.
+        std::io::stdout().flush()?;
+        let dup = |fd: i32| {
+            // SAFETY: `dup` of a standard descriptor; the result is checked.
+            let new = unsafe { libc::dup(fd) };
+            if new < 0 {
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(new)
+            }
+        };
+        let redirect = |from: &File, to: i32| {
+            // SAFETY: `dup2` onto a standard descriptor; both descriptors are open.
+            if unsafe { libc::dup2(from.as_raw_fd(), to) } < 0 {
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(())
+            }
+        };
+        let (proto_in, proto_out, real_err) = (dup(0)?, dup(1)?, dup(2)?);
+        let capture = tempfile::tempfile()?;
+        redirect(&File::open("/dev/null")?, 0)?;
+        redirect(&capture, 1)?;
+        redirect(&capture, 2)?;
+        // SAFETY: the three descriptors were just created by `dup` and are owned here alone.
+        let (input, output, diagnostics) = unsafe {
+            (File::from_raw_fd(proto_in), File::from_raw_fd(proto_out), File::from_raw_fd(real_err))
+        };
+        Ok(ProtocolChannel {
+            input: Box::new(BufReader::new(input)),
+            output: Box::new(std::io::BufWriter::new(output)),
+            diagnostics: Box::new(diagnostics),
+            capture: Some(capture),
+        })
+    }
+
+    /// Plain stdin/stdout: prints are not isolated on this platform.
+    #[cfg(not(unix))]
+    pub fn open() -> std::io::Result<ProtocolChannel> {
+        Ok(ProtocolChannel {
+            input: Box::new(BufReader::new(std::io::stdin())),
+            output: Box::new(std::io::stdout()),
+            diagnostics: Box::new(std::io::stderr()),
+            capture: None,
+        })
+    }
+
+    /// The next request (`None` at end of input, `Err` for a line that is not one).
+    pub fn read_request(&mut self) -> Option<Result<Request, String>> {
+        loop {
+            let mut line = String::new();
+            match self.input.read_line(&mut line) {
+                Ok(0) | Err(_) => return None,
+                Ok(_) if line.trim().is_empty() => continue,
+                Ok(_) => return Some(serde_json::from_str(&line).map_err(|e| e.to_string())),
+            }
+        }
+    }
+
+    pub fn write_response(&mut self, r: &Response) -> std::io::Result<()> {
+        serde_json::to_writer(&mut self.output, r)?;
+        self.output.write_all(b"\n")?;
+        self.output.flush()
+    }
+
+    /// A line for whoever reads the worker's stderr (the tool shows it).
+    pub fn diagnostic(&mut self, line: &str) {
+        let _ = writeln!(self.diagnostics, "{line}");
+    }
+
+    /// Run `answer` and attach what it printed to its response.
+    pub fn capturing(&mut self, answer: impl FnOnce() -> Response) -> Response {
+        let Some(capture) = &self.capture else { return answer() };
+        let _ = capture.set_len(0);
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsRawFd;
+            // fds 1 and 2 share the capture file's offset: rewind it for all three.
+            // SAFETY: seeking an open descriptor owned by this struct.
+            unsafe { libc::lseek(capture.as_raw_fd(), 0, libc::SEEK_SET) };
+        }
+        let mut response = answer();
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+        response.output = read_trimmed(capture);
+        response
+    }
+}
+
+/// The capture file's contents, at most [`OUTPUT_LIMIT`] bytes: head and tail.
+fn read_trimmed(capture: &File) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = capture;
+    let len = f.seek(SeekFrom::End(0)).unwrap_or(0) as usize;
+    let _ = f.seek(SeekFrom::Start(0));
+    let mut bytes = Vec::with_capacity(len.min(1 << 20));
+    let _ = f.take(1 << 20).read_to_end(&mut bytes);
+    let text = String::from_utf8_lossy(&bytes);
+    if text.len() <= OUTPUT_LIMIT {
+        return text.into_owned();
+    }
+    let half = OUTPUT_LIMIT / 2;
+    let head_end = (0..=half).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+    let tail_start =
+        (text.len() - half..text.len()).find(|&i| text.is_char_boundary(i)).unwrap_or(text.len());
+    format!(
+        "{}\n… ({} bytes not shown) …\n{}",
+        &text[..head_end],
+        tail_start - head_end,
+        &text[tail_start..]
+    )
+}

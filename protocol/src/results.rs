@@ -1,0 +1,387 @@
+//! What a worker answers: the results of tracing, checking, benchmarking and profiling a
+//! variant, of evaluating a model, and the `list` document.
+//!
+//! Field names of [`ProfileSummary`] are those of `neuron-profile`'s summary JSON where one
+//! exists, so a simulated and a measured profile can be compared field by field.
+
+use crate::params::{ParamSpec, Params, Shape};
+use crate::space::Space;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Useful work of one invocation (for TFLOP/s, MFU and the roofline).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Work {
+    pub flops: f64,
+    pub bytes: f64,
+}
+
+/// How close an output must be to the reference: element-wise
+/// `|out - ref| <= atol * max(1, rms(ref)) + rtol * |ref|` (numpy's `allclose` with `atol`
+/// scaled by the output's RMS, so a sum that cancels to near zero is judged against the
+/// size of its terms rather than its own), and cosine similarity at least `min_cosine`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Tolerance {
+    pub atol: f64,
+    pub rtol: f64,
+    pub min_cosine: f64,
+}
+
+impl Tolerance {
+    /// fp32 and int32 outputs (the NKI samples' fp32 matmul tolerance, docs/neuroncore.md §5).
+    pub const FP32: Tolerance = Tolerance { atol: 1e-4, rtol: 1e-2, min_cosine: 0.9999 };
+    /// bf16 and fp16 outputs (the NKI samples' `atol=1e-2, rtol=2e-2`).
+    pub const BF16: Tolerance = Tolerance { atol: 1e-2, rtol: 2e-2, min_cosine: 0.999 };
+    /// fp8 outputs.
+    pub const FP8: Tolerance = Tolerance { atol: 0.1, rtol: 0.15, min_cosine: 0.99 };
+}
+
+/// Comparison of outputs with a reference.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    pub max_abs_err: f64,
+    pub max_rel_err: f64,
+    pub mse: f64,
+    pub cosine: f64,
+    /// Elements outside `atol + rtol * |ref|` (NaN counts as outside).
+    pub mismatches: u64,
+    pub elements: u64,
+}
+
+impl Metrics {
+    /// Compare `out` with `reference` under `tol`.
+    pub fn compare(out: &[Vec<f32>], reference: &[Vec<f32>], tol: &Tolerance) -> Metrics {
+        let (mut max_abs, mut max_rel, mut se, mut dot, mut n_o, mut n_r) =
+            (0f64, 0f64, 0f64, 0f64, 0f64, 0f64);
+        let (mut bad, mut n) = (0u64, 0u64);
+        let (sq, cnt) = reference
+            .iter()
+            .flatten()
+            .fold((0f64, 0usize), |(s, c), &r| (s + (r as f64).powi(2), c + 1));
+        let atol = tol.atol * (sq / cnt.max(1) as f64).sqrt().max(1.0);
+        for (o, r) in out.iter().zip(reference) {
+            for (&a, &b) in o.iter().zip(r) {
+                let (a, b) = (a as f64, b as f64);
+                let d = (a - b).abs();
+                n += 1;
+                if !d.is_finite() || d > atol + tol.rtol * b.abs() {
+                    bad += 1;
+                }
+                let d = if d.is_nan() { f64::INFINITY } else { d };
+                max_abs = max_abs.max(d);
+                max_rel = max_rel.max(d / b.abs().max(1e-6));
+                se += d * d;
+                dot += a * b;
+                n_o += a * a;
+                n_r += b * b;
+            }
+            if o.len() != r.len() {
+                bad += (o.len() as i64 - r.len() as i64).unsigned_abs();
+            }
+        }
+        let cosine = if n_o == 0.0 && n_r == 0.0 { 1.0 } else { dot / (n_o.sqrt() * n_r.sqrt()) };
+        Metrics {
+            max_abs_err: max_abs,
+            max_rel_err: max_rel,
+            mse: if n > 0 { se / n as f64 } else { 0.0 },
+            cosine: if cosine.is_nan() { 0.0 } else { cosine },
+            mismatches: bad,
+            elements: n,
+        }
+    }
+
+    pub fn passes(&self, tol: &Tolerance) -> bool {
+        self.mismatches == 0 && self.cosine >= tol.min_cosine
+    }
+}
+
+/// How a check draws its inputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Distribution {
+    /// Standard normal values.
+    Normal,
+    /// Exact small values: 0, ±1, ±0.5, ±2 (shrinks to here).
+    Edge,
+    /// Normal values times 64: large magnitudes.
+    Large,
+}
+
+impl Distribution {
+    /// Every distribution, simplest first (the order proptest shrinks towards).
+    pub const ALL: [Distribution; 3] =
+        [Distribution::Edge, Distribution::Normal, Distribution::Large];
+}
+
+/// The smallest failing case a check found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckFailure {
+    pub shape: Shape,
+    pub input_seed: u64,
+    pub distribution: Distribution,
+    pub message: String,
+    pub metrics: Option<Metrics>,
+}
+
+/// Outcome of a property-based check of one variant.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckReport {
+    pub passed: bool,
+    pub cases: u32,
+    pub seed: u64,
+    /// Worst over the cases that ran (the failing case's own when one failed).
+    pub max_abs_err: f64,
+    pub max_rel_err: f64,
+    pub mse: f64,
+    pub cosine: f64,
+    pub failure: Option<CheckFailure>,
+}
+
+/// The bottleneck verdict of a profile: the kind, its evidence and what to try.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// `Tensor-bound`, `Vector-bound`, `Scalar-bound`, `GpSimd-bound`, `DMA-bound`,
+    /// `DMA-latency-bound`, `Latency-bound` or `Launch-bound`.
+    pub kind: String,
+    pub summary: String,
+    pub evidence: Vec<String>,
+    pub advice: Vec<String>,
+}
+
+/// One engine's activity.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EngineProfile {
+    pub engine: String,
+    pub active_time_us: f64,
+    pub active_time_percent: f64,
+    pub busy_cycles: u64,
+    pub instruction_count: u64,
+}
+
+/// Time of one source line of the kernel.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LineProfile {
+    pub nki_source_location: String,
+    pub opcode: String,
+    pub busy_time_us: f64,
+    pub instruction_count: u64,
+}
+
+/// The profile of one simulated run (the simulator's `Profile`, field for field).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProfileSummary {
+    pub chip: String,
+    /// End to end, including the kernel launch overhead, in seconds (as neuron-profile).
+    pub total_time: f64,
+    pub total_time_us: f64,
+    pub kernel_time_us: f64,
+    pub launch_overhead_us: f64,
+    pub neuroncore_cycle_count: u64,
+    pub instruction_count: u64,
+    pub matmul_instruction_count: u64,
+    pub tensor_engine_active_time_percent: f64,
+    pub vector_engine_active_time_percent: f64,
+    pub scalar_engine_active_time_percent: f64,
+    pub gpsimd_engine_active_time_percent: f64,
+    pub tensor_engine_instruction_count: u64,
+    pub vector_engine_instruction_count: u64,
+    pub scalar_engine_instruction_count: u64,
+    pub gpsimd_engine_instruction_count: u64,
+    pub engines: Vec<EngineProfile>,
+    pub dma_active_time_percent: f64,
+    pub dma_transfer_count: u64,
+    pub dma_transfer_average_bytes: f64,
+    pub dma_average_bytes_per_partition: f64,
+    pub dma_descriptor_count: u64,
+    pub hbm_read_bytes: u64,
+    pub hbm_write_bytes: u64,
+    pub hbm_bandwidth_gbps: f64,
+    pub mbu_estimated_percent: f64,
+    pub model_flops: f64,
+    pub hardware_flops: f64,
+    pub transpose_flops: f64,
+    pub tflops: f64,
+    pub mfu_estimated_percent: f64,
+    pub hfu_estimated_percent: f64,
+    pub mm_arithmetic_intensity: f64,
+    pub roofline_bound_us: f64,
+    pub roofline_ridge_flop_per_byte: f64,
+    pub roofline_side: String,
+    pub sbuf_peak_bytes_per_partition: u64,
+    pub sbuf_peak_percent: f64,
+    pub psum_peak_banks: u64,
+    pub critical_path_us: BTreeMap<String, f64>,
+    pub top_lines: Vec<LineProfile>,
+    pub bottleneck: Verdict,
+    pub program_hash: String,
+}
+
+/// Result of `trace`: the program without simulating it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceResult {
+    pub program_hash: String,
+    pub instruction_count: u64,
+    pub sbuf_bytes_per_partition: u64,
+    pub psum_banks: u64,
+    pub shape: Shape,
+    /// Useful work of the shape (for the roofline bound a search prunes with).
+    #[serde(default)]
+    pub work: Work,
+    /// No schedule of this program can finish sooner (µs, end to end like
+    /// [`BenchResult::time_us`]): launch overhead + max(PE FLOPs / peak, HBM bytes / HBM
+    /// bandwidth), from the traced program alone.
+    #[serde(default)]
+    pub roofline_bound_us: f64,
+}
+
+/// Result of `bench` (and, with the profile, of `profile`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BenchResult {
+    /// End to end at the chip's profiler base clock (includes launch overhead).
+    pub cycles: u64,
+    pub time_us: f64,
+    pub kernel_time_us: f64,
+    pub tflops: f64,
+    pub bottleneck: String,
+    pub bottleneck_summary: String,
+    pub program_hash: String,
+    pub instruction_count: u64,
+    pub shape: Shape,
+    pub work: Work,
+    /// SBUF in use at the peak (bytes per partition).
+    #[serde(default)]
+    pub sbuf_bytes_per_partition: u64,
+    /// The full profile (`profile` requests only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<ProfileSummary>,
+    /// The Perfetto trace as JSON text (`profile` with `trace: true` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
+}
+
+/// Tuned parameters by (kernel, shape), as models use them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Tuned(pub Vec<TunedEntry>);
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TunedEntry {
+    pub kernel: String,
+    pub shape: Shape,
+    pub params: Params,
+}
+
+impl Tuned {
+    pub fn get(&self, kernel: &str, shape: &Shape) -> Option<&Params> {
+        self.0.iter().find(|e| e.kernel == kernel && &e.shape == shape).map(|e| &e.params)
+    }
+}
+
+/// Time of one kind of call in a model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelTime {
+    pub kernel: String,
+    pub shape: Shape,
+    pub params: Params,
+    pub tuned: bool,
+    pub calls: u64,
+    /// Simulated time of one call, without launch overhead.
+    pub time_us: f64,
+    /// calls × (time + launch overhead).
+    pub total_us: f64,
+    /// The program of one call.
+    #[serde(default)]
+    pub program_hash: String,
+}
+
+/// End-to-end timing of a model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelTiming {
+    pub model: String,
+    pub shape: Shape,
+    pub chip: String,
+    pub total_us: f64,
+    pub launch_overhead_us: f64,
+    pub tokens: f64,
+    pub tokens_per_s: f64,
+    pub kernels: Vec<KernelTime>,
+}
+
+/// Functional comparison of a model with its reference.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelCheck {
+    pub model: String,
+    pub shape: Shape,
+    pub passed: bool,
+    pub metrics: Metrics,
+}
+
+/// Result of `model`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelResult {
+    pub timing: ModelTiming,
+    pub check: Option<ModelCheck>,
+}
+
+/// How many configurations of a space are valid for a shape.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ValidCount {
+    pub valid: u64,
+    /// `false` when the space was too large to count and `valid` is estimated from a
+    /// uniform sample.
+    pub exact: bool,
+}
+
+/// A kernel as `list` describes it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelInfo {
+    pub name: String,
+    pub doc: String,
+    pub params: Vec<ParamSpec>,
+    pub space: Space,
+    pub defaults: Params,
+    pub shapes: Vec<(String, Shape)>,
+    /// Valid configurations of the space per shape name.
+    pub valid_variants: BTreeMap<String, ValidCount>,
+}
+
+/// A model as `list` describes it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    pub name: String,
+    pub doc: String,
+    pub shapes: Vec<(String, Shape)>,
+}
+
+/// The `list` document: what a harness has.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ListDoc {
+    pub protocol: u32,
+    pub harness_version: String,
+    pub crate_name: String,
+    pub kernels: Vec<KernelInfo>,
+    pub models: Vec<ModelInfo>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_follow_their_definitions() {
+        // rms(ref) = sqrt(14/3) ≈ 2.16, so the absolute tolerance is 0.216: 0.5 is outside.
+        let tol = Tolerance { atol: 0.1, rtol: 0.0, min_cosine: 0.9 };
+        let m = Metrics::compare(&[vec![1.0, 2.0, 3.5]], &[vec![1.0, 2.0, 3.0]], &tol);
+        assert_eq!(m.max_abs_err, 0.5);
+        assert!((m.max_rel_err - 0.5 / 3.0).abs() < 1e-12);
+        assert!((m.mse - 0.25 / 3.0).abs() < 1e-12);
+        let cos = (1.0 + 4.0 + 10.5) / ((1.0f64 + 4.0 + 12.25).sqrt() * 14f64.sqrt());
+        assert!((m.cosine - cos).abs() < 1e-12);
+        assert_eq!(m.mismatches, 1);
+        assert!(!m.passes(&tol));
+        let ok = Metrics::compare(&[vec![1.0, 2.0, 3.2]], &[vec![1.0, 2.0, 3.0]], &tol);
+        assert_eq!(ok.mismatches, 0);
+        let nan = Metrics::compare(&[vec![f32::NAN]], &[vec![1.0]], &tol);
+        assert_eq!(nan.mismatches, 1);
+        assert!(!nan.passes(&tol));
+    }
+}
