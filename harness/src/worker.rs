@@ -209,11 +209,7 @@ impl Registry {
         }
     }
 
-    fn variant(
-        &self,
-        cfg: &CrateConfig,
-        v: &VariantRef,
-    ) -> Result<Resolved<'_>, Refusal> {
+    fn variant(&self, cfg: &CrateConfig, v: &VariantRef) -> Result<Resolved<'_>, Refusal> {
         let k = self.kernel(&v.kernel)?;
         let chip = resolve_chip(&v.chip).map_err(|e| refuse(ErrorKind::BadRequest, e))?;
         let shape =

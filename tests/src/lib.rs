@@ -130,19 +130,44 @@ pub fn cli_exe() -> PathBuf {
 /// Run `cargo-neuron-tune neuron-tune ARGS` (as cargo would) from the repository root, with
 /// harness builds in the tests' target dir and dev profile. Returns (exit code, stdout, stderr).
 pub fn cli(args: &[&str]) -> (i32, String, String) {
+    cli_env(args, &[])
+}
+
+/// [`cli`] with extra environment variables (the workers inherit them).
+pub fn cli_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let out = cli_command(args).envs(env.iter().copied()).output().expect("the CLI runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The command [`cli`] runs, to spawn it yourself.
+pub fn cli_command(args: &[&str]) -> Command {
     let mut full: Vec<&str> = vec!["neuron-tune"];
     full.extend_from_slice(args);
     let td = test_target_dir();
     if args.first() != Some(&"new") {
         full.extend_from_slice(&["--target-dir", td.to_str().unwrap(), "--profile", "dev"]);
     }
-    let out =
-        Command::new(cli_exe()).args(&full).current_dir(root()).output().expect("the CLI runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let mut cmd = Command::new(cli_exe());
+    cmd.args(&full).current_dir(root());
+    cmd
+}
+
+/// The JSON events of kind `kind` in a `--message-format json` stdout.
+pub fn events(stdout: &str, kind: &str) -> Vec<serde_json::Value> {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == kind)
+        .collect()
+}
+
+/// The manifest of `fixtures/broken/<name>`.
+pub fn broken_manifest(name: &str) -> String {
+    root().join("fixtures/broken").join(name).join("Cargo.toml").to_string_lossy().into_owned()
 }
 
 /// [`cli`] with `--message-format json`.

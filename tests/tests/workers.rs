@@ -1,0 +1,260 @@
+//! The seam between the tool and the harness: the protocol's own channel, persistent
+//! workers, streaming results, protocol errors, and spaces too large to enumerate
+//! (`fixtures/broken/noisy` and `fixtures/broken/bad_protocol`).
+
+use neuron_tune_protocol::{ParamValue, Params, RequestBody, ResponseBody, ShapeRef, Space};
+use neuron_tune_tests::{broken_manifest, build_broken, cli_command, cli_env, events, Worker};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::BufRead;
+use std::time::{Duration, Instant};
+
+fn noisy(args: &[&str]) -> (i32, String, String) {
+    noisy_env(args, &[])
+}
+
+fn noisy_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let manifest = broken_manifest("noisy");
+    // The subcommand first: `--manifest-path` is one of its cargo flags.
+    let mut a = args.to_vec();
+    a.extend_from_slice(&["--manifest-path", &manifest, "--message-format", "json"]);
+    cli_env(&a, env)
+}
+
+/// Events of one kernel, by their params' text.
+fn by_params<'a>(evs: &'a [Value], kernel: &str) -> BTreeMap<String, &'a Value> {
+    evs.iter().filter(|e| e["kernel"] == kernel).map(|e| (e["params"].to_string(), e)).collect()
+}
+
+#[test]
+fn what_kernel_code_prints_never_changes_a_result_and_is_shown_with_its_variant() {
+    let (code, out, err) = noisy(&[
+        "bench",
+        "--kernel",
+        "double",
+        "--kernel",
+        "noisy",
+        "--all-variants",
+        "--force",
+        "-j",
+        "2",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let benches = events(&out, "bench");
+    let (quiet, loud) = (by_params(&benches, "double"), by_params(&benches, "noisy"));
+    assert_eq!(quiet.len(), 4, "{out}");
+    assert_eq!(quiet.keys().collect::<Vec<_>>(), loud.keys().collect::<Vec<_>>());
+    for (params, q) in &quiet {
+        let l = loud[params];
+        assert_eq!(q["cycles"], l["cycles"], "{params}");
+        assert_eq!(q["program_hash"], l["program_hash"], "{params}");
+        assert_eq!(q["cached"], false);
+        assert_eq!(l["cached"], false);
+    }
+    let outputs = events(&out, "output");
+    // `(list)`: the validity rule printed while `list` counted valid variants.
+    assert!(outputs.iter().all(|o| o["kernel"] == "noisy" || o["kernel"] == "(list)"), "{outputs:?}");
+    assert!(outputs.iter().any(|o| o["kernel"] == "noisy"), "{outputs:?}");
+    let text: String = outputs.iter().map(|o| o["text"].as_str().unwrap()).collect();
+    for printed in [
+        "a body printing JSON",
+        "no newline at the end",
+        "body on stderr",
+        "validity rule looked at",
+    ] {
+        assert!(text.contains(printed), "`{printed}` missing from {text}");
+    }
+    // Nothing of it reached stdout outside the events.
+    assert!(
+        out.lines().all(|l| serde_json::from_str::<Value>(l).is_ok_and(|v| v["event"].is_string())),
+        "{out}"
+    );
+
+    let (code, out, err) = noisy(&[
+        "check",
+        "--kernel",
+        "double",
+        "--kernel",
+        "noisy",
+        "--all-variants",
+        "--cases",
+        "3",
+        "--seed",
+        "9",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let checks = events(&out, "check");
+    let (quiet, loud) = (by_params(&checks, "double"), by_params(&checks, "noisy"));
+    assert_eq!(quiet.len(), 4, "each parameter set is checked once: {out}");
+    for (params, q) in &quiet {
+        let l = loud[params];
+        for field in ["passed", "cases", "max_abs_err", "mse", "cosine"] {
+            assert_eq!(q[field], l[field], "{field} of {params}");
+        }
+        assert_eq!(q["passed"], true);
+    }
+    let text: String =
+        events(&out, "output").iter().map(|o| o["text"].as_str().unwrap().to_string()).collect();
+    assert!(text.contains("reference says hello"), "{text}");
+}
+
+#[test]
+fn workers_start_once_per_job_slot_and_once_more_per_crash() {
+    let (code, out, err) = noisy(&["bench", "--kernel", "many", "--all-variants", "-j", "2"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(events(&out, "bench").len(), 500);
+    assert_eq!(events(&out, "worker_started").len(), 2, "{err}");
+
+    // Variant a=3,b=0 aborts its worker, and again on the retry: two crashed workers, each
+    // replaced by one.
+    let (code, out, err) = noisy_env(
+        &["bench", "--kernel", "many", "--all-variants", "-j", "2"],
+        &[("NOISY_ABORT_AT", "3")],
+    );
+    assert_eq!(code, 4, "a crash fails the run: {err}");
+    assert_eq!(events(&out, "bench").len(), 499);
+    let failed = events(&out, "variant_failed");
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(
+        (failed[0]["kind"].as_str(), &failed[0]["params"]["a"]),
+        (Some("crashed"), &Value::from(3))
+    );
+    assert_eq!(events(&out, "worker_started").len(), 4, "{err}");
+}
+
+#[test]
+fn bench_events_stream_before_the_last_variant_is_simulated() {
+    let manifest = broken_manifest("noisy");
+    let mut child = cli_command(&[
+        "bench",
+        "--kernel",
+        "sleepy",
+        "--all-variants",
+        "--force",
+        "-j",
+        "1",
+        "--manifest-path",
+        &manifest,
+        "--message-format",
+        "json",
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::inherit())
+    .spawn()
+    .unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first_bench = None;
+    for line in stdout.lines() {
+        let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if v["event"] == "bench" && first_bench.is_none() {
+            assert_eq!(v["params"]["sleep_ms"], 0, "the fast variant comes first");
+            first_bench = Some(Instant::now());
+        }
+    }
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let first = first_bench.expect("a bench event");
+    // The slow variant sleeps 1.5 s in its bench after the first event was printed.
+    assert!(
+        first.elapsed() >= Duration::from_millis(1200),
+        "the first event came {:?} before the end",
+        first.elapsed()
+    );
+}
+
+#[test]
+fn a_worker_that_breaks_the_protocol_is_an_internal_error_naming_it() {
+    let manifest = broken_manifest("bad_protocol");
+    for (mode, says) in
+        [("wrong_id", "with the response to request"), ("truncated", "truncated response")]
+    {
+        let (code, out, err) = cli_env(
+            &["bench", "--force", "--manifest-path", &manifest, "--message-format", "json"],
+            &[("BAD_PROTOCOL", mode)],
+        );
+        assert_eq!(code, 1, "{mode}: {err}");
+        assert!(events(&out, "bench").is_empty(), "{mode}: no result from a broken answer: {out}");
+        let error = &events(&out, "error")[0]["message"];
+        let msg = error.as_str().unwrap();
+        assert!(msg.contains("protocol error") && msg.contains(says), "{mode}: {msg}");
+        assert!(
+            msg.contains("worker ") && msg.contains("harness-bad-protocol"),
+            "names the worker: {msg}"
+        );
+    }
+}
+
+/// xorshift64*: the test's own random indices, so a seed means the same draws everywhere.
+fn draws(seed: u64) -> impl Iterator<Item = u64> {
+    let mut s = seed;
+    std::iter::repeat_with(move || {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        s.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    })
+}
+
+#[test]
+fn a_space_of_ten_to_the_twelve_lists_samples_and_benches_at_once() {
+    let start = Instant::now();
+    let (code, out, err) = noisy(&["list"]);
+    assert_eq!(code, 0, "{err}");
+    let list_time = start.elapsed();
+    let huge = events(&out, "list")[0]["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == "huge")
+        .cloned()
+        .unwrap();
+    let space: Space = serde_json::from_value(huge["space"].clone()).unwrap();
+    assert_eq!(space.len(), 1_000_000_000_000);
+    let count = &huge["valid_variants"]["small"];
+    assert_eq!(count["exact"], false);
+    let valid = count["valid"].as_f64().unwrap();
+    assert!((valid / 1e12 - 0.5).abs() < 0.05, "about half are valid: {count}");
+    assert!(list_time < Duration::from_secs(30), "list took {list_time:?}");
+
+    let start = Instant::now();
+    let (code, out, err) = noisy(&["bench", "--kernel", "huge", "--params", "p00=3,p01=1"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(events(&out, "bench").len(), 1);
+    assert!(start.elapsed() < Duration::from_secs(30), "bench --params took {:?}", start.elapsed());
+
+    // 1 000 distinct valid configurations drawn uniformly, validated by the harness.
+    let exe = build_broken("noisy").unwrap();
+    let mut w = Worker::start(&exe);
+    let start = Instant::now();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut valid: Vec<Params> = Vec::new();
+    let mut indices = draws(7).map(|r| r % space.len());
+    let mut id = 1;
+    while valid.len() < 1000 {
+        let batch: Vec<Params> = indices
+            .by_ref()
+            .filter(|i| seen.insert(*i))
+            .take(256)
+            .map(|i| space.get(i).unwrap())
+            .collect();
+        let req = RequestBody::Validate {
+            kernel: "huge".into(),
+            shape: ShapeRef::Named("small".into()),
+            configs: batch.clone(),
+        };
+        let ResponseBody::Validate { verdicts } = w.result(id, req) else { panic!() };
+        id += 1;
+        valid.extend(batch.into_iter().zip(verdicts).filter(|(_, v)| v.is_none()).map(|(p, _)| p));
+    }
+    valid.truncate(1000);
+    let took = start.elapsed();
+    let distinct: std::collections::BTreeSet<String> =
+        valid.iter().map(|p| p.to_string()).collect();
+    assert_eq!(distinct.len(), 1000);
+    for p in &valid {
+        let sum: i64 = p.0.values().map(|v| if let ParamValue::Int(i) = v { *i } else { 0 }).sum();
+        assert_eq!(sum % 2, 0, "{p} is valid");
+    }
+    eprintln!("list {list_time:?}, 1000 valid configurations drawn in {took:?}");
+    assert!(took < Duration::from_secs(5), "drawing took {took:?}");
+}
