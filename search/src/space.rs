@@ -341,6 +341,13 @@ impl Space {
     /// adjacent in value order (lower, then higher); then every other single-dimension change
     /// (ordinal dims by increasing distance in value order, categorical dims in level order).
     pub fn neighbours(&self, config: &Config) -> Vec<Config> {
+        let (mut near, far) = self.neighbours_by_distance(config);
+        near.extend(far);
+        near
+    }
+
+    /// [`Space::neighbours`] in two parts: the adjacent ordinal moves, and all the others.
+    pub fn neighbours_by_distance(&self, config: &Config) -> (Vec<Config>, Vec<Config>) {
         let mut near = Vec::new();
         let mut far = Vec::new();
         for (d, dim) in self.dims.iter().enumerate() {
@@ -368,8 +375,7 @@ impl Space {
                 far.extend((0..dim.len() as u32).filter(|&l| l != here).map(with));
             }
         }
-        near.extend(far);
-        near
+        (near, far)
     }
 
     /// Up to `n` distinct configurations the oracle accepts, uniformly without replacement

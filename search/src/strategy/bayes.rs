@@ -35,11 +35,20 @@ pub struct Tpe {
     pub prior_weight: f64,
     /// Ordinal kernel bandwidth, as a fraction of the dimension's rank range.
     pub bandwidth: f64,
+    /// One product kernel per observation (true), or independent per-dimension densities.
+    pub multivariate: bool,
 }
 
 impl Default for Tpe {
     fn default() -> Self {
-        Tpe { gamma: 0.15, max_good: 20, candidates: 48, prior_weight: 1.0, bandwidth: 0.2 }
+        Tpe {
+            gamma: 0.15,
+            max_good: 20,
+            candidates: 48,
+            prior_weight: 1.0,
+            bandwidth: 0.05,
+            multivariate: true,
+        }
     }
 }
 
@@ -96,6 +105,17 @@ impl Kernels {
         sum / (prior + centres.len() as f64)
     }
 
+    /// The product over dimensions of per-dimension mixtures (the univariate TPE density).
+    fn density_independent(&self, x: &Config, centres: &[&Config], prior: f64) -> f64 {
+        let mut p = 1.0;
+        for (d, t) in self.table.iter().enumerate() {
+            let l = t.len() as f64;
+            let sum: f64 = centres.iter().map(|c| t[c.0[d] as usize][x.0[d] as usize]).sum();
+            p *= (prior / l + sum) / (prior + centres.len() as f64);
+        }
+        p
+    }
+
     /// A draw from the kernel centred on `centre`.
     fn sample(&self, centre: &Config, rng: &mut Rng) -> Config {
         Config(
@@ -124,46 +144,94 @@ impl Tpe {
         ((self.gamma * n as f64).ceil() as usize).clamp(1, self.max_good)
     }
 
-    /// Propose an unproposed valid configuration by maximising `l(x) / g(x)`, or `None` if
-    /// no valid fresh candidate turned up (the caller then falls back to random sampling).
-    /// `memory` must hold at least one value.
-    pub fn propose(&self, memory: &Memory, ctx: &mut Ctx<'_>, rng: &mut Rng) -> Option<Config> {
+    /// The good/bad densities fitted to `memory`'s told results; `None` before any value.
+    pub fn model<'m>(&self, memory: &'m Memory, space: &Space) -> Option<Model<'m>> {
         let ranked = memory.ranked();
         if ranked.is_empty() {
             return None;
         }
         let n_good = self.good_count(ranked.len());
-        let good: Vec<&Config> = ranked[..n_good].iter().map(|(c, _)| c).collect();
+        let (good, bad): (Vec<_>, Vec<_>) =
+            ranked.into_iter().enumerate().partition(|(i, _)| *i < n_good);
+        // Map back to references into `memory` so the model borrows, not clones.
+        let find =
+            |c: &Config| memory.values.iter().find(|(m, _)| m == c).map(|(m, _)| m).expect("told");
+        let good: Vec<&Config> = good.iter().map(|(_, (c, _))| find(c)).collect();
         let bad: Vec<&Config> =
-            ranked[n_good..].iter().map(|(c, _)| c).chain(memory.invalid.iter()).collect();
-        let space = ctx.space;
-        let kl = Kernels::new(space, self, good.len());
-        let kg = Kernels::new(space, self, bad.len());
-        let uniform = 1.0 / space.len() as f64;
-        let prior_share = self.prior_weight / (self.prior_weight + good.len() as f64);
+            bad.iter().map(|(_, (c, _))| find(c)).chain(memory.invalid.iter()).collect();
+        Some(Model {
+            kl: Kernels::new(space, self, good.len()),
+            kg: Kernels::new(space, self, bad.len()),
+            good,
+            bad,
+            prior: self.prior_weight,
+            multivariate: self.multivariate,
+            uniform: 1.0 / space.len() as f64,
+        })
+    }
 
+    /// Propose an unproposed valid configuration by maximising `l(x) / g(x)` over candidates
+    /// drawn from `l`, or `None` if no valid fresh candidate turned up (the caller then falls
+    /// back to random sampling) or nothing was told yet.
+    pub fn propose(&self, memory: &Memory, ctx: &mut Ctx<'_>, rng: &mut Rng) -> Option<Config> {
+        let space = ctx.space;
+        let model = self.model(memory, space)?;
+        let prior_share = self.prior_weight / (self.prior_weight + model.good.len() as f64);
         let mut best: Option<(f64, Config)> = None;
         let mut scored = 0;
         let mut tries = 0;
         while scored < self.candidates && tries < self.candidates * 20 {
             tries += 1;
-            let x = if rng.chance(prior_share) {
-                space.random(rng)
-            } else {
-                kl.sample(good[rng.index(good.len())], rng)
-            };
+            let x = if rng.chance(prior_share) { space.random(rng) } else { model.sample(rng) };
             if memory.seen(&x) || !ctx.valid(&x) {
                 continue;
             }
             scored += 1;
-            let l = kl.density(&x, &good, self.prior_weight, uniform);
-            let g = kg.density(&x, &bad, self.prior_weight, uniform);
-            let score = l.ln() - g.ln();
+            let score = model.score(&x);
             if best.as_ref().is_none_or(|(s, _)| score > *s) {
                 best = Some((score, x));
             }
         }
         best.map(|(_, c)| c)
+    }
+}
+
+/// TPE's fitted densities: `l` over the good results, `g` over the rest.
+pub struct Model<'m> {
+    kl: Kernels,
+    kg: Kernels,
+    good: Vec<&'m Config>,
+    bad: Vec<&'m Config>,
+    prior: f64,
+    multivariate: bool,
+    uniform: f64,
+}
+
+impl Model<'_> {
+    /// A draw from `l` (without its prior component).
+    fn sample(&self, rng: &mut Rng) -> Config {
+        if self.multivariate {
+            return self.kl.sample(self.good[rng.index(self.good.len())], rng);
+        }
+        // Independent dimensions: each from its own randomly chosen centre.
+        let mut x = self.kl.sample(self.good[rng.index(self.good.len())], rng);
+        for d in 1..x.0.len() {
+            let other = self.kl.sample(self.good[rng.index(self.good.len())], rng);
+            x.0[d] = other.0[d];
+        }
+        x
+    }
+
+    /// `log l(x) - log g(x)`: higher is more promising.
+    pub fn score(&self, x: &Config) -> f64 {
+        if !self.multivariate {
+            let l = self.kl.density_independent(x, &self.good, self.prior);
+            let g = self.kg.density_independent(x, &self.bad, self.prior);
+            return l.ln() - g.ln();
+        }
+        let l = self.kl.density(x, &self.good, self.prior, self.uniform);
+        let g = self.kg.density(x, &self.bad, self.prior, self.uniform);
+        l.ln() - g.ln()
     }
 }
 

@@ -22,17 +22,27 @@ use crate::SearchError;
 /// The `default` strategy.
 #[derive(Clone, Debug)]
 pub struct Portfolio {
+    /// The TPE settings.
+    pub tpe: Tpe,
     rng: Rng,
     sampler: FreshSampler,
     memory: Memory,
-    tpe: Tpe,
     /// Random proposals first.
     pub warmup: usize,
     /// The share of proposals after warm-up that come from the neighbourhood search.
     pub local_share: f64,
     /// How many of the best configurations' neighbourhoods the local search considers.
     pub local_depth: usize,
+    /// How many neighbours of one incumbent the local search tries before it leaves the
+    /// rest of that neighbourhood to the model.
+    pub local_tries: usize,
+    /// The share of proposals after warm-up that are uniform random (exploration).
+    pub explore_share: f64,
     local_credit: f64,
+    explore_credit: f64,
+    /// The incumbent the local search works on, and how many of its neighbours it tried.
+    local_from: Option<Config>,
+    local_count: usize,
 }
 
 impl Portfolio {
@@ -46,14 +56,38 @@ impl Portfolio {
             warmup: 10,
             local_share: 0.5,
             local_depth: 5,
+            local_tries: usize::MAX,
+            explore_share: 0.0,
             local_credit: 0.0,
+            explore_credit: 0.0,
+            local_from: None,
+            local_count: 0,
         }
     }
 
+    /// The most promising (by the TPE model) unproposed valid neighbour of the best
+    /// configuration whose neighbourhood is not used up.
     fn local(&mut self, ctx: &mut Ctx<'_>) -> Option<Config> {
+        let space = ctx.space;
+        let model = self.tpe.model(&self.memory, space)?;
+        let incumbent = self.memory.best.as_ref().map(|(c, _)| c.clone());
+        if incumbent != self.local_from {
+            self.local_from = incumbent;
+            self.local_count = 0;
+        }
+        if self.local_count >= self.local_tries {
+            return None;
+        }
+        self.local_count += 1;
         let ranked = self.memory.ranked();
         for (c, _) in ranked.iter().take(self.local_depth) {
-            if let Some(n) = self.memory.first_fresh(ctx.space.neighbours(c), ctx) {
+            let best = space
+                .neighbours(c)
+                .into_iter()
+                .filter(|n| !self.memory.seen(n) && ctx.valid(n))
+                .map(|n| (model.score(&n), n))
+                .reduce(|a, b| if b.0 > a.0 { b } else { a });
+            if let Some((_, n)) = best {
                 return Some(n);
             }
         }
@@ -74,6 +108,11 @@ impl Strategy for Portfolio {
             if self.local_credit >= 1.0 {
                 self.local_credit -= 1.0;
                 c = self.local(ctx);
+            }
+            self.explore_credit += self.explore_share;
+            if c.is_none() && self.explore_credit >= 1.0 {
+                self.explore_credit -= 1.0;
+                c = self.sampler.next(&self.memory, ctx, &mut self.rng);
             }
             if c.is_none() {
                 c = self.tpe.propose(&self.memory, ctx, &mut self.rng);
