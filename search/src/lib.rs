@@ -26,6 +26,7 @@ pub mod strategy;
 
 pub use driver::{run, Budget, Evaluator, RunResult, Stop, Trial};
 pub use landscape::Landscape;
+pub use proposer::Proposer;
 pub use rng::Rng;
 pub use space::{Config, Dim, Level, Oracle, Space};
 pub use strategy::{builtin, Ctx, Outcome, Strategy, BUILTIN};
