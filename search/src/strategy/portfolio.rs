@@ -2,10 +2,11 @@
 //!
 //! * The first `warmup` proposals are uniform random valid configurations, to seed the model.
 //! * After that, proposals alternate between TPE ([`Tpe`], global: where good configurations
-//!   are likely) and a greedy neighbourhood search (local: the unproposed valid Hamming-1
-//!   neighbours of the best configuration told so far, adjacent ordinal levels first; when
-//!   the best one's neighbourhood is used up, the second best's, and so on). The local share
-//!   is `local_share` of the proposals.
+//!   are likely) and a greedy neighbourhood search (local: of the unproposed valid Hamming-1
+//!   neighbours of the best configuration told so far, the one TPE scores highest; when the
+//!   best one's neighbourhood is used up, the second best's, and so on). The local share is
+//!   `local_share` of the proposals. Optional knobs, off by default: a uniform-random
+//!   exploration share, and a cap on the neighbours tried per incumbent.
 //! * If neither produces anything, a random valid configuration is proposed, so the
 //!   strategy only runs dry when the valid space is exhausted.
 //!
