@@ -6,10 +6,15 @@
 //!   then each measured figure against its target from the issues, as a ratio
 //!   (`cargo xtask bench --report` prints that table for the last run without running).
 //!
+//! * `cargo xtask bench-search` — every search strategy replayed on the recorded landscapes
+//!   in `fixtures/landscapes/`, against exact random search (see `bench_search.rs`).
+//!
 //! Each step runs `$CARGO` (the cargo that started us) and stops at the first failure with
 //! its exit code.
 
 use std::process::{Command, ExitCode};
+
+mod bench_search;
 
 fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
@@ -183,10 +188,11 @@ fn main() -> ExitCode {
             .and_then(|_| test()),
         Some("test") => test(),
         Some("bench") if args.get(1).is_some_and(|a| a == "--report") => bench_report(),
+        Some("bench-search") => bench_search::bench_search(&args[1..]),
         Some("bench") => run("benchmarks", &["bench", "-p", "neuron-sim", "--bench", "sim"])
             .and_then(|_| bench_report()),
         _ => {
-            eprintln!("usage: cargo xtask <ci|test|bench>\n  ci     format check, clippy -D warnings, all tests\n  test   all tests\n  bench  the simulator's criterion benchmarks (--report: the last run's table only)");
+            eprintln!("usage: cargo xtask <ci|test|bench|bench-search>\n  ci     format check, clippy -D warnings, all tests\n  test   all tests\n  bench  the simulator's criterion benchmarks (--report: the last run's table only)\n  bench-search  search strategies replayed on the landscapes (--seeds N, default 50)");
             Err(ExitCode::from(2))
         }
     };
