@@ -116,6 +116,25 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
     },
+    /// Search each selected kernel's space at each selected shape for the fastest correct
+    /// variant; the winners go into the crate's `neuron-tune.tuned.toml`.
+    Tune {
+        #[command(flatten)]
+        cargo: CargoFlags,
+        #[command(flatten)]
+        select: Selection,
+        #[command(flatten)]
+        search: SearchOpts,
+    },
+    /// Run a search strategy on a recorded landscape (Kernel Tuner cache JSON, gzipped or
+    /// not; T4 results JSON) instead of the simulator.
+    Replay {
+        /// The landscape file.
+        #[arg(long, value_name = "FILE")]
+        cache: PathBuf,
+        #[command(flatten)]
+        search: SearchOpts,
+    },
     /// Write a new kernel module, its search space and CPU reference into the current crate.
     New {
         /// Kernel name (snake_case).
@@ -127,6 +146,34 @@ pub enum Command {
         #[arg(long, value_name = "PATH")]
         manifest_path: Option<PathBuf>,
     },
+}
+
+/// How a search runs.
+#[derive(Debug, Args, Clone)]
+pub struct SearchOpts {
+    /// `default` (TPE-guided portfolio), `grid`, `random`, `bayes`, `anneal`, `genetic`.
+    #[arg(long, default_value = "default", help_heading = "Search")]
+    pub strategy: String,
+    /// An external program proposing configurations (JSON on stdin and stdout; see
+    /// search/PROPOSER.md). Replaces --strategy.
+    #[arg(long, value_name = "CMD", help_heading = "Search")]
+    pub proposer: Option<String>,
+    /// Evaluations per kernel and shape.
+    #[arg(long, default_value_t = 100, help_heading = "Search")]
+    pub budget: usize,
+    /// Stop starting evaluations after this many seconds (per kernel and shape).
+    #[arg(long, value_name = "SECS", help_heading = "Search")]
+    pub time: Option<f64>,
+    /// Stop after this many evaluations in a row without improvement.
+    #[arg(long, value_name = "N", help_heading = "Search")]
+    pub early_stop: Option<usize>,
+    /// Seed of the strategy (printed on every run; the same seed replays the same run).
+    #[arg(long, help_heading = "Search")]
+    pub seed: Option<u64>,
+    /// Continue the run of the same kernel, shape, chip, strategy and seed from its journal
+    /// without repeating an evaluation.
+    #[arg(long, help_heading = "Search")]
+    pub resume: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

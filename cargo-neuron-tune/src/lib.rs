@@ -7,7 +7,8 @@
 //! * [`select`] — which variants (`--kernel`, `--shape`, `--params`, lazy `--all-variants`).
 //! * [`eval`] — trace → store → simulate, streaming; [`store`] — the variant store.
 //! * [`output`] — typed events, JSON and human reporting.
-//! * [`commands`] — one module per subcommand.
+//! * [`tuned`] — the tuned database (`neuron-tune.tuned.toml`).
+//! * [`commands`] — one module per subcommand (`tune` drives `neuron-tune-search`).
 //!
 //! It never decides correctness itself and never links user kernels: it asks the harness
 //! binary cargo built, over the worker protocol (`neuron-tune-protocol`).
@@ -20,5 +21,6 @@ pub mod exit;
 pub mod output;
 pub mod select;
 pub mod store;
+pub mod tuned;
 pub mod worker;
 pub mod workspace;

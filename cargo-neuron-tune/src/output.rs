@@ -106,6 +106,24 @@ pub enum Event {
         template: String,
         module: std::path::PathBuf,
     },
+    /// The result of a search (`tune` per kernel and shape; `replay` per landscape).
+    Tune {
+        kernel: String,
+        shape: Option<String>,
+        chip: Option<String>,
+        best_params: serde_json::Value,
+        /// µs for the simulator; the landscape's own unit for `replay`.
+        best_time: f64,
+        default_time: Option<f64>,
+        evaluations: usize,
+        pruned: usize,
+        invalid: usize,
+        seed: u64,
+        strategy: String,
+        /// The best value after each evaluation (`null` while none was valid).
+        best_so_far: Vec<Option<f64>>,
+        journal: Option<std::path::PathBuf>,
+    },
     Summary(Summary),
     Error {
         code: u8,

@@ -53,7 +53,10 @@ fn what_kernel_code_prints_never_changes_a_result_and_is_shown_with_its_variant(
     }
     let outputs = events(&out, "output");
     // `(list)`: the validity rule printed while `list` counted valid variants.
-    assert!(outputs.iter().all(|o| o["kernel"] == "noisy" || o["kernel"] == "(list)"), "{outputs:?}");
+    assert!(
+        outputs.iter().all(|o| o["kernel"] == "noisy" || o["kernel"] == "(list)"),
+        "{outputs:?}"
+    );
     assert!(outputs.iter().any(|o| o["kernel"] == "noisy"), "{outputs:?}");
     let text: String = outputs.iter().map(|o| o["text"].as_str().unwrap()).collect();
     for printed in [

@@ -6,6 +6,8 @@ mod check;
 mod list;
 pub mod new;
 mod profile;
+mod replay;
+mod tune;
 
 use crate::cli::{Cli, Command, MessageFormat};
 use crate::exit::{Exit, Failure};
@@ -52,6 +54,8 @@ fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
             },
             ctx,
         ),
+        Command::Tune { cargo, select, search } => tune::run(cargo, select, search, ctx),
+        Command::Replay { cache, search } => replay::run_replay(cache, search, &ctx.out),
         Command::New { name, template, manifest_path } => {
             new::new_kernel(name, *template, manifest_path.as_deref(), &ctx.out)
         }

@@ -1,0 +1,90 @@
+//! `replay`: run a search strategy on a recorded landscape (a Kernel Tuner cache or T4
+//! results file) instead of the simulator: the same strategies, evaluated by lookup, so a
+//! strategy can be judged on real measured spaces in seconds.
+
+use super::default_seed;
+use crate::cli::SearchOpts;
+use crate::exit::{fail, Exit, Failure};
+use crate::output::{Event, Reporter};
+use neuron_tune_search::{builtin, run, Budget, Landscape, BUILTIN};
+use std::path::Path;
+use std::time::Duration;
+
+pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exit, Failure> {
+    let landscape = Landscape::load(cache)
+        .map_err(|e| fail(Exit::Config, format!("{}: {e}", cache.display())))?;
+    let seed = opts.seed.unwrap_or_else(default_seed);
+    let mut strategy = builtin(&opts.strategy, seed).ok_or_else(|| {
+        fail(
+            Exit::Config,
+            format!("--strategy {}: unknown (built in: {})", opts.strategy, BUILTIN.join(", ")),
+        )
+    })?;
+    out.status(format!(
+        "   Replaying {} ({} configurations, {} valid) with `{}`, seed {seed} (replay with --seed {seed})",
+        landscape.name(),
+        landscape.space().len(),
+        landscape.valid_values().len(),
+        opts.strategy
+    ));
+    let budget = Budget {
+        evaluations: Some(opts.budget),
+        wall_time: opts.time.map(Duration::from_secs_f64),
+    };
+    let mut oracle = landscape.oracle();
+    let mut evaluator = |c: &neuron_tune_search::Config| landscape.outcome(c);
+    let result = run(
+        &mut *strategy,
+        landscape.space(),
+        &mut oracle,
+        &mut evaluator,
+        budget,
+        opts.early_stop,
+    )
+    .map_err(|e| fail(Exit::Internal, e.to_string()))?;
+    let (optimum_config, optimum) = landscape.optimum();
+    let Some((best, best_time)) = &result.best else {
+        return Err(fail(Exit::Check, "no valid configuration was found within the budget"));
+    };
+    let best_params = landscape.space().to_json(best);
+    out.event(&Event::Tune {
+        kernel: landscape.name().to_string(),
+        shape: None,
+        chip: None,
+        best_params: best_params.clone(),
+        best_time: *best_time,
+        default_time: None,
+        evaluations: result.history.len(),
+        pruned: 0,
+        invalid: result.history.iter().filter(|t| t.outcome.value().is_none()).count(),
+        seed,
+        strategy: opts.strategy.clone(),
+        best_so_far: result.best_so_far.clone(),
+        journal: None,
+    });
+    out.result(format!(
+        "  best {best_time:.6} after {} evaluations: {}",
+        result.history.len(),
+        landscape.space().describe(best)
+    ));
+    out.result(format!(
+        "  the landscape's optimum is {optimum:.6} ({}): this run reached {:.1} % of it",
+        landscape.space().describe(optimum_config),
+        100.0 * optimum / best_time
+    ));
+    out.result(format!("  convergence (best so far): {}", curve(&result.best_so_far)));
+    Ok(Exit::Ok)
+}
+
+/// The best-so-far curve at a few points, for a human.
+pub fn curve(best_so_far: &[Option<f64>]) -> String {
+    let n = best_so_far.len();
+    let mut marks: Vec<usize> =
+        [1, 5, 10, 25, 50, 100, 200, 500].into_iter().filter(|&m| m < n).collect();
+    marks.push(n);
+    marks
+        .iter()
+        .filter_map(|&m| best_so_far.get(m - 1).copied().flatten().map(|v| format!("@{m} {v:.4}")))
+        .collect::<Vec<_>>()
+        .join("  ")
+}

@@ -1,0 +1,119 @@
+//! The tuned database: `neuron-tune.tuned.toml` beside a kernel crate's Cargo.toml.
+//!
+//! `tune` records, per kernel, chip and shape, the best parameters it found with their time,
+//! program hash and the tool and simulator versions that measured them; the file is meant
+//! to be committed with the kernels. It is written atomically and kept sorted, so a rerun
+//! that finds the same winners leaves it byte-identical.
+
+use crate::exit::{fail, Exit, Failure};
+use crate::store::write_atomic;
+use neuron_tune_protocol::{Params, Shape};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+pub const FILE_NAME: &str = "neuron-tune.tuned.toml";
+
+/// One tuned (kernel, chip, shape).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TunedRecord {
+    pub kernel: String,
+    pub chip: String,
+    pub shape: String,
+    pub dims: Shape,
+    pub params: Params,
+    pub time_us: f64,
+    pub program_hash: String,
+    pub tool_version: String,
+    pub sim_version: String,
+}
+
+#[derive(Default, Serialize, Deserialize)]
+struct File {
+    #[serde(default)]
+    tuned: Vec<TunedRecord>,
+}
+
+/// A crate's tuned database.
+pub struct TunedDb {
+    path: PathBuf,
+    records: Vec<TunedRecord>,
+}
+
+impl TunedDb {
+    /// The database of the crate in `dir` (empty when there is none yet).
+    pub fn load(dir: &Path) -> Result<TunedDb, Failure> {
+        let path = dir.join(FILE_NAME);
+        let records = match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                toml::from_str::<File>(&text)
+                    .map_err(|e| fail(Exit::Config, format!("{}: {e}", path.display())))?
+                    .tuned
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(fail(Exit::Config, format!("{}: {e}", path.display()))),
+        };
+        Ok(TunedDb { path, records })
+    }
+
+    pub fn records(&self) -> &[TunedRecord] {
+        &self.records
+    }
+
+    /// Replace the record of the same kernel, chip and shape, or add it.
+    pub fn record(&mut self, r: TunedRecord) {
+        self.records.retain(|x| (&x.kernel, &x.chip, &x.shape) != (&r.kernel, &r.chip, &r.shape));
+        self.records.push(r);
+        self.records
+            .sort_by(|a, b| (&a.kernel, &a.chip, &a.shape).cmp(&(&b.kernel, &b.chip, &b.shape)));
+    }
+
+    /// Write it (atomically); returns its path.
+    pub fn save(&self) -> Result<PathBuf, Failure> {
+        let text = toml::to_string(&File { tuned: self.records.clone() })
+            .map_err(|e| fail(Exit::Internal, format!("{}: {e}", self.path.display())))?;
+        let text = format!(
+            "# Written by `cargo neuron-tune tune`: the best parameters found per kernel, chip and\n\
+             # shape. Commit it with the kernels; models use these parameters.\n\n{text}"
+        );
+        write_atomic(&self.path, text.as_bytes())
+            .map_err(|e| fail(Exit::Internal, format!("{}: {e:#}", self.path.display())))?;
+        Ok(self.path.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(kernel: &str, shape: &str, t: f64) -> TunedRecord {
+        TunedRecord {
+            kernel: kernel.into(),
+            chip: "trn2".into(),
+            shape: shape.into(),
+            dims: Shape::new(&[("n", 128)]),
+            params: Params::new().with("bufs", 2).with("order", "mn"),
+            time_us: t,
+            program_hash: "abc".into(),
+            tool_version: "0.1.0".into(),
+            sim_version: "0.1.0+model2".into(),
+        }
+    }
+
+    #[test]
+    fn records_replace_their_key_stay_sorted_and_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = TunedDb::load(dir.path()).unwrap();
+        db.record(rec("softmax", "small", 3.0));
+        db.record(rec("gemm", "small", 2.0));
+        db.record(rec("gemm", "small", 1.5));
+        assert_eq!(db.records().len(), 2);
+        assert_eq!(db.records()[0].kernel, "gemm");
+        assert_eq!(db.records()[0].time_us, 1.5);
+        db.save().unwrap();
+        let first = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
+        let again = TunedDb::load(dir.path()).unwrap();
+        assert_eq!(again.records(), db.records());
+        again.save().unwrap();
+        assert_eq!(std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap(), first);
+    }
+}

@@ -1,0 +1,122 @@
+//! `tune` end to end on `fixtures/broken/noisy` (tiny programs, so a search is quick).
+
+use neuron_tune_tests::{broken_manifest, cli_command, cli_env, events, root};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+fn tune_args(seed: &str, extra: &[&str]) -> Vec<String> {
+    let manifest = broken_manifest("noisy");
+    let mut a: Vec<String> =
+        ["tune", "--kernel", "many", "--budget", "24", "--seed", seed, "-j", "2"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a.extend(["--manifest-path".into(), manifest, "--message-format".into(), "json".into()]);
+    a
+}
+
+fn final_event(out: &str) -> Value {
+    events(out, "tune").pop().unwrap_or_else(|| panic!("no tune event in {out}"))
+}
+
+fn journal_lines(path: &str) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn a_killed_tuning_run_resumes_without_repeating_an_evaluation() {
+    let args = tune_args("4242", &[]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = cli_env(&a, &[]);
+    assert_eq!(code, 0, "{err}");
+    let whole = final_event(&out);
+    assert_eq!(whole["evaluations"], 24);
+    assert_eq!((whole["seed"].as_u64(), whole["strategy"].as_str()), (Some(4242), Some("default")));
+    let journal = whole["journal"].as_str().unwrap().to_string();
+
+    // The same run, slowed down and killed (SIGKILL) once a few evaluations are journaled.
+    std::fs::remove_file(&journal).unwrap();
+    let mut child = cli_command(&a)
+        .env("NOISY_SLEEP_MS", "150")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while journal_lines(&journal).len() < 5 {
+        assert!(start.elapsed() < Duration::from_secs(120), "the run never journaled");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before = journal_lines(&journal).len();
+    assert!(before < 24, "killed mid-way ({before} evaluations)");
+
+    let args = tune_args("4242", &["--resume"]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = cli_env(&a, &[]);
+    assert_eq!(code, 0, "{err}");
+    let resumed = final_event(&out);
+    for field in ["best_params", "best_time", "evaluations", "best_so_far"] {
+        assert_eq!(resumed[field], whole[field], "{field}");
+    }
+    // Every evaluation is in the journal exactly once.
+    let lines = journal_lines(&journal);
+    let mut ns: Vec<u64> = lines.iter().map(|l| l["n"].as_u64().unwrap()).collect();
+    ns.sort();
+    assert_eq!(ns, (0..24).collect::<Vec<u64>>(), "no evaluation repeated or lost");
+
+    // The winner is in the crate's tuned database.
+    let db = root().join("fixtures/broken/noisy/neuron-tune.tuned.toml");
+    let text = std::fs::read_to_string(&db).unwrap();
+    assert!(text.contains("kernel = \"many\""), "{text}");
+}
+
+#[test]
+fn replay_runs_a_strategy_on_a_recorded_landscape() {
+    let cache = root().join("fixtures/landscapes/convolution_milo_A4000.json.gz");
+    let (code, out, err) = cli_env(
+        &[
+            "replay",
+            "--cache",
+            cache.to_str().unwrap(),
+            "--budget",
+            "50",
+            "--seed",
+            "3",
+            "--message-format",
+            "json",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let e = final_event(&out);
+    assert_eq!((e["evaluations"].as_u64(), e["seed"].as_u64()), (Some(50), Some(3)));
+    let curve = e["best_so_far"].as_array().unwrap();
+    assert_eq!(curve.len(), 50);
+    // The best so far never gets worse, and the final event's best is its end.
+    let values: Vec<f64> = curve.iter().filter_map(Value::as_f64).collect();
+    assert!(values.windows(2).all(|w| w[1] <= w[0]), "{values:?}");
+    assert_eq!(e["best_time"].as_f64(), values.last().copied());
+    // Same seed, same run.
+    let (_, again, _) = cli_env(
+        &[
+            "replay",
+            "--cache",
+            cache.to_str().unwrap(),
+            "--budget",
+            "50",
+            "--seed",
+            "3",
+            "--message-format",
+            "json",
+        ],
+        &[],
+    );
+    assert_eq!(final_event(&again)["best_so_far"], e["best_so_far"]);
+}
