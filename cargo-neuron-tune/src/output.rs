@@ -2,7 +2,7 @@
 //!
 //! Every command reports through [`Reporter`]. With `--message-format json` each [`Event`]
 //! is one JSON object on stdout and stdout carries nothing else (the events and their
-//! field names are public API, DESIGN.md §6); otherwise results (tables, verdicts) go to
+//! field names are public API, ARCHITECTURE.md); otherwise results (tables, verdicts) go to
 //! stdout and status (building, progress, notes, warnings) to stderr, as cargo and
 //! ripgrep do, so `cargo neuron-tune list > kernels.txt` keeps the list and shows the
 //! progress.

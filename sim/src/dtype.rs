@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// An element type (neuroncore.md §2.2; the subset DESIGN.md §4 names).
+/// An element type (neuroncore.md §2.2; the subset the kernel builder supports).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Dtype {

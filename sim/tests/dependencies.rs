@@ -1,5 +1,5 @@
 //! `neuron-sim` is a library that knows nothing of cargo, processes, files or the CLI
-//! (DESIGN.md §3). Its manifest may only name the crates below; a new dependency has to be
+//! (ARCHITECTURE.md, invariants). Its manifest may only name the crates below; a new dependency has to be
 //! added here deliberately, with the reason.
 
 #[test]

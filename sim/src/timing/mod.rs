@@ -6,7 +6,7 @@
 //!
 //! * Each track (Tensor, Vector, Scalar, GpSimd, 16 DMA queues) runs its instructions in
 //!   program order: an instruction starts when its track is free and its dependencies are
-//!   done (DESIGN.md §4 "Execution").
+//!   done (ARCHITECTURE.md, `sim/`).
 //! * Dependencies are tracked per **region** (partition range × byte range of a buffer):
 //!   a read waits for overlapping earlier writes (RAW); a write waits for overlapping earlier
 //!   reads (WAR) and writes (WAW). A result is visible `latency` cycles after the producing
