@@ -18,8 +18,9 @@
 //! * `anneal`  — simulated annealing over Hamming-1 neighbours.
 //! * `genetic` — a steady-state genetic algorithm (tournament selection, uniform crossover,
 //!   ordinal-aware mutation).
-//! * `default` — a portfolio: a short random warm-up, then TPE proposals interleaved with a
-//!   greedy neighbourhood search around the best configurations found.
+//! * `default` — a portfolio: a short random warm-up, then an iterated local search (first
+//!   improvement over TPE-ranked neighbours, two-dimension kicks at confirmed local optima),
+//!   with TPE proposing when the local search has nothing to offer.
 
 use std::collections::HashSet;
 

@@ -1,24 +1,32 @@
-//! The default strategy: a portfolio of random warm-up, TPE and greedy neighbourhood search.
+//! The default strategy: random warm-up, then an iterated local search guided by TPE.
 //!
 //! * The first `warmup` proposals are uniform random valid configurations, to seed the model.
-//! * After that, proposals alternate between TPE ([`Tpe`], global: where good configurations
-//!   are likely) and a greedy neighbourhood search (local: of the unproposed valid Hamming-1
-//!   neighbours of the best configuration told so far, the one TPE scores highest; when the
-//!   best one's neighbourhood is used up, the second best's, and so on). The local share is
-//!   `local_share` of the proposals. Optional knobs, off by default: a uniform-random
-//!   exploration share, and a cap on the neighbours tried per incumbent.
-//! * If neither produces anything, a random valid configuration is proposed, so the
-//!   strategy only runs dry when the valid space is exhausted.
+//! * After that, a walk climbs by first improvement from the best configuration found. Each
+//!   proposal is an unproposed valid Hamming-1 neighbour of the walk's current point: the
+//!   adjacent ordinal moves first, the farther ones once those are used up, and among them the
+//!   one the TPE model ([`Tpe`], fitted to every result told) scores highest. A told result
+//!   better than the current point becomes the current point.
+//! * When the current point's neighbourhood is used up and it is not the best, the walk goes
+//!   back to the best; when the best's is used up too (a local optimum, confirmed), the walk
+//!   is *kicked*: two random dimensions of the best are moved one step (any level for
+//!   categorical ones) and the walk carries on from there, whatever the kick gave — how an
+//!   optimum that is only escaped by changing two parameters together is left.
+//! * If the local search has nothing to propose, TPE proposes; if that finds nothing either,
+//!   a random valid configuration is proposed, so the strategy only runs dry when the valid
+//!   space is exhausted.
 //!
-//! The neighbourhood search turns a good region found by the model into its local optimum in
-//! a few evaluations, which TPE's sampling alone does slowly on spaces with many dimensions;
-//! TPE in turn moves the search to new regions when the neighbourhoods run out.
+//! The first-improvement walk turns a good start into its local optimum in a few
+//! evaluations, which TPE's sampling alone does slowly on spaces with many dimensions; the
+//! model orders each neighbourhood so the most promising moves are tried first.
 
 use crate::rng::Rng;
 use crate::space::Config;
 use crate::strategy::bayes::Tpe;
 use crate::strategy::{Ctx, FreshSampler, Memory, Outcome, Strategy};
 use crate::SearchError;
+
+/// Random tries at a valid, unproposed kick before the local search gives up on kicking.
+const KICK_TRIES: usize = 64;
 
 /// The `default` strategy.
 #[derive(Clone, Debug)]
@@ -30,20 +38,12 @@ pub struct Portfolio {
     memory: Memory,
     /// Random proposals first.
     pub warmup: usize,
-    /// The share of proposals after warm-up that come from the neighbourhood search.
-    pub local_share: f64,
-    /// How many of the best configurations' neighbourhoods the local search considers.
-    pub local_depth: usize,
-    /// How many neighbours of one incumbent the local search tries before it leaves the
-    /// rest of that neighbourhood to the model.
-    pub local_tries: usize,
-    /// The share of proposals after warm-up that are uniform random (exploration).
-    pub explore_share: f64,
-    local_credit: f64,
-    explore_credit: f64,
-    /// The incumbent the local search works on, and how many of its neighbours it tried.
-    local_from: Option<Config>,
-    local_count: usize,
+    /// How many dimensions a kick moves.
+    pub kick_dims: usize,
+    /// The walk's current point and its value.
+    current: Option<(Config, f64)>,
+    /// The pending kick: once told with a value, it becomes the current point.
+    kick: Option<Config>,
 }
 
 impl Portfolio {
@@ -55,41 +55,81 @@ impl Portfolio {
             memory: Memory::default(),
             tpe: Tpe::default(),
             warmup: 10,
-            local_share: 0.5,
-            local_depth: 5,
-            local_tries: usize::MAX,
-            explore_share: 0.0,
-            local_credit: 0.0,
-            explore_credit: 0.0,
-            local_from: None,
-            local_count: 0,
+            kick_dims: 2,
+            current: None,
+            kick: None,
         }
     }
 
-    /// The most promising (by the TPE model) unproposed valid neighbour of the best
-    /// configuration whose neighbourhood is not used up.
-    fn local(&mut self, ctx: &mut Ctx<'_>) -> Option<Config> {
-        let space = ctx.space;
-        let model = self.tpe.model(&self.memory, space)?;
-        let incumbent = self.memory.best.as_ref().map(|(c, _)| c.clone());
-        if incumbent != self.local_from {
-            self.local_from = incumbent;
-            self.local_count = 0;
-        }
-        if self.local_count >= self.local_tries {
+    /// The unproposed valid neighbour of `from` that TPE scores highest, adjacent ordinal
+    /// moves before farther ones.
+    fn neighbour(&self, from: &Config, ctx: &mut Ctx<'_>) -> Option<Config> {
+        let (mut near, mut far) = ctx.space.neighbours_by_distance(from);
+        near.retain(|n| !self.memory.seen(n) && ctx.valid(n));
+        let cands = if near.is_empty() {
+            far.retain(|n| !self.memory.seen(n) && ctx.valid(n));
+            far
+        } else {
+            near
+        };
+        if cands.is_empty() {
             return None;
         }
-        self.local_count += 1;
-        let ranked = self.memory.ranked();
-        for (c, _) in ranked.iter().take(self.local_depth) {
-            let best = space
-                .neighbours(c)
-                .into_iter()
-                .filter(|n| !self.memory.seen(n) && ctx.valid(n))
-                .map(|n| (model.score(&n), n))
-                .reduce(|a, b| if b.0 > a.0 { b } else { a });
-            if let Some((_, n)) = best {
+        let model = self.tpe.model(&self.memory, ctx.space)?;
+        cands
+            .into_iter()
+            .map(|n| (model.score(&n), n))
+            .reduce(|a, b| if b.0 > a.0 { b } else { a })
+            .map(|(_, n)| n)
+    }
+
+    /// `from` with `kick_dims` random dimensions moved: ordinal ones one step, categorical
+    /// ones to any other level.
+    fn perturb(&mut self, from: &Config, ctx: &Ctx<'_>) -> Config {
+        let space = ctx.space;
+        let mut dims: Vec<usize> =
+            (0..space.dims().len()).filter(|&d| space.dims()[d].len() > 1).collect();
+        let mut c = from.clone();
+        for i in 0..self.kick_dims.min(dims.len()) {
+            let j = i + self.rng.index(dims.len() - i);
+            dims.swap(i, j);
+            let d = dims[i];
+            let dim = &space.dims()[d];
+            c.0[d] = if dim.is_ordinal() {
+                let r = dim.rank(from.0[d]);
+                let up = r == 0 || (r + 1 < dim.len() as u32 && self.rng.chance(0.5));
+                dim.level_at_rank(if up { r + 1 } else { r - 1 })
+            } else {
+                let other = self.rng.index(dim.len() - 1) as u32;
+                if other >= from.0[d] {
+                    other + 1
+                } else {
+                    other
+                }
+            };
+        }
+        c
+    }
+
+    /// The next step of the iterated local search.
+    fn local(&mut self, ctx: &mut Ctx<'_>) -> Option<Config> {
+        let best = self.memory.best.clone()?;
+        let (cur, _) = self.current.get_or_insert_with(|| best.clone()).clone();
+        if let Some(n) = self.neighbour(&cur, ctx) {
+            return Some(n);
+        }
+        if cur != best.0 {
+            self.current = Some(best.clone());
+            if let Some(n) = self.neighbour(&best.0, ctx) {
                 return Some(n);
+            }
+        }
+        // A confirmed local optimum: kick.
+        for _ in 0..KICK_TRIES {
+            let c = self.perturb(&best.0, ctx);
+            if !self.memory.seen(&c) && ctx.valid(&c) {
+                self.kick = Some(c.clone());
+                return Some(c);
             }
         }
         None
@@ -104,17 +144,7 @@ impl Strategy for Portfolio {
     fn ask(&mut self, ctx: &mut Ctx<'_>) -> Result<Option<Config>, SearchError> {
         let mut c = None;
         if self.memory.proposed.len() >= self.warmup && !self.memory.values.is_empty() {
-            // Deterministic interleaving: local search takes `local_share` of the turns.
-            self.local_credit += self.local_share;
-            if self.local_credit >= 1.0 {
-                self.local_credit -= 1.0;
-                c = self.local(ctx);
-            }
-            self.explore_credit += self.explore_share;
-            if c.is_none() && self.explore_credit >= 1.0 {
-                self.explore_credit -= 1.0;
-                c = self.sampler.next(&self.memory, ctx, &mut self.rng);
-            }
+            c = self.local(ctx);
             if c.is_none() {
                 c = self.tpe.propose(&self.memory, ctx, &mut self.rng);
             }
@@ -128,5 +158,17 @@ impl Strategy for Portfolio {
 
     fn tell(&mut self, config: &Config, outcome: Outcome) {
         self.memory.tell(config, outcome);
+        let Some(v) = outcome.value() else { return };
+        if self.kick.as_ref() == Some(config) {
+            self.kick = None;
+            self.current = Some((config.clone(), v));
+        } else if self.current.as_ref().is_some_and(|(_, cv)| v < *cv)
+            || self.memory.best.as_ref().is_some_and(|(b, _)| b == config)
+        {
+            // An improvement on the walk's point, or a new best from anywhere, moves the walk.
+            if self.current.is_some() {
+                self.current = Some((config.clone(), v));
+            }
+        }
     }
 }
