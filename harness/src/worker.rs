@@ -46,7 +46,7 @@ pub fn resolve_chip(c: &ChipSpec) -> Result<Chip, String> {
 }
 
 /// The profile as the protocol carries it (the simulator's `Profile`, field for field;
-/// a field renamed on one side and not the other fails the harness's tests).
+/// a field renamed on one side and not the other fails this module's tests).
 pub fn profile_summary(p: &Profile) -> ProfileSummary {
     serde_json::to_value(p)
         .and_then(serde_json::from_value)
@@ -369,4 +369,30 @@ pub fn main(reg: Registry) -> i32 {
         }
     }
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::profile_summary;
+    use neuron_sim::{Chip, Dtype, ExecMode, Nc};
+
+    /// The summary must carry every field of the simulator's profile under the same name:
+    /// serialized, the two are the same JSON.
+    fn same_json(nc: &mut Nc) {
+        let p = nc.profile();
+        let summary = profile_summary(&p);
+        assert_eq!(serde_json::to_value(&summary).unwrap(), serde_json::to_value(&p).unwrap());
+    }
+
+    #[test]
+    fn the_profile_summary_is_the_profile_field_for_field() {
+        // No HBM traffic: the arithmetic intensity is infinite (JSON null).
+        same_json(&mut Nc::new(Chip::trn2(), ExecMode::TIMING));
+        let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+        let x = nc.hbm("x", Dtype::Bf16, &[128, 512]).unwrap();
+        let pool = nc.sbuf_pool("io", 2);
+        let t = nc.tile(pool, Dtype::Bf16, &[128, 512]).unwrap();
+        nc.dma(t, x).unwrap();
+        same_json(&mut nc);
+    }
 }

@@ -203,7 +203,8 @@ pub struct ProfileSummary {
     pub tflops: f64,
     pub mfu_estimated_percent: f64,
     pub hfu_estimated_percent: f64,
-    pub mm_arithmetic_intensity: f64,
+    /// FLOPs per HBM byte; `None` (JSON `null`) when the program moves no HBM bytes.
+    pub mm_arithmetic_intensity: Option<f64>,
     pub roofline_bound_us: f64,
     pub roofline_ridge_flop_per_byte: f64,
     pub roofline_side: String,
