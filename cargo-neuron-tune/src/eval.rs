@@ -1,6 +1,8 @@
 //! Evaluating variants: trace → store → simulate, streaming.
 //!
-//! [`bench_stream`] keeps a bounded window of requests in flight on a crate's pool: each
+//! [`stream`] keeps a bounded window of requests in flight on a crate's pool and hands each
+//! answer to the caller as it completes (the caller may follow it with another request).
+//! [`bench_stream`] uses it so that each
 //! variant is traced first (program hash only, cheap); a program whose result is in the
 //! store is answered from it, any other is simulated and its result stored the moment it
 //! arrives, so an interrupted run keeps everything already measured. Outcomes are handed
@@ -13,8 +15,7 @@ use crate::select::Variant;
 use crate::store::Store;
 use crate::worker::{Done, Pool};
 use neuron_tune_protocol::{
-    BenchResult, ChipSpec, ErrorInfo, ErrorKind, RequestBody, ResponseBody, ShapeRef, TraceResult,
-    VariantRef,
+    BenchResult, ChipSpec, ErrorInfo, RequestBody, ResponseBody, ShapeRef, TraceResult, VariantRef,
 };
 use std::collections::HashMap;
 
@@ -49,15 +50,39 @@ pub fn chip_key(chip: &ChipSpec) -> String {
     chip.toml.clone().unwrap_or_else(|| chip.name.clone())
 }
 
-enum Stage {
-    Trace,
-    Bench { key: String },
+/// An answer of a kind the request does not have: the worker is not to be trusted.
+pub fn unexpected(answer: &ResponseBody) -> Failure {
+    fail(Exit::Internal, format!("protocol error: unexpected answer {answer:?}"))
 }
 
-/// A worker that broke the protocol: stop the command (exit 1), naming the worker.
-pub fn protocol_failure(e: &ErrorInfo) -> Option<Failure> {
-    matches!(e.kind, ErrorKind::Protocol | ErrorKind::ProtocolMismatch)
-        .then(|| fail(Exit::Internal, format!("protocol error: {}", e.message)))
+/// What to do after an answer: nothing more for this item, or another request for it.
+pub enum Next<T> {
+    Done,
+    Then(RequestBody, T),
+}
+
+/// Submit `first(item)` for every item, at most two per job slot in flight, and call
+/// `answered` with each item and its answer as they complete.
+pub fn stream<T>(
+    pool: &mut Pool,
+    items: impl Iterator<Item = T>,
+    first: impl Fn(&T) -> RequestBody,
+    mut answered: impl FnMut(T, Done) -> Result<Next<T>, Failure>,
+) -> Result<(), Failure> {
+    let window = pool.jobs() * 2;
+    let mut items = items;
+    let mut in_flight: HashMap<u64, T> = HashMap::new();
+    loop {
+        while in_flight.len() < window {
+            let Some(item) = items.next() else { break };
+            in_flight.insert(pool.submit(first(&item)), item);
+        }
+        let Some(done) = pool.recv()? else { return Ok(()) };
+        let item = in_flight.remove(&done.id).expect("a request of ours");
+        if let Next::Then(body, item) = answered(item, done)? {
+            in_flight.insert(pool.submit(body), item);
+        }
+    }
 }
 
 /// Bench `variants` on `pool`, calling `done` with each outcome as it completes.
@@ -70,38 +95,26 @@ pub fn bench_stream(
     out: &Reporter,
     done: &mut dyn FnMut(Outcome),
 ) -> Result<(), Failure> {
-    let window = pool.jobs() * 2;
     let chip_text = chip_key(chip);
-    let mut variants = variants.enumerate();
-    let mut in_flight: HashMap<u64, (usize, Variant, Stage)> = HashMap::new();
-    loop {
-        while in_flight.len() < window {
-            let Some((i, v)) = variants.next() else { break };
-            let id = pool.submit(RequestBody::Trace(variant_ref(&v, chip)));
-            in_flight.insert(id, (i, v, Stage::Trace));
-        }
-        let Some(Done { id, answer, output }) = pool.recv() else { break };
-        let (index, variant, stage) = in_flight.remove(&id).expect("a request of ours");
-        show_output(out, &variant.kernel, &variant.shape_name, &variant.params, &output);
-        let result = match (stage, answer) {
-            (_, Err(e)) => {
-                if let Some(f) = protocol_failure(&e) {
-                    return Err(f);
-                }
-                Err(e)
-            }
-            (Stage::Trace, Ok(ResponseBody::Trace(t))) => {
+    // The store key is known once the variant is traced: `None` while tracing.
+    let items = variants.enumerate().map(|(i, v)| (i, v, None::<String>));
+    let first =
+        |(_, v, _): &(usize, Variant, Option<String>)| RequestBody::Trace(variant_ref(v, chip));
+    stream(pool, items, first, |(index, variant, key), answer| {
+        show_output(out, &variant.kernel, &variant.shape_name, &variant.params, &answer.output);
+        let result = match (key, answer.answer) {
+            (_, Err(e)) => Err(e),
+            (None, Ok(ResponseBody::Trace(t))) => {
                 let key = Store::key(&t.program_hash, &chip_text, "bench");
                 match store.get::<BenchResult>("bench", &key).filter(|_| !force) {
                     Some(bench) => Ok(Measured { bench, cached: true }),
                     None => {
-                        let id = pool.submit(RequestBody::Bench(variant_ref(&variant, chip)));
-                        in_flight.insert(id, (index, variant, Stage::Bench { key }));
-                        continue;
+                        let bench = RequestBody::Bench(variant_ref(&variant, chip));
+                        return Ok(Next::Then(bench, (index, variant, Some(key))));
                     }
                 }
             }
-            (Stage::Bench { key }, Ok(ResponseBody::Bench(bench))) => {
+            (Some(key), Ok(ResponseBody::Bench(bench))) => {
                 store.put("bench", &key, &bench).map_err(|e| {
                     fail(
                         Exit::Internal,
@@ -110,13 +123,11 @@ pub fn bench_stream(
                 })?;
                 Ok(Measured { bench, cached: false })
             }
-            (_, Ok(other)) => {
-                return Err(fail(Exit::Internal, format!("unexpected answer {other:?}")));
-            }
+            (_, Ok(other)) => return Err(unexpected(&other)),
         };
         done(Outcome { index, variant, result });
-    }
-    Ok(())
+        Ok(Next::Done)
+    })
 }
 
 /// Trace `variants` (no simulation), outcomes as they complete.
@@ -127,29 +138,15 @@ pub fn trace_stream(
     out: &Reporter,
     done: &mut dyn FnMut(usize, Variant, Result<TraceResult, ErrorInfo>),
 ) -> Result<(), Failure> {
-    let window = pool.jobs() * 2;
-    let mut variants = variants.enumerate();
-    let mut in_flight: HashMap<u64, (usize, Variant)> = HashMap::new();
-    loop {
-        while in_flight.len() < window {
-            let Some((i, v)) = variants.next() else { break };
-            let id = pool.submit(RequestBody::Trace(variant_ref(&v, chip)));
-            in_flight.insert(id, (i, v));
-        }
-        let Some(Done { id, answer, output }) = pool.recv() else { break };
-        let (index, variant) = in_flight.remove(&id).expect("a request of ours");
-        show_output(out, &variant.kernel, &variant.shape_name, &variant.params, &output);
-        let result = match answer {
+    let first = |(_, v): &(usize, Variant)| RequestBody::Trace(variant_ref(v, chip));
+    stream(pool, variants.enumerate(), first, |(index, variant), answer| {
+        show_output(out, &variant.kernel, &variant.shape_name, &variant.params, &answer.output);
+        let result = match answer.answer {
             Ok(ResponseBody::Trace(t)) => Ok(t),
-            Ok(other) => return Err(fail(Exit::Internal, format!("unexpected answer {other:?}"))),
-            Err(e) => {
-                if let Some(f) = protocol_failure(&e) {
-                    return Err(f);
-                }
-                Err(e)
-            }
+            Ok(other) => return Err(unexpected(&other)),
+            Err(e) => Err(e),
         };
         done(index, variant, result);
-    }
-    Ok(())
+        Ok(Next::Done)
+    })
 }

@@ -60,15 +60,12 @@ pub enum ParamSets {
 }
 
 impl ParamSets {
-    pub fn len(&self) -> u64 {
+    /// Parameter sets (saturating).
+    pub fn count(&self) -> u64 {
         match self {
             ParamSets::One(_) => 1,
             ParamSets::All(s) => s.len(),
         }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     pub fn iter(&self) -> Box<dyn Iterator<Item = Params> + '_> {
@@ -90,7 +87,7 @@ pub struct KernelSelection {
 impl KernelSelection {
     /// Variants selected (saturating).
     pub fn count(&self) -> u64 {
-        self.params.len().saturating_mul(self.shapes.len() as u64)
+        self.params.count().saturating_mul(self.shapes.len() as u64)
     }
 
     /// Shape-major: every parameter set at the first shape, then the next shape.

@@ -13,13 +13,14 @@
 //! request's id — is a protocol error: never taken as a result, and fatal to the command,
 //! since nothing that worker says can be trusted.
 
+use crate::exit::{fail, Exit, Failure};
 use neuron_tune_protocol::{
     check_hello, ErrorInfo, ErrorKind, Request, RequestBody, Response, ResponseBody,
     PROTOCOL_VERSION,
 };
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -222,11 +223,6 @@ impl Pool {
         self.jobs
     }
 
-    /// Requests submitted and not yet received.
-    pub fn outstanding(&self) -> usize {
-        self.outstanding
-    }
-
     /// Queue a request; its answer comes from [`Pool::recv`] with the returned id.
     pub fn submit(&mut self, body: RequestBody) -> u64 {
         let id = self.next_id;
@@ -239,22 +235,29 @@ impl Pool {
     }
 
     /// The next finished request, in completion order (`None` when nothing is outstanding).
-    pub fn recv(&mut self) -> Option<Done> {
+    /// A worker that broke the protocol is the command's failure (exit 1), never an answer:
+    /// nothing that worker says can be trusted.
+    pub fn recv(&mut self) -> Result<Option<Done>, Failure> {
         if self.outstanding == 0 {
-            return None;
+            return Ok(None);
         }
-        let done = self.done.recv().ok()?;
+        let Ok(done) = self.done.recv() else { return Ok(None) };
         self.outstanding -= 1;
-        Some(done)
+        match &done.answer {
+            Err(e) if matches!(e.kind, ErrorKind::Protocol | ErrorKind::ProtocolMismatch) => {
+                Err(fail(Exit::Internal, format!("protocol error: {}", e.message)))
+            }
+            _ => Ok(Some(done)),
+        }
     }
 
     /// One request, answered (nothing else may be outstanding).
-    pub fn request(&mut self, body: RequestBody) -> Done {
+    pub fn request(&mut self, body: RequestBody) -> Result<Done, Failure> {
         debug_assert_eq!(self.outstanding, 0, "request() waits for its own answer only");
         let id = self.submit(body);
-        let done = self.recv().expect("an answer to the request just submitted");
+        let done = self.recv()?.expect("an answer to the request just submitted");
         debug_assert_eq!(done.id, id);
-        done
+        Ok(done)
     }
 }
 
@@ -298,34 +301,7 @@ fn serve_slot(
             }
         };
         let request = Request { id: job.id, body: job.body };
-        let mut result = Err(failure(ErrorKind::Crashed, "not run"));
-        // A crash or a hang kills the worker; the request is retried once on a fresh one.
-        for _attempt in 0..2 {
-            if worker.is_none() {
-                match WorkerProcess::start(exe, manifest_dir) {
-                    Ok(w) => {
-                        events.worker_started(w.pid());
-                        worker = Some(w);
-                    }
-                    Err(e) => {
-                        result = Err(e);
-                        break;
-                    }
-                }
-            }
-            let w = worker.as_mut().expect("started above");
-            result = w.roundtrip(&request, timeout);
-            match &result {
-                Ok(_) => break,
-                Err(e) => {
-                    w.kill();
-                    worker = None;
-                    if !matches!(e.kind, ErrorKind::Timeout | ErrorKind::Crashed) {
-                        break;
-                    }
-                }
-            }
-        }
+        let result = answer_with_retry(&mut worker, &request, events, exe, manifest_dir, timeout);
         let (answer, output) = match result {
             Ok(Response { body: ResponseBody::Error(e), output, .. }) => (Err(e), output),
             Ok(Response { body, output, .. }) => (Ok(body), output),
@@ -337,9 +313,37 @@ fn serve_slot(
     }
 }
 
-/// Where a crate's harness lives.
-#[derive(Clone, Debug)]
-pub struct HarnessExe {
-    pub exe: PathBuf,
-    pub manifest_dir: PathBuf,
+/// Answer `request` on the slot's worker (started if there is none). A crash or a hang
+/// kills the worker, and the request is retried once on a fresh one; any other failure
+/// (a protocol error) kills it and is final.
+fn answer_with_retry(
+    worker: &mut Option<WorkerProcess>,
+    request: &Request,
+    events: &dyn PoolEvents,
+    exe: &Path,
+    manifest_dir: &Path,
+    timeout: Duration,
+) -> Result<Response, ErrorInfo> {
+    let mut retried = false;
+    loop {
+        let w = match worker {
+            Some(w) => w,
+            None => {
+                let w = WorkerProcess::start(exe, manifest_dir)?;
+                events.worker_started(w.pid());
+                worker.insert(w)
+            }
+        };
+        match w.roundtrip(request, timeout) {
+            Ok(r) => return Ok(r),
+            Err(e) => {
+                w.kill();
+                *worker = None;
+                if retried || !matches!(e.kind, ErrorKind::Timeout | ErrorKind::Crashed) {
+                    return Err(e);
+                }
+                retried = true;
+            }
+        }
+    }
 }

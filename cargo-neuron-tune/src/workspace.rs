@@ -9,7 +9,7 @@ use crate::cargo::{BuildError, CargoFlags, KernelCrate};
 use crate::exit::{fail, Exit, Failure};
 use crate::output::{Event, Reporter};
 use crate::worker::{Pool, PoolEvents};
-use neuron_tune_protocol::{ErrorKind, ListDoc, RequestBody, ResponseBody};
+use neuron_tune_protocol::{ListDoc, RequestBody, ResponseBody};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,22 +71,13 @@ impl Workspace {
             let dir = k.manifest_path.parent().map(PathBuf::from).unwrap_or_default();
             let events = Arc::new(StartEvents { package: k.package.clone(), out: ctx.out.clone() });
             let mut pool = Pool::new(&exe, &dir, ctx.jobs, ctx.timeout, events);
-            let done = pool.request(RequestBody::List);
+            let done = pool
+                .request(RequestBody::List)
+                .map_err(|f| fail(f.exit, format!("{}: {}", k.package, f.message)))?;
             let list = match done.answer {
                 Ok(ResponseBody::List(l)) => l,
-                Ok(other) => {
-                    return Err(fail(
-                        Exit::Internal,
-                        format!("{}: `list` answered with {other:?}", exe.display()),
-                    ))
-                }
-                Err(e) => {
-                    let exit = match e.kind {
-                        ErrorKind::Protocol | ErrorKind::ProtocolMismatch => Exit::Internal,
-                        _ => Exit::Config,
-                    };
-                    return Err(fail(exit, format!("{}: {}", k.package, e.message)));
-                }
+                Ok(other) => return Err(crate::eval::unexpected(&other)),
+                Err(e) => return Err(fail(Exit::Config, format!("{}: {}", k.package, e.message))),
             };
             if !done.output.is_empty() {
                 crate::output::show_output(

@@ -97,11 +97,12 @@ impl KernelConfig {
             let valid = space.iter().filter(|p| valid(p)).count() as u64;
             return ValidCount { valid, exact: true };
         }
-        // A stride coprime to nothing in particular, so the sample is spread over every
-        // parameter; deterministic, so `list` prints the same estimate every time.
+        // One sample per stride of the index range, each at a different offset within its
+        // stride (i·7919 mod step), so the fastest-varying parameters do not sit at one
+        // level in every sample. Deterministic: `list` prints the same estimate every time.
         let step = n / COUNT_LIMIT;
         let hits = (0..COUNT_LIMIT)
-            .filter(|i| space.get(i * step + (i * 7919) % step.max(1)).is_some_and(|p| valid(&p)))
+            .filter(|i| space.get(i * step + (i * 7919) % step).is_some_and(|p| valid(&p)))
             .count() as f64;
         ValidCount { valid: (hits / COUNT_LIMIT as f64 * n as f64).round() as u64, exact: false }
     }

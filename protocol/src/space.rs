@@ -38,7 +38,8 @@ impl Space {
 
     /// The configuration at `index` (`None` past the end).
     pub fn get(&self, index: u64) -> Option<Params> {
-        if index >= self.len() || !self.len_is_exact() && index == u64::MAX {
+        // A saturated `len` is u64::MAX, so every index below it exists.
+        if index >= self.len() {
             return None;
         }
         let mut rest = index;

@@ -1,6 +1,6 @@
 //! `tune` end to end on `fixtures/broken/noisy` (tiny programs, so a search is quick).
 
-use neuron_tune_tests::{broken_manifest, cli_command, cli_env, events, root};
+use neuron_tune_tests::{broken_manifest, cli, cli_command, cli_env, events, root};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -80,22 +80,24 @@ fn a_killed_tuning_run_resumes_without_repeating_an_evaluation() {
 #[test]
 fn replay_runs_a_strategy_on_a_recorded_landscape() {
     let cache = root().join("fixtures/landscapes/convolution_milo_A4000.json.gz");
-    let (code, out, err) = cli_env(
-        &[
+    let cache = cache.to_str().unwrap();
+    let replay = || {
+        let args = [
             "replay",
             "--cache",
-            cache.to_str().unwrap(),
+            cache,
             "--budget",
             "50",
             "--seed",
             "3",
             "--message-format",
             "json",
-        ],
-        &[],
-    );
-    assert_eq!(code, 0, "{err}");
-    let e = final_event(&out);
+        ];
+        let (code, out, err) = cli(&args);
+        assert_eq!(code, 0, "{err}");
+        final_event(&out)
+    };
+    let e = replay();
     assert_eq!((e["evaluations"].as_u64(), e["seed"].as_u64()), (Some(50), Some(3)));
     let curve = e["best_so_far"].as_array().unwrap();
     assert_eq!(curve.len(), 50);
@@ -104,19 +106,5 @@ fn replay_runs_a_strategy_on_a_recorded_landscape() {
     assert!(values.windows(2).all(|w| w[1] <= w[0]), "{values:?}");
     assert_eq!(e["best_time"].as_f64(), values.last().copied());
     // Same seed, same run.
-    let (_, again, _) = cli_env(
-        &[
-            "replay",
-            "--cache",
-            cache.to_str().unwrap(),
-            "--budget",
-            "50",
-            "--seed",
-            "3",
-            "--message-format",
-            "json",
-        ],
-        &[],
-    );
-    assert_eq!(final_event(&again)["best_so_far"], e["best_so_far"]);
+    assert_eq!(replay()["best_so_far"], e["best_so_far"]);
 }

@@ -4,13 +4,12 @@
 use super::{default_seed, report_failure};
 use crate::cargo::CargoFlags;
 use crate::cli::Selection;
-use crate::eval::protocol_failure;
+use crate::eval::{stream, unexpected, Next};
 use crate::exit::{fail, Exit, Failure};
 use crate::output::{show_output, Event, Summary};
 use crate::select::{check_patterns, chip_spec, select, Variant};
 use crate::workspace::{Ctx, Workspace};
 use neuron_tune_protocol::{CheckReport, RequestBody, ResponseBody};
-use std::collections::HashMap;
 
 pub fn run(
     cargo: &CargoFlags,
@@ -43,47 +42,34 @@ pub fn run(
                 params: p,
             })
         });
-        let mut in_flight: HashMap<u64, Variant> = HashMap::new();
-        let mut sets = sets;
-        let window = c.pool.jobs() * 2;
-        loop {
-            while in_flight.len() < window {
-                let Some(v) = sets.next() else { break };
-                let file =
-                    regress.join(format!("{}-{}.txt", v.kernel, short_hash(&v.params.to_string())));
-                let id = c.pool.submit(RequestBody::Check {
-                    kernel: v.kernel.clone(),
-                    params: v.params.clone(),
-                    cases,
-                    seed,
-                    chip: chip.clone(),
-                    regressions: Some(file),
-                });
-                in_flight.insert(id, v);
-            }
-            let Some(done) = c.pool.recv() else { break };
-            let v = in_flight.remove(&done.id).expect("a request of ours");
+        let request = |v: &Variant| RequestBody::Check {
+            kernel: v.kernel.clone(),
+            params: v.params.clone(),
+            cases,
+            seed,
+            chip: chip.clone(),
+            regressions: Some(regress.join(format!(
+                "{}-{}.txt",
+                v.kernel,
+                short_hash(&v.params.to_string())
+            ))),
+        };
+        stream(&mut c.pool, sets, request, |v, done| {
             show_output(out, &v.kernel, &v.shape_name, &v.params, &done.output);
             total += 1;
             match done.answer {
                 Ok(ResponseBody::Check(r)) => {
-                    if !r.passed {
-                        failed += 1;
-                    }
+                    failed += usize::from(!r.passed);
                     report(ctx, &v, &chip.name, &r);
                 }
-                Ok(other) => {
-                    return Err(fail(Exit::Internal, format!("unexpected answer {other:?}")))
-                }
+                Ok(other) => return Err(unexpected(&other)),
                 Err(e) => {
-                    if let Some(f) = protocol_failure(&e) {
-                        return Err(f);
-                    }
                     failed += 1;
                     report_failure(out, &v, &chip.name, &e);
                 }
             }
-        }
+            Ok(Next::Done)
+        })?;
     }
     out.flush_invalid();
     out.event(&Event::Summary(Summary {

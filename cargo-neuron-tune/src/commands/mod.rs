@@ -88,7 +88,7 @@ fn report_failure(
         ErrorKind::Crashed => "crashed",
         _ => "failed",
     };
-    let message = e.message.trim_start_matches("invalid variant: ").to_string();
+    let message = e.message.clone();
     out.event(&Event::VariantFailed {
         kernel: v.kernel.clone(),
         shape: v.shape_name.clone(),

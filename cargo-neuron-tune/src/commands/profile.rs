@@ -2,7 +2,7 @@
 //! evidence and advice, the top source lines, and optionally a Perfetto trace.
 
 use crate::cargo::CargoFlags;
-use crate::eval::{protocol_failure, variant_ref};
+use crate::eval::{unexpected, variant_ref};
 use crate::exit::{fail, Exit, Failure};
 use crate::output::{show_output, Event, Reporter};
 use crate::select::{chip_spec, parse_params, Variant};
@@ -56,15 +56,13 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     let done = c.pool.request(RequestBody::Profile {
         variant: variant_ref(&v, &chip),
         trace: a.trace.is_some(),
-    });
+    })?;
     show_output(out, &v.kernel, &shape_name, &params, &done.output);
     let r = match done.answer {
         Ok(ResponseBody::Bench(r)) => r,
-        Ok(other) => return Err(fail(Exit::Internal, format!("unexpected answer {other:?}"))),
+        Ok(other) => return Err(unexpected(&other)),
         Err(e) => {
-            return Err(protocol_failure(&e).unwrap_or_else(|| {
-                fail(Exit::Check, format!("{} {params} at {shape_name}: {e}", a.kernel))
-            }))
+            return Err(fail(Exit::Check, format!("{} {params} at {shape_name}: {e}", a.kernel)))
         }
     };
     let prof = r.profile.clone().unwrap_or_default();

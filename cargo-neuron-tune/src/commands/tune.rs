@@ -14,16 +14,17 @@
 use super::{default_seed, open_store};
 use crate::cargo::CargoFlags;
 use crate::cli::{SearchOpts, Selection};
-use crate::eval::{chip_key, protocol_failure, variant_ref};
+use crate::eval::{chip_key, unexpected, variant_ref};
 use crate::exit::{fail, Exit, Failure};
 use crate::output::Event;
 use crate::select::{check_patterns, chip_spec, select, Variant};
 use crate::store::Store;
 use crate::tuned::{TunedDb, TunedRecord};
+use crate::worker::Pool;
 use crate::workspace::{Ctx, Workspace};
 use neuron_tune_protocol::{
     BenchResult, ChipSpec, ErrorInfo, ParamValue, Params, RequestBody, ResponseBody, Shape,
-    ShapeRef,
+    ShapeRef, TraceResult,
 };
 use neuron_tune_search::{builtin, Config, Ctx as SearchCtx, Dim, Level, Outcome, Space, Strategy};
 use std::collections::HashMap;
@@ -205,7 +206,7 @@ struct TuneResult {
 }
 
 fn tune_one(
-    pool: &mut crate::worker::Pool,
+    pool: &mut Pool,
     space: &neuron_tune_protocol::Space,
     defaults: &Params,
     job: &Job,
@@ -246,7 +247,7 @@ fn tune_one(
             replayed.len()
         ));
     }
-    let default_time = measure(pool, job, defaults).ok().map(|(b, _)| b.time_us);
+    let default_time = measure(pool, job, defaults)?.map(|b| b.time_us);
     let mut valid_cache: HashMap<Vec<u32>, bool> = HashMap::new();
     let mut best: Option<Best> = None;
     let (mut evaluations, mut pruned, mut invalid) = (0, 0, 0);
@@ -257,21 +258,34 @@ fn tune_one(
         // Ask a batch; the oracle asks the harness (nothing else is in flight).
         let mut batch = Vec::new();
         while batch.len() < BATCH && evaluations + batch.len() < job.opts.budget {
+            // The oracle answers a bool; a worker that broke the protocol meanwhile is kept
+            // here and ends the command once the ask returns.
+            let mut broken: Option<Failure> = None;
             let mut oracle = |c: &Config| -> bool {
                 if let Some(v) = valid_cache.get(&c.0) {
                     return *v;
                 }
-                let p = params_of(space, c);
-                let done = pool.request(RequestBody::Validate {
+                let request = RequestBody::Validate {
                     kernel: job.kernel.into(),
                     shape: ShapeRef::Dims(job.shape.clone()),
-                    configs: vec![p],
-                });
-                let ok = matches!(done.answer, Ok(ResponseBody::Validate { ref verdicts }) if verdicts.first().is_some_and(|v| v.is_none()));
+                    configs: vec![params_of(space, c)],
+                };
+                let ok = match pool.request(request) {
+                    Ok(done) => matches!(done.answer, Ok(ResponseBody::Validate { ref verdicts })
+                        if verdicts.first().is_some_and(|v| v.is_none())),
+                    Err(f) => {
+                        broken.get_or_insert(f);
+                        false
+                    }
+                };
                 valid_cache.insert(c.0.clone(), ok);
                 ok
             };
-            match strategy.ask(&mut SearchCtx::new(&sspace, &mut oracle)) {
+            let asked = strategy.ask(&mut SearchCtx::new(&sspace, &mut oracle));
+            if let Some(f) = broken {
+                return Err(f);
+            }
+            match asked {
                 Ok(Some(c)) => batch.push(c),
                 Ok(None) => break,
                 Err(e) => return Err(fail(Exit::Config, format!("the strategy failed: {e}"))),
@@ -336,44 +350,68 @@ fn tune_one(
     })
 }
 
-/// Bench one parameter set at the job's shape (store first).
-fn measure(
-    pool: &mut crate::worker::Pool,
-    job: &Job,
-    params: &Params,
-) -> Result<(BenchResult, String), ErrorInfo> {
-    let v = Variant {
+/// The job's variant with these parameters.
+fn variant(job: &Job, params: &Params) -> Variant {
+    Variant {
         kernel: job.kernel.into(),
         shape_name: job.shape_name.into(),
         shape: job.shape.clone(),
         params: params.clone(),
-    };
-    let done = pool.request(RequestBody::Trace(variant_ref(&v, job.chip)));
-    let ResponseBody::Trace(t) = done.answer? else { unreachable!("a trace answers a trace") };
-    let key = Store::key(&t.program_hash, &chip_key(job.chip), "bench");
-    if let Some(b) = job.store.get::<BenchResult>("bench", &key) {
-        return Ok((b, t.program_hash));
     }
-    let done = pool.request(RequestBody::Bench(variant_ref(&v, job.chip)));
-    let ResponseBody::Bench(b) = done.answer? else { unreachable!("a bench answers a bench") };
-    let _ = job.store.put("bench", &key, &b);
-    Ok((b, t.program_hash))
+}
+
+/// Trace one parameter set at the job's shape (`Ok(Err)`: the variant cannot run).
+fn trace(
+    pool: &mut Pool,
+    job: &Job,
+    params: &Params,
+) -> Result<Result<TraceResult, ErrorInfo>, Failure> {
+    let done = pool.request(RequestBody::Trace(variant_ref(&variant(job, params), job.chip)))?;
+    match done.answer {
+        Ok(ResponseBody::Trace(t)) => Ok(Ok(t)),
+        Ok(other) => Err(unexpected(&other)),
+        Err(e) => Ok(Err(e)),
+    }
+}
+
+/// The time of a traced program: from the store, else simulated and stored.
+fn bench(
+    pool: &mut Pool,
+    job: &Job,
+    params: &Params,
+    trace: &TraceResult,
+) -> Result<Result<BenchResult, ErrorInfo>, Failure> {
+    let key = Store::key(&trace.program_hash, &chip_key(job.chip), "bench");
+    if let Some(b) = job.store.get::<BenchResult>("bench", &key) {
+        return Ok(Ok(b));
+    }
+    let done = pool.request(RequestBody::Bench(variant_ref(&variant(job, params), job.chip)))?;
+    match done.answer {
+        Ok(ResponseBody::Bench(b)) => {
+            job.store
+                .put("bench", &key, &b)
+                .map_err(|e| fail(Exit::Internal, format!("writing the store: {e:#}")))?;
+            Ok(Ok(b))
+        }
+        Ok(other) => Err(unexpected(&other)),
+        Err(e) => Ok(Err(e)),
+    }
+}
+
+/// Trace and bench one parameter set (the default, for the gain).
+fn measure(pool: &mut Pool, job: &Job, params: &Params) -> Result<Option<BenchResult>, Failure> {
+    let Ok(t) = trace(pool, job, params)? else { return Ok(None) };
+    Ok(bench(pool, job, params, &t)?.ok())
 }
 
 /// Evaluate proposal `n`: trace, prune, bench, and check a would-be winner.
 fn evaluate(
-    pool: &mut crate::worker::Pool,
+    pool: &mut Pool,
     job: &Job,
     n: usize,
     params: Params,
     incumbent: Option<f64>,
 ) -> Result<Entry, Failure> {
-    let v = Variant {
-        kernel: job.kernel.into(),
-        shape_name: job.shape_name.into(),
-        shape: job.shape.clone(),
-        params: params.clone(),
-    };
     let entry = |status: &str, time_us: Option<f64>, hash: Option<String>| Entry {
         n,
         params: params.clone(),
@@ -381,48 +419,25 @@ fn evaluate(
         time_us,
         program_hash: hash,
     };
-    let done = pool.request(RequestBody::Trace(variant_ref(&v, job.chip)));
-    let trace = match done.answer {
-        Ok(ResponseBody::Trace(t)) => t,
-        Err(e) => {
-            if let Some(f) = protocol_failure(&e) {
-                return Err(f);
-            }
-            return Ok(entry("invalid", None, None));
-        }
-        Ok(other) => return Err(fail(Exit::Internal, format!("unexpected answer {other:?}"))),
-    };
+    let Ok(trace) = trace(pool, job, &params)? else { return Ok(entry("invalid", None, None)) };
     if incumbent.is_some_and(|best| trace.roofline_bound_us >= best) {
         // Provably no better: told to the strategy as its bound (a value no lower than the
         // incumbent), never simulated.
         return Ok(entry("pruned", Some(trace.roofline_bound_us), Some(trace.program_hash)));
     }
-    let (bench, hash) = match measure(pool, job, &params) {
-        Ok(r) => r,
-        Err(e) => {
-            if let Some(f) = protocol_failure(&e) {
-                return Err(f);
-            }
-            return Ok(entry("invalid", None, None));
-        }
+    let Ok(b) = bench(pool, job, &params, &trace)? else {
+        return Ok(entry("invalid", None, None));
     };
-    if incumbent.is_none_or(|best| bench.time_us < best) && !passes_check(pool, job, &params)? {
-        return Ok(entry("failed_check", Some(bench.time_us), Some(hash)));
+    let hash = Some(trace.program_hash);
+    if incumbent.is_none_or(|best| b.time_us < best) && !passes_check(pool, job, &params)? {
+        return Ok(entry("failed_check", Some(b.time_us), hash));
     }
-    Ok(entry("measured", Some(bench.time_us), Some(hash)))
+    Ok(entry("measured", Some(b.time_us), hash))
 }
 
-/// The harness's correctness check of a would-be winner (cached in the store by kernel,
-/// parameters and seed).
-fn passes_check(
-    pool: &mut crate::worker::Pool,
-    job: &Job,
-    params: &Params,
-) -> Result<bool, Failure> {
-    let key = Store::key(&format!("{}:{params}", job.kernel), &chip_key(job.chip), "check");
-    if let Some(passed) = job.store.get::<bool>("check", &key) {
-        return Ok(passed);
-    }
+/// The harness's correctness check of a would-be winner. Not cached across runs: a check
+/// depends on the kernel's reference and body, which no key here would capture.
+fn passes_check(pool: &mut Pool, job: &Job, params: &Params) -> Result<bool, Failure> {
     let done = pool.request(RequestBody::Check {
         kernel: job.kernel.into(),
         params: params.clone(),
@@ -430,17 +445,10 @@ fn passes_check(
         seed: job.seed,
         chip: job.chip.clone(),
         regressions: None,
-    });
-    let passed = match done.answer {
-        Ok(ResponseBody::Check(r)) => r.passed,
-        Ok(_) => false,
-        Err(e) => {
-            if let Some(f) = protocol_failure(&e) {
-                return Err(f);
-            }
-            false
-        }
-    };
-    let _ = job.store.put("check", &key, &passed);
-    Ok(passed)
+    })?;
+    match done.answer {
+        Ok(ResponseBody::Check(r)) => Ok(r.passed),
+        Ok(other) => Err(unexpected(&other)),
+        Err(_) => Ok(false),
+    }
 }
