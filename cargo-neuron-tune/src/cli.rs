@@ -96,6 +96,11 @@ pub enum Command {
         /// Re-simulate even variants whose results are in the store.
         #[arg(long)]
         force: bool,
+        /// Benchmark this model (name or glob; repeatable) end to end instead of kernels:
+        /// throughput with the tuned parameters and with the defaults, and where the time
+        /// goes, per kernel call. `--shape` then names the model's shapes.
+        #[arg(long = "model", value_name = "NAME")]
+        models: Vec<String>,
     },
     /// Profile one variant: where the time goes, the bottleneck and what to do about it.
     Profile {
@@ -125,6 +130,11 @@ pub enum Command {
         select: Selection,
         #[command(flatten)]
         search: SearchOpts,
+        /// Tune every distinct kernel call of this model (name or glob; repeatable) at the
+        /// shapes it calls them with, instead of the kernels' named shapes. `--shape` then
+        /// names the model's shapes; `--kernel` narrows which calls.
+        #[arg(long = "model", value_name = "NAME")]
+        models: Vec<String>,
     },
     /// Run a search strategy on a recorded landscape (Kernel Tuner cache JSON, gzipped or
     /// not; T4 results JSON) instead of the simulator.

@@ -7,7 +7,8 @@
 //! * [`select`] — which variants (`--kernel`, `--shape`, `--params`, lazy `--all-variants`).
 //! * [`eval`] — trace → store → simulate, streaming; [`store`] — the variant store.
 //! * [`output`] — typed events, JSON and human reporting.
-//! * [`tuned`] — the tuned database (`neuron-tune.tuned.toml`).
+//! * [`tuned`] — the tuned database (`neuron-tune.tuned.toml`); [`models`] — models end to
+//!   end (their calls benched as variants through the store, tuned or default, stale entries).
 //! * [`commands`] — one module per subcommand (`tune` drives `neuron-tune-search`).
 //!
 //! It never decides correctness itself and never links user kernels: it asks the harness
@@ -18,6 +19,7 @@ pub mod cli;
 pub mod commands;
 pub mod eval;
 pub mod exit;
+pub mod models;
 pub mod output;
 pub mod select;
 pub mod store;

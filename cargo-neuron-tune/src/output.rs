@@ -21,6 +21,8 @@ pub enum Event {
         package: String,
         kernels: Vec<KernelInfo>,
         models: Vec<ModelInfo>,
+        /// The crate's tuned parameters, each with whether it is stale.
+        tuned: Vec<TunedStatus>,
     },
     WorkerStarted {
         package: String,
@@ -124,11 +126,34 @@ pub enum Event {
         best_so_far: Vec<Option<f64>>,
         journal: Option<std::path::PathBuf>,
     },
+    /// A model end to end (`bench --model`): throughput with the tuned parameters and with
+    /// the defaults, each with its per-call breakdown.
+    Model {
+        model: String,
+        shape: String,
+        chip: String,
+        tokens_per_s: f64,
+        default_tokens_per_s: f64,
+        total_us: f64,
+        default_total_us: f64,
+        tuned: Box<crate::models::ModelRun>,
+        default: Box<crate::models::ModelRun>,
+        /// Tuned entries whose kernel changed since they were tuned.
+        stale: Vec<String>,
+    },
     Summary(Summary),
     Error {
         code: u8,
         message: String,
     },
+}
+
+/// A tuned record and whether its kernel changed since (`None`: not checked).
+#[derive(Clone, Debug, Serialize)]
+pub struct TunedStatus {
+    #[serde(flatten)]
+    pub record: crate::tuned::TunedRecord,
+    pub stale: Option<bool>,
 }
 
 /// The last event of a command: what it did, in counts.
@@ -233,5 +258,82 @@ pub fn show_output(out: &Reporter, kernel: &str, shape: &str, params: &Params, t
     out.status(format!("  output of {kernel} {params} at {shape}:"));
     for line in text.lines() {
         out.status(format!("    | {line}"));
+    }
+}
+
+/// A table whose columns are as wide as their widest cell (counted in characters, so
+/// `µ` is one), numbers right-aligned.
+pub struct Table {
+    headers: Vec<String>,
+    /// Per column: right-aligned.
+    right: Vec<bool>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// Columns named `headers`; a header starting with `>` is right-aligned (the `>` is
+    /// dropped).
+    pub fn new(headers: &[&str]) -> Table {
+        Table {
+            headers: headers.iter().map(|h| h.trim_start_matches('>').to_string()).collect(),
+            right: headers.iter().map(|h| h.starts_with('>')).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    /// The lines, each indented by `indent`, the last column unpadded.
+    pub fn lines(&self, indent: &str) -> Vec<String> {
+        let n = self.headers.len();
+        let width = |i: usize| {
+            std::iter::once(&self.headers[i])
+                .chain(self.rows.iter().filter_map(|r| r.get(i)))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        };
+        let widths: Vec<usize> = (0..n).map(width).collect();
+        std::iter::once(&self.headers)
+            .chain(&self.rows)
+            .map(|cells| {
+                let mut line = indent.to_string();
+                for (i, c) in cells.iter().enumerate() {
+                    let pad = widths.get(i).copied().unwrap_or(0).saturating_sub(c.chars().count());
+                    let last = i + 1 == cells.len();
+                    if i > 0 {
+                        line.push_str("  ");
+                    }
+                    if self.right.get(i).copied().unwrap_or(false) {
+                        line.extend(std::iter::repeat_n(' ', pad));
+                        line.push_str(c);
+                    } else {
+                        line.push_str(c);
+                        if !last {
+                            line.extend(std::iter::repeat_n(' ', pad));
+                        }
+                    }
+                }
+                line
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Table;
+
+    #[test]
+    fn table_columns_fit_their_widest_cell() {
+        let mut t = Table::new(&["kernel", ">time µs", "note"]);
+        t.row(vec!["attention_naive".into(), "1.5".into(), "x".into()]);
+        t.row(vec!["add".into(), "1234.5".into(), "".into()]);
+        let lines = t.lines("  ");
+        assert_eq!(lines[0], "  kernel           time µs  note");
+        assert_eq!(lines[1], "  attention_naive      1.5  x");
+        assert_eq!(lines[2], "  add               1234.5  ");
     }
 }

@@ -55,16 +55,29 @@ impl TunedDb {
         Ok(TunedDb { path, records })
     }
 
+    /// The file (which may not exist yet).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     pub fn records(&self) -> &[TunedRecord] {
         &self.records
     }
 
-    /// Replace the record of the same kernel, chip and shape, or add it.
+    /// Replace the record of the same kernel, chip and problem, or add it. The problem is
+    /// the dimensions (a model's call and a named shape may be the same one); a named
+    /// shape (no `@`) is also replaced when its dimensions changed. Labels of model calls
+    /// (`model@shape`) are shared by the model's calls of one kernel, so they never key.
     pub fn record(&mut self, r: TunedRecord) {
-        self.records.retain(|x| (&x.kernel, &x.chip, &x.shape) != (&r.kernel, &r.chip, &r.shape));
+        let same_name = |x: &TunedRecord| x.shape == r.shape && !r.shape.contains('@');
+        self.records.retain(|x| {
+            !(x.kernel == r.kernel && x.chip == r.chip && (x.dims == r.dims || same_name(x)))
+        });
         self.records.push(r);
-        self.records
-            .sort_by(|a, b| (&a.kernel, &a.chip, &a.shape).cmp(&(&b.kernel, &b.chip, &b.shape)));
+        self.records.sort_by(|a, b| {
+            (&a.kernel, &a.chip, &a.shape, &a.dims.0)
+                .cmp(&(&b.kernel, &b.chip, &b.shape, &b.dims.0))
+        });
     }
 
     /// Write it (atomically); returns its path.
@@ -115,5 +128,26 @@ mod tests {
         assert_eq!(again.records(), db.records());
         again.save().unwrap();
         assert_eq!(std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap(), first);
+    }
+
+    #[test]
+    fn model_calls_share_a_label_but_key_by_their_dimensions() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = TunedDb::load(dir.path()).unwrap();
+        let at = |n: u64, label: &str, t: f64| TunedRecord {
+            dims: Shape::new(&[("n", n)]),
+            ..rec("gemm", label, t)
+        };
+        db.record(at(128, "qwen3@tiny", 1.0));
+        db.record(at(256, "qwen3@tiny", 2.0));
+        assert_eq!(db.records().len(), 2, "two calls of one model are two problems");
+        // The same problem under its kernel's own shape name replaces the model's record.
+        db.record(at(256, "small", 1.5));
+        assert_eq!(db.records().len(), 2);
+        assert!(db.records().iter().any(|r| r.shape == "small" && r.time_us == 1.5));
+        // A named shape whose dimensions changed replaces its old record.
+        db.record(at(512, "small", 3.0));
+        let small: Vec<_> = db.records().iter().filter(|r| r.shape == "small").collect();
+        assert_eq!((small.len(), small[0].time_us), (1, 3.0));
     }
 }

@@ -7,6 +7,7 @@
 
 use crate::cargo::{BuildError, CargoFlags, KernelCrate};
 use crate::exit::{fail, Exit, Failure};
+use crate::models::TunedSet;
 use crate::output::{Event, Reporter};
 use crate::worker::{Pool, PoolEvents};
 use neuron_tune_protocol::{ListDoc, RequestBody, ResponseBody};
@@ -34,6 +35,8 @@ pub struct Crate {
 pub struct Workspace {
     pub crates: Vec<Crate>,
     pub target_dir: PathBuf,
+    /// The tuned databases of every local package (models use them).
+    pub tuned: TunedSet,
 }
 
 struct StartEvents {
@@ -90,7 +93,8 @@ impl Workspace {
             }
             built.push(Crate { krate: k, exe, list, pool });
         }
-        Ok(Workspace { crates: built, target_dir: cargo.target_dir(&meta) })
+        let tuned = TunedSet::load(&meta)?;
+        Ok(Workspace { crates: built, target_dir: cargo.target_dir(&meta), tuned })
     }
 
     /// Every kernel name, for messages.

@@ -12,7 +12,8 @@ use crate::kernel::{run_variant, Kernel, Role, RunError, TensorSpec};
 use crate::params::{Params, Shape};
 use neuron_sim::{Chip, Dtype, ExecMode, Nc};
 pub use neuron_tune_protocol::{
-    Distribution, KernelTime, Metrics, ModelCheck, ModelTiming, Tolerance, Tuned, TunedEntry,
+    Distribution, KernelTime, Metrics, ModelCheck, ModelPlan, ModelTiming, PlannedCall, Tolerance,
+    Tuned, TunedEntry,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -153,7 +154,61 @@ fn in_call(e: RunError, kernel: &dyn Kernel, shape: &Shape, params: &Params) -> 
     e.context(&format!("{} at {shape} with {params}", kernel.name()))
 }
 
-/// Simulated end-to-end time and throughput of `model` at `shape`.
+/// The distinct calls `model` makes at `shape` and the parameters each uses, in order of
+/// first call; nothing is simulated. Two calls are the same when kernel, shape and
+/// parameters are.
+pub fn plan(
+    model: &dyn Model,
+    shape: &Shape,
+    chip: &Chip,
+    tuned: &Tuned,
+    defaults: &BTreeMap<String, Params>,
+) -> Result<ModelPlan, RunError> {
+    let b = built(model, shape)?;
+    let mut calls: Vec<PlannedCall> = Vec::new();
+    for call in &b.calls {
+        let (params, is_tuned) = params_for(&*call.kernel, &call.shape, tuned, defaults);
+        match calls
+            .iter_mut()
+            .find(|c| c.kernel == call.kernel.name() && c.shape == call.shape && c.params == params)
+        {
+            Some(c) => c.calls += 1,
+            None => calls.push(PlannedCall {
+                kernel: call.kernel.name().to_string(),
+                shape: call.shape.clone(),
+                params,
+                tuned: is_tuned,
+                calls: 1,
+            }),
+        }
+    }
+    Ok(ModelPlan {
+        model: model.name().to_string(),
+        shape: shape.clone(),
+        chip: chip.name.clone(),
+        tokens: model.tokens(shape),
+        launch_overhead_us: chip.launch_overhead_ns / 1e3,
+        calls,
+    })
+}
+
+/// The kernels `model` calls at any of its shapes (first of each name), so a harness can
+/// serve them even when its crate does not list them.
+pub fn kernels_of(model: &dyn Model) -> Vec<Arc<dyn Kernel>> {
+    let mut out: Vec<Arc<dyn Kernel>> = Vec::new();
+    for (_, shape) in model.shapes() {
+        let Ok(b) = built(model, &shape) else { continue };
+        for c in b.calls {
+            if !out.iter().any(|k| k.name() == c.kernel.name()) {
+                out.push(c.kernel);
+            }
+        }
+    }
+    out
+}
+
+/// Simulated end-to-end time and throughput of `model` at `shape`: each distinct call of
+/// its [`plan`] simulated once.
 pub fn evaluate_timing(
     model: &dyn Model,
     shape: &Shape,
@@ -162,42 +217,39 @@ pub fn evaluate_timing(
     defaults: &BTreeMap<String, Params>,
 ) -> Result<ModelTiming, RunError> {
     let b = built(model, shape)?;
-    let launch_us = chip.launch_overhead_ns / 1e3;
+    let plan = plan(model, shape, chip, tuned, defaults)?;
+    let launch_us = plan.launch_overhead_us;
     let mut kernels: Vec<KernelTime> = Vec::new();
-    for call in &b.calls {
-        let (params, is_tuned) = params_for(&*call.kernel, &call.shape, tuned, defaults);
-        if let Some(k) = kernels
-            .iter_mut()
-            .find(|k| k.kernel == call.kernel.name() && k.shape == call.shape && k.params == params)
-        {
-            k.calls += 1;
-            k.total_us += k.time_us + launch_us;
-            continue;
-        }
-        let run = run_variant(&*call.kernel, &params, &call.shape, chip, ExecMode::TIMING, None)
-            .map_err(|e| in_call(e, &*call.kernel, &call.shape, &params))?;
+    for c in plan.calls {
+        let kernel = &b
+            .calls
+            .iter()
+            .find(|k| k.kernel.name() == c.kernel)
+            .expect("a planned call is one of the model's")
+            .kernel;
+        let run = run_variant(&**kernel, &c.params, &c.shape, chip, ExecMode::TIMING, None)
+            .map_err(|e| in_call(e, &**kernel, &c.shape, &c.params))?;
         let t = run.profile.kernel_time_us;
         kernels.push(KernelTime {
-            kernel: call.kernel.name().to_string(),
-            shape: call.shape.clone(),
-            params,
-            tuned: is_tuned,
-            calls: 1,
+            kernel: c.kernel,
+            shape: c.shape,
+            params: c.params,
+            tuned: c.tuned,
+            calls: c.calls,
             time_us: t,
-            total_us: t + launch_us,
+            total_us: c.calls as f64 * (t + launch_us),
             program_hash: run.profile.program_hash.clone(),
         });
     }
     let total: f64 = kernels.iter().map(|k| k.total_us).sum();
-    let tokens = model.tokens(shape);
     Ok(ModelTiming {
-        model: model.name().to_string(),
+        model: plan.model,
         shape: shape.clone(),
-        chip: chip.name.clone(),
+        chip: plan.chip,
         total_us: total,
         launch_overhead_us: launch_us,
-        tokens,
-        tokens_per_s: if total > 0.0 { tokens / (total * 1e-6) } else { 0.0 },
+        tokens: plan.tokens,
+        tokens_per_s: if total > 0.0 { plan.tokens / (total * 1e-6) } else { 0.0 },
         kernels,
     })
 }

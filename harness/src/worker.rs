@@ -29,7 +29,7 @@ pub struct Registry {
 type Refusal = ErrorInfo;
 
 /// A variant request resolved: kernel, parameters, shape, chip.
-type Resolved<'a> = (&'a Arc<dyn Kernel>, Params, Shape, Chip);
+type Resolved = (Arc<dyn Kernel>, Params, Shape, Chip);
 
 fn refuse(kind: ErrorKind, message: impl Into<String>) -> Refusal {
     ErrorInfo { kind, message: message.into() }
@@ -54,8 +54,18 @@ pub fn profile_summary(p: &Profile) -> ProfileSummary {
 }
 
 impl Registry {
-    pub fn kernel(&self, name: &str) -> Result<&Arc<dyn Kernel>, Refusal> {
-        self.kernels.iter().find(|k| k.name() == name).ok_or_else(|| {
+    /// The kernel of that name: one the crate lists, else one its models call (a models
+    /// crate serves the variants of its models' calls without listing, tuning or checking
+    /// kernels that belong to another crate).
+    pub fn kernel(&self, name: &str) -> Result<Arc<dyn Kernel>, Refusal> {
+        if let Some(k) = self.kernels.iter().find(|k| k.name() == name) {
+            return Ok(k.clone());
+        }
+        let from_models = catch_panic(|| {
+            self.models.iter().flat_map(|m| crate::model::kernels_of(&**m)).collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+        from_models.into_iter().find(|k| k.name() == name).ok_or_else(|| {
             let names: Vec<&str> = self.kernels.iter().map(|k| k.name()).collect();
             refuse(
                 ErrorKind::UnknownKernel,
@@ -135,7 +145,7 @@ impl Registry {
             RequestBody::List => self.list(cfg).map(ResponseBody::List),
             RequestBody::Validate { kernel, shape, configs } => {
                 let k = self.kernel(&kernel)?;
-                let shape = resolve_shape(cfg, &**k, &shape).map_err(bad)?;
+                let shape = resolve_shape(cfg, &*k, &shape).map_err(bad)?;
                 let specs = k.params();
                 let verdicts = configs
                     .iter()
@@ -151,7 +161,7 @@ impl Registry {
             RequestBody::Trace(v) => {
                 let (k, params, shape, chip) = self.variant(cfg, &v)?;
                 let mode = ExecMode { functional: false, timing: false, trace: false };
-                let run = run_variant(&**k, &params, &shape, &chip, mode, None).map_err(run_err)?;
+                let run = run_variant(&*k, &params, &shape, &chip, mode, None).map_err(run_err)?;
                 let p = run.profile;
                 Ok(ResponseBody::Trace(TraceResult {
                     program_hash: p.program_hash,
@@ -166,33 +176,16 @@ impl Registry {
             RequestBody::Check { kernel, params, cases, seed, chip, regressions } => {
                 let k = self.kernel(&kernel)?;
                 let chip = resolve_chip(&chip).map_err(bad)?;
-                let report = check(&**k, &params, &CheckConfig { cases, seed, chip, regressions })
+                let report = check(&*k, &params, &CheckConfig { cases, seed, chip, regressions })
                     .map_err(run_err)?;
                 Ok(ResponseBody::Check(report))
             }
             RequestBody::Bench(v) => self.bench(cfg, &v, false, false),
             RequestBody::Profile { variant, trace } => self.bench(cfg, &variant, true, trace),
             RequestBody::Model { model, shape, chip, tuned, functional, seed } => {
-                let m = self.model(&model)?;
+                let (m, shape) = self.model_shape(&model, shape)?;
                 let chip = resolve_chip(&chip).map_err(bad)?;
-                let shape = match shape {
-                    ShapeRef::Dims(s) => s,
-                    ShapeRef::Named(n) => {
-                        let shapes =
-                            catch_panic(|| m.shapes()).map_err(|e| refuse(ErrorKind::Panic, e))?;
-                        let names: Vec<String> = shapes.iter().map(|(n, _)| n.clone()).collect();
-                        shapes.into_iter().find(|(sn, _)| *sn == n).map(|(_, s)| s).ok_or_else(
-                            || {
-                                bad(format!(
-                                    "model `{model}` has no shape `{n}` (it has: {})",
-                                    names.join(", ")
-                                ))
-                            },
-                        )?
-                    }
-                };
-                let defaults: BTreeMap<String, Params> =
-                    cfg.kernels.iter().map(|(k, c)| (k.clone(), c.defaults.clone())).collect();
+                let defaults = kernel_defaults(cfg);
                 let timing =
                     evaluate_timing(&**m, &shape, &chip, &tuned, &defaults).map_err(run_err)?;
                 let check = if functional {
@@ -205,15 +198,48 @@ impl Registry {
                 };
                 Ok(ResponseBody::Model(ModelResult { timing, check }))
             }
+            RequestBody::ModelPlan { model, shape, chip, tuned } => {
+                let (m, shape) = self.model_shape(&model, shape)?;
+                let chip = resolve_chip(&chip).map_err(bad)?;
+                let plan = crate::model::plan(&**m, &shape, &chip, &tuned, &kernel_defaults(cfg))
+                    .map_err(run_err)?;
+                Ok(ResponseBody::ModelPlan(plan))
+            }
             other => Err(bad(format!("this harness does not serve {other:?}"))),
         }
     }
 
-    fn variant(&self, cfg: &CrateConfig, v: &VariantRef) -> Result<Resolved<'_>, Refusal> {
+    /// A model and its shape (a named one is looked up among the model's shapes).
+    fn model_shape(
+        &self,
+        model: &str,
+        shape: ShapeRef,
+    ) -> Result<(&Arc<dyn Model>, Shape), Refusal> {
+        let m = self.model(model)?;
+        let shape = match shape {
+            ShapeRef::Dims(s) => s,
+            ShapeRef::Named(n) => {
+                let shapes = catch_panic(|| m.shapes()).map_err(|e| refuse(ErrorKind::Panic, e))?;
+                let names: Vec<String> = shapes.iter().map(|(n, _)| n.clone()).collect();
+                shapes.into_iter().find(|(sn, _)| *sn == n).map(|(_, s)| s).ok_or_else(|| {
+                    refuse(
+                        ErrorKind::BadRequest,
+                        format!(
+                            "model `{model}` has no shape `{n}` (it has: {})",
+                            names.join(", ")
+                        ),
+                    )
+                })?
+            }
+        };
+        Ok((m, shape))
+    }
+
+    fn variant(&self, cfg: &CrateConfig, v: &VariantRef) -> Result<Resolved, Refusal> {
         let k = self.kernel(&v.kernel)?;
         let chip = resolve_chip(&v.chip).map_err(|e| refuse(ErrorKind::BadRequest, e))?;
         let shape =
-            resolve_shape(cfg, &**k, &v.shape).map_err(|e| refuse(ErrorKind::BadRequest, e))?;
+            resolve_shape(cfg, &*k, &v.shape).map_err(|e| refuse(ErrorKind::BadRequest, e))?;
         Ok((k, v.params.clone(), shape, chip))
     }
 
@@ -226,7 +252,7 @@ impl Registry {
     ) -> Result<ResponseBody, Refusal> {
         let (k, params, shape, chip) = self.variant(cfg, v)?;
         let mode = if trace { ExecMode::TRACE } else { ExecMode::TIMING };
-        let run = run_variant(&**k, &params, &shape, &chip, mode, None)
+        let run = run_variant(&*k, &params, &shape, &chip, mode, None)
             .map_err(|e| ErrorInfo::from(&e))?;
         let p = run.profile;
         Ok(ResponseBody::Bench(BenchResult {
@@ -247,18 +273,31 @@ impl Registry {
     }
 }
 
+/// The default parameters of the crate's kernels (from its configuration).
+fn kernel_defaults(cfg: &CrateConfig) -> BTreeMap<String, Params> {
+    cfg.kernels.iter().map(|(k, c)| (k.clone(), c.defaults.clone())).collect()
+}
+
 fn resolve_shape(
     cfg: &CrateConfig,
     kernel: &dyn Kernel,
     shape: &ShapeRef,
 ) -> Result<Shape, String> {
-    let kc = &cfg.kernels[kernel.name()];
     match shape {
         ShapeRef::Dims(s) => Ok(s.clone()),
-        ShapeRef::Named(n) => kc.shape(n).cloned().ok_or_else(|| {
-            let names: Vec<&str> = kc.shapes.iter().map(|(n, _)| n.as_str()).collect();
-            format!("kernel `{}` has no shape `{n}` (it has: {})", kernel.name(), names.join(", "))
-        }),
+        ShapeRef::Named(n) => {
+            let kc = cfg.kernels.get(kernel.name()).ok_or_else(|| {
+                format!("kernel `{}` has no named shapes in this crate", kernel.name())
+            })?;
+            kc.shape(n).cloned().ok_or_else(|| {
+                let names: Vec<&str> = kc.shapes.iter().map(|(n, _)| n.as_str()).collect();
+                format!(
+                    "kernel `{}` has no shape `{n}` (it has: {})",
+                    kernel.name(),
+                    names.join(", ")
+                )
+            })
+        }
     }
 }
 

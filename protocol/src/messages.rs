@@ -5,7 +5,9 @@
 //! request ([`ResponseBody`]); errors carry an [`ErrorKind`], never a string to match.
 
 use crate::params::{Params, Shape};
-use crate::results::{BenchResult, CheckReport, ListDoc, ModelResult, TraceResult, Tuned};
+use crate::results::{
+    BenchResult, CheckReport, ListDoc, ModelPlan, ModelResult, TraceResult, Tuned,
+};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::PathBuf;
@@ -14,8 +16,10 @@ use std::path::PathBuf;
 ///
 /// History: 1 — JSON lines on the worker's stdout, shared with what kernel code printed;
 /// 2 — requests and responses carry ids, typed results and errors, the captured output of
-/// kernel code travels inside the response.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// kernel code travels inside the response; 3 — `model_plan` (a model's distinct kernel
+/// calls, which the tool simulates and caches as variants), and kernels a crate's models
+/// use are served by its harness even when the crate does not list them.
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// A chip: a built-in name, or the text of a chip TOML (then `name` is for display).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -101,6 +105,15 @@ pub enum RequestBody {
         #[serde(default)]
         seed: u64,
     },
+    /// A model's distinct kernel calls at a shape, with the parameters each would use
+    /// (tuned or default), without simulating anything.
+    ModelPlan {
+        model: String,
+        shape: ShapeRef,
+        chip: ChipSpec,
+        #[serde(default)]
+        tuned: Tuned,
+    },
     /// End the session.
     Shutdown,
 }
@@ -138,6 +151,7 @@ pub enum ResponseBody {
     Check(CheckReport),
     Bench(BenchResult),
     Model(ModelResult),
+    ModelPlan(ModelPlan),
     Shutdown,
     Error(ErrorInfo),
 }

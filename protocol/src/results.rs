@@ -316,6 +316,30 @@ pub struct ModelCheck {
     pub metrics: Metrics,
 }
 
+/// One distinct kernel call of a model: which variant, and how often the model makes it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlannedCall {
+    pub kernel: String,
+    pub shape: Shape,
+    pub params: Params,
+    /// The parameters came from the tuned table (else they are the kernel's defaults).
+    pub tuned: bool,
+    pub calls: u64,
+}
+
+/// Result of `model_plan`: what a model runs at a shape, before any simulation. End-to-end
+/// time = Σ calls × (kernel time + launch overhead); throughput = tokens / time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelPlan {
+    pub model: String,
+    pub shape: Shape,
+    pub chip: String,
+    pub tokens: f64,
+    pub launch_overhead_us: f64,
+    /// In order of first call.
+    pub calls: Vec<PlannedCall>,
+}
+
 /// Result of `model`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelResult {

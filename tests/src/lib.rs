@@ -259,3 +259,75 @@ pub fn empty_kernel_crate(name: &str) -> PathBuf {
     .unwrap();
     dir
 }
+
+/// A git repository (one commit) holding a copy of the fixture workspace — the kernels and
+/// the qwen3 model crates, without their tests — whose dependencies on the simulator and
+/// the harness point into this repository, so building it rebuilds only the fixtures.
+/// Build it with `--target-dir` [`test_target_dir`].
+pub fn fixture_workspace(name: &str) -> PathBuf {
+    let dir = scratch_dir(name);
+    let r = root();
+    let root_manifest = std::fs::read_to_string(r.join("Cargo.toml")).unwrap();
+    let deps = root_manifest
+        .split("[workspace.dependencies]")
+        .nth(1)
+        .and_then(|s| s.split("\n[").next())
+        .unwrap()
+        .replace("path = \"", &format!("path = \"{}/", r.display()));
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        format!(
+            "[workspace]\nresolver = \"2\"\nmembers = [\"kernels\", \"qwen3\"]\n\n\
+             [workspace.package]\nversion = \"0.1.0\"\nedition = \"2021\"\nlicense = \"MIT\"\n\n\
+             [workspace.dependencies]{deps}\n\
+             [profile.dev.package.\"*\"]\nopt-level = 2\n"
+        ),
+    )
+    .unwrap();
+    std::fs::copy(r.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    for krate in ["kernels", "qwen3"] {
+        let from = r.join("fixtures").join(krate);
+        copy_tree(&from.join("src"), &dir.join(krate).join("src"));
+        let manifest = std::fs::read_to_string(from.join("Cargo.toml")).unwrap();
+        // Its dev-dependencies (the test crates) stay behind with its tests.
+        let manifest = match manifest.find("[dev-dependencies]") {
+            Some(i) => {
+                let rest = &manifest[i + 1..];
+                let end = rest.find("\n[").map_or(manifest.len(), |j| i + 1 + j + 1);
+                format!("{}{}", &manifest[..i], &manifest[end..])
+            }
+            None => manifest,
+        };
+        std::fs::write(dir.join(krate).join("Cargo.toml"), manifest).unwrap();
+    }
+    std::fs::write(dir.join(".gitignore"), "/target\n").unwrap();
+    git(&dir, &["init", "-q", "-b", "main"]);
+    git(&dir, &["add", "-A"]);
+    git(&dir, &["commit", "-q", "-m", "fixtures"]);
+    dir
+}
+
+/// Run git in `dir` (with a fixed identity), panicking with its stderr on failure.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=test", "-c", "user.email=test@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}

@@ -6,6 +6,7 @@ use crate::cargo::CargoFlags;
 use crate::cli::Selection;
 use crate::eval::{bench_stream, Measured, Outcome};
 use crate::exit::{Exit, Failure};
+use crate::models;
 use crate::output::{Event, Reporter, Summary};
 use crate::select::{check_patterns, chip_spec, select, Variant};
 use crate::workspace::{Ctx, Workspace};
@@ -174,5 +175,121 @@ fn print_best(out: &Reporter, rows: &[(usize, Variant, Measured)], defaults: &[(
             best.1.params,
             group.len()
         ));
+    }
+}
+
+/// `bench --model`: each selected model at each selected shape, end to end, with the tuned
+/// parameters and with the defaults.
+pub fn run_models(
+    cargo: &CargoFlags,
+    s: &Selection,
+    patterns: &[String],
+    force: bool,
+    ctx: &Ctx,
+) -> Result<Exit, Failure> {
+    if !s.kernels.is_empty() || s.params.is_some() || s.all_variants {
+        return Err(crate::exit::fail(
+            Exit::Config,
+            "--model benchmarks whole models: --kernel, --params and --all-variants do not apply"
+                .to_string(),
+        ));
+    }
+    let mut ws = Workspace::open(cargo, ctx)?;
+    let store = open_store(&ws.target_dir, &ctx.out)?;
+    let chip = chip_spec(&s.chip)?;
+    let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
+    let targets = models::select_models(&lists, patterns, &s.shapes)?;
+    let tuned = ws.tuned.for_chip(&chip.name);
+    let out = &ctx.out;
+    let mut failed = 0;
+    for t in &targets {
+        out.status(format!("   Simulating {} at {} on {}", t.model, t.shape_name, chip.name));
+        let env = models::Bench { store: &store, chip: &chip, records: &ws.tuned, force, out };
+        let pool = &mut ws.crates[t.krate].pool;
+        let with = models::evaluate(pool, &env, t, &tuned)?;
+        let without = models::evaluate(pool, &env, t, &Default::default())?;
+        let (with, without) = match (with, without) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(e), _) | (_, Err(e)) => {
+                failed += 1;
+                out.event(&Event::Error { code: Exit::Check.code(), message: e.clone() });
+                out.note(format!("error: {e}"));
+                continue;
+            }
+        };
+        let stale: Vec<String> = with.calls.iter().filter_map(|c| c.stale.clone()).collect();
+        for s in &stale {
+            out.note(format!("warning: stale tuned entry: {s}"));
+        }
+        print_model(out, &with, &without);
+        out.event(&Event::Model {
+            model: with.model.clone(),
+            shape: with.shape_name.clone(),
+            chip: with.chip.clone(),
+            tokens_per_s: with.tokens_per_s,
+            default_tokens_per_s: without.tokens_per_s,
+            total_us: with.total_us,
+            default_total_us: without.total_us,
+            tuned: Box::new(with),
+            default: Box::new(without),
+            stale,
+        });
+    }
+    Ok(if failed > 0 { Exit::Check } else { Exit::Ok })
+}
+
+/// A model's throughput, tuned beside default, and its calls by share of the tuned time.
+fn print_model(out: &Reporter, tuned: &models::ModelRun, default: &models::ModelRun) {
+    let any_tuned = tuned.calls.iter().any(|c| c.tuned);
+    out.result(format!(
+        "\n  {} at {} {} on {}",
+        tuned.model, tuned.shape_name, tuned.shape, tuned.chip
+    ));
+    if any_tuned {
+        out.result(format!(
+            "    tuned     {:>12.0} tokens/s  {:>10.3} ms  {:.2}x the default",
+            tuned.tokens_per_s,
+            tuned.total_us / 1e3,
+            default.total_us / tuned.total_us
+        ));
+    }
+    out.result(format!(
+        "    default   {:>12.0} tokens/s  {:>10.3} ms{}",
+        default.tokens_per_s,
+        default.total_us / 1e3,
+        if any_tuned {
+            ""
+        } else {
+            "  (no tuned parameters apply: `cargo neuron-tune tune` writes them)"
+        }
+    ));
+    let mut table = crate::output::Table::new(&[
+        "kernel",
+        "shape",
+        ">calls",
+        ">default µs",
+        ">tuned µs",
+        ">total ms",
+        ">share",
+        "",
+    ]);
+    let mut rows: Vec<&models::CallTime> = tuned.calls.iter().collect();
+    rows.sort_by(|a, b| b.total_us.total_cmp(&a.total_us));
+    for c in rows {
+        let d = default.calls.iter().find(|d| d.kernel == c.kernel && d.shape == c.shape);
+        let shape = c.shape.to_string();
+        table.row(vec![
+            c.kernel.clone(),
+            shape.trim_start_matches('{').trim_end_matches('}').to_string(),
+            c.calls.to_string(),
+            d.map_or("-".into(), |d| format!("{:.1}", d.time_us)),
+            if c.tuned { format!("{:.1}", c.time_us) } else { "-".into() },
+            format!("{:.3}", c.total_us / 1e3),
+            format!("{:.1}%", 100.0 * c.total_us / tuned.total_us),
+            if c.stale.is_some() { "stale".into() } else { String::new() },
+        ]);
+    }
+    for line in table.lines("    ") {
+        out.result(line.trim_end());
     }
 }

@@ -1,18 +1,65 @@
 //! `list`: kernels (parameters, spaces, shapes, valid variants) and models.
 
 use crate::cargo::CargoFlags;
+use crate::eval::trace_stream;
 use crate::exit::{Exit, Failure};
 use crate::output::Event;
+use crate::output::{Reporter, TunedStatus};
+use crate::select::Variant;
 use crate::workspace::{Ctx, Workspace};
+use neuron_tune_protocol::ChipSpec;
+
+/// The tuned records of the crate's kernels, each traced again to see whether its program
+/// is still the one that was tuned.
+fn tuned_status(
+    ws: &mut Workspace,
+    ci: usize,
+    out: &Reporter,
+) -> Result<Vec<TunedStatus>, Failure> {
+    let c = &ws.crates[ci];
+    let mut status: Vec<TunedStatus> = ws
+        .tuned
+        .records()
+        .filter(|(_, r)| c.list.kernels.iter().any(|k| k.name == r.kernel))
+        .map(|(_, r)| TunedStatus { record: r.clone(), stale: None })
+        .collect();
+    let pool = &mut ws.crates[ci].pool;
+    for chip in neuron_sim::Chip::BUILTIN {
+        let idx: Vec<usize> =
+            (0..status.len()).filter(|&i| status[i].record.chip == *chip).collect();
+        let variants: Vec<Variant> = idx
+            .iter()
+            .map(|&i| {
+                let r = &status[i].record;
+                Variant {
+                    kernel: r.kernel.clone(),
+                    shape_name: r.shape.clone(),
+                    shape: r.dims.clone(),
+                    params: r.params.clone(),
+                }
+            })
+            .collect();
+        let spec = ChipSpec::builtin(chip);
+        trace_stream(pool, variants.into_iter(), &spec, out, &mut |j, _, t| {
+            let s = &mut status[idx[j]];
+            s.stale = Some(t.map_or(true, |t| t.program_hash != s.record.program_hash));
+        })?;
+    }
+    Ok(status)
+}
 
 pub fn run(cargo: &CargoFlags, ctx: &Ctx) -> Result<Exit, Failure> {
-    let ws = Workspace::open(cargo, ctx)?;
-    let out = &ctx.out;
-    for c in &ws.crates {
+    let mut ws = Workspace::open(cargo, ctx)?;
+    let out = ctx.out.clone();
+    let out = &out;
+    for ci in 0..ws.crates.len() {
+        let tuned = tuned_status(&mut ws, ci, out)?;
+        let c = &ws.crates[ci];
         out.event(&Event::List {
             package: c.krate.package.clone(),
             kernels: c.list.kernels.clone(),
             models: c.list.models.clone(),
+            tuned: tuned.clone(),
         });
         out.result(format!(
             "{} ({} kernels, {} models)",
@@ -45,6 +92,23 @@ pub fn run(cargo: &CargoFlags, ctx: &Ctx) -> Result<Exit, Failure> {
                 })
                 .collect();
             out.result(format!("  {:<18} shapes: {}", "", shapes.join("; ")));
+            for t in tuned.iter().filter(|t| t.record.kernel == k.name) {
+                let r = &t.record;
+                out.result(format!(
+                    "  {:<18} tuned: {} {} {} {:.1} µs  {}{}",
+                    "",
+                    r.chip,
+                    r.shape,
+                    if r.shape.contains('@') { r.dims.to_string() } else { String::new() },
+                    r.time_us,
+                    r.params,
+                    match t.stale {
+                        Some(true) => "  (stale: the kernel changed since; tune it again)",
+                        None => "  (not checked: chip is not built in)",
+                        Some(false) => "",
+                    }
+                ));
+            }
         }
         for m in &c.list.models {
             out.result(format!("  model {:<12} {}", m.name, m.doc));

@@ -42,7 +42,10 @@ fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
         Command::Check { cargo, select, cases, seed } => {
             check::run(cargo, select, *cases, *seed, ctx)
         }
-        Command::Bench { cargo, select, force } => bench::run(cargo, select, *force, ctx),
+        Command::Bench { cargo, select, force, models } if !models.is_empty() => {
+            bench::run_models(cargo, select, models, *force, ctx)
+        }
+        Command::Bench { cargo, select, force, .. } => bench::run(cargo, select, *force, ctx),
         Command::Profile { cargo, kernel, params, shape, chip, trace } => profile::run(
             cargo,
             &profile::Args {
@@ -54,7 +57,9 @@ fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
             },
             ctx,
         ),
-        Command::Tune { cargo, select, search } => tune::run(cargo, select, search, ctx),
+        Command::Tune { cargo, select, search, models } => {
+            tune::run(cargo, select, models, search, ctx)
+        }
         Command::Replay { cache, search } => replay::run_replay(cache, search, &ctx.out),
         Command::New { name, template, manifest_path } => {
             new::new_kernel(name, *template, manifest_path.as_deref(), &ctx.out)

@@ -1,0 +1,122 @@
+//! Models end to end on a scratch copy of the fixture workspace: `bench --model` with and
+//! without a tuned database, `tune --model`, and stale tuned entries.
+
+use neuron_tune_tests::{cli, events, fixture_workspace};
+use serde_json::Value;
+use std::path::Path;
+
+fn run(ws: &Path, args: &[&str]) -> String {
+    let manifest = ws.join("Cargo.toml");
+    let mut a = args.to_vec();
+    a.extend(["--manifest-path", manifest.to_str().unwrap(), "--message-format", "json"]);
+    let (code, out, err) = cli(&a);
+    assert_eq!(code, 0, "{a:?}\n{err}");
+    out
+}
+
+fn model_event(ws: &Path) -> Value {
+    let out = run(ws, &["bench", "--model", "qwen3", "--shape", "tiny"]);
+    let mut e = events(&out, "model");
+    assert_eq!(e.len(), 1, "{out}");
+    e.pop().unwrap()
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// The end-to-end figures follow from the calls: Σ calls × (time + launch overhead), and
+/// tokens / that time.
+fn assert_consistent(run: &Value) {
+    let overhead = f(&run["launch_overhead_us"]);
+    let total: f64 = run["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| f(&c["calls"]) * (f(&c["time_us"]) + overhead))
+        .sum();
+    assert!((total - f(&run["total_us"])).abs() < 1e-6 * total, "{run}");
+    let tps = f(&run["tokens"]) / (total * 1e-6);
+    assert!((tps - f(&run["tokens_per_s"])).abs() < 1e-6 * tps, "{run}");
+}
+
+fn rope_calls(run: &Value) -> Vec<&Value> {
+    run["calls"].as_array().unwrap().iter().filter(|c| c["kernel"] == "rope").collect()
+}
+
+#[test]
+fn a_tuned_database_changes_model_throughput_and_a_changed_kernel_makes_it_stale() {
+    let ws = fixture_workspace("models-tuned");
+
+    // No tuned database: tuned and default are the same model.
+    let before = model_event(&ws);
+    assert_eq!(before["tokens_per_s"], before["default_tokens_per_s"]);
+    assert!(before["tuned"]["calls"].as_array().unwrap().iter().all(|c| c["tuned"] == false));
+    assert_consistent(&before["tuned"]);
+
+    // Tune the model's RoPE calls; the whole space (6 variants) fits the budget, so the
+    // winners are the fastest RoPE variants at the model's two RoPE shapes.
+    let out = run(
+        &ws,
+        &[
+            "tune", "--model", "qwen3", "--shape", "tiny", "--kernel", "rope", "--budget", "6",
+            "--seed", "1",
+        ],
+    );
+    let tuned = events(&out, "tune");
+    assert_eq!(tuned.len(), 2, "the model calls RoPE at two shapes: {out}");
+    let db = ws.join("kernels/neuron-tune.tuned.toml");
+    let text = std::fs::read_to_string(&db).unwrap();
+    assert_eq!(text.matches("kernel = \"rope\"").count(), 2, "{text}");
+    assert!(text.contains("shape = \"qwen3@tiny\""), "{text}");
+
+    // The model now runs the tuned RoPE calls, and is faster by exactly their gain.
+    let after = model_event(&ws);
+    assert_consistent(&after["tuned"]);
+    assert_consistent(&after["default"]);
+    assert_eq!(after["default_tokens_per_s"], before["default_tokens_per_s"]);
+    let (with, without) = (rope_calls(&after["tuned"]), rope_calls(&after["default"]));
+    assert_eq!(with.len(), 2);
+    let mut saved = 0.0;
+    for (w, d) in with.iter().zip(&without) {
+        assert_eq!(w["tuned"], true);
+        assert!(f(&w["time_us"]) < f(&d["time_us"]), "the tuned call is faster: {w} vs {d}");
+        saved += f(&w["calls"]) * (f(&d["time_us"]) - f(&w["time_us"]));
+        let event = tuned.iter().find(|t| t["best_params"] == w["params"]).unwrap();
+        assert!(event["shape"] == "qwen3@tiny", "{event}");
+    }
+    let (t_with, t_without) = (f(&after["total_us"]), f(&after["default_total_us"]));
+    assert!((t_without - t_with - saved).abs() < 1e-6 * t_without, "{t_with} {t_without} {saved}");
+    assert!(f(&after["tokens_per_s"]) > f(&after["default_tokens_per_s"]));
+    assert_eq!(after["stale"].as_array().unwrap().len(), 0);
+
+    // Change the RoPE program (the same values: the operands of a commutative add swapped).
+    let src = ws.join("kernels/src/rope.rs");
+    let code = std::fs::read_to_string(&src).unwrap();
+    let changed =
+        code.replace("tensor_tensor(y2, e, f, Alu::Add)", "tensor_tensor(y2, f, e, Alu::Add)");
+    assert_ne!(code, changed, "the fixture's RoPE add is where this test expects it");
+    std::fs::write(&src, changed).unwrap();
+
+    let stale = model_event(&ws);
+    let notes: Vec<&str> =
+        stale["stale"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
+    assert_eq!(notes.len(), 2, "both tuned RoPE calls are stale: {notes:?}");
+    assert!(notes.iter().all(|n| n.contains("rope") && n.contains("neuron-tune.tuned.toml")));
+    assert!(rope_calls(&stale["tuned"]).iter().all(|c| c["stale"].is_string()));
+
+    // `list` says so too.
+    let out = run(&ws, &["list", "-p", "neuron-fixtures-kernels"]);
+    let list = events(&out, "list").pop().unwrap();
+    let rope: Vec<&Value> =
+        list["tuned"].as_array().unwrap().iter().filter(|t| t["kernel"] == "rope").collect();
+    assert_eq!(rope.len(), 2);
+    assert!(rope.iter().all(|t| t["stale"] == true), "{rope:?}");
+}
+
+#[test]
+fn an_unknown_model_is_a_usage_error_naming_the_models() {
+    let (code, _, err) = cli(&["bench", "--model", "llama", "-p", "neuron-fixtures-qwen3"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--model llama: no such model") && err.contains("qwen3_naive"), "{err}");
+}
