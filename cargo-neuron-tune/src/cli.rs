@@ -25,11 +25,13 @@ pub struct GlobalOpts {
     #[arg(long, value_enum, default_value_t = MessageFormat::Human, global = true)]
     pub message_format: MessageFormat,
     /// Parallel harness workers (default: the number of CPUs).
-    #[arg(short = 'j', long, global = true, value_name = "N")]
+    #[arg(short = 'j', long, global = true, value_name = "N",
+          value_parser = positive)]
     pub jobs: Option<usize>,
     /// Seconds a worker may spend on one request before it is killed and the variant is
     /// reported as failed.
-    #[arg(long, global = true, value_name = "SECS", default_value_t = 120)]
+    #[arg(long, global = true, value_name = "SECS", default_value_t = 120,
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
 }
 
@@ -81,7 +83,7 @@ pub enum Command {
         #[command(flatten)]
         select: Selection,
         /// Random cases per variant.
-        #[arg(long, default_value_t = 32)]
+        #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
         cases: u32,
         /// Seed for the random cases (printed on every run; replay with it).
         #[arg(long)]
@@ -169,7 +171,8 @@ pub struct SearchOpts {
     #[arg(long, value_name = "CMD", help_heading = "Search")]
     pub proposer: Option<String>,
     /// Evaluations per kernel and shape.
-    #[arg(long, default_value_t = 100, help_heading = "Search")]
+    #[arg(long, default_value_t = 100, help_heading = "Search",
+          value_parser = positive)]
     pub budget: usize,
     /// Stop starting evaluations after this many seconds (per kernel and shape).
     #[arg(long, value_name = "SECS", help_heading = "Search")]
@@ -204,6 +207,15 @@ pub enum Template {
     Elementwise,
     Reduction,
     Attention,
+}
+
+/// A count that must be at least 1.
+fn positive(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 impl Cli {

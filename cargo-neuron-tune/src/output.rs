@@ -51,6 +51,9 @@ pub enum Event {
         cosine: f64,
         seed: u64,
         failure: Option<CheckFailure>,
+        /// The tolerance the verdict used, and the absolute tolerance it came to.
+        tolerance: Option<neuron_tune_protocol::Tolerance>,
+        effective_atol: f64,
     },
     Bench {
         kernel: String,

@@ -103,19 +103,75 @@ impl KernelSelection {
     }
 }
 
-/// Every `--kernel` pattern must match a kernel of some selected crate.
-pub fn check_patterns(lists: &[&ListDoc], s: &Selection) -> Result<(), Failure> {
+/// Every `--kernel` pattern must match a kernel of some selected crate, and every `--shape`
+/// a shape of some selected kernel (else a usage error naming what exists). A selected
+/// kernel without a requested shape is skipped with a note, as is a crate with kernels none
+/// of which matches.
+pub fn check_patterns(
+    lists: &[&ListDoc],
+    s: &Selection,
+    out: &crate::output::Reporter,
+) -> Result<(), Failure> {
+    let all = || lists.iter().flat_map(|l| &l.kernels);
     for pat in &s.kernels {
-        if !lists.iter().flat_map(|l| &l.kernels).any(|k| glob(pat, &k.name)) {
-            let have: Vec<&str> =
-                lists.iter().flat_map(|l| &l.kernels).map(|k| k.name.as_str()).collect();
+        if !all().any(|k| glob(pat, &k.name)) {
+            let have: Vec<&str> = all().map(|k| k.name.as_str()).collect();
             return Err(fail(
                 Exit::Config,
                 format!("--kernel {pat}: no such kernel (have: {})", have.join(", ")),
             ));
         }
     }
+    let matches =
+        |k: &KernelInfo| s.kernels.is_empty() || s.kernels.iter().any(|p| glob(p, &k.name));
+    for shape in &s.shapes {
+        if !all().filter(|k| matches(k)).any(|k| k.shapes.iter().any(|(n, _)| n == shape)) {
+            let have: Vec<String> = all()
+                .filter(|k| matches(k))
+                .map(|k| {
+                    let names: Vec<&str> = k.shapes.iter().map(|(n, _)| n.as_str()).collect();
+                    format!("{}: {}", k.name, names.join(", "))
+                })
+                .collect();
+            return Err(fail(
+                Exit::Config,
+                format!("--shape {shape}: no selected kernel has this shape ({})", have.join("; ")),
+            ));
+        }
+    }
+    for l in lists {
+        if !l.kernels.is_empty() && !l.kernels.iter().any(&matches) {
+            out.status(format!("   Skipping {}: no kernel matches --kernel", l.crate_name));
+        }
+        for k in l.kernels.iter().filter(|k| matches(k)) {
+            let missing: Vec<&String> =
+                s.shapes.iter().filter(|n| !k.shapes.iter().any(|(m, _)| m == *n)).collect();
+            if !missing.is_empty() && missing.len() == s.shapes.len() {
+                let have: Vec<&str> = k.shapes.iter().map(|(n, _)| n.as_str()).collect();
+                out.note(format!(
+                    "note: skipping `{}`: it has no shape {} (it has: {})",
+                    k.name,
+                    missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "),
+                    have.join(", ")
+                ));
+            }
+        }
+    }
     Ok(())
+}
+
+/// The kernel's space with the parameters named in `--params` pinned to their given values
+/// (`--all-variants --params bufs=2` walks every variant with two buffers).
+fn pinned_space(k: &KernelInfo, text: Option<&str>) -> Result<Space, Failure> {
+    let mut space = k.space.clone();
+    let Some(text) = text else { return Ok(space) };
+    let given = parse_params(k, Some(text))?;
+    for name in text.split(',').filter_map(|kv| kv.split('=').next()).map(str::trim) {
+        if let Some(v) = given.get(name) {
+            space.0.insert(name.to_string(), vec![v.clone()]);
+        }
+    }
+    Ok(space)
 }
 
 /// The selected kernels of one crate's list (lazily: nothing is enumerated).
@@ -126,7 +182,7 @@ pub fn select(list: &ListDoc, s: &Selection) -> Result<Vec<KernelSelection>, Fai
             continue;
         }
         let params = if s.all_variants {
-            ParamSets::All(k.space.clone())
+            ParamSets::All(pinned_space(k, s.params.as_deref())?)
         } else {
             ParamSets::One(parse_params(k, s.params.as_deref())?)
         };

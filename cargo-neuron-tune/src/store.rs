@@ -91,15 +91,18 @@ impl Store {
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    // The temporary file's own name means nothing to the user: say which file and why.
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| {
+        anyhow::anyhow!("cannot create {} in {}: {}", path.display(), dir.display(), e.kind())
+    })?;
     // Temp files are created private; what we write is for the user to read.
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         tmp.as_file().set_permissions(fs::Permissions::from_mode(0o644))?;
     }
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_data()?;
+    tmp.write_all(bytes).with_context(|| format!("writing {}", path.display()))?;
+    tmp.as_file().sync_data().with_context(|| format!("writing {}", path.display()))?;
     tmp.persist(path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }

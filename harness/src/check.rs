@@ -7,7 +7,7 @@
 //! (replayed first next time) and reported with its metrics. The run's seed is returned so
 //! `--seed` replays it exactly.
 
-use crate::kernel::{catch_panic, run_variant, Kernel, RunError};
+use crate::kernel::{catch_panic, run_variant, Kernel, Role, RunError, TensorSpec};
 use crate::params::{Params, Shape};
 use neuron_sim::{Chip, ExecMode};
 pub use neuron_tune_protocol::{CheckFailure, CheckReport, Distribution, Metrics};
@@ -42,6 +42,36 @@ fn case(
         .map_err(|e| (e.to_string(), None))?;
     let reference = catch_panic(|| kernel.reference(shape, &inputs))
         .map_err(|m| (format!("reference panicked: {m}"), None))?;
+    // A reference must describe every output in full: comparing what is there would pass a
+    // reference that returns nothing.
+    let outputs: Vec<TensorSpec> =
+        kernel.tensors(shape).into_iter().filter(|t| t.role == Role::Output).collect();
+    if reference.len() != run.outputs.len() {
+        let names: Vec<String> = outputs.iter().map(|t| format!("`{}`", t.name)).collect();
+        return Err((
+            format!(
+                "the reference returned {} outputs; the kernel writes {} ({})",
+                reference.len(),
+                run.outputs.len(),
+                names.join(", ")
+            ),
+            None,
+        ));
+    }
+    for ((o, r), spec) in run.outputs.iter().zip(&reference).zip(&outputs) {
+        if o.len() != r.len() {
+            return Err((
+                format!(
+                    "the reference's output `{}` has {} elements; the tensor {:?} has {}",
+                    spec.name,
+                    r.len(),
+                    spec.dims,
+                    o.len()
+                ),
+                None,
+            ));
+        }
+    }
     let tol = kernel.tolerance();
     let m = Metrics::compare(&run.outputs, &reference, &tol);
     if m.passes(&tol) {
@@ -105,6 +135,7 @@ pub fn check(
                 w.max_rel_err = w.max_rel_err.max(m.max_rel_err);
                 w.mse = w.mse.max(m.mse);
                 w.cosine = w.cosine.min(m.cosine);
+                w.effective_atol = w.effective_atol.max(m.effective_atol);
                 Ok(())
             }
             Err((msg, _)) => {
@@ -124,13 +155,15 @@ pub fn check(
             mse: w.mse,
             cosine: w.cosine,
             failure: None,
+            tolerance: Some(kernel.tolerance()),
+            effective_atol: w.effective_atol,
         }),
         Err(TestError::Fail(_, (shape, seed, dist))) => {
             let (message, metrics) = match case(kernel, params, &shape, seed, dist, &cfg.chip) {
                 Err(e) => e,
                 Ok(m) => ("failed only in the original (unshrunk) case".into(), Some(m)),
             };
-            let m = metrics.unwrap_or(Metrics { max_abs_err: f64::MAX, max_rel_err: f64::MAX, mse: f64::MAX, cosine: 0.0, mismatches: 0, elements: 0 });
+            let m = metrics.unwrap_or(Metrics { max_abs_err: f64::MAX, max_rel_err: f64::MAX, mse: f64::MAX, cosine: 0.0, mismatches: 0, effective_atol: 0.0, elements: 0 });
             let m = Metrics { max_abs_err: finite(m.max_abs_err), max_rel_err: finite(m.max_rel_err), mse: finite(m.mse), ..m };
             let metrics = metrics.map(|_| m);
             Ok(CheckReport {
@@ -141,7 +174,9 @@ pub fn check(
                 max_rel_err: m.max_rel_err,
                 mse: m.mse,
                 cosine: m.cosine,
+                effective_atol: m.effective_atol,
                 failure: Some(CheckFailure { shape, input_seed: seed, distribution: dist, message, metrics }),
+                tolerance: Some(kernel.tolerance()),
             })
         }
         Err(TestError::Abort(reason)) => Err(RunError::Invalid(format!(

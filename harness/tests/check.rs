@@ -12,6 +12,18 @@ struct Passthrough {
     constant: Option<f32>,
     /// The generator panics.
     generator_panics: bool,
+    /// What the reference returns.
+    reference: Reference,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Reference {
+    /// One output of the right length.
+    Full,
+    /// No outputs at all.
+    Nothing,
+    /// One output, one element short.
+    Short,
 }
 
 /// The value the reference claims every output is.
@@ -51,7 +63,11 @@ impl Kernel for Passthrough {
     }
     fn reference(&self, _: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {
         // Deliberately ignores its input: only the kernel's own generator makes this right.
-        vec![vec![CLAIMED; i[0].len()]]
+        match self.reference {
+            Reference::Full => vec![vec![CLAIMED; i[0].len()]],
+            Reference::Nothing => vec![],
+            Reference::Short => vec![vec![CLAIMED; i[0].len() - 1]],
+        }
     }
     fn work(&self, sh: &Shape) -> Work {
         Work { flops: 0.0, bytes: 4.0 * (sh.dim("rows") * sh.dim("cols")) as f64 }
@@ -64,22 +80,41 @@ fn config() -> CheckConfig {
 
 #[test]
 fn check_uses_the_kernels_input_generator() {
-    let kernel = Passthrough { constant: Some(CLAIMED), generator_panics: false };
+    let kernel = Passthrough {
+        constant: Some(CLAIMED),
+        generator_panics: false,
+        reference: Reference::Full,
+    };
     let report = check(&kernel, &Params::defaults(&kernel.params()), &config()).unwrap();
     assert!(report.passed, "{:?}", report.failure);
     assert_eq!(report.cases, 8);
 
     // The same kernel on the default (random) inputs disagrees with the reference.
-    let kernel = Passthrough { constant: None, generator_panics: false };
+    let kernel =
+        Passthrough { constant: None, generator_panics: false, reference: Reference::Full };
     let report = check(&kernel, &Params::defaults(&kernel.params()), &config()).unwrap();
     assert!(!report.passed);
 }
 
 #[test]
 fn a_panicking_generator_fails_the_check_with_its_message() {
-    let kernel = Passthrough { constant: None, generator_panics: true };
+    let kernel = Passthrough { constant: None, generator_panics: true, reference: Reference::Full };
     let report = check(&kernel, &Params::defaults(&kernel.params()), &config()).unwrap();
     assert!(!report.passed);
     let failure = report.failure.expect("a failure");
     assert!(failure.message.starts_with("input generator panicked: no inputs for"), "{failure:?}");
+}
+
+#[test]
+fn a_reference_with_missing_or_short_outputs_fails_the_check_and_says_so() {
+    for (reference, words) in [
+        (Reference::Nothing, "the reference returned 0 outputs; the kernel writes 1 (`y`)"),
+        (Reference::Short, "the reference's output `y` has"),
+    ] {
+        let kernel = Passthrough { constant: Some(CLAIMED), generator_panics: false, reference };
+        let report = check(&kernel, &Params::defaults(&kernel.params()), &config()).unwrap();
+        assert!(!report.passed, "a reference that does not match the outputs cannot pass");
+        let failure = report.failure.expect("a failure");
+        assert!(failure.message.contains(words), "{failure:?}");
+    }
 }

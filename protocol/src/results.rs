@@ -46,6 +46,9 @@ pub struct Metrics {
     /// Elements outside `atol + rtol * |ref|` (NaN counts as outside).
     pub mismatches: u64,
     pub elements: u64,
+    /// The absolute tolerance the comparison used: `atol × max(1, RMS of the reference)`.
+    #[serde(default)]
+    pub effective_atol: f64,
 }
 
 impl Metrics {
@@ -87,6 +90,7 @@ impl Metrics {
             cosine: if cosine.is_nan() { 0.0 } else { cosine },
             mismatches: bad,
             elements: n,
+            effective_atol: atol,
         }
     }
 
@@ -135,6 +139,13 @@ pub struct CheckReport {
     pub mse: f64,
     pub cosine: f64,
     pub failure: Option<CheckFailure>,
+    /// The tolerance the verdict used, and the largest absolute tolerance it allowed
+    /// (`atol` scaled by the reference's RMS), so an error that looks large can be read
+    /// against what was allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerance: Option<Tolerance>,
+    #[serde(default)]
+    pub effective_atol: f64,
 }
 
 /// The bottleneck verdict of a profile: the kind, its evidence and what to try.

@@ -16,7 +16,7 @@ pub fn run(cargo: &CargoFlags, s: &Selection, force: bool, ctx: &Ctx) -> Result<
     let mut ws = Workspace::open(cargo, ctx)?;
     let store = open_store(&ws.target_dir, &ctx.out)?;
     let chip = chip_spec(&s.chip)?;
-    check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s)?;
+    check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s, &ctx.out)?;
     let out = &ctx.out;
     let (mut invalid, mut crashed, mut simulated, mut cached) = (0, 0, 0, 0);
     let mut rows: Vec<(usize, Variant, Measured)> = Vec::new();

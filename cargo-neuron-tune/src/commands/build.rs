@@ -13,7 +13,7 @@ pub fn run(cargo: &CargoFlags, s: &Selection, ctx: &Ctx) -> Result<Exit, Failure
     let mut ws = Workspace::open(cargo, ctx)?;
     let store = open_store(&ws.target_dir, &ctx.out)?;
     let chip = chip_spec(&s.chip)?;
-    check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s)?;
+    check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s, &ctx.out)?;
     let out = &ctx.out;
     let mut total = 0;
     for c in &mut ws.crates {

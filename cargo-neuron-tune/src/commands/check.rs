@@ -20,7 +20,7 @@ pub fn run(
 ) -> Result<Exit, Failure> {
     let mut ws = Workspace::open(cargo, ctx)?;
     let chip = chip_spec(&s.chip)?;
-    check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s)?;
+    check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s, &ctx.out)?;
     let out = &ctx.out;
     let seed = seed.unwrap_or_else(default_seed);
     out.status(format!(
@@ -98,15 +98,18 @@ fn report(ctx: &Ctx, v: &Variant, chip: &str, r: &CheckReport) {
         cosine: r.cosine,
         seed: r.seed,
         failure: r.failure.clone(),
+        tolerance: r.tolerance,
+        effective_atol: r.effective_atol,
     });
     if r.passed {
         out.result(format!(
-            "  ok     {:<18} {:<40} cases {:>3}  max abs err {:.2e}  cosine {:.6}",
+            "  ok     {:<18} {:<40} cases {:>3}  max abs err {:.2e}  cosine {:.6}  {}",
             v.kernel,
             v.params.to_string(),
             r.cases,
             r.max_abs_err,
-            r.cosine
+            r.cosine,
+            allowed(r)
         ));
         return;
     }
@@ -127,6 +130,18 @@ fn report(ctx: &Ctx, v: &Variant, chip: &str, r: &CheckReport) {
         "         max abs err {:.3e}  max rel err {:.3e}  MSE {:.3e}  cosine {:.6}",
         r.max_abs_err, r.max_rel_err, r.mse, r.cosine
     ));
+    out.note(format!("         {}", allowed(r)));
+}
+
+/// What the verdict allowed: |err| ≤ atol·max(1, RMS(ref)) + rtol·|ref| and a cosine floor.
+fn allowed(r: &CheckReport) -> String {
+    match r.tolerance {
+        Some(t) => format!(
+            "(allowed: |err| ≤ {:.2e} + {:.0e}·|ref|, cosine ≥ {}; atol {:.0e} × max(1, RMS of the reference))",
+            r.effective_atol, t.rtol, t.min_cosine, t.atol
+        ),
+        None => String::new(),
+    }
 }
 
 fn short_hash(s: &str) -> String {

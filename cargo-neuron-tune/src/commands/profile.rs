@@ -47,6 +47,19 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
             .cloned()
             .ok_or_else(|| fail(Exit::Config, format!("kernel `{}` has no shapes", a.kernel)))?,
     };
+    if let Some(path) = a.trace {
+        // Refused before simulating: the simulation may take long, the path is a typo.
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if !dir.is_dir() {
+            return Err(fail(
+                Exit::Config,
+                format!("--trace {}: no directory {}", path.display(), dir.display()),
+            ));
+        }
+    }
     let v = Variant {
         kernel: k.name.clone(),
         shape_name: shape_name.clone(),
@@ -68,7 +81,7 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     let prof = r.profile.clone().unwrap_or_default();
     if let (Some(path), Some(t)) = (a.trace, &r.trace) {
         write_atomic(path, t.as_bytes())
-            .map_err(|e| fail(Exit::Internal, format!("{}: {e:#}", path.display())))?;
+            .map_err(|e| fail(Exit::Config, format!("--trace {}: {e:#}", path.display())))?;
         out.status(format!("   Wrote Perfetto trace {} (open in ui.perfetto.dev)", path.display()));
     }
     out.event(&Event::Profile {

@@ -108,7 +108,7 @@ pub fn run(
     let store = open_store(&ws.target_dir, &ctx.out)?;
     let chip = chip_spec(&s.chip)?;
     let targets = if models.is_empty() {
-        kernel_targets(&ws, s)?
+        kernel_targets(&ws, s, &ctx.out)?
     } else {
         model_targets(&mut ws, s, models, &chip)?
     };
@@ -183,8 +183,12 @@ fn sanitize(s: &str) -> String {
 }
 
 /// The selected kernels at their selected named shapes.
-fn kernel_targets(ws: &Workspace, s: &Selection) -> Result<Vec<Target>, Failure> {
-    check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s)?;
+fn kernel_targets(
+    ws: &Workspace,
+    s: &Selection,
+    out: &crate::output::Reporter,
+) -> Result<Vec<Target>, Failure> {
+    check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s, out)?;
     let mut out = Vec::new();
     for (i, c) in ws.crates.iter().enumerate() {
         for k in select(&c.list, &Selection { all_variants: false, params: None, ..s.clone() })? {

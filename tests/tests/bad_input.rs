@@ -1,0 +1,166 @@
+//! Bad input gets a clear error with the documented exit code, never a silent wrong answer.
+//!
+//! Data-driven: each case is a command line, the exit code it must give and words its
+//! message must hold (on stderr). Add a case for every defect fixed.
+
+use neuron_tune_tests::{cli, cli_json, events};
+
+struct Case {
+    what: &'static str,
+    args: &'static [&'static str],
+    code: i32,
+    words: &'static [&'static str],
+}
+
+const K: &str = "neuron-fixtures-kernels";
+
+const CASES: &[Case] = &[
+    Case {
+        what: "a shape no selected kernel has",
+        args: &["bench", "-p", K, "--shape", "nosuch"],
+        code: 2,
+        words: &["--shape nosuch: no selected kernel has this shape", "gemm: qwen3_mlp_up, small"],
+    },
+    Case {
+        what: "a shape the selected kernel lacks",
+        args: &["bench", "-p", K, "--kernel", "rope", "--shape", "small"],
+        code: 2,
+        words: &["--shape small", "rope: qwen3_q, qwen3_k"],
+    },
+    Case {
+        what: "a kernel that does not exist",
+        args: &["bench", "-p", K, "--kernel", "gemmm"],
+        code: 2,
+        words: &["--kernel gemmm: no such kernel", "gemm"],
+    },
+    Case {
+        what: "zero cases",
+        args: &["check", "-p", K, "--cases", "0"],
+        code: 2,
+        words: &["--cases"],
+    },
+    Case {
+        what: "zero timeout",
+        args: &["bench", "-p", K, "--timeout", "0"],
+        code: 2,
+        words: &["--timeout"],
+    },
+    Case {
+        what: "zero budget",
+        args: &["tune", "-p", K, "--budget", "0"],
+        code: 2,
+        words: &["--budget", "at least 1"],
+    },
+    Case { what: "zero jobs", args: &["list", "-j", "0"], code: 2, words: &["--jobs"] },
+    Case {
+        what: "a trace into a directory that does not exist",
+        args: &[
+            "profile",
+            "-p",
+            K,
+            "add",
+            "--shape",
+            "small",
+            "--trace",
+            "/nonexistent-dir/t.json",
+        ],
+        code: 2,
+        words: &["--trace /nonexistent-dir/t.json: no directory /nonexistent-dir"],
+    },
+    Case {
+        what: "a parameter the kernel does not declare",
+        args: &["bench", "-p", K, "--kernel", "add", "--shape", "small", "--params", "nope=1"],
+        code: 2,
+        words: &["--params for `add`", "nope"],
+    },
+    Case {
+        what: "an unknown model",
+        args: &["bench", "--model", "llama"],
+        code: 2,
+        words: &["--model llama: no such model", "qwen3"],
+    },
+    Case {
+        what: "a model with a shape it does not have",
+        args: &["bench", "--model", "qwen3", "--shape", "huge"],
+        code: 2,
+        words: &["--shape huge: model `qwen3` has no such shape", "tiny"],
+    },
+    Case {
+        what: "--kernel with --model on bench",
+        args: &["bench", "--model", "qwen3", "--kernel", "gemm"],
+        code: 2,
+        words: &["--model benchmarks whole models"],
+    },
+    Case {
+        what: "the pareto objective on a landscape",
+        args: &[
+            "replay",
+            "--cache",
+            "fixtures/landscapes/convolution_milo_A4000.json.gz",
+            "--objective",
+            "pareto",
+        ],
+        code: 2,
+        words: &["--objective pareto", "times only"],
+    },
+];
+
+#[test]
+fn each_bad_input_is_refused_with_its_exit_code_and_says_why() {
+    let mut failures = Vec::new();
+    for c in CASES {
+        let (code, _, err) = cli(c.args);
+        let missing: Vec<&&str> = c.words.iter().filter(|w| !err.contains(**w)).collect();
+        if code != c.code || !missing.is_empty() {
+            failures.push(format!(
+                "{}: exit {code} (want {}), missing {missing:?} in:\n{err}",
+                c.what, c.code
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn a_kernel_without_the_requested_shape_is_skipped_with_a_note() {
+    // `rope` has no `small` shape; every other kernel has one.
+    let (code, out, err) =
+        cli_json(&["build", "-p", K, "--shape", "small", "--kernel", "add", "--kernel", "rope"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("skipping `rope`: it has no shape `small`"), "{err}");
+    let built = events(&out, "build");
+    assert!(!built.is_empty() && built.iter().all(|b| b["kernel"] == "add"), "{out}");
+}
+
+#[test]
+fn params_with_all_variants_pin_those_parameters() {
+    let (code, out, err) = cli_json(&[
+        "build",
+        "-p",
+        K,
+        "--kernel",
+        "add",
+        "--shape",
+        "small",
+        "--all-variants",
+        "--params",
+        "bufs=2",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let built = events(&out, "build");
+    // The add kernel's space is bufs × cols_per_tile; pinning bufs leaves cols_per_tile.
+    assert!(built.len() > 1, "{out}");
+    assert!(built.iter().all(|b| b["params"]["bufs"] == 2), "{out}");
+}
+
+#[test]
+fn check_shows_the_tolerance_its_verdict_used() {
+    let (code, out, err) =
+        cli_json(&["check", "-p", K, "--kernel", "add", "--cases", "2", "--seed", "1"]);
+    assert_eq!(code, 0, "{err}");
+    let c = &events(&out, "check")[0];
+    let tol = &c["tolerance"];
+    assert!(tol["atol"].as_f64().unwrap() > 0.0 && tol["rtol"].as_f64().unwrap() > 0.0, "{c}");
+    // The absolute tolerance is atol scaled by the reference's RMS (never below atol).
+    assert!(c["effective_atol"].as_f64().unwrap() >= tol["atol"].as_f64().unwrap(), "{c}");
+}
