@@ -30,7 +30,8 @@ pub fn run(cargo: &CargoFlags, s: &Selection, force: bool, ctx: &Ctx) -> Result<
         let bar = progress(out, total);
         let variants = selected.iter().flat_map(|k| k.variants());
         let mut n = 0;
-        bench_stream(&mut c.pool, variants, &chip, &store, force, out, &mut |o: Outcome| {
+        let sim = c.list.sim_version.clone();
+        bench_stream(&mut c.pool, &sim, variants, &chip, &store, force, out, &mut |o: Outcome| {
             bar.inc(1);
             n += 1;
             match o.result {
@@ -204,8 +205,16 @@ pub fn run_models(
     let mut failed = 0;
     for t in &targets {
         out.status(format!("   Simulating {} at {} on {}", t.model, t.shape_name, chip.name));
-        let env = models::Bench { store: &store, chip: &chip, records: &ws.tuned, force, out };
-        let pool = &mut ws.crates[t.krate].pool;
+        let c = &mut ws.crates[t.krate];
+        let env = models::Bench {
+            store: &store,
+            sim_version: &c.list.sim_version,
+            chip: &chip,
+            records: &ws.tuned,
+            force,
+            out,
+        };
+        let pool = &mut c.pool;
         let with = models::evaluate(pool, &env, t, &tuned)?;
         let without = models::evaluate(pool, &env, t, &Default::default())?;
         let (with, without) = match (with, without) {
