@@ -29,7 +29,7 @@ pub struct Outcome {
 }
 
 /// A bench result and whether it came from the store.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Measured {
     pub bench: BenchResult,
     pub cached: bool,
