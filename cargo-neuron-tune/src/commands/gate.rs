@@ -3,10 +3,11 @@
 //! built from another git revision (`--base-ref`). The judgement is [`crate::gate`]'s; this
 //! file measures, writes the reports and says the verdict.
 //!
-//! `--base-ref REF` checks REF out in a git worktree at `<target-dir>/neuron-tune/base/
-//! <commit>` (kept: a second run finds it and cargo has nothing to do), builds its
-//! harnesses into the same target dir (dependency builds are shared) and runs private
-//! copies of them (cargo puts both revisions' binaries at the same path). Both revisions
+//! `--base-ref REF` checks REF out in the repository's base worktree under
+//! `<target-dir>/neuron-tune/base/` (kept: a second run finds it at the commit and cargo
+//! has nothing to do), builds its harnesses into the same target dir (dependency builds
+//! are shared; its own packages get build units of their own) and runs private copies of
+//! them (cargo puts both revisions' binaries at the same path). Both revisions
 //! share the variant store, so a program both have is simulated once; results are keyed
 //! by the simulator version of the harness that produced them.
 
@@ -61,7 +62,7 @@ pub fn run(
     let mut against = match (file, &g.base_ref) {
         (Some(b), _) => Against::File(b),
         (None, Some(spec)) => {
-            let (commit, manifest) = base_checkout(&root, &target, spec, &ctx.out)?;
+            let (commit, worktree, manifest) = base_checkout(&root, &target, spec, &ctx.out)?;
             let base_cargo = CargoFlags {
                 manifest_path: Some(manifest),
                 target_dir: Some(target.clone()),
@@ -69,8 +70,8 @@ pub fn run(
             };
             ctx.out.status(format!("   Building the base revision {spec} ({})", short(&commit)));
             let opts = OpenOpts {
-                exe_dir: Some(target.join("neuron-tune").join("base-bin").join(&commit)),
-                own_units_under: Some(target.join("neuron-tune").join("base").join(&commit)),
+                exe_dir: Some(worktree.with_extension("bin")),
+                own_units_under: Some(worktree),
             };
             let ws = Workspace::open_with(&base_cargo, ctx, &opts).map_err(|f| {
                 fail(f.exit, format!("at the base revision {spec} ({}): {}", short(&commit), f))
@@ -214,14 +215,20 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
     }
 }
 
-/// Check `spec` out (detached) in a worktree at `<target>/neuron-tune/base/<commit>`,
-/// reusing one already there; returns the commit and the workspace manifest in it.
+/// Check `spec` out (detached) in the repository's base worktree,
+/// `<target>/neuron-tune/base/<repository key>`, made on first use and moved to the commit
+/// on later ones (git touches only the files that differ, so cargo rebuilds only what
+/// changed, and nothing when the commit is the same); returns the commit and the
+/// worktree and the workspace manifest in it. One worktree per repository, never one per commit:
+/// cargo names a path package's build units by its path relative to the workspace root, so
+/// two checkouts of the same workspace would share units, and one's fingerprints could
+/// make the other's changed sources look fresh.
 fn base_checkout(
     root: &Path,
     target: &Path,
     spec: &str,
     out: &Reporter,
-) -> Result<(String, PathBuf), Failure> {
+) -> Result<(String, PathBuf, PathBuf), Failure> {
     let commit = git(root, &["rev-parse", "--verify", "--quiet", &format!("{spec}^{{commit}}")])
         .map_err(|e| {
             fail(
@@ -232,37 +239,57 @@ fn base_checkout(
                 ),
             )
         })?;
-    let top = git(root, &["rev-parse", "--show-toplevel"]).map_err(|e| {
+    let not_git = |e: String| {
         fail(
             Exit::Config,
             format!("--base-ref: {} is not in a git repository ({e})", root.display()),
         )
-    })?;
+    };
+    let top = git(root, &["rev-parse", "--show-toplevel"]).map_err(not_git)?;
+    let common =
+        git(root, &["rev-parse", "--path-format=absolute", "--git-common-dir"]).map_err(not_git)?;
     let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
     let rel =
         canon(root).strip_prefix(canon(Path::new(&top))).map(Path::to_path_buf).unwrap_or_default();
-    let dir = target.join("neuron-tune").join("base").join(&commit);
-    // Reuse only a worktree of its own (not a parent repository found above it) at the commit.
+    let dir = base_dir(target, &common);
+    // Reuse only a worktree of its own (not a parent repository found above it) of this
+    // repository.
     let reusable = dir.join(".git").is_file()
         && git(&dir, &["rev-parse", "--show-toplevel"])
             .is_ok_and(|t| canon(Path::new(&t)) == canon(&dir))
-        && git(&dir, &["rev-parse", "HEAD"]).is_ok_and(|h| h == commit);
-    if !reusable {
+        && git(&dir, &["rev-parse", "--path-format=absolute", "--git-common-dir"])
+            .is_ok_and(|c| canon(Path::new(&c)) == canon(Path::new(&common)));
+    let d = dir.to_string_lossy().into_owned();
+    if reusable {
+        if git(&dir, &["rev-parse", "HEAD"]).ok().as_deref() != Some(commit.as_str()) {
+            git(&dir, &["checkout", "-q", "--force", "--detach", &commit]).map_err(|e| {
+                fail(Exit::Internal, format!("git checkout {} in {d}: {e}", short(&commit)))
+            })?;
+            out.status(format!("   Checked out {spec} ({}) in {d}", short(&commit)));
+        }
+    } else {
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(|e| {
-                fail(Exit::Internal, format!("removing the stale worktree {}: {e}", dir.display()))
+                fail(Exit::Internal, format!("removing the stale worktree {d}: {e}"))
             })?;
         }
         let _ = git(root, &["worktree", "prune"]);
         std::fs::create_dir_all(dir.parent().expect("under the target dir"))
-            .map_err(|e| fail(Exit::Internal, format!("creating {}: {e}", dir.display())))?;
-        let d = dir.to_string_lossy();
+            .map_err(|e| fail(Exit::Internal, format!("creating {d}: {e}")))?;
         git(root, &["worktree", "add", "--detach", "--force", &d, &commit]).map_err(|e| {
             fail(Exit::Internal, format!("git worktree add {d} {}: {e}", short(&commit)))
         })?;
         out.status(format!("   Checked out {spec} ({}) in {d}", short(&commit)));
     }
-    Ok((commit, dir.join(rel).join("Cargo.toml")))
+    let manifest = dir.join(rel).join("Cargo.toml");
+    Ok((commit, dir, manifest))
+}
+
+/// The base worktree of the repository whose git common dir is `common`.
+fn base_dir(target: &Path, common: &str) -> PathBuf {
+    let canon = Path::new(common).canonicalize().unwrap_or_else(|_| PathBuf::from(common));
+    let key = xxhash_rust::xxh3::xxh3_64(canon.to_string_lossy().as_bytes());
+    target.join("neuron-tune").join("base").join(format!("{key:016x}"))
 }
 
 /// Judge the items, print the verdict, write the Markdown and JUnit reports, emit the
