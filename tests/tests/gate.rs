@@ -4,6 +4,7 @@
 //! throughput before and after, against the previous revision (`--base-ref HEAD~1`) and
 //! against the committed baseline (`--baseline`); reverting it passes again. The Markdown
 //! summary and the JUnit XML of the failing run are read back (the XML with quick-xml).
+//! Tuned entries made stale by a kernel change are reported, and fail with `--strict`.
 
 use neuron_tune_tests::{cli, events, fixture_workspace, git, test_target_dir};
 use serde_json::Value;
@@ -227,4 +228,32 @@ fn the_gate_fails_a_slower_kernel_naming_it_and_its_models_and_passes_after_the_
     assert_eq!(summary["improvements"], 2);
     let (models, _, _) = gate(&ws, &[], 0);
     assert_eq!(verdicts(&models), all(&models, "unchanged"));
+
+    // Tune the models' RoPE calls, then change RoPE's program: the tuned entries are stale,
+    // which the gate reports, and --strict fails on.
+    let (code, _, err) = run(
+        &ws,
+        &[
+            "tune", "--model", "qwen3", "--shape", "tiny", "--kernel", "rope", "--budget", "2",
+            "--seed", "1",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let code = std::fs::read_to_string(&rope).unwrap();
+    let changed =
+        code.replace("tensor_tensor(y2, e, f, Alu::Add)", "tensor_tensor(y2, f, e, Alu::Add)");
+    assert_ne!(code, changed, "the fixture's RoPE add is where this test expects it");
+    std::fs::write(&rope, changed).unwrap();
+    git(&ws, &["add", "-A"]);
+    commit(&ws, "rope: tuned, then changed");
+    // Against the same commit, so nothing but the stale entries can fail it.
+    let (models, summary, _) = gate(&ws, &["--base-ref", "HEAD"], 0);
+    assert_eq!(verdicts(&models), all(&models, "unchanged"));
+    let stale = summary["stale"].as_array().unwrap();
+    assert_eq!(stale.len(), 2, "both tuned RoPE calls: {summary}");
+    assert!(models.iter().all(|m| m["stale"].as_array().unwrap().len() == 2), "{models:?}");
+    let (_, summary, _) = gate(&ws, &["--base-ref", "HEAD", "--strict"], 5);
+    assert_eq!(summary["regressions"], 0, "it fails on the stale entries alone: {summary}");
+    let md = std::fs::read_to_string(reports(&ws).0).unwrap();
+    assert!(md.contains("Stale tuned entries") && md.contains("--strict"), "{md}");
 }

@@ -193,13 +193,13 @@ fn main() -> ExitCode {
             .and_then(|_| gate::ci_gate()),
         Some("test") => test(),
         Some("bless") => gate::bless(&args[1..]),
-        Some("bench-gate") => gate::bench_gate(),
+        Some("bench-gate") => gate::bench_gate(&args[1..]),
         Some("bench") if args.get(1).is_some_and(|a| a == "--report") => bench_report(),
         Some("bench-search") => bench_search::bench_search(&args[1..]),
         Some("bench") => run("benchmarks", &["bench", "-p", "neuron-sim", "--bench", "sim"])
             .and_then(|_| bench_report()),
         _ => {
-            eprintln!("usage: cargo xtask <ci|test|bless|bench|bench-search|bench-gate>\n  ci     format check, clippy -D warnings, all tests, the gate against fixtures/neuron-tune.baseline.toml\n  bless  save fixtures/neuron-tune.baseline.toml again (--tuned: re-tune the fixture kernels first)\n  bench-gate  the gate's speed at prefill_16k (--baseline and --base-ref HEAD, warm)\n  test   all tests\n  bench  the simulator's criterion benchmarks (--report: the last run's table only)\n  bench-search  search strategies replayed on the landscapes (--seeds N, default 50)");
+            eprintln!("usage: cargo xtask <ci|test|bless|bench|bench-search|bench-gate>\n  ci     format check, clippy -D warnings, all tests, the gate against fixtures/neuron-tune.baseline.toml\n  bless  save fixtures/neuron-tune.baseline.toml again (--tuned: re-tune the fixture kernels first)\n  bench-gate  the gate's speed at prefill_16k (--baseline and --base-ref HEAD, warm; --cold: first run on an empty store)\n  test   all tests\n  bench  the simulator's criterion benchmarks (--report: the last run's table only)\n  bench-search  search strategies replayed on the landscapes (--seeds N, default 50)");
             Err(ExitCode::from(2))
         }
     };

@@ -48,7 +48,9 @@ pub fn run(
     let chip = chip_spec(&g.chip)?;
     let meta = cargo.metadata()?;
     let root: PathBuf = meta.workspace_root.clone().into();
+    // Absolute: git makes the base worktree from the workspace root, cargo from here.
     let target = cargo.target_dir(&meta);
+    let target = std::path::absolute(&target).unwrap_or(target);
     // A missing baseline file is said before anything is built.
     let file = match &g.base_ref {
         None => {
