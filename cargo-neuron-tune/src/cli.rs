@@ -305,6 +305,18 @@ pub struct SearchOpts {
     /// without repeating an evaluation.
     #[arg(long, help_heading = "Search")]
     pub resume: bool,
+    /// `time`: the fastest correct variant. `pareto`: also the variants no other beats on
+    /// all of time, SBUF footprint and estimated energy (docs/energy.md); the search is
+    /// still guided by time, and nothing is pruned.
+    #[arg(long, value_enum, default_value_t = Objective::Time, help_heading = "Search")]
+    pub objective: Objective,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Objective {
+    #[value(alias = "latency")]
+    Time,
+    Pareto,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

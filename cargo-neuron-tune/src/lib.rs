@@ -6,7 +6,7 @@
 //! * [`worker`] — harness worker processes and the persistent pool (crash and hang recovery).
 //! * [`select`] — which variants (`--kernel`, `--shape`, `--params`, lazy `--all-variants`).
 //! * [`eval`] — trace → store → simulate, streaming; [`store`] — the variant store.
-//! * [`output`] — typed events, JSON and human reporting.
+//! * [`output`] — typed events, JSON and human reporting; [`energy`] — the energy estimate.
 //! * [`tuned`] — the tuned database (`neuron-tune.tuned.toml`); [`models`] — models end to
 //!   end (their calls benched as variants through the store, tuned or default, stale entries).
 //! * [`gate`] — the gate's judgement (throughput against the baseline, moved calls);
@@ -21,6 +21,7 @@ pub mod baseline;
 pub mod cargo;
 pub mod cli;
 pub mod commands;
+pub mod energy;
 pub mod eval;
 pub mod exit;
 pub mod gate;

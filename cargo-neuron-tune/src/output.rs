@@ -125,6 +125,10 @@ pub enum Event {
         /// The best value after each evaluation (`null` while none was valid).
         best_so_far: Vec<Option<f64>>,
         journal: Option<std::path::PathBuf>,
+        /// `--objective pareto`: the front (params, time_us, sbuf_bytes_per_partition,
+        /// energy_uj_estimate), fastest first.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pareto: Option<serde_json::Value>,
     },
     /// A model end to end (`bench --model`): throughput with the tuned parameters and with
     /// the defaults, each with its per-call breakdown.

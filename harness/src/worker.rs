@@ -266,6 +266,8 @@ impl Registry {
             program_hash: p.program_hash.clone(),
             instruction_count: p.instruction_count,
             sbuf_bytes_per_partition: p.sbuf_peak_bytes_per_partition,
+            hbm_bytes: p.hbm_read_bytes + p.hbm_write_bytes,
+            hardware_flops: p.hardware_flops,
             work: k.work(&shape),
             shape,
             profile: full.then(|| profile_summary(&p)),

@@ -252,6 +252,12 @@ pub struct BenchResult {
     /// SBUF in use at the peak (bytes per partition).
     #[serde(default)]
     pub sbuf_bytes_per_partition: u64,
+    /// Bytes read from and written to HBM. Required, so a result stored before it existed
+    /// fails to read and is measured again.
+    pub hbm_bytes: u64,
+    /// FLOPs the engines executed (padding and transposes included), as neuron-profile
+    /// counts `hardware_flops`.
+    pub hardware_flops: f64,
     /// The full profile (`profile` requests only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<ProfileSummary>,

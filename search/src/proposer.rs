@@ -10,6 +10,7 @@
 //!                     {"name": "layout", "kind": "categorical", "levels": ["row", "col"]}]},
 //!  "history": [{"params": {"tile": 2, "layout": "row"}, "value": 1.5, "invalid": false},
 //!              {"params": {"tile": 4, "layout": "col"}, "value": null, "invalid": true}],
+//!  "pending": [{"tile": 1, "layout": "row"}],
 //!  "last_profile": null,
 //!  "want": 1}
 //! ```
@@ -23,6 +24,8 @@
 //! * `history` lists every configuration evaluated so far, in order; `value` is the measured
 //!   value (lower is better), `null` when `invalid`. Configurations the validity oracle
 //!   rejected are in it too (`invalid: true`, never evaluated), so the proposer learns them.
+//! * `pending` lists configurations already proposed whose outcome is not known yet (the
+//!   caller evaluates a batch before telling); proposing one again is an error.
 //! * `last_profile` is whatever the caller attached with [`Proposer::set_last_profile`] (for
 //!   example the simulator's profile of the last evaluation), or `null`.
 //! * `want` is how many proposals are asked for; fewer are fine, more are used in later asks.
@@ -61,6 +64,8 @@ pub struct Proposer {
     memory: Memory,
     /// Every configuration told (or rejected by the oracle), with its value.
     history: Vec<(Config, Option<f64>)>,
+    /// Proposed and handed out, not told yet.
+    pending: Vec<Config>,
     last_profile: Value,
     done: bool,
 }
@@ -116,6 +121,7 @@ impl Proposer {
             queue: VecDeque::new(),
             memory: Memory::default(),
             history: Vec::new(),
+            pending: Vec::new(),
             last_profile: Value::Null,
             done: false,
         }
@@ -136,6 +142,7 @@ impl Proposer {
                 .iter()
                 .map(|(c, v)| json!({ "params": space.to_json(c), "value": v, "invalid": v.is_none() }))
                 .collect::<Vec<_>>(),
+            "pending": self.pending.iter().map(|c| space.to_json(c)).collect::<Vec<_>>(),
             "last_profile": self.last_profile,
             "want": want,
         })
@@ -209,6 +216,7 @@ impl Strategy for Proposer {
                 }
                 self.memory.propose(&c);
                 if ctx.valid(&c) {
+                    self.pending.push(c.clone());
                     return Ok(Some(c));
                 }
                 // Rejected by the oracle: never evaluated, but the proposer hears of it.
@@ -234,6 +242,7 @@ impl Strategy for Proposer {
     }
 
     fn tell(&mut self, config: &Config, outcome: Outcome) {
+        self.pending.retain(|c| c != config);
         self.memory.tell(config, outcome);
         self.history.push((config.clone(), outcome.value()));
     }

@@ -108,3 +108,92 @@ fn replay_runs_a_strategy_on_a_recorded_landscape() {
     // Same seed, same run.
     assert_eq!(replay()["best_so_far"], e["best_so_far"]);
 }
+
+fn cargo_build_bin(package: &str, bin: &str) -> std::path::PathBuf {
+    let status = neuron_tune_tests::cargo()
+        .args(["build", "-q", "-p", package, "--bin", bin, "--target-dir"])
+        .arg(neuron_tune_tests::test_target_dir())
+        .current_dir(root())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    neuron_tune_tests::test_target_dir().join("debug").join(bin)
+}
+
+#[test]
+fn an_external_proposer_drives_a_real_tuning_run() {
+    let proposer = cargo_build_bin("neuron-tune-example-proposer", "example-proposer");
+    let args = tune_args("11", &["--proposer", proposer.to_str().unwrap()]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = cli_env(&a, &[]);
+    assert_eq!(code, 0, "{err}");
+    let e = final_event(&out);
+    assert_eq!((e["strategy"].as_str(), e["evaluations"].as_u64()), (Some("proposer"), Some(24)));
+    // Every proposal was a real evaluation of a configuration of the space, none repeated
+    // (the example proposer never proposes an evaluated configuration).
+    let lines = journal_lines(e["journal"].as_str().unwrap());
+    assert_eq!(lines.len(), 24);
+    let mut seen: Vec<String> = lines.iter().map(|l| l["params"].to_string()).collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 24, "{seen:?}");
+    assert!(lines.iter().all(|l| l["status"] == "measured" || l["status"] == "pruned"));
+    // The best is the best of what it measured.
+    let best = lines
+        .iter()
+        .filter(|l| l["status"] == "measured")
+        .filter_map(|l| l["time_us"].as_f64())
+        .fold(f64::INFINITY, f64::min);
+    assert_eq!(e["best_time"].as_f64(), Some(best));
+}
+
+#[test]
+fn the_pareto_objective_returns_exactly_the_non_dominated_variants() {
+    let manifest = broken_manifest("noisy");
+    let args = [
+        "tune",
+        "--kernel",
+        "noisy",
+        "--budget",
+        "4",
+        "--seed",
+        "5",
+        "--objective",
+        "pareto",
+        "--manifest-path",
+        &manifest,
+        "--message-format",
+        "json",
+    ];
+    let (code, out, err) = cli_env(&args, &[]);
+    assert_eq!(code, 0, "{err}");
+    let e = final_event(&out);
+    let front = e["pareto"].as_array().expect("a pareto front").clone();
+    assert!(!front.is_empty());
+    let objectives = |v: &Value, t: &str, s: &str, en: &str| -> [f64; 3] {
+        [v[t].as_f64().unwrap(), v[s].as_f64().unwrap(), v[en].as_f64().unwrap()]
+    };
+    let dominates = |a: &[f64; 3], b: &[f64; 3]| {
+        a.iter().zip(b).all(|(x, y)| x <= y) && a.iter().zip(b).any(|(x, y)| x < y)
+    };
+    let front_pts: Vec<[f64; 3]> = front
+        .iter()
+        .map(|p| objectives(p, "time_us", "sbuf_bytes_per_partition", "energy_uj_estimate"))
+        .collect();
+    let measured: Vec<[f64; 3]> = journal_lines(e["journal"].as_str().unwrap())
+        .iter()
+        .filter(|l| l["status"] == "measured")
+        .map(|l| objectives(l, "time_us", "sbuf_bytes", "energy_uj"))
+        .collect();
+    assert_eq!(measured.len(), 4, "nothing is pruned under the pareto objective");
+    for f in &front_pts {
+        assert!(measured.iter().all(|m| !dominates(m, f)), "{f:?} is dominated");
+    }
+    for m in &measured {
+        assert!(front_pts.iter().any(|f| f == m || dominates(f, m)), "{m:?} is not covered");
+    }
+    // The fastest point of the front is the best variant.
+    assert_eq!(front_pts[0][0], e["best_time"].as_f64().unwrap());
+    // The tiles of the space trade time for SBUF: the front has more than one point.
+    assert!(front_pts.len() > 1, "{front_pts:?}");
+}

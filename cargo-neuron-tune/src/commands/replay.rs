@@ -11,6 +11,12 @@ use std::path::Path;
 use std::time::Duration;
 
 pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exit, Failure> {
+    if opts.objective == crate::cli::Objective::Pareto {
+        return Err(fail(
+            Exit::Config,
+            "--objective pareto: a recorded landscape has times only (no SBUF footprint or energy)",
+        ));
+    }
     let landscape = Landscape::load(cache)
         .map_err(|e| fail(Exit::Config, format!("{}: {e}", cache.display())))?;
     let seed = opts.seed.unwrap_or_else(default_seed);
@@ -61,6 +67,7 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
         strategy: opts.strategy.clone(),
         best_so_far: result.best_so_far.clone(),
         journal: None,
+        pareto: None,
     });
     out.result(format!(
         "  best {best_time:.6} after {} evaluations: {}",

@@ -13,7 +13,7 @@
 
 use super::{default_seed, open_store};
 use crate::cargo::CargoFlags;
-use crate::cli::{SearchOpts, Selection};
+use crate::cli::{Objective, SearchOpts, Selection};
 use crate::eval::{chip_key, stream, unexpected, variant_ref, Next};
 use crate::exit::{fail, Exit, Failure};
 use crate::output::Event;
@@ -69,6 +69,14 @@ struct Entry {
     status: String,
     time_us: Option<f64>,
     program_hash: Option<String>,
+    /// SBUF peak (bytes per partition) and estimated energy (µJ) of a measured variant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sbuf_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    energy_uj: Option<f64>,
+    /// The profile's verdict on a measured variant: what bounds it and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bottleneck: Option<String>,
 }
 
 impl Entry {
@@ -278,6 +286,7 @@ fn report(
         strategy: opts.proposer.as_ref().map_or(opts.strategy.clone(), |_| "proposer".into()),
         best_so_far: result.best_so_far.clone(),
         journal: Some(result.journal.clone()),
+        pareto: result.front.as_ref().map(|f| serde_json::to_value(f).expect("points serialize")),
     });
     let label = if t.shape_name.contains('@') {
         format!("{} {}", t.shape_name, t.shape)
@@ -306,6 +315,31 @@ fn report(
         result.invalid,
         super::replay::curve(&result.best_so_far)
     ));
+    if let Some(front) = &result.front {
+        out.result(format!(
+            "  Pareto front of {} {}: {} variants no other beats on time, SBUF and estimated energy",
+            k.name,
+            label,
+            front.len()
+        ));
+        let mut table = crate::output::Table::new(&[
+            ">time µs",
+            ">SBUF B/partition",
+            ">energy µJ (estimate)",
+            "params",
+        ]);
+        for p in front {
+            table.row(vec![
+                format!("{:.1}", p.time_us),
+                p.sbuf_bytes_per_partition.to_string(),
+                format!("{:.1}", p.energy_uj_estimate),
+                p.params.to_string(),
+            ]);
+        }
+        for line in table.lines("    ") {
+            out.result(line);
+        }
+    }
 }
 
 struct Job<'a> {
@@ -327,6 +361,8 @@ struct Best {
 
 struct TuneResult {
     best: Option<Best>,
+    /// `--objective pareto`: the non-dominated correct variants, fastest first.
+    front: Option<Vec<ParetoPoint>>,
     /// No evaluated variant beat the default parameters, so `best` is the default.
     kept_default: bool,
     default_time: Option<f64>,
@@ -346,9 +382,14 @@ fn tune_one(
     ctx: &Ctx,
 ) -> Result<TuneResult, Failure> {
     let sspace = search_space(space)?;
-    let mut strategy: Box<dyn Strategy> = match &job.opts.proposer {
-        Some(cmd) => Box::new(neuron_tune_search::Proposer::new(cmd.clone())),
-        None => builtin(&job.opts.strategy, job.seed).ok_or_else(|| {
+    let mut strategy = match &job.opts.proposer {
+        Some(cmd) => {
+            let mut p = neuron_tune_search::Proposer::new(cmd.clone());
+            // One run of the program per batch.
+            p.batch = BATCH;
+            Searcher::External(Box::new(p))
+        }
+        None => Searcher::Builtin(builtin(&job.opts.strategy, job.seed).ok_or_else(|| {
             fail(
                 Exit::Config,
                 format!(
@@ -357,7 +398,7 @@ fn tune_one(
                     neuron_tune_search::BUILTIN.join(", ")
                 ),
             )
-        })?,
+        })?),
     };
     let journal_name = format!("tune-{key}");
     let journal_path = job.store.root().join("journals").join(format!("{journal_name}.jsonl"));
@@ -385,6 +426,7 @@ fn tune_one(
     let mut best: Option<Best> = None;
     let (mut evaluations, mut pruned, mut invalid) = (0, 0, 0);
     let mut best_so_far = Vec::new();
+    let mut history: Vec<Entry> = Vec::new();
     let start = Instant::now();
     let mut since_improvement = 0;
     'rounds: loop {
@@ -414,7 +456,7 @@ fn tune_one(
                 valid_cache.insert(c.0.clone(), ok);
                 ok
             };
-            let asked = strategy.ask(&mut SearchCtx::new(&sspace, &mut oracle));
+            let asked = strategy.get().ask(&mut SearchCtx::new(&sspace, &mut oracle));
             if let Some(f) = broken {
                 return Err(f);
             }
@@ -459,13 +501,15 @@ fn tune_one(
                 }
             };
             evaluations += 1;
+            history.push(entry.clone());
             match entry.status.as_str() {
                 "pruned" => pruned += 1,
                 "invalid" | "failed_check" => invalid += 1,
                 _ => {}
             }
             let outcome = entry.outcome();
-            strategy.tell(&c, outcome);
+            strategy.get().tell(&c, outcome);
+            strategy.saw(&entry);
             let improved = entry.status == "measured"
                 && best.as_ref().is_none_or(|b| entry.time_us.unwrap_or(f64::MAX) < b.time_us);
             if improved {
@@ -501,8 +545,13 @@ fn tune_one(
             kept_default = true;
         }
     }
+    let front = match job.opts.objective {
+        Objective::Pareto => Some(pareto(pool, job, &history)?),
+        Objective::Time => None,
+    };
     Ok(TuneResult {
         best,
+        front,
         kept_default,
         default_time,
         evaluations,
@@ -578,11 +627,28 @@ fn evaluate_batch(
     incumbent: Option<f64>,
 ) -> Result<HashMap<usize, Entry>, Failure> {
     let chip_text = chip_key(job.chip);
+    // A variant slower than the incumbent may still be on the Pareto front.
+    let pruning = job.opts.objective == Objective::Time;
     let mut entries = HashMap::new();
     let entry =
         |n: usize, params: &Params, status: &str, time_us: Option<f64>, hash: Option<String>| {
-            Entry { n, params: params.clone(), status: status.into(), time_us, program_hash: hash }
+            Entry {
+                n,
+                params: params.clone(),
+                status: status.into(),
+                time_us,
+                program_hash: hash,
+                sbuf_bytes: None,
+                energy_uj: None,
+                bottleneck: None,
+            }
         };
+    let measured = |n: usize, params: &Params, b: &BenchResult, hash: String| Entry {
+        sbuf_bytes: Some(b.sbuf_bytes_per_partition),
+        energy_uj: Some(crate::energy::estimate_uj(b)),
+        bottleneck: Some(format!("{}: {}", b.bottleneck, b.bottleneck_summary)),
+        ..entry(n, params, "measured", Some(b.time_us), Some(hash))
+    };
     // The program hash is known once traced: `None` while tracing.
     let items = proposals.into_iter().map(|(n, p)| (n, p, None::<String>));
     let first = |(_, p, _): &(usize, Params, Option<String>)| {
@@ -592,16 +658,14 @@ fn evaluate_batch(
         let e = match (hash, answer.answer) {
             (_, Err(_)) => entry(n, &params, "invalid", None, None),
             (None, Ok(ResponseBody::Trace(t))) => {
-                if incumbent.is_some_and(|best| t.roofline_bound_us >= best) {
+                if pruning && incumbent.is_some_and(|best| t.roofline_bound_us >= best) {
                     // Provably no better: told to the strategy as its bound (a value no
                     // lower than the incumbent), never simulated.
                     entry(n, &params, "pruned", Some(t.roofline_bound_us), Some(t.program_hash))
                 } else {
                     let key = Store::key(&t.program_hash, &chip_text, "bench");
                     match job.store.get::<BenchResult>("bench", &key) {
-                        Some(b) => {
-                            entry(n, &params, "measured", Some(b.time_us), Some(t.program_hash))
-                        }
+                        Some(b) => measured(n, &params, &b, t.program_hash),
                         None => {
                             let bench =
                                 RequestBody::Bench(variant_ref(&variant(job, &params), job.chip));
@@ -615,7 +679,7 @@ fn evaluate_batch(
                 job.store
                     .put("bench", &key, &b)
                     .map_err(|e| fail(Exit::Internal, format!("writing the store: {e:#}")))?;
-                entry(n, &params, "measured", Some(b.time_us), Some(hash))
+                measured(n, &params, &b, hash)
             }
             (_, Ok(other)) => return Err(unexpected(&other)),
         };
@@ -623,6 +687,96 @@ fn evaluate_batch(
         Ok(Next::Done)
     })?;
     Ok(entries)
+}
+
+/// The search: a built-in strategy, or an external proposer, which also sees the last
+/// measured variant's profile summary.
+enum Searcher {
+    Builtin(Box<dyn Strategy>),
+    External(Box<neuron_tune_search::Proposer>),
+}
+
+impl Searcher {
+    fn get(&mut self) -> &mut dyn Strategy {
+        match self {
+            Searcher::Builtin(s) => s.as_mut(),
+            Searcher::External(p) => p.as_mut(),
+        }
+    }
+
+    /// Tell an external proposer about a measured variant (its `last_profile`).
+    fn saw(&mut self, e: &Entry) {
+        if let (Searcher::External(p), "measured") = (self, e.status.as_str()) {
+            p.set_last_profile(serde_json::json!({
+                "params": e.params,
+                "time_us": e.time_us,
+                "bottleneck": e.bottleneck,
+                "sbuf_bytes_per_partition": e.sbuf_bytes,
+                "energy_uj_estimate": e.energy_uj,
+            }));
+        }
+    }
+}
+
+/// A variant of the Pareto front.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ParetoPoint {
+    pub params: Params,
+    pub time_us: f64,
+    pub sbuf_bytes_per_partition: u64,
+    /// An estimate (docs/energy.md), not a measurement.
+    pub energy_uj_estimate: f64,
+}
+
+/// The Pareto front (time, SBUF, estimated energy) of the measured variants, each checked
+/// against the CPU reference: one that fails leaves the front and the front is recomputed.
+fn pareto(pool: &mut Pool, job: &Job, history: &[Entry]) -> Result<Vec<ParetoPoint>, Failure> {
+    let mut points: Vec<ParetoPoint> = history
+        .iter()
+        .filter(|e| e.status == "measured")
+        .filter_map(|e| {
+            Some(ParetoPoint {
+                params: e.params.clone(),
+                time_us: e.time_us?,
+                sbuf_bytes_per_partition: e.sbuf_bytes?,
+                energy_uj_estimate: e.energy_uj?,
+            })
+        })
+        .collect();
+    let mut checked: Vec<Params> = Vec::new();
+    loop {
+        let objectives: Vec<Vec<f64>> = points
+            .iter()
+            .map(|p| vec![p.time_us, p.sbuf_bytes_per_partition as f64, p.energy_uj_estimate])
+            .collect();
+        let front = neuron_tune_search::pareto::pareto_front(&objectives);
+        let mut failed = None;
+        for &i in &front {
+            if checked.contains(&points[i].params) {
+                continue;
+            }
+            if passes_check(pool, job, &points[i].params)? {
+                checked.push(points[i].params.clone());
+            } else {
+                failed = Some(i);
+                break;
+            }
+        }
+        match failed {
+            Some(i) => {
+                let bad = points[i].params.clone();
+                points.retain(|p| p.params != bad);
+            }
+            None => {
+                let mut out: Vec<ParetoPoint> =
+                    front.into_iter().map(|i| points[i].clone()).collect();
+                out.sort_by(|a, b| a.time_us.total_cmp(&b.time_us));
+                // The same variant evaluated twice (a strategy may repeat) is one point.
+                out.dedup_by(|a, b| a.params == b.params);
+                return Ok(out);
+            }
+        }
+    }
 }
 
 /// The harness's correctness check of a would-be winner. Not cached across runs: a check
