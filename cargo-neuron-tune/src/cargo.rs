@@ -50,6 +50,9 @@ pub struct CargoFlags {
     /// Run without accessing the network.
     #[arg(long, help_heading = "Cargo options")]
     pub offline: bool,
+    /// `--config KEY=VALUE` arguments for harness builds (set by the tool, not a flag).
+    #[arg(skip)]
+    pub build_config: Vec<String>,
 }
 
 /// The cargo that started us (`$CARGO`), or `cargo` from PATH.
@@ -143,6 +146,11 @@ impl CargoFlags {
         Ok(out)
     }
 
+    /// The profile harnesses are built with.
+    pub fn profile_name(&self) -> &str {
+        self.profile.as_deref().unwrap_or("release")
+    }
+
     /// The target directory cargo will use.
     pub fn target_dir(&self, meta: &Metadata) -> PathBuf {
         self.target_dir.clone().unwrap_or_else(|| meta.target_directory.clone().into())
@@ -154,6 +162,9 @@ impl CargoFlags {
         let mut cmd = Command::new(cargo_bin());
         cmd.arg("build");
         self.common_args(&mut cmd);
+        for c in &self.build_config {
+            cmd.arg("--config").arg(c);
+        }
         cmd.args(["--message-format=json-render-diagnostics", "-p", &krate.package]);
         cmd.arg(if krate.harness_is_bench { "--bench" } else { "--bin" }).arg(&krate.harness);
         match &self.profile {

@@ -103,6 +103,8 @@ pub enum Command {
         /// goes, per kernel call. `--shape` then names the model's shapes.
         #[arg(long = "model", value_name = "NAME")]
         models: Vec<String>,
+        #[command(flatten)]
+        parts: PartitionOpts,
     },
     /// Profile one variant: where the time goes, the bottleneck and what to do about it.
     Profile {
@@ -137,6 +139,46 @@ pub enum Command {
         /// names the model's shapes; `--kernel` narrows which calls.
         #[arg(long = "model", value_name = "NAME")]
         models: Vec<String>,
+        #[command(flatten)]
+        parts: PartitionOpts,
+    },
+    /// Gate a change on end-to-end model throughput: build the workspace's models with
+    /// their tuned (or default) kernels, simulate them end to end and compare each model's
+    /// tokens/s with the baseline (the committed `neuron-tune.baseline.toml`, or the same
+    /// models built from another git revision). Exit 5 on a regression. Writes a Markdown
+    /// summary (to $GITHUB_STEP_SUMMARY when set) and JUnit XML.
+    Gate {
+        #[command(flatten)]
+        cargo: CargoFlags,
+        #[command(flatten)]
+        gate: GateOpts,
+        #[command(flatten)]
+        parts: PartitionOpts,
+    },
+    /// The committed baseline of model throughput (`neuron-tune.baseline.toml`).
+    Baseline {
+        #[command(subcommand)]
+        action: BaselineAction,
+    },
+    /// Join the results files (`--results`) of a partitioned `bench`, `tune` or `gate` into
+    /// the report (and exit code) of one unpartitioned run; for `tune`, the tuned records
+    /// go into the tuned databases.
+    Merge {
+        #[command(flatten)]
+        cargo: CargoFlags,
+        /// The results files, one per partition.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// gate: write the Markdown summary here (default: $GITHUB_STEP_SUMMARY, appended,
+        /// when set, else <target-dir>/neuron-tune/gate/summary.md).
+        #[arg(long, value_name = "FILE")]
+        markdown: Option<PathBuf>,
+        /// gate: write the JUnit XML here (default: <target-dir>/neuron-tune/gate/junit.xml).
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+        /// Also write the merged results as one results file.
+        #[arg(long, value_name = "FILE")]
+        results: Option<PathBuf>,
     },
     /// Run a search strategy on a recorded landscape (Kernel Tuner cache JSON, gzipped or
     /// not; T4 results JSON) instead of the simulator.
@@ -157,6 +199,85 @@ pub enum Command {
         /// The crate to add it to (default: the crate in the current directory).
         #[arg(long, value_name = "PATH")]
         manifest_path: Option<PathBuf>,
+    },
+}
+
+/// Splitting a command's work between CI jobs.
+#[derive(Debug, Args, Clone, Default)]
+pub struct PartitionOpts {
+    /// Do only partition K of N of the work items (`kernel@shape` for bench and tune,
+    /// `model@shape@chip` for gate), assigned by a hash of each item's name, so adding items
+    /// moves no other item. `cargo neuron-tune merge` joins the partitions' results files.
+    #[arg(long, value_name = "K/N", help_heading = "Partitioning")]
+    pub partition: Option<crate::partition::Partition>,
+    /// Write this run's results to FILE (JSON) for `cargo neuron-tune merge`.
+    #[arg(long, value_name = "FILE", help_heading = "Partitioning")]
+    pub results: Option<PathBuf>,
+}
+
+/// What the gate compares against and how.
+#[derive(Debug, Args, Clone)]
+pub struct GateOpts {
+    /// The baseline file (default: neuron-tune.baseline.toml at the workspace root).
+    #[arg(long, value_name = "FILE", conflicts_with = "base_ref")]
+    pub baseline: Option<PathBuf>,
+    /// Compare with the same models built from this git revision (checked out in a
+    /// worktree under <target-dir>/neuron-tune/base/, built in the same target dir).
+    #[arg(long, value_name = "REF")]
+    pub base_ref: Option<String>,
+    /// A model regresses when its throughput drops by more than PCT percent.
+    #[arg(long, value_name = "PCT", default_value_t = 0.0)]
+    pub threshold: f64,
+    /// Model name or glob; repeatable. Default: every model.
+    #[arg(long = "model", value_name = "NAME")]
+    pub models: Vec<String>,
+    /// Model shape; repeatable. Default: every shape of each model.
+    #[arg(long = "shape", value_name = "NAME")]
+    pub shapes: Vec<String>,
+    /// Chip: `trn1`, `trn2`, `trn3`, or a chip TOML file.
+    #[arg(long, default_value = "trn2", value_name = "CHIP")]
+    pub chip: String,
+    /// Fail (exit 5) on stale tuned entries too (a kernel changed since it was tuned).
+    #[arg(long)]
+    pub strict: bool,
+    /// Write the Markdown summary here (default: $GITHUB_STEP_SUMMARY, appended, when set,
+    /// else <target-dir>/neuron-tune/gate/summary.md).
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Write the JUnit XML here (default: <target-dir>/neuron-tune/gate/junit.xml).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+}
+
+/// `baseline save` / `baseline show`.
+#[derive(Debug, Subcommand)]
+pub enum BaselineAction {
+    /// Evaluate the models end to end (tuned or default kernels) and write their throughput,
+    /// per-call times and program hashes into the baseline file; entries of other models,
+    /// shapes or chips are kept.
+    Save {
+        #[command(flatten)]
+        cargo: CargoFlags,
+        /// The baseline file (default: neuron-tune.baseline.toml at the workspace root).
+        #[arg(long, value_name = "FILE")]
+        baseline: Option<PathBuf>,
+        /// Model name or glob; repeatable. Default: every model.
+        #[arg(long = "model", value_name = "NAME")]
+        models: Vec<String>,
+        /// Model shape; repeatable. Default: every shape of each model.
+        #[arg(long = "shape", value_name = "NAME")]
+        shapes: Vec<String>,
+        /// Chip: `trn1`, `trn2`, `trn3`, or a chip TOML file.
+        #[arg(long, default_value = "trn2", value_name = "CHIP")]
+        chip: String,
+    },
+    /// Print the baseline file.
+    Show {
+        #[command(flatten)]
+        cargo: CargoFlags,
+        /// The baseline file (default: neuron-tune.baseline.toml at the workspace root).
+        #[arg(long, value_name = "FILE")]
+        baseline: Option<PathBuf>,
     },
 }
 

@@ -29,7 +29,7 @@ pub struct Outcome {
 }
 
 /// A bench result and whether it came from the store.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Measured {
     pub bench: BenchResult,
     pub cached: bool,
@@ -85,9 +85,13 @@ pub fn stream<T>(
     }
 }
 
-/// Bench `variants` on `pool`, calling `done` with each outcome as it completes.
+/// Bench `variants` on `pool`, calling `done` with each outcome as it completes. Results
+/// are stored and looked up under `sim_version`, the simulator version the pool's harness
+/// links (its `list`), so a result is only ever served to the simulator that produced it.
+#[allow(clippy::too_many_arguments)]
 pub fn bench_stream(
     pool: &mut Pool,
+    sim_version: &str,
     variants: impl Iterator<Item = Variant>,
     chip: &ChipSpec,
     store: &Store,
@@ -105,7 +109,7 @@ pub fn bench_stream(
         let result = match (key, answer.answer) {
             (_, Err(e)) => Err(e),
             (None, Ok(ResponseBody::Trace(t))) => {
-                let key = Store::key(&t.program_hash, &chip_text, "bench");
+                let key = Store::key_for(&t.program_hash, &chip_text, sim_version, "bench");
                 match store.get::<BenchResult>("bench", &key).filter(|_| !force) {
                     Some(bench) => Ok(Measured { bench, cached: true }),
                     None => {

@@ -9,19 +9,26 @@
 //! * [`output`] — typed events, JSON and human reporting; [`energy`] — the energy estimate.
 //! * [`tuned`] — the tuned database (`neuron-tune.tuned.toml`); [`models`] — models end to
 //!   end (their calls benched as variants through the store, tuned or default, stale entries).
+//! * [`gate`] — the gate's judgement (throughput against the baseline, moved calls);
+//!   [`gate_report`] — its Markdown and JUnit reports; [`baseline`] — the baseline file.
+//! * [`partition`] — `--partition k/n`: a stable share of a command's work items.
 //! * [`commands`] — one module per subcommand (`tune` drives `neuron-tune-search`).
 //!
 //! It never decides correctness itself and never links user kernels: it asks the harness
 //! binary cargo built, over the worker protocol (`neuron-tune-protocol`).
 
+pub mod baseline;
 pub mod cargo;
 pub mod cli;
 pub mod commands;
 pub mod energy;
 pub mod eval;
 pub mod exit;
+pub mod gate;
+pub mod gate_report;
 pub mod models;
 pub mod output;
+pub mod partition;
 pub mod select;
 pub mod store;
 pub mod tuned;

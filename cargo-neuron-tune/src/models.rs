@@ -209,9 +209,11 @@ pub fn plan(
 }
 
 /// What model measurements share: where results are stored, the chip, the tuned databases
-/// (to tell stale entries), whether to re-simulate stored programs, where to report.
+/// (to tell stale entries), whether to re-simulate stored programs, where to report, and
+/// the simulator version of the harness that evaluates (its results are keyed by it).
 pub struct Bench<'a> {
     pub store: &'a Store,
+    pub sim_version: &'a str,
     pub chip: &'a ChipSpec,
     pub records: &'a TunedSet,
     pub force: bool,
@@ -243,7 +245,8 @@ pub fn evaluate(
         .collect();
     let mut outcomes: Vec<Option<Outcome>> = Vec::new();
     outcomes.resize_with(variants.len(), || None);
-    bench_stream(pool, variants.into_iter(), chip, store, force, out, &mut |o: Outcome| {
+    let sim = env.sim_version;
+    bench_stream(pool, sim, variants.into_iter(), chip, store, force, out, &mut |o: Outcome| {
         let i = o.index;
         outcomes[i] = Some(o);
     })?;
@@ -321,8 +324,9 @@ mod tests {
 
     fn list(models: &[(&str, &[&str])]) -> ListDoc {
         ListDoc {
-            protocol: 3,
+            protocol: 4,
             harness_version: "0".into(),
+            sim_version: "0".into(),
             crate_name: "c".into(),
             kernels: vec![],
             models: models

@@ -148,11 +148,38 @@ pub enum Event {
         /// Tuned entries whose kernel changed since they were tuned.
         stale: Vec<String>,
     },
+    /// `gate`: one model at one shape on one chip against its baseline (verdict, both
+    /// throughputs, change, the calls that moved, stale tuned entries).
+    Gate(Box<crate::gate::Comparison>),
+    /// `gate` (and `merge` of gate results): the verdict over all models, before `summary`.
+    GateSummary(Box<GateSummary>),
+    /// `baseline save` / `baseline show`: the baseline file's entries.
+    Baseline {
+        path: std::path::PathBuf,
+        entries: Vec<crate::baseline::BaselineEntry>,
+    },
     Summary(Summary),
     Error {
         code: u8,
         message: String,
     },
+}
+
+/// The gate's verdict over all models: counts, the calls that moved most (with the models
+/// they moved), stale tuned entries, notes, the exit code and where the reports went.
+#[derive(Clone, Debug, Serialize)]
+pub struct GateSummary {
+    pub against: String,
+    pub threshold_pct: f64,
+    pub strict: bool,
+    #[serde(flatten)]
+    pub counts: crate::gate::Counts,
+    pub moved: Vec<crate::gate::CallDelta>,
+    pub stale: Vec<String>,
+    pub notes: Vec<String>,
+    pub exit_code: u8,
+    pub markdown: Option<std::path::PathBuf>,
+    pub junit: Option<std::path::PathBuf>,
 }
 
 /// A tuned record and whether its kernel changed since (`None`: not checked).

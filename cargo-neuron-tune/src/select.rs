@@ -13,7 +13,7 @@ use std::path::Path;
 pub const GRID_LIMIT: u64 = 1_000_000;
 
 /// A variant to run.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Variant {
     pub kernel: String,
     pub shape_name: String,

@@ -49,10 +49,18 @@ impl Store {
         &self.root
     }
 
-    /// The key of a result: program hash + chip + simulator version + what was measured.
+    /// The key of a result simulated by this tool's own simulator version:
+    /// [`Store::key_for`] with `neuron_sim::SIM_VERSION`.
     pub fn key(program_hash: &str, chip_toml: &str, what: &str) -> String {
+        Store::key_for(program_hash, chip_toml, neuron_sim::SIM_VERSION, what)
+    }
+
+    /// The key of a result: program hash + chip + the version of the simulator that
+    /// produced it (the harness's, from its `list`) + what was measured. A result of one
+    /// simulator version is never served for another.
+    pub fn key_for(program_hash: &str, chip_toml: &str, sim_version: &str, what: &str) -> String {
         let mut h = xxhash_rust::xxh3::Xxh3::new();
-        for part in [program_hash, chip_toml, neuron_sim::SIM_VERSION, what] {
+        for part in [program_hash, chip_toml, sim_version, what] {
             h.update(part.as_bytes());
             h.update(&[0]);
         }
@@ -119,6 +127,8 @@ mod tests {
         let k2 = Store::key("abc", "chip-b", "bench");
         let k3 = Store::key("abd", "chip-a", "bench");
         assert!(k1 != k2 && k1 != k3 && k2 != k3);
+        assert_eq!(k1, Store::key_for("abc", "chip-a", neuron_sim::SIM_VERSION, "bench"));
+        assert_ne!(k1, Store::key_for("abc", "chip-a", "0.0.0+other", "bench"));
         assert_eq!(store.get::<u64>("bench", &k1), None);
         store.put("bench", &k1, &42u64).unwrap();
         assert_eq!(store.get::<u64>("bench", &k1), Some(42));

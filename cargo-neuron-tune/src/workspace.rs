@@ -34,6 +34,8 @@ pub struct Crate {
 /// The kernel crates of one command.
 pub struct Workspace {
     pub crates: Vec<Crate>,
+    /// The workspace root (where its root Cargo.toml is).
+    pub root: PathBuf,
     pub target_dir: PathBuf,
     /// The tuned databases of every local package (models use them).
     pub tuned: TunedSet,
@@ -50,9 +52,51 @@ impl PoolEvents for StartEvents {
     }
 }
 
+/// How [`Workspace::open_with`] opens a workspace.
+#[derive(Clone, Debug, Default)]
+pub struct OpenOpts {
+    /// Run private copies of the harness executables, kept in this directory. For a second
+    /// workspace built into the same target dir (the gate's base revision): cargo puts a
+    /// binary of the same name at the same place for both, so the workers of one would
+    /// otherwise start the other's binary.
+    pub exe_dir: Option<PathBuf>,
+    /// Give the local packages under this directory build units of their own. cargo names
+    /// a path package's units by its path *relative to its workspace root*, so two
+    /// checkouts of one workspace built into one target dir share (and overwrite) the same
+    /// units, and one checkout's fingerprints can make the other's changed sources look
+    /// fresh. A per-package profile override (`codegen-units`, which changes neither
+    /// semantics nor results) gives these packages distinct units, while every dependency
+    /// outside the directory (registry crates, shared path crates) stays shared.
+    pub own_units_under: Option<PathBuf>,
+}
+
+/// The `codegen-units` of the base revision's own packages: any value the user is unlikely
+/// to have set gives them distinct build units.
+const BASE_CODEGEN_UNITS: u32 = 15;
+
 impl Workspace {
     pub fn open(cargo: &CargoFlags, ctx: &Ctx) -> Result<Workspace, Failure> {
+        Workspace::open_with(cargo, ctx, &OpenOpts::default())
+    }
+
+    pub fn open_with(cargo: &CargoFlags, ctx: &Ctx, opts: &OpenOpts) -> Result<Workspace, Failure> {
         let meta = cargo.metadata()?;
+        let mut cargo = cargo.clone();
+        if let Some(dir) = &opts.own_units_under {
+            let dir = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+            let profile = cargo.profile_name().to_string();
+            for p in meta.packages.iter().filter(|p| p.source.is_none()) {
+                let manifest = p.manifest_path.as_std_path();
+                let manifest = manifest.canonicalize().unwrap_or_else(|_| manifest.to_path_buf());
+                if manifest.starts_with(&dir) {
+                    cargo.build_config.push(format!(
+                        "profile.{profile}.package.\"{}\".codegen-units={BASE_CODEGEN_UNITS}",
+                        p.name
+                    ));
+                }
+            }
+        }
+        let cargo = &cargo;
         let crates = cargo.kernel_crates(&meta)?;
         if crates.is_empty() {
             return Err(fail(
@@ -71,6 +115,10 @@ impl Workspace {
                 BuildError::Failed { .. } => fail(Exit::Build, e.to_string()),
                 other => fail(Exit::Internal, other.to_string()),
             })?;
+            let exe = match &opts.exe_dir {
+                Some(dir) => private_copy(&exe, dir)?,
+                None => exe,
+            };
             let dir = k.manifest_path.parent().map(PathBuf::from).unwrap_or_default();
             let events = Arc::new(StartEvents { package: k.package.clone(), out: ctx.out.clone() });
             let mut pool = Pool::new(&exe, &dir, ctx.jobs, ctx.timeout, events);
@@ -94,7 +142,12 @@ impl Workspace {
             built.push(Crate { krate: k, exe, list, pool });
         }
         let tuned = TunedSet::load(&meta)?;
-        Ok(Workspace { crates: built, target_dir: cargo.target_dir(&meta), tuned })
+        Ok(Workspace {
+            crates: built,
+            root: meta.workspace_root.clone().into(),
+            target_dir: cargo.target_dir(&meta),
+            tuned,
+        })
     }
 
     /// Every kernel name, for messages.
@@ -105,4 +158,16 @@ impl Workspace {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// Copy `exe` into `dir` (atomically: a running copy is replaced, never overwritten).
+fn private_copy(exe: &std::path::Path, dir: &std::path::Path) -> Result<PathBuf, Failure> {
+    let io = |e: std::io::Error| fail(Exit::Internal, format!("copying {}: {e}", exe.display()));
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let name = exe.file_name().ok_or_else(|| io(std::io::ErrorKind::InvalidInput.into()))?;
+    let dest = dir.join(name);
+    let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
+    std::fs::copy(exe, &tmp).map_err(io)?;
+    std::fs::rename(&tmp, &dest).map_err(io)?;
+    Ok(dest)
 }

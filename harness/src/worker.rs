@@ -119,6 +119,7 @@ impl Registry {
         Ok(ListDoc {
             protocol: PROTOCOL_VERSION,
             harness_version: env!("CARGO_PKG_VERSION").to_string(),
+            sim_version: neuron_sim::SIM_VERSION.to_string(),
             crate_name: self.crate_name.clone(),
             kernels,
             models,

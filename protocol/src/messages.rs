@@ -18,8 +18,10 @@ use std::path::PathBuf;
 /// 2 — requests and responses carry ids, typed results and errors, the captured output of
 /// kernel code travels inside the response; 3 — `model_plan` (a model's distinct kernel
 /// calls, which the tool simulates and caches as variants), and kernels a crate's models
-/// use are served by its harness even when the crate does not list them.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// use are served by its harness even when the crate does not list them; 4 — `list` says
+/// which simulator version the harness links (`sim_version`), so results are keyed and
+/// compared by the version that produced them.
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// A chip: a built-in name, or the text of a chip TOML (then `name` is for display).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -399,6 +399,9 @@ pub struct ModelInfo {
 pub struct ListDoc {
     pub protocol: u32,
     pub harness_version: String,
+    /// The simulator version the harness links (`neuron_sim::SIM_VERSION`): results of
+    /// harnesses with different versions are never compared or served for each other.
+    pub sim_version: String,
     pub crate_name: String,
     pub kernels: Vec<KernelInfo>,
     pub models: Vec<ModelInfo>,

@@ -264,6 +264,11 @@ pub fn empty_kernel_crate(name: &str) -> PathBuf {
 /// the qwen3 model crates, without their tests — whose dependencies on the simulator and
 /// the harness point into this repository, so building it rebuilds only the fixtures.
 /// Build it with `--target-dir` [`test_target_dir`].
+///
+/// Its packages' version is unique to the copy (`0.1.0-<name>.<pid>`): cargo names a path
+/// package's build units by its path relative to the workspace root, so copies of one
+/// version would share units in the shared target dir, and one copy's fingerprints could
+/// make another's edited sources look fresh.
 pub fn fixture_workspace(name: &str) -> PathBuf {
     let dir = scratch_dir(name);
     let r = root();
@@ -278,9 +283,11 @@ pub fn fixture_workspace(name: &str) -> PathBuf {
         dir.join("Cargo.toml"),
         format!(
             "[workspace]\nresolver = \"2\"\nmembers = [\"kernels\", \"qwen3\"]\n\n\
-             [workspace.package]\nversion = \"0.1.0\"\nedition = \"2021\"\nlicense = \"MIT\"\n\n\
+             [workspace.package]\nversion = \"0.1.0-{tag}.{pid}\"\nedition = \"2021\"\nlicense = \"MIT\"\n\n\
              [workspace.dependencies]{deps}\n\
-             [profile.dev.package.\"*\"]\nopt-level = 2\n"
+             [profile.dev.package.\"*\"]\nopt-level = 2\n",
+            tag = name.replace(|c: char| !c.is_ascii_alphanumeric(), "-"),
+            pid = std::process::id()
         ),
     )
     .unwrap();
@@ -301,6 +308,13 @@ pub fn fixture_workspace(name: &str) -> PathBuf {
         std::fs::write(dir.join(krate).join("Cargo.toml"), manifest).unwrap();
     }
     std::fs::write(dir.join(".gitignore"), "/target\n").unwrap();
+    // The lock file names the copy's own version, so builds of the commit leave it as is.
+    let status = cargo()
+        .args(["update", "--workspace", "--offline", "-q"])
+        .current_dir(&dir)
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "cargo update --workspace in {}", dir.display());
     git(&dir, &["init", "-q", "-b", "main"]);
     git(&dir, &["add", "-A"]);
     git(&dir, &["commit", "-q", "-m", "fixtures"]);

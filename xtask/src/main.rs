@@ -1,6 +1,9 @@
 //! Repository automation, so CI and a developer run exactly the same steps.
 //!
-//! * `cargo xtask ci`    — format check, clippy (warnings are errors), the whole test suite.
+//! * `cargo xtask ci`    — format check, clippy (warnings are errors), the whole test suite,
+//!   then the gate: the fixture models against `fixtures/neuron-tune.baseline.toml`.
+//! * `cargo xtask bless` — save that baseline again, on purpose (`--tuned`: re-tune the
+//!   fixture kernels first); `cargo xtask bench-gate` — the gate's speed (see `gate.rs`).
 //! * `cargo xtask test`  — the test suite only.
 //! * `cargo xtask bench` — the simulator's criterion benchmarks (`cargo bench -p neuron-sim`),
 //!   then each measured figure against its target from the issues, as a ratio
@@ -15,8 +18,9 @@
 use std::process::{Command, ExitCode};
 
 mod bench_search;
+mod gate;
 
-fn cargo() -> Command {
+pub(crate) fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
@@ -185,14 +189,17 @@ fn main() -> ExitCode {
                     &["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"],
                 )
             })
-            .and_then(|_| test()),
+            .and_then(|_| test())
+            .and_then(|_| gate::ci_gate()),
         Some("test") => test(),
+        Some("bless") => gate::bless(&args[1..]),
+        Some("bench-gate") => gate::bench_gate(&args[1..]),
         Some("bench") if args.get(1).is_some_and(|a| a == "--report") => bench_report(),
         Some("bench-search") => bench_search::bench_search(&args[1..]),
         Some("bench") => run("benchmarks", &["bench", "-p", "neuron-sim", "--bench", "sim"])
             .and_then(|_| bench_report()),
         _ => {
-            eprintln!("usage: cargo xtask <ci|test|bench|bench-search>\n  ci     format check, clippy -D warnings, all tests\n  test   all tests\n  bench  the simulator's criterion benchmarks (--report: the last run's table only)\n  bench-search  search strategies replayed on the landscapes (--seeds N, default 50)");
+            eprintln!("usage: cargo xtask <ci|test|bless|bench|bench-search|bench-gate>\n  ci     format check, clippy -D warnings, all tests, the gate against fixtures/neuron-tune.baseline.toml\n  bless  save fixtures/neuron-tune.baseline.toml again (--tuned: re-tune the fixture kernels first)\n  bench-gate  the gate's speed at prefill_16k (--baseline and --base-ref HEAD, warm; --cold: first run on an empty store)\n  test   all tests\n  bench  the simulator's criterion benchmarks (--report: the last run's table only)\n  bench-search  search strategies replayed on the landscapes (--seeds N, default 50)");
             Err(ExitCode::from(2))
         }
     };

@@ -3,43 +3,50 @@
 
 use super::{open_store, report_failure};
 use crate::cargo::CargoFlags;
-use crate::cli::Selection;
+use crate::cli::{PartitionOpts, Selection};
 use crate::eval::{bench_stream, Measured, Outcome};
 use crate::exit::{Exit, Failure};
 use crate::models;
 use crate::output::{Event, Reporter, Summary};
+use crate::partition::keeps;
 use crate::select::{check_patterns, chip_spec, select, Variant};
 use crate::workspace::{Ctx, Workspace};
 use neuron_tune_protocol::Params;
 
-pub fn run(cargo: &CargoFlags, s: &Selection, force: bool, ctx: &Ctx) -> Result<Exit, Failure> {
+pub fn run(
+    cargo: &CargoFlags,
+    s: &Selection,
+    force: bool,
+    parts: &PartitionOpts,
+    ctx: &Ctx,
+) -> Result<Exit, Failure> {
     let mut ws = Workspace::open(cargo, ctx)?;
     let store = open_store(&ws.target_dir, &ctx.out)?;
     let chip = chip_spec(&s.chip)?;
     check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s, &ctx.out)?;
     let out = &ctx.out;
-    let (mut invalid, mut crashed, mut simulated, mut cached) = (0, 0, 0, 0);
+    let (mut invalid, mut crashed) = (0, 0);
     let mut rows: Vec<(usize, Variant, Measured)> = Vec::new();
     let mut defaults: Vec<(String, Params)> = Vec::new();
     let mut offset = 0;
     for c in &mut ws.crates {
-        let selected = select(&c.list, s)?;
+        let mut selected = select(&c.list, s)?;
+        for k in &mut selected {
+            let name = &k.kernel.name;
+            k.shapes.retain(|(sn, sh)| keeps(parts.partition, &item_name(name, sn, sh)));
+        }
         defaults
             .extend(selected.iter().map(|k| (k.kernel.name.clone(), k.kernel.defaults.clone())));
         let total: u64 = selected.iter().map(|k| k.count()).sum();
         let bar = progress(out, total);
         let variants = selected.iter().flat_map(|k| k.variants());
         let mut n = 0;
-        bench_stream(&mut c.pool, variants, &chip, &store, force, out, &mut |o: Outcome| {
+        let sim = c.list.sim_version.clone();
+        bench_stream(&mut c.pool, &sim, variants, &chip, &store, force, out, &mut |o: Outcome| {
             bar.inc(1);
             n += 1;
             match o.result {
                 Ok(m) => {
-                    if m.cached {
-                        cached += 1;
-                    } else {
-                        simulated += 1;
-                    }
                     let r = &m.bench;
                     out.event(&Event::Bench {
                         kernel: o.variant.kernel.clone(),
@@ -71,8 +78,40 @@ pub fn run(cargo: &CargoFlags, s: &Selection, force: bool, ctx: &Ctx) -> Result<
     }
     rows.sort_by_key(|r| r.0);
     out.flush_invalid();
-    print_table(out, &rows);
-    print_best(out, &rows, &defaults);
+    if let Some(path) = &parts.results {
+        let results = super::merge::Results::Bench {
+            partition: parts.partition,
+            rows: rows.iter().map(|(_, v, m)| (v.clone(), m.clone())).collect(),
+            defaults: defaults.clone(),
+            invalid,
+            crashed,
+        };
+        super::merge::write_results(path, &results)?;
+        out.status(format!("   Wrote {}", path.display()));
+    }
+    let exit = report(out, &rows, &defaults, invalid, crashed);
+    out.status(format!("   (store: {})", store.root().display()));
+    Ok(exit)
+}
+
+/// A bench work item's name, which `--partition` hashes: `kernel@shape@{dims}`.
+pub fn item_name(kernel: &str, shape_name: &str, shape: &neuron_tune_protocol::Shape) -> String {
+    format!("{kernel}@{shape_name}@{shape}")
+}
+
+/// The tables, the summary event and line, and the exit code of a bench (`bench` and
+/// `merge` of bench results).
+pub(super) fn report(
+    out: &Reporter,
+    rows: &[(usize, Variant, Measured)],
+    defaults: &[(String, Params)],
+    invalid: usize,
+    crashed: usize,
+) -> Exit {
+    print_table(out, rows);
+    print_best(out, rows, defaults);
+    let cached = rows.iter().filter(|r| r.2.cached).count();
+    let simulated = rows.len() - cached;
     let variants = rows.len() + invalid + crashed;
     out.event(&Event::Summary(Summary {
         command: "bench".into(),
@@ -85,10 +124,13 @@ pub fn run(cargo: &CargoFlags, s: &Selection, force: bool, ctx: &Ctx) -> Result<
     }));
     out.status(format!(
         "   {variants} variants: {simulated} simulated, {cached} from the store, {invalid} invalid, \
-         {crashed} crashed or hung (store: {})",
-        store.root().display()
+         {crashed} crashed or hung"
     ));
-    Ok(if crashed > 0 { Exit::Check } else { Exit::Ok })
+    if crashed > 0 {
+        Exit::Check
+    } else {
+        Exit::Ok
+    }
 }
 
 /// A progress bar on stderr for long runs (hidden in JSON mode and when not a terminal).
@@ -185,6 +227,7 @@ pub fn run_models(
     s: &Selection,
     patterns: &[String],
     force: bool,
+    partition: Option<crate::partition::Partition>,
     ctx: &Ctx,
 ) -> Result<Exit, Failure> {
     if !s.kernels.is_empty() || s.params.is_some() || s.all_variants {
@@ -198,14 +241,25 @@ pub fn run_models(
     let store = open_store(&ws.target_dir, &ctx.out)?;
     let chip = chip_spec(&s.chip)?;
     let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
-    let targets = models::select_models(&lists, patterns, &s.shapes)?;
+    let targets: Vec<models::ModelTarget> = models::select_models(&lists, patterns, &s.shapes)?
+        .into_iter()
+        .filter(|t| keeps(partition, &crate::gate::item_name(&t.model, &t.shape_name, &chip.name)))
+        .collect();
     let tuned = ws.tuned.for_chip(&chip.name);
     let out = &ctx.out;
     let mut failed = 0;
     for t in &targets {
         out.status(format!("   Simulating {} at {} on {}", t.model, t.shape_name, chip.name));
-        let env = models::Bench { store: &store, chip: &chip, records: &ws.tuned, force, out };
-        let pool = &mut ws.crates[t.krate].pool;
+        let c = &mut ws.crates[t.krate];
+        let env = models::Bench {
+            store: &store,
+            sim_version: &c.list.sim_version,
+            chip: &chip,
+            records: &ws.tuned,
+            force,
+            out,
+        };
+        let pool = &mut c.pool;
         let with = models::evaluate(pool, &env, t, &tuned)?;
         let without = models::evaluate(pool, &env, t, &Default::default())?;
         let (with, without) = match (with, without) {

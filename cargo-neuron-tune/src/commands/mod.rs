@@ -1,15 +1,18 @@
 //! The subcommands, one file each; [`run`] dispatches and maps failures to exit codes.
 
+mod baseline;
 mod bench;
 mod build;
 mod check;
+mod gate;
 mod list;
+pub mod merge;
 pub mod new;
 mod profile;
 mod replay;
 mod tune;
 
-use crate::cli::{Cli, Command, MessageFormat};
+use crate::cli::{BaselineAction, Cli, Command, MessageFormat};
 use crate::exit::{Exit, Failure};
 use crate::output::{Event, Reporter};
 use crate::workspace::Ctx;
@@ -42,10 +45,18 @@ fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
         Command::Check { cargo, select, cases, seed } => {
             check::run(cargo, select, *cases, *seed, ctx)
         }
-        Command::Bench { cargo, select, force, models } if !models.is_empty() => {
-            bench::run_models(cargo, select, models, *force, ctx)
+        Command::Bench { cargo, select, force, models, parts } if !models.is_empty() => {
+            if parts.results.is_some() {
+                return Err(crate::exit::fail(
+                    Exit::Config,
+                    "--results with --model: use `cargo neuron-tune gate --results`".to_string(),
+                ));
+            }
+            bench::run_models(cargo, select, models, *force, parts.partition, ctx)
         }
-        Command::Bench { cargo, select, force, .. } => bench::run(cargo, select, *force, ctx),
+        Command::Bench { cargo, select, force, parts, .. } => {
+            bench::run(cargo, select, *force, parts, ctx)
+        }
         Command::Profile { cargo, kernel, params, shape, chip, trace } => profile::run(
             cargo,
             &profile::Args {
@@ -57,8 +68,32 @@ fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
             },
             ctx,
         ),
-        Command::Tune { cargo, select, search, models } => {
-            tune::run(cargo, select, models, search, ctx)
+        Command::Tune { cargo, select, search, models, parts } => match &parts.results {
+            None => tune::run(cargo, select, models, search, parts.partition, ctx),
+            Some(path) => {
+                // The run's results are the tuned records it added or changed.
+                let before = merge::tuned_snapshot(cargo)?;
+                let exit = tune::run(cargo, select, models, search, parts.partition, ctx)?;
+                let records =
+                    merge::tuned_snapshot(cargo)?.into_iter().filter(|r| !before.contains(r));
+                let results =
+                    merge::Results::Tune { partition: parts.partition, records: records.collect() };
+                merge::write_results(path, &results)?;
+                ctx.out.status(format!("   Wrote {}", path.display()));
+                Ok(exit)
+            }
+        },
+        Command::Gate { cargo, gate, parts } => gate::run(cargo, gate, parts, ctx),
+        Command::Baseline { action } => match action {
+            BaselineAction::Save { cargo, baseline, models, shapes, chip } => {
+                baseline::save(cargo, baseline.as_deref(), models, shapes, chip, ctx)
+            }
+            BaselineAction::Show { cargo, baseline } => {
+                baseline::show(cargo, baseline.as_deref(), &ctx.out)
+            }
+        },
+        Command::Merge { cargo, files, markdown, junit, results } => {
+            merge::run(cargo, files, markdown.as_deref(), junit.as_deref(), results.as_deref(), ctx)
         }
         Command::Replay { cache, search } => replay::run_replay(cache, search, &ctx.out),
         Command::New { name, template, manifest_path } => {

@@ -102,16 +102,22 @@ pub fn run(
     s: &Selection,
     models: &[String],
     opts: &SearchOpts,
+    partition: Option<crate::partition::Partition>,
     ctx: &Ctx,
 ) -> Result<Exit, Failure> {
     let mut ws = Workspace::open(cargo, ctx)?;
     let store = open_store(&ws.target_dir, &ctx.out)?;
     let chip = chip_spec(&s.chip)?;
-    let targets = if models.is_empty() {
+    let mut targets = if models.is_empty() {
         kernel_targets(&ws, s, &ctx.out)?
     } else {
         model_targets(&mut ws, s, models, &chip)?
     };
+    // `--partition`: this run's share, by each (kernel, shape)'s name.
+    targets.retain(|t| {
+        let name = super::bench::item_name(&t.kernel.name, &t.shape_name, &t.shape);
+        crate::partition::keeps(partition, &name)
+    });
     let seed = opts.seed.unwrap_or_else(default_seed);
     let out = ctx.out.clone();
     out.status(format!(

@@ -1,0 +1,283 @@
+//! The baseline: `neuron-tune.baseline.toml` at the workspace root, committed.
+//!
+//! Per model, shape and chip, what `cargo neuron-tune baseline save` measured: throughput,
+//! end-to-end time, and every distinct kernel call (parameters, whether tuned, time per
+//! call, calls, program hash), with the tool and simulator versions. `gate --baseline`
+//! compares against it. The file has a schema version, is kept sorted (models by model,
+//! shape, chip; calls by kernel and shape) and written atomically, so saving the same
+//! measurements again leaves it byte-identical.
+
+use crate::exit::{fail, Exit, Failure};
+use crate::models::{CallTime, ModelRun};
+use crate::store::write_atomic;
+use neuron_tune_protocol::{Params, Shape};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+pub const FILE_NAME: &str = "neuron-tune.baseline.toml";
+
+/// The schema this tool writes and reads.
+pub const SCHEMA: u32 = 1;
+
+/// One distinct kernel call of a model, as measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BaselineCall {
+    pub kernel: String,
+    pub shape: Shape,
+    pub params: Params,
+    pub tuned: bool,
+    pub calls: u64,
+    /// One call, without launch overhead.
+    pub time_us: f64,
+    /// calls × (time + launch overhead).
+    pub total_us: f64,
+    pub program_hash: String,
+}
+
+/// A model at one shape on one chip.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BaselineEntry {
+    pub model: String,
+    pub shape: String,
+    pub chip: String,
+    pub tokens_per_s: f64,
+    pub total_us: f64,
+    pub tokens: f64,
+    pub launch_overhead_us: f64,
+    pub tool_version: String,
+    pub sim_version: String,
+    pub dims: Shape,
+    pub calls: Vec<BaselineCall>,
+}
+
+impl BaselineEntry {
+    /// A measured run as a baseline entry (calls sorted by kernel and shape).
+    pub fn from_run(run: &ModelRun, sim_version: &str) -> BaselineEntry {
+        let mut calls: Vec<BaselineCall> = run
+            .calls
+            .iter()
+            .map(|c| BaselineCall {
+                kernel: c.kernel.clone(),
+                shape: c.shape.clone(),
+                params: c.params.clone(),
+                tuned: c.tuned,
+                calls: c.calls,
+                time_us: c.time_us,
+                total_us: c.total_us,
+                program_hash: c.program_hash.clone(),
+            })
+            .collect();
+        calls.sort_by(|a, b| (&a.kernel, &a.shape.0).cmp(&(&b.kernel, &b.shape.0)));
+        BaselineEntry {
+            model: run.model.clone(),
+            shape: run.shape_name.clone(),
+            chip: run.chip.clone(),
+            tokens_per_s: run.tokens_per_s,
+            total_us: run.total_us,
+            tokens: run.tokens,
+            launch_overhead_us: run.launch_overhead_us,
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            sim_version: sim_version.into(),
+            dims: run.shape.clone(),
+            calls,
+        }
+    }
+
+    /// The entry as a run (every call "from the store": nothing was simulated for it).
+    pub fn to_run(&self) -> ModelRun {
+        ModelRun {
+            model: self.model.clone(),
+            shape_name: self.shape.clone(),
+            shape: self.dims.clone(),
+            chip: self.chip.clone(),
+            tokens: self.tokens,
+            launch_overhead_us: self.launch_overhead_us,
+            total_us: self.total_us,
+            tokens_per_s: self.tokens_per_s,
+            calls: self
+                .calls
+                .iter()
+                .map(|c| CallTime {
+                    kernel: c.kernel.clone(),
+                    shape: c.shape.clone(),
+                    params: c.params.clone(),
+                    tuned: c.tuned,
+                    stale: None,
+                    calls: c.calls,
+                    time_us: c.time_us,
+                    total_us: c.total_us,
+                    program_hash: c.program_hash.clone(),
+                    cached: true,
+                })
+                .collect(),
+        }
+    }
+
+    fn key(&self) -> (&str, &str, &str) {
+        (&self.model, &self.shape, &self.chip)
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    schema: u32,
+    #[serde(default)]
+    model: Vec<BaselineEntry>,
+}
+
+/// A baseline file.
+#[derive(Debug)]
+pub struct Baseline {
+    path: PathBuf,
+    entries: Vec<BaselineEntry>,
+}
+
+impl Baseline {
+    /// Read the baseline at `path`. A missing file is a usage error saying how to make one.
+    pub fn load(path: &Path) -> Result<Baseline, Failure> {
+        if !path.exists() {
+            return Err(fail(
+                Exit::Config,
+                format!(
+                    "{}: no such baseline; create it with `cargo neuron-tune baseline save` \
+                     (and commit it), or compare with another revision with --base-ref REF",
+                    path.display()
+                ),
+            ));
+        }
+        Baseline::load_or_empty(path)
+    }
+
+    /// The baseline at `path`, or an empty one if there is no file yet.
+    pub fn load_or_empty(path: &Path) -> Result<Baseline, Failure> {
+        let entries = match std::fs::read_to_string(path) {
+            Ok(text) => {
+                let file: File = toml::from_str(&text)
+                    .map_err(|e| fail(Exit::Config, format!("{}: {e}", path.display())))?;
+                if file.schema != SCHEMA {
+                    return Err(fail(
+                        Exit::Config,
+                        format!(
+                            "{}: baseline schema {} (this tool reads schema {SCHEMA}); save it \
+                             again with `cargo neuron-tune baseline save`",
+                            path.display(),
+                            file.schema
+                        ),
+                    ));
+                }
+                file.model
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(fail(Exit::Config, format!("{}: {e}", path.display()))),
+        };
+        Ok(Baseline { path: path.to_path_buf(), entries })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn entries(&self) -> &[BaselineEntry] {
+        &self.entries
+    }
+
+    /// The entry of a model at a shape on a chip.
+    pub fn find(&self, model: &str, shape: &str, chip: &str) -> Option<&BaselineEntry> {
+        self.entries.iter().find(|e| e.key() == (model, shape, chip))
+    }
+
+    /// Replace the entry of the same model, shape and chip, or add it; kept sorted.
+    pub fn record(&mut self, entry: BaselineEntry) {
+        self.entries.retain(|e| e.key() != entry.key());
+        self.entries.push(entry);
+        self.entries.sort_by(|a, b| a.key().cmp(&b.key()));
+    }
+
+    /// The file's text.
+    pub fn to_toml(&self) -> Result<String, Failure> {
+        let text = toml::to_string(&File { schema: SCHEMA, model: self.entries.clone() })
+            .map_err(|e| fail(Exit::Internal, format!("{}: {e}", self.path.display())))?;
+        Ok(format!(
+            "# Written by `cargo neuron-tune baseline save`: end-to-end model throughput per model,\n\
+             # shape and chip, with every kernel call. `cargo neuron-tune gate` compares against it.\n\
+             # Commit it; update it on purpose (`cargo neuron-tune baseline save`), never by hand.\n\n{text}"
+        ))
+    }
+
+    /// Write it atomically.
+    pub fn save(&self) -> Result<(), Failure> {
+        write_atomic(&self.path, self.to_toml()?.as_bytes())
+            .map_err(|e| fail(Exit::Internal, format!("{}: {e:#}", self.path.display())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub fn run(model: &str, shape: &str, rope_us: f64) -> ModelRun {
+        let call = |kernel: &str, n: u64, t: f64| CallTime {
+            kernel: kernel.into(),
+            shape: Shape::new(&[("tokens", n)]),
+            params: Params::new().with("bufs", 2),
+            tuned: false,
+            stale: None,
+            calls: 2,
+            time_us: t,
+            total_us: 2.0 * (t + 1.5),
+            program_hash: format!("{kernel}{n}{t}"),
+            cached: false,
+        };
+        let calls = vec![call("rope", 256, rope_us), call("add", 256, 7.0)];
+        let total_us: f64 = calls.iter().map(|c| c.total_us).sum();
+        ModelRun {
+            model: model.into(),
+            shape_name: shape.into(),
+            shape: Shape::new(&[("tokens", 256)]),
+            chip: "trn2".into(),
+            tokens: 256.0,
+            launch_overhead_us: 1.5,
+            total_us,
+            tokens_per_s: 256.0 / (total_us * 1e-6),
+            calls,
+        }
+    }
+
+    #[test]
+    fn entries_round_trip_sorted_and_byte_identical() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        let e = Baseline::load(&path).unwrap_err();
+        assert_eq!(e.exit, Exit::Config);
+        assert!(e.message.contains("baseline save"), "{}", e.message);
+        let mut b = Baseline::load_or_empty(&path).unwrap();
+        b.record(BaselineEntry::from_run(&run("qwen3_naive", "tiny", 31.9), "sim1"));
+        b.record(BaselineEntry::from_run(&run("qwen3", "tiny", 30.0), "sim1"));
+        b.record(BaselineEntry::from_run(&run("qwen3", "tiny", 31.9), "sim1"));
+        assert_eq!(b.entries().len(), 2);
+        assert_eq!(b.entries()[0].model, "qwen3");
+        assert_eq!(b.entries()[0].calls[0].kernel, "add", "calls sorted");
+        b.save().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("schema = 1"), "{text}");
+        let again = Baseline::load(&path).unwrap();
+        assert_eq!(again.entries(), b.entries());
+        again.save().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+        // Numbers survive the file exactly (the gate compares them exactly).
+        let r = run("qwen3", "tiny", 31.9);
+        let back = again.find("qwen3", "tiny", "trn2").unwrap().to_run();
+        assert_eq!(back.tokens_per_s, r.tokens_per_s);
+        assert_eq!(back.total_us, r.total_us);
+    }
+
+    #[test]
+    fn another_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        std::fs::write(&path, "schema = 99\n").unwrap();
+        let e = Baseline::load(&path).unwrap_err();
+        assert!(e.message.contains("schema 99"), "{}", e.message);
+    }
+}

@@ -1,0 +1,116 @@
+//! `baseline save` and `baseline show`: the committed baseline of model throughput that
+//! `gate --baseline` compares against.
+
+use super::open_store;
+use crate::baseline::{self, Baseline, BaselineEntry};
+use crate::cargo::CargoFlags;
+use crate::exit::{fail, Exit, Failure};
+use crate::gate::{dims, tokens};
+use crate::models;
+use crate::output::{Event, Reporter, Table};
+use crate::select::chip_spec;
+use crate::workspace::{Ctx, Workspace};
+use std::path::{Path, PathBuf};
+
+/// The baseline file: `--baseline`, else `neuron-tune.baseline.toml` at the workspace root.
+fn path_of(cargo: &CargoFlags, file: Option<&Path>) -> Result<PathBuf, Failure> {
+    match file {
+        Some(p) => Ok(p.to_path_buf()),
+        None => Ok(PathBuf::from(cargo.metadata()?.workspace_root).join(baseline::FILE_NAME)),
+    }
+}
+
+/// Evaluate the selected models and record them in the baseline file.
+pub fn save(
+    cargo: &CargoFlags,
+    file: Option<&Path>,
+    patterns: &[String],
+    shapes: &[String],
+    chip: &str,
+    ctx: &Ctx,
+) -> Result<Exit, Failure> {
+    let chip = chip_spec(chip)?;
+    let mut ws = Workspace::open(cargo, ctx)?;
+    let path = file.map_or_else(|| ws.root.join(baseline::FILE_NAME), Path::to_path_buf);
+    let mut b = Baseline::load_or_empty(&path)?;
+    let store = open_store(&ws.target_dir, &ctx.out)?;
+    let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
+    let targets = models::select_models(&lists, patterns, shapes)?;
+    let tuned = ws.tuned.for_chip(&chip.name);
+    let out = &ctx.out;
+    let mut failed = Vec::new();
+    for t in &targets {
+        out.status(format!("   Simulating {} at {} on {}", t.model, t.shape_name, chip.name));
+        let c = &mut ws.crates[t.krate];
+        let sim_version = c.list.sim_version.clone();
+        let env = models::Bench {
+            store: &store,
+            sim_version: &sim_version,
+            chip: &chip,
+            records: &ws.tuned,
+            force: false,
+            out,
+        };
+        match models::evaluate(&mut c.pool, &env, t, &tuned)? {
+            Ok(run) => {
+                for s in run.calls.iter().filter_map(|c| c.stale.as_ref()) {
+                    out.note(format!("warning: stale tuned entry: {s}"));
+                }
+                b.record(BaselineEntry::from_run(&run, &sim_version));
+            }
+            Err(e) => {
+                out.note(format!("error: {e}"));
+                failed.push(e);
+            }
+        }
+    }
+    if !failed.is_empty() {
+        // Never a partial baseline: the file is left as it was.
+        return Err(fail(
+            Exit::Check,
+            format!("{} model(s) could not be evaluated; the baseline is unchanged", failed.len()),
+        ));
+    }
+    b.save()?;
+    show_entries(out, &b);
+    out.status(format!("   Wrote {} ({} entries)", b.path().display(), b.entries().len()));
+    Ok(Exit::Ok)
+}
+
+/// Print the baseline file.
+pub fn show(cargo: &CargoFlags, file: Option<&Path>, out: &Reporter) -> Result<Exit, Failure> {
+    let path = path_of(cargo, file)?;
+    let b = Baseline::load(&path)?;
+    show_entries(out, &b);
+    Ok(Exit::Ok)
+}
+
+fn show_entries(out: &Reporter, b: &Baseline) {
+    out.event(&Event::Baseline { path: b.path().to_path_buf(), entries: b.entries().to_vec() });
+    out.result(format!("\n  {}", b.path().display()));
+    let mut t = Table::new(&[
+        "model",
+        "shape",
+        "chip",
+        ">tokens/s",
+        ">total ms",
+        ">calls",
+        ">tuned",
+        "simulator",
+    ]);
+    for e in b.entries() {
+        t.row(vec![
+            e.model.clone(),
+            format!("{} {{{}}}", e.shape, dims(&e.dims)),
+            e.chip.clone(),
+            tokens(e.tokens_per_s),
+            format!("{:.3}", e.total_us / 1e3),
+            e.calls.len().to_string(),
+            e.calls.iter().filter(|c| c.tuned).count().to_string(),
+            e.sim_version.clone(),
+        ]);
+    }
+    for line in t.lines("  ") {
+        out.result(line.trim_end());
+    }
+}

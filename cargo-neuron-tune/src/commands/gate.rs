@@ -1,0 +1,444 @@
+//! `gate`: each selected model at each of its shapes, end to end with its tuned (or
+//! default) kernels, against a baseline — the committed baseline file, or the same models
+//! built from another git revision (`--base-ref`). The judgement is [`crate::gate`]'s; this
+//! file measures, writes the reports and says the verdict.
+//!
+//! `--base-ref REF` checks REF out in the repository's base worktree under
+//! `<target-dir>/neuron-tune/base/` (kept: a second run finds it at the commit and cargo
+//! has nothing to do), builds its harnesses into the same target dir (dependency builds
+//! are shared; its own packages get build units of their own) and runs private copies of
+//! them (cargo puts both revisions' binaries at the same path). Both revisions
+//! share the variant store, so a program both have is simulated once; results are keyed
+//! by the simulator version of the harness that produced them.
+
+use super::open_store;
+use crate::baseline::{self, Baseline};
+use crate::cargo::CargoFlags;
+use crate::cli::{GateOpts, PartitionOpts};
+use crate::exit::{fail, Exit, Failure};
+use crate::gate::{
+    call_params, call_times, dims, item_name, judge, pct, tokens, Config, Item, Report, Side,
+    Verdict, TOP_MOVED,
+};
+use crate::models::{self, ModelTarget};
+use crate::output::{Event, GateSummary, Reporter, Summary, Table};
+use crate::partition::keeps;
+use crate::select::chip_spec;
+use crate::store::{write_atomic, Store};
+use crate::workspace::{Ctx, OpenOpts, Workspace};
+use neuron_tune_protocol::ChipSpec;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What the current models are compared with.
+enum Against {
+    File(Baseline),
+    Rev { spec: String, commit: String, ws: Box<Workspace> },
+}
+
+pub fn run(
+    cargo: &CargoFlags,
+    g: &GateOpts,
+    parts: &PartitionOpts,
+    ctx: &Ctx,
+) -> Result<Exit, Failure> {
+    if !(g.threshold.is_finite() && g.threshold >= 0.0) {
+        return Err(fail(Exit::Config, format!("--threshold {}: a percentage >= 0", g.threshold)));
+    }
+    let chip = chip_spec(&g.chip)?;
+    let meta = cargo.metadata()?;
+    let root: PathBuf = meta.workspace_root.clone().into();
+    // Absolute: git makes the base worktree from the workspace root, cargo from here.
+    let target = cargo.target_dir(&meta);
+    let target = std::path::absolute(&target).unwrap_or(target);
+    // A missing baseline file is said before anything is built.
+    let file = match &g.base_ref {
+        None => {
+            Some(Baseline::load(&g.baseline.clone().unwrap_or(root.join(baseline::FILE_NAME)))?)
+        }
+        Some(_) => None,
+    };
+    let store = open_store(&target, &ctx.out)?;
+    // The base revision is built first: building the current one afterwards leaves cargo's
+    // binaries at their usual paths as they were (the base runs private copies).
+    let mut against = match (file, &g.base_ref) {
+        (Some(b), _) => Against::File(b),
+        (None, Some(spec)) => {
+            let (commit, worktree, manifest) = base_checkout(&root, &target, spec, &ctx.out)?;
+            let base_cargo = CargoFlags {
+                manifest_path: Some(manifest),
+                target_dir: Some(target.clone()),
+                ..cargo.clone()
+            };
+            ctx.out.status(format!("   Building the base revision {spec} ({})", short(&commit)));
+            let opts = OpenOpts {
+                exe_dir: Some(worktree.with_extension("bin")),
+                own_units_under: Some(worktree),
+            };
+            let ws = Workspace::open_with(&base_cargo, ctx, &opts).map_err(|f| {
+                fail(f.exit, format!("at the base revision {spec} ({}): {}", short(&commit), f))
+            })?;
+            Against::Rev { spec: spec.clone(), commit, ws: Box::new(ws) }
+        }
+        (None, None) => unreachable!("a baseline file or a base revision"),
+    };
+    let mut ws = Workspace::open(cargo, ctx)?;
+    let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
+    let targets: Vec<ModelTarget> = models::select_models(&lists, &g.models, &g.shapes)?
+        .into_iter()
+        .filter(|t| keeps(parts.partition, &item_name(&t.model, &t.shape_name, &chip.name)))
+        .collect();
+    let described = match &against {
+        Against::File(b) => b.path().display().to_string(),
+        Against::Rev { spec, commit, .. } => format!("{spec} ({})", short(commit)),
+    };
+    if let Some(p) = parts.partition {
+        ctx.out.status(format!("   Partition {p}: {} of the models' shapes", targets.len()));
+    }
+    let mut items = Vec::new();
+    for t in &targets {
+        ctx.out.status(format!("   Simulating {} at {} on {}", t.model, t.shape_name, chip.name));
+        let current = measure(&mut ws, t, &store, &chip, &ctx.out)?;
+        let (base, base_note) = match &mut against {
+            Against::File(b) => match b.find(&t.model, &t.shape_name, &chip.name) {
+                Some(e) => {
+                    (Some(Side { sim_version: e.sim_version.clone(), run: e.to_run() }), None)
+                }
+                None => (
+                    None,
+                    Some(format!(
+                        "not in {} (`cargo neuron-tune baseline save` adds it)",
+                        b.path().display()
+                    )),
+                ),
+            },
+            Against::Rev { spec, ws: base_ws, .. } => {
+                match base_target(base_ws, &t.model, &t.shape_name) {
+                    None => (
+                        None,
+                        Some(format!("no model `{}` at {} in {spec}", t.model, t.shape_name)),
+                    ),
+                    Some(bt) => {
+                        ctx.out.status(format!(
+                            "   Simulating {} at {} on {} at {spec}",
+                            t.model, t.shape_name, chip.name
+                        ));
+                        match measure(base_ws, &bt, &store, &chip, &ctx.out)? {
+                            Ok(side) => (Some(side), None),
+                            Err(e) => {
+                                (None, Some(format!("could not be evaluated at {spec}: {e}")))
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        let (current, error) = match current {
+            Ok(s) => (Some(s), None),
+            Err(e) => (None, Some(e)),
+        };
+        items.push(Item {
+            model: t.model.clone(),
+            shape: t.shape_name.clone(),
+            chip: chip.name.clone(),
+            current,
+            error,
+            base,
+            base_note,
+        });
+    }
+    items.sort_by_key(|i| i.name());
+    let cfg = Config { threshold_pct: g.threshold, strict: g.strict, against: described };
+    if let Some(path) = &parts.results {
+        let r = super::merge::Results::Gate {
+            partition: parts.partition,
+            config: cfg.clone(),
+            items: items.clone(),
+        };
+        super::merge::write_results(path, &r)?;
+        ctx.out.status(format!("   Wrote {}", path.display()));
+    }
+    finish(&items, &cfg, &target, g.markdown.as_deref(), g.junit.as_deref(), &ctx.out)
+}
+
+/// One model measured in a workspace (with that workspace's tuned databases), or why it
+/// could not be.
+fn measure(
+    ws: &mut Workspace,
+    t: &ModelTarget,
+    store: &Store,
+    chip: &ChipSpec,
+    out: &Reporter,
+) -> Result<Result<Side, String>, Failure> {
+    let tuned = ws.tuned.for_chip(&chip.name);
+    let c = &mut ws.crates[t.krate];
+    let sim_version = c.list.sim_version.clone();
+    let env = models::Bench {
+        store,
+        sim_version: &sim_version,
+        chip,
+        records: &ws.tuned,
+        force: false,
+        out,
+    };
+    Ok(models::evaluate(&mut c.pool, &env, t, &tuned)?.map(|run| Side { sim_version, run }))
+}
+
+/// The same model at the same named shape in the base workspace (at its own dimensions).
+fn base_target(ws: &Workspace, model: &str, shape: &str) -> Option<ModelTarget> {
+    ws.crates.iter().enumerate().find_map(|(krate, c)| {
+        let m = c.list.models.iter().find(|m| m.name == model)?;
+        let (_, dims) = m.shapes.iter().find(|(n, _)| n == shape)?;
+        Some(ModelTarget {
+            krate,
+            model: model.into(),
+            shape_name: shape.into(),
+            shape: dims.clone(),
+        })
+    })
+}
+
+fn short(commit: &str) -> &str {
+    &commit[..commit.len().min(12)]
+}
+
+/// Run git in `dir`: its stdout, trimmed, or its stderr.
+fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .map_err(|e| format!("could not run git: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+/// Check `spec` out (detached) in the repository's base worktree,
+/// `<target>/neuron-tune/base/<repository key>`, made on first use and moved to the commit
+/// on later ones (git touches only the files that differ, so cargo rebuilds only what
+/// changed, and nothing when the commit is the same); returns the commit and the
+/// worktree and the workspace manifest in it. One worktree per repository, never one per commit:
+/// cargo names a path package's build units by its path relative to the workspace root, so
+/// two checkouts of the same workspace would share units, and one's fingerprints could
+/// make the other's changed sources look fresh.
+fn base_checkout(
+    root: &Path,
+    target: &Path,
+    spec: &str,
+    out: &Reporter,
+) -> Result<(String, PathBuf, PathBuf), Failure> {
+    let commit = git(root, &["rev-parse", "--verify", "--quiet", &format!("{spec}^{{commit}}")])
+        .map_err(|e| {
+            fail(
+                Exit::Config,
+                format!(
+                    "--base-ref {spec}: not a commit of the git repository at {} {e}",
+                    root.display()
+                ),
+            )
+        })?;
+    let not_git = |e: String| {
+        fail(
+            Exit::Config,
+            format!("--base-ref: {} is not in a git repository ({e})", root.display()),
+        )
+    };
+    let top = git(root, &["rev-parse", "--show-toplevel"]).map_err(not_git)?;
+    let common =
+        git(root, &["rev-parse", "--path-format=absolute", "--git-common-dir"]).map_err(not_git)?;
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let rel =
+        canon(root).strip_prefix(canon(Path::new(&top))).map(Path::to_path_buf).unwrap_or_default();
+    let dir = base_dir(target, &common);
+    // Reuse only a worktree of its own (not a parent repository found above it) of this
+    // repository.
+    let reusable = dir.join(".git").is_file()
+        && git(&dir, &["rev-parse", "--show-toplevel"])
+            .is_ok_and(|t| canon(Path::new(&t)) == canon(&dir))
+        && git(&dir, &["rev-parse", "--path-format=absolute", "--git-common-dir"])
+            .is_ok_and(|c| canon(Path::new(&c)) == canon(Path::new(&common)));
+    let d = dir.to_string_lossy().into_owned();
+    if reusable {
+        if git(&dir, &["rev-parse", "HEAD"]).ok().as_deref() != Some(commit.as_str()) {
+            git(&dir, &["checkout", "-q", "--force", "--detach", &commit]).map_err(|e| {
+                fail(Exit::Internal, format!("git checkout {} in {d}: {e}", short(&commit)))
+            })?;
+            out.status(format!("   Checked out {spec} ({}) in {d}", short(&commit)));
+        }
+    } else {
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|e| {
+                fail(Exit::Internal, format!("removing the stale worktree {d}: {e}"))
+            })?;
+        }
+        let _ = git(root, &["worktree", "prune"]);
+        std::fs::create_dir_all(dir.parent().expect("under the target dir"))
+            .map_err(|e| fail(Exit::Internal, format!("creating {d}: {e}")))?;
+        git(root, &["worktree", "add", "--detach", "--force", &d, &commit]).map_err(|e| {
+            fail(Exit::Internal, format!("git worktree add {d} {}: {e}", short(&commit)))
+        })?;
+        out.status(format!("   Checked out {spec} ({}) in {d}", short(&commit)));
+    }
+    let manifest = dir.join(rel).join("Cargo.toml");
+    Ok((commit, dir, manifest))
+}
+
+/// The base worktree of the repository whose git common dir is `common`.
+fn base_dir(target: &Path, common: &str) -> PathBuf {
+    let canon = Path::new(common).canonicalize().unwrap_or_else(|_| PathBuf::from(common));
+    let key = xxhash_rust::xxh3::xxh3_64(canon.to_string_lossy().as_bytes());
+    target.join("neuron-tune").join("base").join(format!("{key:016x}"))
+}
+
+/// Judge the items, print the verdict, write the Markdown and JUnit reports, emit the
+/// events; the exit code is the verdict's. `gate` and `merge` of gate results end here.
+pub(super) fn finish(
+    items: &[Item],
+    cfg: &Config,
+    target: &Path,
+    markdown: Option<&Path>,
+    junit: Option<&Path>,
+    out: &Reporter,
+) -> Result<Exit, Failure> {
+    let report = judge(items, cfg);
+    print(out, &report);
+    let gate_dir = target.join("neuron-tune").join("gate");
+    let md = crate::gate_report::markdown(&report);
+    let io = |p: &Path, e: String| fail(Exit::Internal, format!("{}: {e}", p.display()));
+    let md_path = match (markdown, std::env::var_os("GITHUB_STEP_SUMMARY")) {
+        (Some(p), _) => {
+            write_atomic(p, md.as_bytes()).map_err(|e| io(p, format!("{e:#}")))?;
+            p.to_path_buf()
+        }
+        (None, Some(summary)) => {
+            let p = PathBuf::from(summary);
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&p)
+                .map_err(|e| io(&p, e.to_string()))?;
+            writeln!(f, "{md}").map_err(|e| io(&p, e.to_string()))?;
+            p
+        }
+        (None, None) => {
+            let p = gate_dir.join("summary.md");
+            write_atomic(&p, md.as_bytes()).map_err(|e| io(&p, format!("{e:#}")))?;
+            p
+        }
+    };
+    let junit_path = junit.map_or_else(|| gate_dir.join("junit.xml"), Path::to_path_buf);
+    let xml = crate::gate_report::junit(&report);
+    write_atomic(&junit_path, xml.as_bytes()).map_err(|e| io(&junit_path, format!("{e:#}")))?;
+    out.status(format!("   Wrote {} and {}", md_path.display(), junit_path.display()));
+    for c in &report.comparisons {
+        out.event(&Event::Gate(Box::new(c.clone())));
+    }
+    out.event(&Event::GateSummary(Box::new(GateSummary {
+        against: report.config.against.clone(),
+        threshold_pct: report.config.threshold_pct,
+        strict: report.config.strict,
+        counts: report.counts.clone(),
+        moved: report.moved.iter().take(2 * TOP_MOVED).cloned().collect(),
+        stale: report.stale.clone(),
+        notes: report.notes.clone(),
+        exit_code: report.exit_code,
+        markdown: Some(md_path),
+        junit: Some(junit_path),
+    })));
+    // Calls measured now and at the base revision (a baseline file's come from the file).
+    let runs = items.iter().flat_map(|i| i.current.iter().chain(&i.base));
+    let calls: Vec<&models::CallTime> = runs.flat_map(|s| &s.run.calls).collect();
+    let cached = calls.iter().filter(|c| c.cached).count();
+    out.event(&Event::Summary(Summary {
+        command: "gate".into(),
+        variants: calls.len(),
+        simulated: Some(calls.len() - cached),
+        cached: Some(cached),
+        failed: Some(report.counts.failed),
+        ..Default::default()
+    }));
+    out.status(format!(
+        "   {} kernel calls: {} simulated, {cached} from the store",
+        calls.len(),
+        calls.len() - cached
+    ));
+    Ok(report.exit())
+}
+
+/// The verdict for people: a table of the models, the calls that moved, notes, stale
+/// entries, the headline.
+fn print(out: &Reporter, r: &Report) {
+    out.result(format!(
+        "\n  gate against {}, threshold {} %",
+        r.config.against, r.config.threshold_pct
+    ));
+    let mut t = Table::new(&[
+        "model",
+        "shape",
+        "chip",
+        ">baseline tok/s",
+        ">current tok/s",
+        ">change",
+        "verdict",
+    ]);
+    for c in &r.comparisons {
+        let num = |v: Option<f64>| v.map_or("-".to_string(), tokens);
+        t.row(vec![
+            c.model.clone(),
+            c.shape.clone(),
+            c.chip.clone(),
+            num(c.baseline_tokens_per_s),
+            num(c.tokens_per_s),
+            c.change_pct.map_or("-".into(), pct),
+            c.verdict.as_str().into(),
+        ]);
+    }
+    for line in t.lines("  ") {
+        out.result(line.trim_end());
+    }
+    if !r.moved.is_empty() {
+        out.result("\n  kernel calls whose time moved most:");
+        let mut t = Table::new(&[
+            "kernel",
+            "call shape",
+            "params",
+            ">µs per call",
+            ">Δ total µs",
+            "models",
+        ]);
+        for m in r.moved.iter().take(TOP_MOVED) {
+            t.row(vec![
+                m.kernel.clone(),
+                dims(&m.shape),
+                call_params(m),
+                call_times(m),
+                format!("{:+.1}", m.delta_total_us),
+                m.models.join(", "),
+            ]);
+        }
+        for line in t.lines("  ") {
+            out.result(line.trim_end());
+        }
+    }
+    for n in &r.notes {
+        out.note(format!("note: {n}"));
+    }
+    for c in &r.comparisons {
+        if let (Some(n), true) = (&c.note, c.verdict != Verdict::NotComparable) {
+            let what = if c.verdict == Verdict::Failed { "error" } else { "note" };
+            out.note(format!("{what}: {} at {} on {}: {n}", c.model, c.shape, c.chip));
+        }
+    }
+    for s in &r.stale {
+        out.note(format!(
+            "{}: stale tuned entry: {s}",
+            if r.config.strict { "error" } else { "warning" }
+        ));
+    }
+    out.result(format!("\n  {}", crate::gate_report::headline(r)));
+}

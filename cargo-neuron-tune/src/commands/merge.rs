@@ -1,0 +1,328 @@
+//! Results files of partitioned runs (`--partition k/n --results FILE`) and `merge`, which
+//! joins them into what one unpartitioned run reports.
+//!
+//! A results file is JSON: the command, the partition, and the command's work items with
+//! everything its report needs (`gate`: each model's measurements on both sides and the
+//! judging config; `bench`: each variant's result; `tune`: the tuned records the run wrote).
+//! `merge` checks that it has every partition of one `n` exactly once, joins the items in
+//! their canonical order and reports as the command would: `gate` judges them (same
+//! verdicts, reports and exit code), `bench` prints its tables, `tune` records the tuned
+//! entries into the tuned databases (paths relative to the workspace root).
+
+use crate::cargo::CargoFlags;
+use crate::eval::Measured;
+use crate::exit::{fail, Exit, Failure};
+use crate::gate::{Config, Item};
+use crate::partition::Partition;
+use crate::select::Variant;
+use crate::store::write_atomic;
+use crate::tuned::{TunedDb, TunedRecord};
+use crate::workspace::Ctx;
+use neuron_tune_protocol::Params;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// A command's results, as one run (or one partition) produced them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+pub enum Results {
+    Gate {
+        partition: Option<Partition>,
+        config: Config,
+        /// Sorted by name.
+        items: Vec<Item>,
+    },
+    Bench {
+        partition: Option<Partition>,
+        rows: Vec<(Variant, Measured)>,
+        /// Each kernel's default parameters (for the gain of the best variant).
+        defaults: Vec<(String, Params)>,
+        invalid: usize,
+        crashed: usize,
+    },
+    Tune {
+        partition: Option<Partition>,
+        /// The tuned records the run added or changed, with their database's path
+        /// relative to the workspace root.
+        records: Vec<(PathBuf, TunedRecord)>,
+    },
+}
+
+impl Results {
+    fn command(&self) -> &'static str {
+        match self {
+            Results::Gate { .. } => "gate",
+            Results::Bench { .. } => "bench",
+            Results::Tune { .. } => "tune",
+        }
+    }
+
+    fn partition(&self) -> Option<Partition> {
+        match self {
+            Results::Gate { partition, .. }
+            | Results::Bench { partition, .. }
+            | Results::Tune { partition, .. } => *partition,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct File {
+    tool_version: String,
+    #[serde(flatten)]
+    results: Results,
+}
+
+/// Write a results file (atomically).
+pub fn write_results(path: &Path, results: &Results) -> Result<(), Failure> {
+    let file = File { tool_version: env!("CARGO_PKG_VERSION").into(), results: results.clone() };
+    let text = serde_json::to_string_pretty(&file)
+        .map_err(|e| fail(Exit::Internal, format!("{}: {e}", path.display())))?;
+    write_atomic(path, text.as_bytes())
+        .map_err(|e| fail(Exit::Internal, format!("{}: {e:#}", path.display())))
+}
+
+/// Read a results file.
+pub fn read_results(path: &Path) -> Result<Results, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| fail(Exit::Config, format!("{}: {e}", path.display())))?;
+    let file: File = serde_json::from_str(&text).map_err(|e| {
+        fail(
+            Exit::Config,
+            format!("{}: not a cargo neuron-tune results file ({e})", path.display()),
+        )
+    })?;
+    Ok(file.results)
+}
+
+/// The tuned records of the workspace's local packages, with their database's path
+/// relative to the workspace root (what `tune --results` compares before and after).
+pub fn tuned_snapshot(cargo: &CargoFlags) -> Result<Vec<(PathBuf, TunedRecord)>, Failure> {
+    let meta = cargo.metadata()?;
+    let root: PathBuf = meta.workspace_root.clone().into();
+    let set = crate::models::TunedSet::load(&meta)?;
+    Ok(set
+        .records()
+        .map(|(p, r)| (p.strip_prefix(&root).unwrap_or(p).to_path_buf(), r.clone()))
+        .collect())
+}
+
+/// Join every partition's items: the partitions must be 1..=n of one n, each once.
+fn check_partitions(files: &[PathBuf], all: &[Results]) -> Result<(), Failure> {
+    let command = all[0].command();
+    if let Some((f, r)) = files.iter().zip(all).find(|(_, r)| r.command() != command) {
+        return Err(fail(
+            Exit::Config,
+            format!("{}: results of `{}`, the others are of `{command}`", f.display(), r.command()),
+        ));
+    }
+    let parts: Vec<Option<Partition>> = all.iter().map(Results::partition).collect();
+    if parts.iter().all(Option::is_none) && all.len() == 1 {
+        return Ok(());
+    }
+    let Some(n) = parts.iter().flatten().map(|p| p.n).next() else {
+        return Err(fail(
+            Exit::Config,
+            "unpartitioned results can only be merged alone".to_string(),
+        ));
+    };
+    let mut ks = Vec::new();
+    for (f, p) in files.iter().zip(&parts) {
+        match p {
+            Some(p) if p.n == n && !ks.contains(&p.k) => ks.push(p.k),
+            Some(p) if p.n == n => {
+                return Err(fail(
+                    Exit::Config,
+                    format!("{}: partition {p} given twice", f.display()),
+                ))
+            }
+            other => {
+                return Err(fail(
+                    Exit::Config,
+                    format!(
+                        "{}: partition {}, the others are partitions of {n}",
+                        f.display(),
+                        other.map_or("none".into(), |p| p.to_string())
+                    ),
+                ))
+            }
+        }
+    }
+    let missing: Vec<String> =
+        (1..=n).filter(|k| !ks.contains(k)).map(|k| format!("{k}/{n}")).collect();
+    if !missing.is_empty() {
+        return Err(fail(
+            Exit::Config,
+            format!("missing the results of partition(s) {}", missing.join(", ")),
+        ));
+    }
+    Ok(())
+}
+
+/// Join `all` (same command, partitions checked) into the results of one run.
+pub fn join(all: Vec<Results>) -> Result<Results, Failure> {
+    let mut it = all.into_iter();
+    let mut acc = it.next().expect("at least one results file");
+    for r in it {
+        match (&mut acc, r) {
+            (Results::Gate { config, items, .. }, Results::Gate { config: c, items: i, .. }) => {
+                if *config != c {
+                    return Err(fail(
+                        Exit::Config,
+                        format!(
+                            "the partitions were gated differently ({} at {} % vs {} at {} %)",
+                            config.against, config.threshold_pct, c.against, c.threshold_pct
+                        ),
+                    ));
+                }
+                items.extend(i);
+            }
+            (
+                Results::Bench { rows, defaults, invalid, crashed, .. },
+                Results::Bench { rows: r, defaults: d, invalid: i, crashed: c, .. },
+            ) => {
+                rows.extend(r);
+                for x in d {
+                    if !defaults.contains(&x) {
+                        defaults.push(x);
+                    }
+                }
+                *invalid += i;
+                *crashed += c;
+            }
+            (Results::Tune { records, .. }, Results::Tune { records: r, .. }) => records.extend(r),
+            _ => unreachable!("the commands were checked"),
+        }
+    }
+    match &mut acc {
+        Results::Gate { partition, items, .. } => {
+            *partition = None;
+            items.sort_by_key(Item::name);
+            if let Some(w) = items.windows(2).find(|w| w[0].name() == w[1].name()) {
+                return Err(fail(Exit::Config, format!("{} is in two partitions", w[0].name())));
+            }
+        }
+        Results::Bench { partition, rows, defaults, .. } => {
+            *partition = None;
+            rows.sort_by_key(|(v, _)| {
+                (v.kernel.clone(), v.shape_name.clone(), v.params.to_string())
+            });
+            defaults.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        Results::Tune { partition, records } => {
+            *partition = None;
+            records.sort_by(|a, b| {
+                (&a.0, &a.1.kernel, &a.1.chip, &a.1.shape).cmp(&(
+                    &b.0,
+                    &b.1.kernel,
+                    &b.1.chip,
+                    &b.1.shape,
+                ))
+            });
+        }
+    }
+    Ok(acc)
+}
+
+pub fn run(
+    cargo: &CargoFlags,
+    files: &[PathBuf],
+    markdown: Option<&Path>,
+    junit: Option<&Path>,
+    results: Option<&Path>,
+    ctx: &Ctx,
+) -> Result<Exit, Failure> {
+    let all: Vec<Results> = files.iter().map(|f| read_results(f)).collect::<Result<_, _>>()?;
+    check_partitions(files, &all)?;
+    let merged = join(all)?;
+    if let Some(p) = results {
+        write_results(p, &merged)?;
+        ctx.out.status(format!("   Wrote {}", p.display()));
+    }
+    let out = &ctx.out;
+    match merged {
+        Results::Gate { config, items, .. } => {
+            let target = match cargo.metadata() {
+                Ok(meta) => cargo.target_dir(&meta),
+                Err(_) => cargo.target_dir.clone().unwrap_or_else(|| PathBuf::from("target")),
+            };
+            super::gate::finish(&items, &config, &target, markdown, junit, out)
+        }
+        Results::Bench { rows, defaults, invalid, crashed, .. } => {
+            let rows: Vec<(usize, Variant, Measured)> =
+                rows.into_iter().enumerate().map(|(i, (v, m))| (i, v, m)).collect();
+            Ok(super::bench::report(out, &rows, &defaults, invalid, crashed))
+        }
+        Results::Tune { records, .. } => {
+            let root: PathBuf = cargo.metadata()?.workspace_root.into();
+            let mut dbs: Vec<TunedDb> = Vec::new();
+            for (file, record) in records {
+                let dir = root.join(&file).parent().map(Path::to_path_buf).unwrap_or_default();
+                let i = match dbs.iter().position(|d| d.path().parent() == Some(dir.as_path())) {
+                    Some(i) => i,
+                    None => {
+                        dbs.push(TunedDb::load(&dir)?);
+                        dbs.len() - 1
+                    }
+                };
+                out.result(format!(
+                    "  {} {} at {} on {}: {} ({:.1} µs)",
+                    dbs[i].path().display(),
+                    record.kernel,
+                    record.shape,
+                    record.chip,
+                    record.params,
+                    record.time_us
+                ));
+                dbs[i].record(record);
+            }
+            for db in &dbs {
+                let p = db.save()?;
+                out.status(format!("   Wrote {}", p.display()));
+            }
+            Ok(Exit::Ok)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::tests::{cfg, item};
+
+    fn gate(k: u32, names: &[&str]) -> Results {
+        Results::Gate {
+            partition: Some(Partition { k, n: 3 }),
+            config: cfg(0.0),
+            items: names.iter().map(|n| item(n, Some(17.6), 18.6)).collect(),
+        }
+    }
+
+    #[test]
+    fn partitions_join_in_canonical_order_and_must_all_be_there_once() {
+        let files: Vec<PathBuf> = ["a", "b", "c"].iter().map(PathBuf::from).collect();
+        let all = vec![gate(2, &["m2"]), gate(1, &["m3", "m1"]), gate(3, &[])];
+        check_partitions(&files, &all).unwrap();
+        let Results::Gate { items, partition, .. } = join(all).unwrap() else { panic!() };
+        assert_eq!(partition, None);
+        let names: Vec<&str> = items.iter().map(|i| i.model.as_str()).collect();
+        assert_eq!(names, ["m1", "m2", "m3"]);
+        let e = check_partitions(&files[..2], &[gate(1, &[]), gate(3, &[])]).unwrap_err();
+        assert!(e.message.contains("missing the results of partition(s) 2/3"), "{}", e.message);
+        let e = check_partitions(&files[..2], &[gate(1, &[]), gate(1, &[])]).unwrap_err();
+        assert!(e.message.contains("given twice"), "{}", e.message);
+        let dup = join(vec![gate(1, &["m1"]), gate(2, &["m1"])]).unwrap_err();
+        assert!(dup.message.contains("two partitions"), "{}", dup.message);
+    }
+
+    #[test]
+    fn results_files_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.json");
+        let r = gate(1, &["m1"]);
+        write_results(&p, &r).unwrap();
+        assert_eq!(read_results(&p).unwrap(), r);
+        std::fs::write(&p, "{}").unwrap();
+        assert_eq!(read_results(&p).unwrap_err().exit, Exit::Config);
+    }
+}

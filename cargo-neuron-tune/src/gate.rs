@@ -1,0 +1,514 @@
+//! The gate's judgement: each model's throughput against its baseline, and which calls
+//! moved.
+//!
+//! The unit of work is an [`Item`]: one model at one shape on one chip, measured now
+//! (`current`) and at the baseline (`base`, from the baseline file or another revision),
+//! each with the simulator version that produced it. [`judge`] turns items into a
+//! [`Report`]; it is a pure function of the items, so a run split with `--partition` and
+//! joined with `merge` is judged exactly like one run. Invariants:
+//!
+//! - change = current / baseline − 1 in tokens/s; a regression is a change below
+//!   −threshold (default 0: the simulator has no noise), an improvement one above +threshold.
+//! - Results of different simulator versions, or of a model whose shape dimensions
+//!   changed, are *not comparable*: reported, never a regression.
+//! - Calls are matched between the two sides by (kernel, shape dimensions); a call moved
+//!   by the difference of its total time in the model (calls × (time + launch)).
+//! - Exit: 4 if a model could not be evaluated, else 5 on a regression (or, with
+//!   `--strict`, a stale tuned entry), else 0.
+
+use crate::exit::Exit;
+use crate::models::{CallTime, ModelRun};
+use neuron_tune_protocol::{Params, Shape};
+use serde::{Deserialize, Serialize};
+
+/// Relative changes smaller than this are float noise, not a change.
+const EPS: f64 = 1e-12;
+
+/// How many moved calls the reports name.
+pub const TOP_MOVED: usize = 5;
+
+/// One side of a comparison: a model run and the simulator version that produced it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Side {
+    pub sim_version: String,
+    pub run: ModelRun,
+}
+
+/// One model at one shape on one chip, measured now and at the baseline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Item {
+    pub model: String,
+    pub shape: String,
+    pub chip: String,
+    /// The current measurement (`None`: it could not be evaluated, see `error`).
+    pub current: Option<Side>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The baseline's (`None`: there is none, see `base_note`).
+    pub base: Option<Side>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_note: Option<String>,
+}
+
+impl Item {
+    /// The item's name, which `--partition` hashes.
+    pub fn name(&self) -> String {
+        item_name(&self.model, &self.shape, &self.chip)
+    }
+}
+
+/// `model@shape@chip`.
+pub fn item_name(model: &str, shape: &str, chip: &str) -> String {
+    format!("{model}@{shape}@{chip}")
+}
+
+/// What the items are judged with.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    pub threshold_pct: f64,
+    pub strict: bool,
+    /// What the baseline is, for the reports (`neuron-tune.baseline.toml`, `HEAD~1 (…)`).
+    pub against: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Regression,
+    Improvement,
+    Unchanged,
+    /// No baseline for it (a new model, shape or chip).
+    New,
+    /// Measured by different simulator versions, or at different dimensions.
+    NotComparable,
+    /// It could not be evaluated now.
+    Failed,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Regression => "regression",
+            Verdict::Improvement => "improvement",
+            Verdict::Unchanged => "unchanged",
+            Verdict::New => "new",
+            Verdict::NotComparable => "not comparable",
+            Verdict::Failed => "failed",
+        }
+    }
+}
+
+/// A kernel call whose time moved, with the models it moved in.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CallDelta {
+    pub kernel: String,
+    pub shape: Shape,
+    pub chip: String,
+    pub before_params: Option<Params>,
+    pub after_params: Option<Params>,
+    /// One call, without launch overhead (`None`: the side does not make this call).
+    pub before_us: Option<f64>,
+    pub after_us: Option<f64>,
+    /// Σ over the models of the change of the call's total time in the model.
+    pub delta_total_us: f64,
+    /// The models (`model@shape`) whose time it moved.
+    pub models: Vec<String>,
+}
+
+/// One item judged.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    pub model: String,
+    pub shape: String,
+    pub chip: String,
+    pub verdict: Verdict,
+    pub baseline_tokens_per_s: Option<f64>,
+    pub tokens_per_s: Option<f64>,
+    /// current / baseline − 1, in percent.
+    pub change_pct: Option<f64>,
+    pub baseline_total_us: Option<f64>,
+    pub total_us: Option<f64>,
+    pub note: Option<String>,
+    /// Tuned entries of the current run whose kernel changed since they were tuned.
+    pub stale: Vec<String>,
+    /// This model's calls that moved, most first.
+    pub moved: Vec<CallDelta>,
+    /// Calls served from the store / all calls, now.
+    pub cached_calls: usize,
+    pub calls: usize,
+}
+
+/// Counts of the verdicts.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Counts {
+    pub models: usize,
+    pub regressions: usize,
+    pub improvements: usize,
+    pub unchanged: usize,
+    pub new: usize,
+    pub not_comparable: usize,
+    pub failed: usize,
+    pub stale: usize,
+}
+
+/// The gate's judgement of all items.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub config: Config,
+    pub comparisons: Vec<Comparison>,
+    /// Calls whose time moved most over all models (by |Δ total µs|).
+    pub moved: Vec<CallDelta>,
+    pub stale: Vec<String>,
+    /// Said once: e.g. that the two sides' simulator versions differ.
+    pub notes: Vec<String>,
+    pub counts: Counts,
+    pub exit_code: u8,
+}
+
+impl Report {
+    pub fn exit(&self) -> Exit {
+        Exit::ALL.into_iter().find(|e| e.code() == self.exit_code).unwrap_or(Exit::Internal)
+    }
+}
+
+/// Judge the items (in the order given; callers sort them by name).
+pub fn judge(items: &[Item], cfg: &Config) -> Report {
+    let threshold = cfg.threshold_pct / 100.0;
+    let mut comparisons = Vec::new();
+    let mut all_moved: Vec<CallDelta> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    let mut stale_all: Vec<String> = Vec::new();
+    for item in items {
+        let mut c = Comparison {
+            model: item.model.clone(),
+            shape: item.shape.clone(),
+            chip: item.chip.clone(),
+            verdict: Verdict::Failed,
+            baseline_tokens_per_s: item.base.as_ref().map(|b| b.run.tokens_per_s),
+            tokens_per_s: item.current.as_ref().map(|s| s.run.tokens_per_s),
+            change_pct: None,
+            baseline_total_us: item.base.as_ref().map(|b| b.run.total_us),
+            total_us: item.current.as_ref().map(|s| s.run.total_us),
+            note: None,
+            stale: Vec::new(),
+            moved: Vec::new(),
+            cached_calls: 0,
+            calls: 0,
+        };
+        let Some(cur) = &item.current else {
+            c.note = Some(item.error.clone().unwrap_or_else(|| "not evaluated".into()));
+            comparisons.push(c);
+            continue;
+        };
+        (c.cached_calls, c.calls) = cur.run.cached_calls();
+        c.stale = cur.run.calls.iter().filter_map(|x| x.stale.clone()).collect();
+        for s in &c.stale {
+            if !stale_all.contains(s) {
+                stale_all.push(s.clone());
+            }
+        }
+        let Some(base) = &item.base else {
+            c.verdict = Verdict::New;
+            c.note = Some(item.base_note.clone().unwrap_or_else(|| "no baseline".into()));
+            comparisons.push(c);
+            continue;
+        };
+        if base.sim_version != cur.sim_version {
+            c.verdict = Verdict::NotComparable;
+            let note = format!(
+                "simulator {} at the baseline, {} now: results of different simulators are \
+                 not compared",
+                base.sim_version, cur.sim_version
+            );
+            if !notes.contains(&note) {
+                notes.push(note.clone());
+            }
+            c.note = Some(note);
+            comparisons.push(c);
+            continue;
+        }
+        if base.run.shape != cur.run.shape || base.run.tokens_per_s <= 0.0 {
+            c.verdict = Verdict::NotComparable;
+            c.note = Some(format!(
+                "the shape `{}` was {} at the baseline and is {} now",
+                item.shape, base.run.shape, cur.run.shape
+            ));
+            comparisons.push(c);
+            continue;
+        }
+        let change = cur.run.tokens_per_s / base.run.tokens_per_s - 1.0;
+        c.change_pct = Some(change * 100.0);
+        c.verdict = if change < -threshold - EPS {
+            Verdict::Regression
+        } else if change > threshold + EPS {
+            Verdict::Improvement
+        } else {
+            Verdict::Unchanged
+        };
+        c.moved = moved_calls(&base.run, &cur.run);
+        for m in &c.moved {
+            match all_moved.iter_mut().find(|a| {
+                a.kernel == m.kernel
+                    && a.shape == m.shape
+                    && a.chip == m.chip
+                    && a.before_params == m.before_params
+                    && a.after_params == m.after_params
+            }) {
+                Some(a) => {
+                    a.delta_total_us += m.delta_total_us;
+                    a.models.extend(m.models.iter().cloned());
+                }
+                None => all_moved.push(m.clone()),
+            }
+        }
+        comparisons.push(c);
+    }
+    sort_moved(&mut all_moved);
+    let count = |v: Verdict| comparisons.iter().filter(|c| c.verdict == v).count();
+    let counts = Counts {
+        models: comparisons.len(),
+        regressions: count(Verdict::Regression),
+        improvements: count(Verdict::Improvement),
+        unchanged: count(Verdict::Unchanged),
+        new: count(Verdict::New),
+        not_comparable: count(Verdict::NotComparable),
+        failed: count(Verdict::Failed),
+        stale: stale_all.len(),
+    };
+    let exit = if counts.failed > 0 {
+        Exit::Check
+    } else if counts.regressions > 0 || (cfg.strict && counts.stale > 0) {
+        Exit::Regression
+    } else {
+        Exit::Ok
+    };
+    Report {
+        config: cfg.clone(),
+        comparisons,
+        moved: all_moved,
+        stale: stale_all,
+        notes,
+        counts,
+        exit_code: exit.code(),
+    }
+}
+
+/// The calls of one model whose total time moved, most first. Calls are matched by
+/// (kernel, shape dimensions); a call one side does not make counts as 0 µs there.
+pub fn moved_calls(base: &ModelRun, cur: &ModelRun) -> Vec<CallDelta> {
+    let key = |c: &CallTime| (c.kernel.clone(), c.shape.clone());
+    let mut keys: Vec<(String, Shape)> = Vec::new();
+    for c in base.calls.iter().chain(&cur.calls) {
+        if !keys.contains(&key(c)) {
+            keys.push(key(c));
+        }
+    }
+    let label = format!("{}@{}", cur.model, cur.shape_name);
+    let mut out: Vec<CallDelta> = keys
+        .into_iter()
+        .filter_map(|(kernel, shape)| {
+            let b = base.calls.iter().find(|c| c.kernel == kernel && c.shape == shape);
+            let a = cur.calls.iter().find(|c| c.kernel == kernel && c.shape == shape);
+            let total = |c: Option<&CallTime>| c.map_or(0.0, |c| c.total_us);
+            let delta = total(a) - total(b);
+            let scale = total(a).abs().max(total(b).abs()).max(1e-9);
+            (delta.abs() > EPS * scale).then(|| CallDelta {
+                kernel,
+                shape,
+                chip: cur.chip.clone(),
+                before_params: b.map(|c| c.params.clone()),
+                after_params: a.map(|c| c.params.clone()),
+                before_us: b.map(|c| c.time_us),
+                after_us: a.map(|c| c.time_us),
+                delta_total_us: delta,
+                models: vec![label.clone()],
+            })
+        })
+        .collect();
+    sort_moved(&mut out);
+    out
+}
+
+/// Most moved first (by |Δ|), then by kernel and shape so the order is stable.
+fn sort_moved(v: &mut [CallDelta]) {
+    v.sort_by(|a, b| {
+        b.delta_total_us
+            .abs()
+            .total_cmp(&a.delta_total_us.abs())
+            .then_with(|| (&a.kernel, &a.shape.0).cmp(&(&b.kernel, &b.shape.0)))
+    });
+}
+
+/// A throughput for people: `177,062`.
+pub fn tokens(v: f64) -> String {
+    let s = format!("{:.0}", v);
+    let (sign, digits) = s.strip_prefix('-').map_or(("", s.as_str()), |d| ("-", d));
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    format!("{sign}{out}")
+}
+
+/// A change in percent with its sign: `-0.21 %`, `+3.00 %`, `0.00 %`.
+pub fn pct(v: f64) -> String {
+    if v.abs() < 0.005 {
+        if v == 0.0 {
+            "0.00 %".into()
+        } else {
+            format!("{v:+.4} %")
+        }
+    } else {
+        format!("{v:+.2} %")
+    }
+}
+
+/// A shape's dimensions without braces: `heads=8, tokens=256`.
+pub fn dims(s: &Shape) -> String {
+    s.to_string().trim_start_matches('{').trim_end_matches('}').to_string()
+}
+
+/// `before → after` µs per call.
+pub fn call_times(m: &CallDelta) -> String {
+    let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+    format!("{} → {}", f(m.before_us), f(m.after_us))
+}
+
+/// The parameters, or `before → after` when they changed.
+pub fn call_params(m: &CallDelta) -> String {
+    match (&m.before_params, &m.after_params) {
+        (Some(b), Some(a)) if a == b => a.to_string(),
+        (b, a) => format!(
+            "{} → {}",
+            b.as_ref().map_or("-".into(), |p| p.to_string()),
+            a.as_ref().map_or("-".into(), |p| p.to_string())
+        ),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::models::CallTime;
+
+    pub fn run(model: &str, rope_us: f64, sim: &str) -> Side {
+        let call = |kernel: &str, heads: u64, t: f64, bufs: i64| CallTime {
+            kernel: kernel.into(),
+            shape: Shape::new(&[("heads", heads), ("tokens", 256)]),
+            params: Params::new().with("bufs", bufs),
+            tuned: false,
+            stale: None,
+            calls: 2,
+            time_us: t,
+            total_us: 2.0 * (t + 1.0),
+            program_hash: format!("{kernel}{heads}{t}"),
+            cached: true,
+        };
+        let bufs = if rope_us > 18.0 { 1 } else { 2 };
+        let calls = vec![call("rope", 8, rope_us, bufs), call("add", 1, 7.0, 2)];
+        let total_us: f64 = calls.iter().map(|c| c.total_us).sum();
+        Side {
+            sim_version: sim.into(),
+            run: ModelRun {
+                model: model.into(),
+                shape_name: "tiny".into(),
+                shape: Shape::new(&[("layers", 2), ("tokens", 256)]),
+                chip: "trn2".into(),
+                tokens: 256.0,
+                launch_overhead_us: 1.0,
+                total_us,
+                tokens_per_s: 256.0 / (total_us * 1e-6),
+                calls,
+            },
+        }
+    }
+
+    pub fn item(model: &str, base_rope: Option<f64>, rope: f64) -> Item {
+        Item {
+            model: model.into(),
+            shape: "tiny".into(),
+            chip: "trn2".into(),
+            current: Some(run(model, rope, "s1")),
+            error: None,
+            base: base_rope.map(|r| run(model, r, "s1")),
+            base_note: None,
+        }
+    }
+
+    pub fn cfg(threshold_pct: f64) -> Config {
+        Config { threshold_pct, strict: false, against: "HEAD~1 (abc)".into() }
+    }
+
+    #[test]
+    fn a_slower_call_is_a_regression_naming_the_call_and_its_models() {
+        let items = [item("qwen3", Some(17.6), 18.6), item("qwen3_naive", Some(17.6), 18.6)];
+        let r = judge(&items, &cfg(0.0));
+        assert_eq!(r.exit(), Exit::Regression);
+        assert_eq!(r.counts.regressions, 2);
+        let c = &r.comparisons[0];
+        assert!(c.change_pct.unwrap() < 0.0);
+        assert_eq!(c.moved.len(), 1, "only RoPE moved: {:?}", c.moved);
+        assert_eq!(r.moved.len(), 1);
+        let m = &r.moved[0];
+        assert_eq!(m.kernel, "rope");
+        assert_eq!(m.models, ["qwen3@tiny", "qwen3_naive@tiny"]);
+        assert!((m.delta_total_us - 2.0 * 2.0 * 1.0).abs() < 1e-9, "{}", m.delta_total_us);
+        assert_eq!((m.before_us, m.after_us), (Some(17.6), Some(18.6)));
+        assert_eq!(call_params(m), "bufs=2 → bufs=1");
+    }
+
+    #[test]
+    fn thresholds_improvements_and_what_is_not_compared() {
+        // 1 % slower passes a 2 % threshold, fails a 0 % one.
+        let items = [item("m", Some(17.6), 18.0)];
+        let change = judge(&items, &cfg(0.0)).comparisons[0].change_pct.unwrap();
+        assert!(change < 0.0 && change > -2.0, "{change}");
+        assert_eq!(judge(&items, &cfg(2.0)).exit(), Exit::Ok);
+        assert_eq!(judge(&items, &cfg(2.0)).comparisons[0].verdict, Verdict::Unchanged);
+        // Faster is an improvement, equal is unchanged; neither fails.
+        let r = judge(&[item("a", Some(18.6), 17.6), item("b", Some(17.6), 17.6)], &cfg(0.0));
+        assert_eq!(r.exit(), Exit::Ok);
+        assert_eq!(r.comparisons[0].verdict, Verdict::Improvement);
+        assert_eq!(r.comparisons[1].verdict, Verdict::Unchanged);
+        assert!(r.comparisons[1].moved.is_empty());
+        // No baseline: new. Another simulator: not comparable, said once.
+        let mut other = item("c", Some(10.0), 18.6);
+        other.base.as_mut().unwrap().sim_version = "s0".into();
+        let r = judge(&[item("n", None, 18.6), other.clone(), other], &cfg(0.0));
+        assert_eq!(r.exit(), Exit::Ok);
+        assert_eq!(r.comparisons[0].verdict, Verdict::New);
+        assert_eq!(r.comparisons[1].verdict, Verdict::NotComparable);
+        assert_eq!(r.notes.len(), 1, "{:?}", r.notes);
+        assert!(r.notes[0].contains("s0") && r.notes[0].contains("s1"));
+        // A model that cannot be evaluated is exit 4, whatever else.
+        let mut failed = item("f", Some(17.6), 17.6);
+        failed.current = None;
+        failed.error = Some("call rope failed".into());
+        let r = judge(&[failed, item("g", Some(17.6), 18.6)], &cfg(0.0));
+        assert_eq!(r.exit(), Exit::Check);
+        assert_eq!(r.comparisons[0].note.as_deref(), Some("call rope failed"));
+    }
+
+    #[test]
+    fn stale_entries_fail_only_when_strict() {
+        let mut i = item("m", Some(17.6), 17.6);
+        i.current.as_mut().unwrap().run.calls[0].stale = Some("rope changed".into());
+        let r = judge(std::slice::from_ref(&i), &cfg(0.0));
+        assert_eq!((r.exit(), r.counts.stale), (Exit::Ok, 1));
+        let strict = Config { strict: true, ..cfg(0.0) };
+        assert_eq!(judge(&[i], &strict).exit(), Exit::Regression);
+    }
+
+    #[test]
+    fn numbers_for_people() {
+        assert_eq!(tokens(177062.4), "177,062");
+        assert_eq!(tokens(999.0), "999");
+        assert_eq!(tokens(1000.0), "1,000");
+        assert_eq!(pct(-0.2131), "-0.21 %");
+        assert_eq!(pct(0.0), "0.00 %");
+        assert_eq!(pct(3.0), "+3.00 %");
+    }
+}

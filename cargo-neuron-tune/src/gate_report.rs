@@ -1,0 +1,330 @@
+//! The gate's reports: a Markdown summary a reviewer reads in ten seconds (CI step
+//! summary), and JUnit XML for CI's test view (each model at a shape on a chip a test
+//! case; a regression a `<failure>` with the numbers). Pure functions of a [`Report`].
+
+use crate::gate::{call_params, call_times, dims, pct, tokens, Report, Verdict, TOP_MOVED};
+use quick_xml::events::{BytesDecl, BytesText, Event};
+use quick_xml::Writer;
+
+fn verdict_cell(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Regression => "❌ regression",
+        Verdict::Improvement => "🚀 improvement",
+        Verdict::Unchanged => "✅ unchanged",
+        Verdict::New => "🆕 new (no baseline)",
+        Verdict::NotComparable => "⚠️ not comparable",
+        Verdict::Failed => "💥 failed",
+    }
+}
+
+/// The first line: the outcome in words.
+pub fn headline(r: &Report) -> String {
+    let c = &r.counts;
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    if c.failed > 0 {
+        format!("💥 {} could not be evaluated", plural(c.failed, "model", "models"))
+    } else if c.regressions > 0 {
+        format!(
+            "❌ {} of {}",
+            plural(c.regressions, "regression", "regressions"),
+            plural(c.models, "model", "models")
+        )
+    } else if r.config.strict && c.stale > 0 {
+        format!("❌ {} (--strict)", plural(c.stale, "stale tuned entry", "stale tuned entries"))
+    } else {
+        let mut s = format!("✅ no regression in {}", plural(c.models, "model", "models"));
+        if c.improvements > 0 {
+            s.push_str(&format!(", {}", plural(c.improvements, "improvement", "improvements")));
+        }
+        s
+    }
+}
+
+/// Markdown: the headline, a table (model, shape, chip, baseline, current, change,
+/// verdict), the calls that moved most with the models they moved, notes and stale entries.
+pub fn markdown(r: &Report) -> String {
+    let mut s = format!("## neuron-tune gate: {}\n\n", headline(r));
+    s.push_str(&format!(
+        "Against {}, threshold {} %. Throughput in tokens/s, simulated end to end.\n\n",
+        r.config.against, r.config.threshold_pct
+    ));
+    s.push_str(
+        "| model | shape | chip | baseline tok/s | current tok/s | change | verdict |\n\
+         |---|---|---|---:|---:|---:|---|\n",
+    );
+    let num = |v: Option<f64>| v.map_or("-".to_string(), tokens);
+    for c in &r.comparisons {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            c.model,
+            c.shape,
+            c.chip,
+            num(c.baseline_tokens_per_s),
+            num(c.tokens_per_s),
+            c.change_pct.map_or("-".to_string(), pct),
+            verdict_cell(c.verdict)
+        ));
+    }
+    if !r.moved.is_empty() {
+        s.push_str(&format!(
+            "\n**Kernel calls whose time moved most** (of {})\n\n\
+             | kernel | call shape | params | µs per call | Δ total µs | models |\n\
+             |---|---|---|---:|---:|---|\n",
+            r.moved.len()
+        ));
+        for m in r.moved.iter().take(TOP_MOVED) {
+            s.push_str(&format!(
+                "| `{}` | {} | {} | {} | {:+.1} | {} |\n",
+                m.kernel,
+                dims(&m.shape),
+                call_params(m),
+                call_times(m),
+                m.delta_total_us,
+                m.models.join(", ")
+            ));
+        }
+    }
+    let notes: Vec<String> = r
+        .notes
+        .iter()
+        .cloned()
+        .chain(r.comparisons.iter().filter(|c| c.verdict != Verdict::NotComparable).filter_map(
+            |c| c.note.as_ref().map(|n| format!("{} at {} on {}: {n}", c.model, c.shape, c.chip)),
+        ))
+        .collect();
+    if !notes.is_empty() {
+        s.push_str("\n**Notes**\n\n");
+        for n in notes {
+            s.push_str(&format!("- {n}\n"));
+        }
+    }
+    if !r.stale.is_empty() {
+        s.push_str(&format!(
+            "\n**Stale tuned entries** ({}): the kernel changed since it was tuned{}\n\n",
+            r.stale.len(),
+            if r.config.strict { "; --strict fails on them" } else { "" }
+        ));
+        for n in &r.stale {
+            s.push_str(&format!("- {n}\n"));
+        }
+    }
+    s
+}
+
+/// The failure message of a regression: the numbers.
+pub fn failure_message(r: &Report, c: &crate::gate::Comparison) -> String {
+    format!(
+        "{} at {} on {}: {} → {} tokens/s ({}, threshold {} %)",
+        c.model,
+        c.shape,
+        c.chip,
+        c.baseline_tokens_per_s.map_or("-".into(), tokens),
+        c.tokens_per_s.map_or("-".into(), tokens),
+        c.change_pct.map_or("-".into(), pct),
+        r.config.threshold_pct
+    )
+}
+
+/// JUnit XML: a testsuite `neuron-tune gate`, a testcase per model, shape and chip; a
+/// regression (or, with --strict, a stale tuned entry) a `<failure>`, a model that could not
+/// be evaluated an `<error>`, one without a comparable baseline `<skipped>`.
+pub fn junit(r: &Report) -> String {
+    let failures = r
+        .comparisons
+        .iter()
+        .filter(|c| c.verdict == Verdict::Regression || (r.config.strict && !c.stale.is_empty()))
+        .count();
+    let errors = r.counts.failed;
+    let skipped = r.counts.new + r.counts.not_comparable;
+    let n = r.comparisons.len().to_string();
+    let (failures, errors, skipped) =
+        (failures.to_string(), errors.to_string(), skipped.to_string());
+    let mut w = Writer::new_with_indent(Vec::new(), b' ', 2);
+    let io = |e: std::io::Error| e;
+    let result: std::io::Result<()> = (|| {
+        w.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
+        w.create_element("testsuites")
+            .with_attribute(("name", "cargo neuron-tune gate"))
+            .with_attribute(("tests", n.as_str()))
+            .with_attribute(("failures", failures.as_str()))
+            .with_attribute(("errors", errors.as_str()))
+            .write_inner_content(|w| {
+                w.create_element("testsuite")
+                    .with_attribute(("name", "neuron-tune gate"))
+                    .with_attribute(("tests", n.as_str()))
+                    .with_attribute(("failures", failures.as_str()))
+                    .with_attribute(("errors", errors.as_str()))
+                    .with_attribute(("skipped", skipped.as_str()))
+                    .write_inner_content(|w| {
+                        for c in &r.comparisons {
+                            testcase(w, r, c).map_err(io)?;
+                        }
+                        Ok(())
+                    })?;
+                Ok(())
+            })?;
+        Ok(())
+    })();
+    result.expect("writing XML to memory cannot fail");
+    let mut s = String::from_utf8(w.into_inner()).expect("UTF-8 in, UTF-8 out");
+    s.push('\n');
+    s
+}
+
+fn testcase(
+    w: &mut Writer<Vec<u8>>,
+    r: &Report,
+    c: &crate::gate::Comparison,
+) -> std::io::Result<()> {
+    let name = format!("{} at {} on {}", c.model, c.shape, c.chip);
+    let class = format!("neuron-tune.gate.{}", c.model);
+    let moved: Vec<String> = c
+        .moved
+        .iter()
+        .take(TOP_MOVED)
+        .map(|m| {
+            format!(
+                "{} at {} ({}): {} µs per call, {:+.1} µs in total",
+                m.kernel,
+                dims(&m.shape),
+                call_params(m),
+                call_times(m),
+                m.delta_total_us
+            )
+        })
+        .collect();
+    let numbers = failure_message(r, c);
+    let detail = if moved.is_empty() {
+        numbers.clone()
+    } else {
+        format!("{numbers}\nkernel calls whose time moved most:\n  {}", moved.join("\n  "))
+    };
+    let el = w
+        .create_element("testcase")
+        .with_attribute(("classname", class.as_str()))
+        .with_attribute(("name", name.as_str()));
+    match c.verdict {
+        Verdict::Regression => {
+            el.write_inner_content(|w| {
+                w.create_element("failure")
+                    .with_attribute(("message", numbers.as_str()))
+                    .with_attribute(("type", "regression"))
+                    .write_text_content(BytesText::new(&detail))?;
+                Ok(())
+            })?;
+        }
+        Verdict::Failed => {
+            let msg = c.note.clone().unwrap_or_default();
+            el.write_inner_content(|w| {
+                w.create_element("error")
+                    .with_attribute(("message", msg.as_str()))
+                    .with_attribute(("type", "evaluation"))
+                    .write_empty()?;
+                Ok(())
+            })?;
+        }
+        _ if r.config.strict && !c.stale.is_empty() => {
+            let msg = format!("{} stale tuned entries (--strict)", c.stale.len());
+            let text = c.stale.join("\n");
+            el.write_inner_content(|w| {
+                w.create_element("failure")
+                    .with_attribute(("message", msg.as_str()))
+                    .with_attribute(("type", "stale"))
+                    .write_text_content(BytesText::new(&text))?;
+                Ok(())
+            })?;
+        }
+        Verdict::New | Verdict::NotComparable => {
+            let msg = c.note.clone().unwrap_or_else(|| c.verdict.as_str().into());
+            el.write_inner_content(|w| {
+                w.create_element("skipped")
+                    .with_attribute(("message", msg.as_str()))
+                    .write_empty()?;
+                Ok(())
+            })?;
+        }
+        Verdict::Improvement | Verdict::Unchanged => {
+            let text = format!("{}: {detail}", c.verdict.as_str());
+            el.write_inner_content(|w| {
+                w.create_element("system-out").write_text_content(BytesText::new(&text))?;
+                Ok(())
+            })?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::judge;
+    use crate::gate::tests::{cfg, item};
+    use quick_xml::events::Event as X;
+    use quick_xml::Reader;
+
+    #[test]
+    fn markdown_lists_each_model_with_baseline_current_change_and_the_moved_call() {
+        let r =
+            judge(&[item("qwen3", Some(17.6), 18.6), item("qwen3_naive", None, 18.6)], &cfg(0.0));
+        let md = markdown(&r);
+        assert!(md.starts_with("## neuron-tune gate: ❌ 1 regression of 2 models"), "{md}");
+        let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| qwen3")).collect();
+        assert_eq!(rows.len(), 2, "{md}");
+        let cells: Vec<&str> = rows[0].split('|').map(str::trim).collect();
+        assert_eq!(&cells[1..4], ["qwen3", "tiny", "trn2"]);
+        let c = &r.comparisons[0];
+        assert_eq!(cells[4], tokens(c.baseline_tokens_per_s.unwrap()));
+        assert_eq!(cells[5], tokens(c.tokens_per_s.unwrap()));
+        assert_eq!(cells[6], pct(c.change_pct.unwrap()));
+        assert!(cells[7].contains("regression"));
+        assert!(rows[1].contains("new"), "{md}");
+        assert!(
+            md.contains("| `rope` | heads=8, tokens=256 | bufs=2 → bufs=1 | 17.6 → 18.6 |"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn junit_parses_and_a_regression_is_a_failure_with_the_numbers() {
+        let mut failed = item("broken", Some(17.6), 17.6);
+        failed.current = None;
+        failed.error = Some("call <rope> & co failed".into());
+        let items =
+            [item("qwen3", Some(17.6), 18.6), item("qwen3_naive", Some(17.6), 17.6), failed];
+        let r = judge(&items, &cfg(0.0));
+        let xml = junit(&r);
+        let mut reader = Reader::from_str(&xml);
+        let (mut cases, mut failures, mut errors) = (Vec::new(), Vec::new(), Vec::new());
+        loop {
+            match reader.read_event().unwrap() {
+                X::Eof => break,
+                X::Start(e) | X::Empty(e) => {
+                    let attr = |k: &str| {
+                        e.try_get_attribute(k).unwrap().map(|a| {
+                            a.normalized_value(quick_xml::XmlVersion::Explicit1_0)
+                                .unwrap()
+                                .into_owned()
+                        })
+                    };
+                    match e.name().0 {
+                        "testcase" => cases.push(attr("name").unwrap()),
+                        "failure" => failures.push(attr("message").unwrap()),
+                        "error" => errors.push(attr("message").unwrap()),
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(
+            cases,
+            ["qwen3 at tiny on trn2", "qwen3_naive at tiny on trn2", "broken at tiny on trn2"]
+        );
+        assert_eq!(failures.len(), 1);
+        let c = &r.comparisons[0];
+        assert!(failures[0].contains(&tokens(c.baseline_tokens_per_s.unwrap())), "{}", failures[0]);
+        assert!(failures[0].contains(&tokens(c.tokens_per_s.unwrap())), "{}", failures[0]);
+        assert_eq!(errors, ["call <rope> & co failed"]);
+    }
+}

@@ -1,0 +1,259 @@
+//! The gate end to end on a scratch git copy of the fixture workspace: a commit that only
+//! edits comments and formatting reuses every stored result and passes; a commit that
+//! forces RoPE to one buffer fails (exit 5) naming RoPE and both qwen3 models with their
+//! throughput before and after, against the previous revision (`--base-ref HEAD~1`) and
+//! against the committed baseline (`--baseline`); reverting it passes again. The Markdown
+//! summary and the JUnit XML of the failing run are read back (the XML with quick-xml).
+//! Tuned entries made stale by a kernel change are reported, and fail with `--strict`.
+
+use neuron_tune_tests::{cli, events, fixture_workspace, git, test_target_dir};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// `gate` (or another command) on the scratch workspace, JSON events, reports in `ws/..`.
+fn run(ws: &Path, args: &[&str]) -> (i32, String, String) {
+    let manifest = ws.join("Cargo.toml");
+    let (md, xml) = reports(ws);
+    let mut a = args.to_vec();
+    a.extend(["--manifest-path", manifest.to_str().unwrap(), "--message-format", "json"]);
+    if args[0] == "gate" {
+        a.extend(["--shape", "tiny", "--markdown", md.to_str().unwrap()]);
+        a.extend(["--junit", xml.to_str().unwrap()]);
+    }
+    cli(&a)
+}
+
+fn reports(ws: &Path) -> (PathBuf, PathBuf) {
+    let dir = ws.parent().unwrap();
+    let name = ws.file_name().unwrap().to_string_lossy();
+    (dir.join(format!("{name}-summary.md")), dir.join(format!("{name}-junit.xml")))
+}
+
+fn commit(ws: &Path, message: &str) {
+    git(ws, &["commit", "-q", "-a", "-m", message]);
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// The gate's verdict events, its summary and the command summary (calls simulated).
+fn gate(ws: &Path, against: &[&str], expect: i32) -> (Vec<Value>, Value, Value) {
+    let mut args = vec!["gate"];
+    args.extend_from_slice(against);
+    let (code, out, err) = run(ws, &args);
+    assert_eq!(code, expect, "gate {against:?}\n{out}\n{err}");
+    let models = events(&out, "gate");
+    assert_eq!(models.len(), 2, "qwen3 and qwen3_naive at tiny: {out}");
+    let summary = events(&out, "gate_summary").pop().expect("a gate summary");
+    let done = events(&out, "summary").pop().expect("a summary");
+    assert_eq!(done["command"], "gate");
+    (models, summary, done)
+}
+
+fn verdicts(models: &[Value]) -> Vec<(String, String)> {
+    models
+        .iter()
+        .map(|m| (m["model"].as_str().unwrap().into(), m["verdict"].as_str().unwrap().into()))
+        .collect()
+}
+
+fn all(models: &[Value], verdict: &str) -> Vec<(String, String)> {
+    models.iter().map(|m| (m["model"].as_str().unwrap().into(), verdict.into())).collect()
+}
+
+/// The slower RoPE is named, with both models, before and after.
+fn assert_names_rope(models: &[Value], summary: &Value) {
+    for m in models {
+        let (before, after) = (f(&m["baseline_tokens_per_s"]), f(&m["tokens_per_s"]));
+        assert!(after < before, "{m}");
+        assert!(f(&m["change_pct"]) < 0.0, "{m}");
+        assert!(m["moved"].as_array().unwrap().iter().all(|c| c["kernel"] == "rope"), "{m}");
+    }
+    let moved = summary["moved"].as_array().unwrap();
+    assert_eq!(moved.len(), 2, "RoPE at its two call shapes moved, nothing else: {summary}");
+    for c in moved {
+        assert_eq!(c["kernel"], "rope");
+        assert!(f(&c["after_us"]) > f(&c["before_us"]), "{c}");
+        assert!(f(&c["delta_total_us"]) > 0.0, "{c}");
+        assert_eq!(c["after_params"]["bufs"], 1, "{c}");
+        assert_eq!(c["before_params"]["bufs"], 2, "{c}");
+        let models: Vec<&str> =
+            c["models"].as_array().unwrap().iter().map(|m| m.as_str().unwrap()).collect();
+        assert_eq!(models, ["qwen3@tiny", "qwen3_naive@tiny"], "{c}");
+    }
+}
+
+/// The Markdown table lists each model with baseline, current and change (as the events
+/// say) and names RoPE and both models; the JUnit XML parses, has a test case per model and
+/// a failure with the numbers for each regression.
+fn assert_reports(ws: &Path, models: &[Value]) {
+    let (md_path, xml_path) = reports(ws);
+    let md = std::fs::read_to_string(&md_path).unwrap();
+    assert!(md.starts_with("## neuron-tune gate: ❌ 2 regressions of 2 models"), "{md}");
+    assert!(
+        md.contains("| model | shape | chip | baseline tok/s | current tok/s | change | verdict |")
+    );
+    let tokens = |v: &Value| {
+        let s = format!("{:.0}", f(v));
+        let mut out = String::new();
+        for (i, ch) in s.chars().enumerate() {
+            if i > 0 && (s.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(ch);
+        }
+        out
+    };
+    for m in models {
+        let name = m["model"].as_str().unwrap();
+        let row = md
+            .lines()
+            .find(|l| l.starts_with(&format!("| {name} | tiny | trn2 |")))
+            .unwrap_or_else(|| panic!("no row for {name}: {md}"));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!(cells[4], tokens(&m["baseline_tokens_per_s"]), "{row}");
+        assert_eq!(cells[5], tokens(&m["tokens_per_s"]), "{row}");
+        assert_eq!(cells[6], format!("{:+.2} %", f(&m["change_pct"])), "{row}");
+        assert!(cells[7].contains("regression"), "{row}");
+    }
+    let rope_rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| `rope` |")).collect();
+    assert_eq!(rope_rows.len(), 2, "{md}");
+    assert!(rope_rows.iter().all(|r| r.contains("qwen3@tiny, qwen3_naive@tiny")), "{md}");
+
+    use quick_xml::events::Event;
+    let xml = std::fs::read_to_string(&xml_path).unwrap();
+    let mut reader = quick_xml::Reader::from_str(&xml);
+    let (mut suites, mut cases, mut failures) = (Vec::new(), Vec::new(), Vec::new());
+    loop {
+        match reader.read_event().unwrap_or_else(|e| panic!("{e}: {xml}")) {
+            Event::Eof => break,
+            Event::Start(e) | Event::Empty(e) => {
+                let attr = |k: &str| {
+                    e.try_get_attribute(k).unwrap().map(|a| {
+                        a.normalized_value(quick_xml::XmlVersion::Explicit1_0).unwrap().into_owned()
+                    })
+                };
+                match e.name().0 {
+                    "testsuite" => suites.push((attr("name").unwrap(), attr("failures").unwrap())),
+                    "testcase" => cases.push(attr("name").unwrap()),
+                    "failure" => failures.push(attr("message").unwrap()),
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(suites, [("neuron-tune gate".to_string(), "2".to_string())]);
+    assert_eq!(cases, ["qwen3 at tiny on trn2", "qwen3_naive at tiny on trn2"]);
+    for (m, msg) in models.iter().zip(&failures) {
+        assert!(msg.contains(&tokens(&m["baseline_tokens_per_s"])), "{msg}");
+        assert!(msg.contains(&tokens(&m["tokens_per_s"])), "{msg}");
+        assert!(msg.contains('%'), "{msg}");
+    }
+    assert_eq!(failures.len(), 2);
+}
+
+#[test]
+fn the_gate_fails_a_slower_kernel_naming_it_and_its_models_and_passes_after_the_revert() {
+    // An old base worktree's sources would share build units with this run's (same
+    // relative paths); without them cargo rebuilds whatever it finds there.
+    let _ = std::fs::remove_dir_all(test_target_dir().join("neuron-tune/base"));
+    let ws = fixture_workspace("gate");
+
+    // Without a baseline the gate says how to make one.
+    let (code, _, err) = run(&ws, &["gate"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("baseline save"), "{err}");
+
+    // The committed baseline.
+    let (code, out, err) = run(&ws, &["baseline", "save", "--shape", "tiny"]);
+    assert_eq!(code, 0, "{err}");
+    let saved = events(&out, "baseline").pop().unwrap();
+    assert_eq!(saved["entries"].as_array().unwrap().len(), 2, "{saved}");
+    let text = std::fs::read_to_string(ws.join("neuron-tune.baseline.toml")).unwrap();
+    assert!(text.contains("schema = 1") && text.contains("program_hash"), "{text}");
+    git(&ws, &["add", "neuron-tune.baseline.toml"]);
+    commit(&ws, "baseline");
+    let (code, out, _) = run(&ws, &["baseline", "show"]);
+    assert_eq!(
+        (code, events(&out, "baseline").pop().unwrap()["entries"].clone()),
+        (0, saved["entries"].clone())
+    );
+
+    // Comments and formatting only: every result comes from the store, nothing moved.
+    let rope = ws.join("kernels/src/rope.rs");
+    let code = std::fs::read_to_string(&rope).unwrap();
+    let reformatted = code.replace(
+        "let bufs = u(p, \"bufs\") as u32;",
+        "// The token tiles' ring.\n    let bufs = u(p,\n        \"bufs\") as u32; // one buffer per tile in flight",
+    );
+    assert_ne!(code, reformatted, "the fixture's RoPE reads `bufs` where this test expects");
+    std::fs::write(&rope, reformatted).unwrap();
+    commit(&ws, "rope: comments");
+    for against in [&["--base-ref", "HEAD~1"][..], &[]] {
+        let (models, summary, done) = gate(&ws, against, 0);
+        assert_eq!(verdicts(&models), all(&models, "unchanged"), "{against:?}");
+        assert_eq!(done["simulated"], 0, "no simulation for {against:?}: {done}");
+        assert!(models.iter().all(|m| m["cached_calls"] == m["calls"]), "{models:?}");
+        assert_eq!(summary["moved"].as_array().unwrap().len(), 0, "{summary}");
+    }
+
+    // RoPE forced to one buffer: slower, and both models with it.
+    let code = std::fs::read_to_string(&rope).unwrap();
+    let slower = code.replace(
+        "ParamSpec::int(\"bufs\", 2, \"buffers of the token tiles\")",
+        "ParamSpec::int(\"bufs\", 1, \"buffers of the token tiles\")",
+    );
+    assert_ne!(code, slower, "the fixture's RoPE default is where this test expects");
+    std::fs::write(&rope, slower).unwrap();
+    commit(&ws, "rope: one buffer");
+    let (models, summary, _) = gate(&ws, &["--base-ref", "HEAD~1"], 5);
+    assert_eq!(verdicts(&models), all(&models, "regression"));
+    assert_names_rope(&models, &summary);
+    assert_reports(&ws, &models);
+    assert_eq!(summary["regressions"], 2);
+    let file = ws.join("neuron-tune.baseline.toml");
+    let (models, summary, _) = gate(&ws, &["--baseline", file.to_str().unwrap()], 5);
+    assert_eq!(verdicts(&models), all(&models, "regression"));
+    assert_names_rope(&models, &summary);
+
+    // A threshold above the loss lets it through.
+    let (_, _, _) = gate(&ws, &["--base-ref", "HEAD~1", "--threshold", "5"], 0);
+
+    // Reverted: the revision before is the slow one, so this is an improvement.
+    git(&ws, &["revert", "--no-edit", "HEAD"]);
+    let (models, summary, _) = gate(&ws, &["--base-ref", "HEAD~1"], 0);
+    assert_eq!(verdicts(&models), all(&models, "improvement"));
+    assert_eq!(summary["improvements"], 2);
+    let (models, _, _) = gate(&ws, &[], 0);
+    assert_eq!(verdicts(&models), all(&models, "unchanged"));
+
+    // Tune the models' RoPE calls, then change RoPE's program: the tuned entries are stale,
+    // which the gate reports, and --strict fails on.
+    let (code, _, err) = run(
+        &ws,
+        &[
+            "tune", "--model", "qwen3", "--shape", "tiny", "--kernel", "rope", "--budget", "2",
+            "--seed", "1",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let code = std::fs::read_to_string(&rope).unwrap();
+    let changed =
+        code.replace("tensor_tensor(y2, e, f, Alu::Add)", "tensor_tensor(y2, f, e, Alu::Add)");
+    assert_ne!(code, changed, "the fixture's RoPE add is where this test expects it");
+    std::fs::write(&rope, changed).unwrap();
+    git(&ws, &["add", "-A"]);
+    commit(&ws, "rope: tuned, then changed");
+    // Against the same commit, so nothing but the stale entries can fail it.
+    let (models, summary, _) = gate(&ws, &["--base-ref", "HEAD"], 0);
+    assert_eq!(verdicts(&models), all(&models, "unchanged"));
+    let stale = summary["stale"].as_array().unwrap();
+    assert_eq!(stale.len(), 2, "both tuned RoPE calls: {summary}");
+    assert!(models.iter().all(|m| m["stale"].as_array().unwrap().len() == 2), "{models:?}");
+    let (_, summary, _) = gate(&ws, &["--base-ref", "HEAD", "--strict"], 5);
+    assert_eq!(summary["regressions"], 0, "it fails on the stale entries alone: {summary}");
+    let md = std::fs::read_to_string(reports(&ws).0).unwrap();
+    assert!(md.contains("Stale tuned entries") && md.contains("--strict"), "{md}");
+}

@@ -1,0 +1,190 @@
+//! `--partition 1/3`, `2/3`, `3/3` and `merge` give what one unpartitioned run gives: the
+//! gate's verdicts, reports and exit code; bench's results and tables; tune's tuned
+//! database. On a scratch copy of the fixture workspace.
+
+use neuron_tune_tests::{cli, events, fixture_workspace};
+use serde_json::Value;
+use std::path::Path;
+
+fn run(ws: &Path, args: &[&str], json: bool) -> (i32, String, String) {
+    let manifest = ws.join("Cargo.toml");
+    let mut a = args.to_vec();
+    a.extend(["--manifest-path", manifest.to_str().unwrap()]);
+    if json {
+        a.extend(["--message-format", "json"]);
+    }
+    cli(&a)
+}
+
+fn path(ws: &Path, name: &str) -> String {
+    ws.join(name).to_str().unwrap().to_string()
+}
+
+/// Every partition of a command, then their merge; returns the merge's exit code and
+/// stdout (human or JSON).
+fn partitions_then_merge(
+    ws: &Path,
+    what: &str,
+    args: &[&str],
+    extra: &dyn Fn(&str) -> Vec<String>,
+    json: bool,
+    before_each: &dyn Fn(),
+) -> (i32, String) {
+    let mut files = Vec::new();
+    for k in 1..=3 {
+        before_each();
+        let results = path(ws, &format!("{what}-{k}.json"));
+        let part = format!("{k}/3");
+        let mut a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        a.extend(["--partition".into(), part.clone(), "--results".into(), results.clone()]);
+        a.extend(extra(&format!("{what}-{k}")));
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let (code, out, err) = run(ws, &a, false);
+        assert!(code == 0 || code == 5, "{a:?}: {code}\n{out}\n{err}");
+        files.push(results);
+    }
+    before_each();
+    let mut a = vec!["merge".to_string()];
+    a.extend(files);
+    a.extend(extra(&format!("{what}-merged")));
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let (code, out, err) = run(ws, &a, json);
+    assert!(code == 0 || code == 5, "{a:?}: {code}\n{out}\n{err}");
+    (code, out)
+}
+
+/// The gate events without what depends on the store's history (calls served from it).
+fn verdicts(out: &str) -> Vec<Value> {
+    events(out, "gate")
+        .into_iter()
+        .map(|mut e| {
+            e.as_object_mut().unwrap().remove("cached_calls");
+            e
+        })
+        .collect()
+}
+
+fn reports(ws: &Path, name: &str) -> Vec<String> {
+    vec![
+        "--markdown".into(),
+        path(ws, &format!("{name}.md")),
+        "--junit".into(),
+        path(ws, &format!("{name}.xml")),
+    ]
+}
+
+#[test]
+fn partitions_merged_give_the_result_of_one_run() {
+    let ws = fixture_workspace("partition");
+
+    // gate: a baseline in which qwen3 was 1 % faster, so one model regresses.
+    let (code, _, err) = run(&ws, &["baseline", "save", "--shape", "tiny"], false);
+    assert_eq!(code, 0, "{err}");
+    let file = ws.join("neuron-tune.baseline.toml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let line = text.lines().find(|l| l.starts_with("tokens_per_s = ")).unwrap();
+    let v: f64 = line["tokens_per_s = ".len()..].parse().unwrap();
+    std::fs::write(&file, text.replacen(line, &format!("tokens_per_s = {}", v * 1.01), 1)).unwrap();
+    let gate = ["gate", "--shape", "tiny"];
+    let one = |name: &str| -> (i32, String) {
+        let mut a: Vec<String> = gate.iter().map(|s| s.to_string()).collect();
+        a.extend(["--results".into(), path(&ws, &format!("{name}.json"))]);
+        a.extend(reports(&ws, name));
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let (code, out, err) = run(&ws, &a, true);
+        assert!(code == 0 || code == 5, "{err}");
+        (code, out)
+    };
+    let (code, whole) = one("gate-whole");
+    assert_eq!(code, 5, "{whole}");
+    let extra = |name: &str| reports(&ws, name);
+    let (merged_code, merged) = partitions_then_merge(&ws, "gate", &gate, &extra, true, &|| {});
+    assert_eq!(merged_code, code);
+    assert_eq!(verdicts(&merged), verdicts(&whole));
+    assert_eq!(verdicts(&whole).len(), 2);
+    let read = |name: &str| std::fs::read_to_string(ws.join(name)).unwrap();
+    assert_eq!(read("gate-merged.md"), read("gate-whole.md"));
+    assert_eq!(read("gate-merged.xml"), read("gate-whole.xml"));
+    let summary = |out: &str| {
+        let mut s = events(out, "gate_summary").pop().unwrap();
+        for k in ["markdown", "junit"] {
+            s.as_object_mut().unwrap().remove(k);
+        }
+        s
+    };
+    assert_eq!(summary(&merged), summary(&whole));
+
+    // bench: the kernels at their small shapes (7 work items).
+    let bench = ["bench", "-p", "neuron-fixtures-kernels", "--shape", "small"];
+    let mut a = bench.to_vec();
+    let whole_results = path(&ws, "bench-whole.json");
+    a.extend(["--results", &whole_results]);
+    let (code, _, err) = run(&ws, &a, false);
+    assert_eq!(code, 0, "{err}");
+    let none = |_: &str| Vec::new();
+    let (code, merged_table) = partitions_then_merge(&ws, "bench", &bench, &none, false, &|| {});
+    assert_eq!(code, 0);
+    let (code, whole_table, _) = run(&ws, &["merge", &whole_results], false);
+    assert_eq!(code, 0);
+    // The same table, but for which results the store served (the first run simulated).
+    let table = |t: &str| -> Vec<String> {
+        t.lines().map(|l| l.replace("(cached)", "").trim_end().to_string()).collect()
+    };
+    assert_eq!(table(&merged_table), table(&whole_table));
+    assert_eq!(table(&whole_table).len(), 9, "header and 7 variants: {whole_table}");
+    let rows = |file: &str| -> Vec<Value> {
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+        v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r[1].as_object_mut().unwrap().remove("cached");
+                r
+            })
+            .collect()
+    };
+    let parts: Vec<Vec<Value>> =
+        (1..=3).map(|k| rows(&path(&ws, &format!("bench-{k}.json")))).collect();
+    assert_eq!(parts.iter().map(Vec::len).sum::<usize>(), 7, "each item in one partition");
+    let mut joined: Vec<Value> = parts.concat();
+    let key = |r: &Value| format!("{}{}", r[0]["kernel"], r[0]["params"]);
+    joined.sort_by_key(key);
+    let mut whole_rows = rows(&whole_results);
+    whole_rows.sort_by_key(key);
+    assert_eq!(joined, whole_rows);
+
+    // tune: each partition in a fresh checkout (no tuned database), merged into one.
+    let db = ws.join("kernels/neuron-tune.tuned.toml");
+    let tune = [
+        "tune",
+        "-p",
+        "neuron-fixtures-kernels",
+        "--shape",
+        "small",
+        "--kernel",
+        "add",
+        "--kernel",
+        "rmsnorm",
+        "--kernel",
+        "softmax",
+        "--budget",
+        "3",
+        "--seed",
+        "1",
+    ];
+    let mut a = tune.to_vec();
+    let whole_results = path(&ws, "tune-whole.json");
+    a.extend(["--results", &whole_results]);
+    let (code, _, err) = run(&ws, &a, false);
+    assert_eq!(code, 0, "{err}");
+    let whole_db = std::fs::read_to_string(&db).unwrap();
+    assert_eq!(whole_db.matches("[[tuned]]").count(), 3, "{whole_db}");
+    let fresh = || {
+        let _ = std::fs::remove_file(&db);
+    };
+    let (code, _) = partitions_then_merge(&ws, "tune", &tune, &none, false, &fresh);
+    assert_eq!(code, 0);
+    assert_eq!(std::fs::read_to_string(&db).unwrap(), whole_db);
+}
