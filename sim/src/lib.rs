@@ -57,7 +57,9 @@ pub(crate) fn test_rng(mut state: u64) -> impl FnMut(u64) -> u64 {
 
 pub use chip::{Chip, ChipError, Clocks, ComputeEngine, Dma, GpSimdEngine, Memory, TensorEngine};
 pub use dtype::Dtype;
-pub use error::{PoolUse, SimError, SimResult, SourceLoc, TileUse, ViolationKind};
+pub use error::{
+    Hazard, LoopCarried, PoolUse, SimError, SimResult, SourceLoc, TileUse, ViolationKind,
+};
 pub use isa::{Act, Alu, Cmp, Engine};
 pub use nc::{Access, ActArgs, Affine, ExecMode, Nc, On, Scalar};
 pub use profile::{EngineProfile, LineProfile, Profile, Verdict};

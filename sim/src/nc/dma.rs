@@ -1,6 +1,7 @@
 //! `dma_copy`: moves between HBM and SBUF (and SBUF↔SBUF, HBM↔HBM), split into one chunk
 //! per DMA queue it uses, with its descriptor count, bytes and HBM traffic.
 
+use super::affine::Kind;
 use super::schedule::describe;
 use super::{Access, Nc, VResult};
 use crate::error::{SimResult, SourceLoc, ViolationKind as V};
@@ -64,6 +65,23 @@ impl Nc {
             return Err(V::ShapeMismatch(format!(
                 "dma_copy dst is [{dp} x {df}] but src is [{sp} x {sf}] (partitions x free elements)"
             )));
+        }
+        if self.loops.active() {
+            let region = |checked: Option<Region>, a: &Access| match (checked, a) {
+                (Some(r), _) => r,
+                (None, Access::Hbm(v)) => self.hbm_region(v),
+                (None, Access::Tile(_)) => unreachable!("access_shape gives every tile its region"),
+            };
+            let touches = [
+                self.dma_touch(&src, region(src_region, &src), Kind::Read),
+                self.dma_touch(&dst, region(dst_region, &dst), Kind::Write),
+            ];
+            let mut list = std::mem::take(&mut self.touches);
+            list.clear();
+            list.extend(touches.into_iter().flatten());
+            let checked = self.check_loop_carried("dma_copy", &list, SourceLoc::from_location(loc));
+            self.touches = list;
+            checked?;
         }
         // Program hash.
         self.h(&[5]);

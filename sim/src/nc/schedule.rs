@@ -2,7 +2,7 @@
 //! initiation intervals, stride and performance-mode factors), handing it to the timing
 //! model, the per-line counters the profile is built from, and the trace's slices.
 
-use super::Nc;
+use super::{Nc, VResult};
 use crate::cost;
 use crate::error::SourceLoc;
 use crate::isa::Engine;
@@ -96,7 +96,8 @@ impl Nc {
         }
     }
 
-    /// Schedule a compute instruction on the timing model and account for it.
+    /// Schedule a compute instruction on the timing model and account for it. Inside an
+    /// affine loop it is first checked against the loop's earlier iterations.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn schedule(
         &mut self,
@@ -106,10 +107,17 @@ impl Nc {
         reads: &[(&TileView, Region)],
         writes: &[(&TileView, Region)],
         loc: SourceLoc,
-    ) {
+    ) -> VResult<()> {
+        if self.loops.active() {
+            let mut touches = std::mem::take(&mut self.touches);
+            self.compute_touches(opcode, reads, writes, &mut touches);
+            let checked = self.check_loop_carried(opcode, &touches, loc);
+            self.touches = touches;
+            checked?;
+        }
         self.stats.instructions += 1;
         if self.timing.is_none() {
-            return;
+            return Ok(());
         }
         let (mut sbuf, mut psum) = (false, false);
         // Two loops, not `chain`: this runs for every compute instruction.
@@ -164,6 +172,7 @@ impl Nc {
                 });
             }
         }
+        Ok(())
     }
 
     /// Free elements per partition of the main input, with the strided-access penalty of
