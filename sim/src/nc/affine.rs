@@ -1,9 +1,10 @@
-//! Loops whose iterations are independent: NKI's `affine_range`.
+//! Loops whose iterations are independent: NKI's `affine_range` (docs/scheduling.md).
 //!
 //! `nc.affine_range(0..n, |nc, i| { … })` runs the body for each index like a plain loop —
 //! values are computed in program order, exactly as a plain loop computes them — and
-//! declares that its iterations carry no dependency, so the compiler may reorder and
-//! pipeline them. A plain Rust loop (or [`Nc::sequential_range`]) keeps program order.
+//! declares that its iterations carry no dependency, so the timing model may reorder and
+//! pipeline them (the list scheduler of [`crate::timing`]'s window). A plain Rust loop (or
+//! [`Nc::sequential_range`]) keeps program order.
 //!
 //! The declaration is checked: an access in one iteration that conflicts with an access of an
 //! earlier iteration of the same loop (it reads what that one wrote, or writes what it read
@@ -243,13 +244,19 @@ impl Loops {
     pub(super) fn active(&self) -> bool {
         !self.levels.is_empty()
     }
+
+    /// The innermost loop's current index (for the trace).
+    pub(super) fn index(&self) -> u64 {
+        self.levels.last().map_or(0, |l| l.index)
+    }
 }
 
 impl Nc {
     /// Run `body` for every index of `range` as the iterations of an NKI `affine_range` loop:
     /// iterations without loop-carried dependencies, which the compiler may reorder and
-    /// pipeline across engines. Values are computed exactly as by a plain loop, and the loop
-    /// structure is part of the program hash.
+    /// pipeline across engines. Values are computed exactly as by a plain loop; the timing
+    /// model list-schedules the iterations' instructions (docs/scheduling.md), so the loop
+    /// takes about the time of its busiest engine instead of the sum of its iterations.
     ///
     /// Allowed across iterations: reading the same data, and matmuls accumulating into the
     /// same PSUM tile (`nc.matmul(acc, a, b, k > 0)` over `k`). Anything else one iteration
@@ -288,6 +295,9 @@ impl Nc {
         level.loc = Some(loc);
         self.loops.levels.push(level);
         self.loops.loops += 1;
+        if let Some(t) = &mut self.timing {
+            t.open_window();
+        }
         let mut result = Ok(());
         for i in range {
             self.h(&[31]);
@@ -295,6 +305,10 @@ impl Nc {
             self.loops.serial += 1;
             let serial = self.loops.serial;
             self.loops.levels.last_mut().expect("this loop's level").next_iteration(i, serial);
+            if let Some(t) = &mut self.timing {
+                t.next_segment();
+            }
+            self.take_line_busy();
             if let Err(e) = body(self, i) {
                 result = Err(e);
                 break;
@@ -306,6 +320,10 @@ impl Nc {
         level.touched.clear();
         level.index = 0;
         self.loops.spare.push(level);
+        if let Some(t) = &mut self.timing {
+            t.close_window();
+        }
+        self.take_line_busy();
         result
     }
 
@@ -322,6 +340,15 @@ impl Nc {
             body(self, i)?;
         }
         Ok(())
+    }
+
+    /// Move the busy time of DMAs the list scheduler placed into their lines' counters.
+    pub(super) fn take_line_busy(&mut self) {
+        if let Some(t) = &mut self.timing {
+            for (line, busy) in t.window.line_busy.drain(..) {
+                self.stats.lines[line as usize].busy_ps += busy;
+            }
+        }
     }
 
     /// Check an instruction of an affine loop against the earlier iterations of every open

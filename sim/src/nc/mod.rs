@@ -5,13 +5,14 @@
 //! §2.1–2.4), then executed at once by the models the run asked for: the functional model
 //! computes values, the timing model schedules the instruction (see [`crate::timing`]).
 //! Nothing is buffered, so a program of any length runs in constant memory (unless a trace is
-//! requested). Every method that issues an instruction is `#[track_caller]`: errors and
+//! requested) — except inside an [`Nc::affine_range`] loop, where the timing model holds the
+//! instructions of a bounded window of iterations for its list scheduler. Every method that issues an instruction is `#[track_caller]`: errors and
 //! profiles name the kernel's own source line.
 //!
 //! The builder is split by concern, each file one `impl Nc` block (or the types it needs):
 //!
-//! * [`affine`] — `affine_range` loops: their structure, and the check that their iterations
-//!   are independent;
+//! * [`affine`] — `affine_range` loops: their structure, the check that their iterations
+//!   are independent, and handing their instructions to the timing model's list scheduler;
 //! * [`operands`] — the operand types instructions take besides tiles (scalars, activation
 //!   options, affine expressions, DMA sides);
 //! * [`memory`] — HBM tensors, SBUF/PSUM pools and their tile rings, capacity;
