@@ -436,5 +436,16 @@ mod tests {
         let t = nc.tile(pool, Dtype::Bf16, &[128, 512]).unwrap();
         nc.dma(t, x).unwrap();
         same_json(&mut nc);
+        // An affine loop adds the scheduler's summary, which must cross too.
+        let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+        let x = nc.hbm("x", Dtype::Bf16, &[512, 512]).unwrap();
+        let pool = nc.sbuf_pool("io", 2);
+        nc.affine_range((0..512).step_by(128), |nc, r| {
+            let t = nc.tile(pool, Dtype::Bf16, &[128, 512])?;
+            nc.dma(t, x.rows(r..r + 128))
+        })
+        .unwrap();
+        assert!(nc.profile().scheduling.is_some());
+        same_json(&mut nc);
     }
 }

@@ -226,6 +226,20 @@ pub struct ProfileSummary {
     pub top_lines: Vec<LineProfile>,
     pub bottleneck: Verdict,
     pub program_hash: String,
+    /// What the list scheduler of affine loops did; only for programs with affine loops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling: Option<Scheduling>,
+}
+
+/// The list scheduler's work in one run (docs/scheduling.md).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Scheduling {
+    pub affine_loops: u64,
+    pub affine_iterations: u64,
+    pub list_scheduled_instruction_count: u64,
+    pub reordered_instruction_count: u64,
+    pub window_iterations: u64,
+    pub window_instructions: u64,
 }
 
 /// Result of `trace`: the program without simulating it.

@@ -2,7 +2,8 @@
 //! program; functional bf16 GEMM 1024³ through the builder < 0.5 s").
 //!
 //! `cargo bench -p neuron-sim` prints criterion's times; the `timing_gemm` group reports
-//! throughput in instructions per second (criterion's "elem/s").
+//! throughput in instructions per second (criterion's "elem/s"), for the program in plain
+//! loops (program order) and in affine loops (list-scheduled, docs/scheduling.md).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use neuron_sim::{Chip, Dtype, Engine, ExecMode, Hbm, Nc, SimResult};
@@ -47,6 +48,41 @@ fn gemm<const PANEL: bool>(nc: &mut Nc, a_t: Hbm, b: Hbm, c: Hbm) -> SimResult<(
     Ok(())
 }
 
+/// The same GEMM with its loops declared independent, as the NKI tutorials write them: the
+/// column blocks, the row blocks and the K tiles are `affine_range` loops (the K loop is the
+/// PSUM accumulation NKI allows across iterations), so the timing model list-schedules them.
+fn gemm_affine<const PANEL: bool>(nc: &mut Nc, a_t: Hbm, b: Hbm, c: Hbm) -> SimResult<()> {
+    let (k, m) = a_t.dims2();
+    let n = b.dims2().1;
+    let kt = k / 128;
+    let a_pool = nc.sbuf_pool("a", 2);
+    let b_pool = nc.sbuf_pool("b", 2);
+    let o_pool = nc.sbuf_pool("out", 2);
+    let psum = nc.psum_pool("acc", 2);
+    nc.affine_range(0..n / 512, |nc, ni| {
+        let bt = nc.tile(b_pool, Dtype::Bf16, &[128, kt, 512])?;
+        nc.affine_range(0..kt, |nc, ki| {
+            nc.dma(bt.at(ki), b.slice(&[ki * 128..(ki + 1) * 128, ni * 512..(ni + 1) * 512]))
+        })?;
+        nc.affine_range(0..m / 128, |nc, mi| {
+            let at = nc.tile(a_pool, Dtype::Bf16, &[128, kt, 128])?;
+            if PANEL {
+                nc.dma(at, a_t.cols(mi * 128..(mi + 1) * 128).split(0, 128).swap(0, 1))?;
+            } else {
+                nc.affine_range(0..kt, |nc, ki| {
+                    let rows = ki * 128..(ki + 1) * 128;
+                    nc.dma(at.at(ki), a_t.slice(&[rows, mi * 128..(mi + 1) * 128]))
+                })?;
+            }
+            let acc = nc.tile(psum, Dtype::F32, &[128, 512])?;
+            nc.affine_range(0..kt, |nc, ki| nc.matmul(acc, at.at(ki), bt.at(ki), ki > 0))?;
+            let o = nc.tile(o_pool, Dtype::Bf16, &[128, 512])?;
+            nc.on(Engine::Scalar).tensor_copy(o, acc)?;
+            nc.dma(c.slice(&[mi * 128..(mi + 1) * 128, ni * 512..(ni + 1) * 512]), o)
+        })
+    })
+}
+
 fn run_gemm<const PANEL: bool>(
     mode: ExecMode,
     m: u64,
@@ -60,6 +96,16 @@ fn run_gemm<const PANEL: bool>(
     let bb = nc.hbm_input("b", Dtype::Bf16, &[k, n], b).unwrap();
     let c = nc.hbm("c", Dtype::Bf16, &[m, n]).unwrap();
     gemm::<PANEL>(&mut nc, a_t, bb, c).unwrap();
+    let p = nc.profile();
+    (p.instruction_count, p.kernel_time_us)
+}
+
+fn run_gemm_affine<const PANEL: bool>(m: u64, k: u64, n: u64) -> (u64, f64) {
+    let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+    let a_t = nc.hbm_input("aT", Dtype::Bf16, &[k, m], &[]).unwrap();
+    let bb = nc.hbm_input("b", Dtype::Bf16, &[k, n], &[]).unwrap();
+    let c = nc.hbm("c", Dtype::Bf16, &[m, n]).unwrap();
+    gemm_affine::<PANEL>(&mut nc, a_t, bb, c).unwrap();
     let p = nc.profile();
     (p.instruction_count, p.kernel_time_us)
 }
@@ -84,6 +130,18 @@ fn timing(c: &mut Criterion) {
     g.throughput(Throughput::Elements(count));
     g.bench_function("4096^3_tile_loads", |bench| {
         bench.iter(|| black_box(run_gemm::<false>(ExecMode::TIMING, 4096, 4096, 4096, None)))
+    });
+    // The same programs with affine loops: every instruction goes through the list
+    // scheduler's window (docs/scheduling.md).
+    let (count, _) = run_gemm_affine::<true>(4096, 4096, 4096);
+    g.throughput(Throughput::Elements(count));
+    g.bench_function("4096^3_panel_loads_affine", |bench| {
+        bench.iter(|| black_box(run_gemm_affine::<true>(4096, 4096, 4096)))
+    });
+    let (count, _) = run_gemm_affine::<false>(4096, 4096, 4096);
+    g.throughput(Throughput::Elements(count));
+    g.bench_function("4096^3_tile_loads_affine", |bench| {
+        bench.iter(|| black_box(run_gemm_affine::<false>(4096, 4096, 4096)))
     });
     g.finish();
 }

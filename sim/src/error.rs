@@ -101,8 +101,93 @@ pub enum ViolationKind {
     StaleTile { tile: String, pool: String, bufs: u32 },
     #[error("bad access pattern: {0}")]
     BadAccessPattern(String),
+    /// An access in one iteration of an `affine_range` loop conflicts with an access of an
+    /// earlier iteration (docs/scheduling.md §2); boxed, as it names two instructions.
+    #[error("{0}")]
+    LoopCarriedDependency(Box<LoopCarried>),
     #[error("{0}")]
     Invalid(String),
+}
+
+/// A dependency carried across the iterations of an `affine_range` loop: the later
+/// instruction is the [`SimError`]'s own; this names the earlier one and the loop.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error(
+    "loop-carried {hazard} dependency in the affine_range loop at {loop_loc}: in the iteration \
+     with index {index} this instruction {} {what}, which `{earlier_instruction}` at \
+     {earlier_loc} {} in {}; iterations of an affine loop must be independent (only matmuls \
+     accumulating into the same PSUM tile may share it): use a sequential loop, or allocate \
+     the tile inside the loop so that each iteration has its own",
+    hazard.later_verb(),
+    hazard.earlier_verb(*.earlier_accumulated),
+    iterations(*.earlier_first_index, *.earlier_last_index)
+)]
+pub struct LoopCarried {
+    pub hazard: Hazard,
+    /// The tile or HBM tensor both instructions access (`tile `name`` or `HBM tensor
+    /// `name``).
+    pub what: String,
+    /// Loop index of the iteration that issued the later instruction.
+    pub index: u64,
+    /// The earlier instruction and its source line.
+    pub earlier_instruction: &'static str,
+    pub earlier_loc: SourceLoc,
+    /// Whether the earlier access was a matmul accumulating into PSUM.
+    pub earlier_accumulated: bool,
+    /// Loop indices of the earlier iterations whose accesses (merged when they touch
+    /// adjacent elements from the same source line) conflict: first and last.
+    pub earlier_first_index: u64,
+    pub earlier_last_index: u64,
+    /// The `affine_range` call whose iterations the dependency crosses.
+    pub loop_loc: SourceLoc,
+}
+
+/// The kind of a loop-carried dependency: which access came first (in program order) and
+/// which after it, in another iteration of the same `affine_range` loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Hazard {
+    /// Read after write: an iteration reads what an earlier one wrote.
+    Raw,
+    /// Write after read: an iteration overwrites what an earlier one read.
+    War,
+    /// Write after write: two iterations write the same elements (outside PSUM
+    /// accumulation by matmuls).
+    Waw,
+}
+
+impl Hazard {
+    fn later_verb(&self) -> &'static str {
+        match self {
+            Hazard::Raw => "reads",
+            Hazard::War | Hazard::Waw => "writes",
+        }
+    }
+
+    fn earlier_verb(&self, accumulated: bool) -> &'static str {
+        match (self, accumulated) {
+            (Hazard::War, _) => "read",
+            (_, true) => "accumulated into",
+            (_, false) => "wrote",
+        }
+    }
+}
+
+impl fmt::Display for Hazard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Hazard::Raw => "RAW (read after write)",
+            Hazard::War => "WAR (write after read)",
+            Hazard::Waw => "WAW (write after write)",
+        })
+    }
+}
+
+fn iterations(first: u64, last: u64) -> String {
+    if first == last {
+        format!("the iteration with index {first}")
+    } else {
+        format!("the iterations with indices {first} to {last}")
+    }
 }
 
 fn sbuf_capacity_message(memory: &str, needed: u64, capacity: u64, pools: &[PoolUse]) -> String {
@@ -142,6 +227,7 @@ impl ViolationKind {
             ViolationKind::FreeSizeTooLarge { .. } => "free_size_too_large",
             ViolationKind::StaleTile { .. } => "stale_tile",
             ViolationKind::BadAccessPattern { .. } => "bad_access_pattern",
+            ViolationKind::LoopCarriedDependency { .. } => "loop_carried_dependency",
             ViolationKind::Invalid(_) => "invalid",
         }
     }

@@ -7,7 +7,9 @@
 //! * the **functional** model computes every value (fp32 arithmetic, rounding to the
 //!   destination dtype, NaN-filled fresh memory, a fast CPU GEMM for `matmul`);
 //! * the **timing** model schedules it on its engine's in-order stream with region-granular
-//!   dependencies, the documented cost formulas and a DMA/HBM model, in constant memory.
+//!   dependencies, the documented cost formulas and a DMA/HBM model, in constant memory;
+//!   inside an [`Nc::affine_range`] loop, whose iterations are declared independent, it
+//!   list-schedules a bounded window of iterations instead (docs/scheduling.md).
 //!
 //! A run ends with a [`Profile`] (times, utilizations, roofline, critical path, top source
 //! lines, a bottleneck verdict) and, on request, a Perfetto trace.
@@ -57,11 +59,13 @@ pub(crate) fn test_rng(mut state: u64) -> impl FnMut(u64) -> u64 {
 
 pub use chip::{Chip, ChipError, Clocks, ComputeEngine, Dma, GpSimdEngine, Memory, TensorEngine};
 pub use dtype::Dtype;
-pub use error::{PoolUse, SimError, SimResult, SourceLoc, TileUse, ViolationKind};
+pub use error::{
+    Hazard, LoopCarried, PoolUse, SimError, SimResult, SourceLoc, TileUse, ViolationKind,
+};
 pub use isa::{Act, Alu, Cmp, Engine};
 pub use nc::{Access, ActArgs, Affine, ExecMode, Nc, On, Scalar};
-pub use profile::{EngineProfile, LineProfile, Profile, Verdict};
-pub use timing::CRIT_CATEGORIES;
+pub use profile::{EngineProfile, LineProfile, Profile, Scheduling, Verdict};
+pub use timing::{CRIT_CATEGORIES, WINDOW_INSTRUCTIONS, WINDOW_ITERATIONS};
 pub use view::{Hbm, HbmView, Mem, Pool, Tile, TileView, MAX_FREE_DIMS, MAX_HBM_DIMS};
 
 /// Version of the simulator's model; part of every cached result's key, so a change to the

@@ -7,7 +7,10 @@
 
 use crate::isa::Engine;
 use crate::nc::Nc;
-use crate::timing::{CAT_DMA, CAT_DMA_FIXED, CAT_LATENCY, CAT_WAIT, CRIT_CATEGORIES};
+use crate::timing::{
+    CAT_DMA, CAT_DMA_FIXED, CAT_LATENCY, CAT_WAIT, CRIT_CATEGORIES, WINDOW_INSTRUCTIONS,
+    WINDOW_ITERATIONS,
+};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -40,6 +43,24 @@ pub struct LineProfile {
     pub opcode: String,
     pub busy_time_us: f64,
     pub instruction_count: u64,
+}
+
+/// What the list scheduler of affine loops did (docs/scheduling.md); in a profile only when
+/// the program has an `affine_range` loop.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Scheduling {
+    /// `affine_range` loops run (each nested loop counted every time it runs).
+    pub affine_loops: u64,
+    pub affine_iterations: u64,
+    /// Instructions issued inside affine loops, placed by the list scheduler.
+    pub list_scheduled_instruction_count: u64,
+    /// Of those, the ones that started on their engine after an instruction issued later had
+    /// (the scheduled order differs from program order there; the trace shows each
+    /// instruction's issue number and loop index).
+    pub reordered_instruction_count: u64,
+    /// The scheduler's window: iterations and instructions it holds at most.
+    pub window_iterations: u64,
+    pub window_instructions: u64,
 }
 
 /// The summary of one run (see the module docs for naming).
@@ -101,6 +122,9 @@ pub struct Profile {
     pub top_lines: Vec<LineProfile>,
     pub bottleneck: Verdict,
     pub program_hash: String,
+    /// Only for programs with affine loops (absent from the JSON otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduling: Option<Scheduling>,
 }
 
 impl Profile {
@@ -228,6 +252,17 @@ impl Nc {
                 advice: vec![],
             },
             program_hash: hash,
+            scheduling: (self.loops.loops > 0).then(|| {
+                let counters = self.timing.as_ref().map(|t| t.window.counters).unwrap_or_default();
+                Scheduling {
+                    affine_loops: self.loops.loops,
+                    affine_iterations: self.loops.iterations,
+                    list_scheduled_instruction_count: counters.scheduled,
+                    reordered_instruction_count: counters.reordered,
+                    window_iterations: WINDOW_ITERATIONS as u64,
+                    window_instructions: WINDOW_INSTRUCTIONS as u64,
+                }
+            }),
         };
         p.bottleneck = verdict(&p, &crit, self.timing.is_some());
         p

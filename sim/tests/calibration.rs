@@ -12,6 +12,7 @@ use neuron_sim::{Alu, Chip, Dtype, ExecMode, Hbm, Nc, SimResult};
 /// NKI tutorial `nki_matmul_tiled_`: for each (m, n) output tile, loop over K loading a
 /// [128 x 128] lhsT tile and a [128 x 512] rhs tile, accumulate in one PSUM tile, copy it to
 /// SBUF and store. Every tile is reloaded inside the inner loop (arith. intensity ≈ 102 FLOP/B).
+/// All three loops are `nl.affine_range` in the tutorial (the K loop accumulates in PSUM).
 fn gemm_tiled(nc: &mut Nc, lhs_t: Hbm, rhs: Hbm, result: Hbm) -> SimResult<()> {
     let (k, m) = lhs_t.dims2();
     let n = rhs.dims2().1;
@@ -21,27 +22,28 @@ fn gemm_tiled(nc: &mut Nc, lhs_t: Hbm, rhs: Hbm, result: Hbm) -> SimResult<()> {
     let rhs_pool = nc.sbuf_pool("rhs", 8);
     let out_pool = nc.sbuf_pool("result", 2);
     let psum = nc.psum_pool("psum", 2);
-    for mi in 0..m / tm {
-        for ni in 0..n / tn {
+    nc.affine_range(0..m / tm, |nc, mi| {
+        nc.affine_range(0..n / tn, |nc, ni| {
             let acc = nc.tile(psum, Dtype::F32, &[tm, tn])?;
-            for ki in 0..k / tk {
+            nc.affine_range(0..k / tk, |nc, ki| {
                 let a = nc.tile(lhs_pool, Dtype::Bf16, &[tk, tm])?;
                 nc.dma(a, lhs_t.slice(&[ki * tk..(ki + 1) * tk, mi * tm..(mi + 1) * tm]))?;
                 let b = nc.tile(rhs_pool, Dtype::Bf16, &[tk, tn])?;
                 nc.dma(b, rhs.slice(&[ki * tk..(ki + 1) * tk, ni * tn..(ni + 1) * tn]))?;
-                nc.matmul(acc, a, b, ki > 0)?;
-            }
+                nc.matmul(acc, a, b, ki > 0)
+            })?;
             let out = nc.tile(out_pool, Dtype::Bf16, &[tm, tn])?;
             nc.on(neuron_sim::Engine::Scalar).tensor_copy(out, acc)?;
-            nc.dma(result.slice(&[mi * tm..(mi + 1) * tm, ni * tn..(ni + 1) * tn]), out)?;
-        }
-    }
-    Ok(())
+            nc.dma(result.slice(&[mi * tm..(mi + 1) * tm, ni * tn..(ni + 1) * tn]), out)
+        })
+    })
 }
 
 /// NKI tutorial `nki_matmul_fully_optimized_` (TILES_IN_BLOCK_M=16, _N=2, _K=8): per n-block
 /// load the whole rhs block once, per m-block the whole lhsT block once, accumulate K blocks
-/// into SBUF result tiles, store everything at the end of the n-block.
+/// into SBUF result tiles, store everything at the end of the n-block. The tutorial's loops
+/// are `nl.affine_range` except the K-block loop, a `sequential_range` (each K block adds into
+/// the same SBUF result tiles).
 fn gemm_optimized(nc: &mut Nc, lhs_t: Hbm, rhs: Hbm, result: Hbm) -> SimResult<()> {
     let (k, m) = lhs_t.dims2();
     let n = rhs.dims2().1;
@@ -53,54 +55,50 @@ fn gemm_optimized(nc: &mut Nc, lhs_t: Hbm, rhs: Hbm, result: Hbm) -> SimResult<(
     let rhs_pool = nc.sbuf_pool("rhs", 2);
     let lhs_pool = nc.sbuf_pool("lhsT", 2);
     let psum = nc.psum_pool("psum", 2);
-    for nb in 0..nbn {
+    nc.affine_range(0..nbn, |nc, nb| {
         // [128, NUM_BLOCK_M * TB_M * TB_N, 512]: one [128 x 512] result tile per (m, bm, bn).
         let res = nc.tile(res_pool, Dtype::Bf16, &[tm, nbm * bm_t * bn_t, tn])?;
         nc.memset(res, 0.0)?;
         for kb in 0..nbk {
             let rhs_t = nc.tile(rhs_pool, Dtype::Bf16, &[tk, bk_t, block_n])?;
-            for bk in 0..bk_t {
+            nc.affine_range(0..bk_t, |nc, bk| {
                 let row = (kb * bk_t + bk) * tk;
-                nc.dma(
-                    rhs_t.at(bk),
-                    rhs.slice(&[row..row + tk, nb * block_n..(nb + 1) * block_n]),
-                )?;
-            }
-            for mb in 0..nbm {
+                nc.dma(rhs_t.at(bk), rhs.slice(&[row..row + tk, nb * block_n..(nb + 1) * block_n]))
+            })?;
+            nc.affine_range(0..nbm, |nc, mb| {
                 let lhs_tl = nc.tile(lhs_pool, Dtype::Bf16, &[tk, bk_t, block_m])?;
-                for bk in 0..bk_t {
+                nc.affine_range(0..bk_t, |nc, bk| {
                     let row = (kb * bk_t + bk) * tk;
                     nc.dma(
                         lhs_tl.at(bk),
                         lhs_t.slice(&[row..row + tk, mb * block_m..(mb + 1) * block_m]),
-                    )?;
-                }
-                for bn in 0..bn_t {
-                    for bm in 0..bm_t {
+                    )
+                })?;
+                nc.affine_range(0..bn_t, |nc, bn| {
+                    nc.affine_range(0..bm_t, |nc, bm| {
                         let acc = nc.tile(psum, Dtype::F32, &[tm, tn])?;
-                        for bk in 0..bk_t {
+                        nc.affine_range(0..bk_t, |nc, bk| {
                             let a = lhs_tl.at(bk).cols(bm * tm..(bm + 1) * tm);
                             let b = rhs_t.at(bk).cols(bn * tn..(bn + 1) * tn);
-                            nc.matmul(acc, a, b, bk > 0)?;
-                        }
+                            nc.matmul(acc, a, b, bk > 0)
+                        })?;
                         let r = res.at((mb * bm_t + bm) * bn_t + bn);
-                        nc.tensor_tensor(r, acc, r, Alu::Add)?;
-                    }
-                }
-            }
+                        nc.tensor_tensor(r, acc, r, Alu::Add)
+                    })
+                })
+            })?;
         }
-        for mb in 0..nbm {
-            for bm in 0..bm_t {
-                for bn in 0..bn_t {
+        nc.affine_range(0..nbm, |nc, mb| {
+            nc.affine_range(0..bm_t, |nc, bm| {
+                nc.affine_range(0..bn_t, |nc, bn| {
                     let row = (mb * bm_t + bm) * tm;
                     let col = nb * block_n + bn * tn;
                     let r = res.at((mb * bm_t + bm) * bn_t + bn);
-                    nc.dma(result.slice(&[row..row + tm, col..col + tn]), r)?;
-                }
-            }
-        }
-    }
-    Ok(())
+                    nc.dma(result.slice(&[row..row + tm, col..col + tn]), r)
+                })
+            })
+        })
+    })
 }
 
 /// Vector add of `total` fp32 elements in rounds of `[parts x free]`: load a, load b, add,

@@ -1,10 +1,11 @@
 //! `dma_copy`: moves between HBM and SBUF (and SBUF↔SBUF, HBM↔HBM), split into one chunk
 //! per DMA queue it uses, with its descriptor count, bytes and HBM traffic.
 
+use super::affine::Kind;
 use super::schedule::describe;
 use super::{Access, Nc, VResult};
 use crate::error::{SimResult, SourceLoc, ViolationKind as V};
-use crate::timing::{DmaChunk, Region, Slice};
+use crate::timing::{DmaChunk, Meta, Region, Slice};
 use crate::view::*;
 use crate::Dtype;
 use std::panic::Location;
@@ -64,6 +65,23 @@ impl Nc {
             return Err(V::ShapeMismatch(format!(
                 "dma_copy dst is [{dp} x {df}] but src is [{sp} x {sf}] (partitions x free elements)"
             )));
+        }
+        if self.loops.active() {
+            let region = |checked: Option<Region>, a: &Access| match (checked, a) {
+                (Some(r), _) => r,
+                (None, Access::Hbm(v)) => self.hbm_region(v),
+                (None, Access::Tile(_)) => unreachable!("access_shape gives every tile its region"),
+            };
+            let touches = [
+                self.dma_touch(&src, region(src_region, &src), Kind::Read),
+                self.dma_touch(&dst, region(dst_region, &dst), Kind::Write),
+            ];
+            let mut list = std::mem::take(&mut self.touches);
+            list.clear();
+            list.extend(touches.into_iter().flatten());
+            let checked = self.check_loop_carried("dma_copy", &list, SourceLoc::from_location(loc));
+            self.touches = list;
+            checked?;
         }
         // Program hash.
         self.h(&[5]);
@@ -149,23 +167,39 @@ impl Nc {
             (None, Access::Tile(_)) => unreachable!("access_shape gives every tile its region"),
         };
         let (rr, wr) = ([region(src_region, &src)], [region(dst_region, &dst)]);
+        let desc = |a: &Access| match a {
+            Access::Tile(v) => describe(v),
+            Access::Hbm(v) => format!(
+                "hbm:{}{:?}@{}",
+                self.hbm[v.tensor.id as usize].name,
+                v.dims.shape(),
+                v.offset
+            ),
+        };
+        let args =
+            || format!("dst={} src={} bytes_per_partition={bytes_pp}", desc(&dst), desc(&src));
+        if self.timing.as_ref().is_some_and(|t| t.window_open()) {
+            let line = self.stats.add_line(sloc, "dma_copy", 0);
+            let meta = Meta {
+                line: line as u32,
+                opcode: "dma_copy",
+                loc: sloc,
+                args: if self.mode.trace { args() } else { String::new() },
+                index: self.loops.index(),
+            };
+            let timing = self.timing.as_mut().expect("checked above");
+            timing.hold_dma(&chunks, hbm_sides, rr.into_iter(), wr.into_iter(), meta);
+            self.take_line_busy();
+            self.dma_chunks = chunks;
+            return Ok(());
+        }
         let mut out = std::mem::take(&mut self.dma_out);
         let timing = self.timing.as_mut().expect("checked above");
         timing.dma(&chunks, hbm_sides, &rr, &wr, &mut out);
         let busy = out.iter().map(|&(_, s, e)| e - s).sum();
         self.stats.add_line(sloc, "dma_copy", busy);
         if self.mode.trace {
-            let desc = |a: &Access| match a {
-                Access::Tile(v) => describe(v),
-                Access::Hbm(v) => format!(
-                    "hbm:{}{:?}@{}",
-                    self.hbm[v.tensor.id as usize].name,
-                    v.dims.shape(),
-                    v.offset
-                ),
-            };
-            let args =
-                format!("dst={} src={} bytes_per_partition={bytes_pp}", desc(&dst), desc(&src));
+            let args = args();
             let timing = self.timing.as_mut().expect("checked above");
             if let Some(tr) = &mut timing.trace {
                 for (i, &(q, s, e)) in out.iter().enumerate() {

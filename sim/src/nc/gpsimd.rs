@@ -112,7 +112,6 @@ impl Nc {
             &reads,
             &writes,
             SourceLoc::from_location(loc),
-        );
-        Ok(())
+        )
     }
 }

@@ -63,6 +63,9 @@ pub(super) struct HbmTensor {
 pub(super) struct Buf {
     pub(super) logical: u32,
     pub(super) gen: u32,
+    /// The affine-loop iteration serial at this allocation (see `affine::Loops::serial`):
+    /// a tile allocated during an iteration is that iteration's own.
+    pub(super) alloc_serial: u64,
     pub(super) pstride: u64,
     pub(super) data: Vec<f32>,
     pub(super) written: Written,
@@ -301,6 +304,7 @@ impl Nc {
             self.bufs.push(Buf {
                 logical: lid,
                 gen: 0,
+                alloc_serial: 0,
                 pstride: 0,
                 data: Vec::new(),
                 written: Written::default(),
@@ -309,8 +313,10 @@ impl Nc {
             b
         };
         let functional = self.mode.functional;
+        let serial = self.loops.serial;
         let b = &mut self.bufs[buf_id as usize];
         b.gen += 1;
+        b.alloc_serial = serial;
         b.pstride = free.elems();
         let len = parts * free.elems();
         if functional {

@@ -5,11 +5,14 @@
 //! §2.1–2.4), then executed at once by the models the run asked for: the functional model
 //! computes values, the timing model schedules the instruction (see [`crate::timing`]).
 //! Nothing is buffered, so a program of any length runs in constant memory (unless a trace is
-//! requested). Every method that issues an instruction is `#[track_caller]`: errors and
+//! requested) — except inside an [`Nc::affine_range`] loop, where the timing model holds the
+//! instructions of a bounded window of iterations for its list scheduler. Every method that issues an instruction is `#[track_caller]`: errors and
 //! profiles name the kernel's own source line.
 //!
 //! The builder is split by concern, each file one `impl Nc` block (or the types it needs):
 //!
+//! * [`affine`] — `affine_range` loops: their structure, the check that their iterations
+//!   are independent, and handing their instructions to the timing model's list scheduler;
 //! * [`operands`] — the operand types instructions take besides tiles (scalars, activation
 //!   options, affine expressions, DMA sides);
 //! * [`memory`] — HBM tensors, SBUF/PSUM pools and their tile rings, capacity;
@@ -20,6 +23,7 @@
 //! * one file per engine family of instructions: [`dma`], [`tensor`] (TensorE),
 //!   [`scalar`] (ScalarE), [`vector`] (VectorE, some also on ScalarE or GpSimd), [`gpsimd`].
 
+mod affine;
 mod checks;
 mod dma;
 mod gpsimd;
@@ -84,6 +88,10 @@ pub struct Nc {
     /// The current DMA's chunks (kept to reuse the allocation).
     dma_chunks: Vec<DmaChunk>,
     pub(crate) sbuf_counter: Vec<(u64, u64)>,
+    /// The affine loops open, and the accesses their iterations made.
+    pub(crate) loops: affine::Loops,
+    /// The current instruction's accesses, for the loop-carried check (kept to reuse it).
+    touches: Vec<affine::Touch>,
 }
 
 type VResult<T> = Result<T, V>;
@@ -121,6 +129,8 @@ impl Nc {
             dma_out: Vec::new(),
             dma_chunks: Vec::new(),
             sbuf_counter: Vec::new(),
+            loops: affine::Loops::default(),
+            touches: Vec::new(),
         }
     }
 

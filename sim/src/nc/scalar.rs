@@ -145,8 +145,7 @@ impl Nc {
             nw += 1;
         }
         let (reads, writes) = (&reads[..nr], &writes[..nw]);
-        self.schedule("activation", eng, cycles, reads, writes, SourceLoc::from_location(loc));
-        Ok(())
+        self.schedule("activation", eng, cycles, reads, writes, SourceLoc::from_location(loc))
     }
 }
 

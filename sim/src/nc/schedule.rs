@@ -2,11 +2,11 @@
 //! initiation intervals, stride and performance-mode factors), handing it to the timing
 //! model, the per-line counters the profile is built from, and the trace's slices.
 
-use super::Nc;
+use super::{Nc, VResult};
 use crate::cost;
 use crate::error::SourceLoc;
 use crate::isa::Engine;
-use crate::timing::{ComputeOp, Region, Slice};
+use crate::timing::{cycles_to_ps, ComputeOp, Meta, Region, Slice, Work};
 use crate::view::*;
 use rustc_hash::FxHashMap;
 
@@ -35,8 +35,10 @@ pub(crate) struct Stats {
 impl Stats {
     /// Attribute `busy_ps` to the source line `loc`. Consecutive instructions usually come
     /// from the same line (a loop body), so the last line's slot is remembered.
+    /// Returns the line's slot (an instruction whose busy time is known only later adds it
+    /// there).
     #[inline(always)]
-    pub(super) fn add_line(&mut self, loc: SourceLoc, opcode: &'static str, busy_ps: u64) {
+    pub(super) fn add_line(&mut self, loc: SourceLoc, opcode: &'static str, busy_ps: u64) -> usize {
         let key = (loc.file.as_ptr() as usize, loc.line, loc.column);
         let idx = match self.last_line {
             Some((k, i)) if k == key => i,
@@ -45,6 +47,7 @@ impl Stats {
         let line = &mut self.lines[idx];
         line.busy_ps += busy_ps;
         line.count += 1;
+        idx
     }
 
     /// The slot of a line other than the last one seen (found or added).
@@ -96,7 +99,9 @@ impl Nc {
         }
     }
 
-    /// Schedule a compute instruction on the timing model and account for it.
+    /// Schedule a compute instruction on the timing model and account for it. Inside an
+    /// affine loop it is first checked against the loop's earlier iterations, then held for
+    /// the list scheduler instead of placed at once.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn schedule(
         &mut self,
@@ -106,10 +111,17 @@ impl Nc {
         reads: &[(&TileView, Region)],
         writes: &[(&TileView, Region)],
         loc: SourceLoc,
-    ) {
+    ) -> VResult<()> {
+        if self.loops.active() {
+            let mut touches = std::mem::take(&mut self.touches);
+            self.compute_touches(opcode, reads, writes, &mut touches);
+            let checked = self.check_loop_carried(opcode, &touches, loc);
+            self.touches = touches;
+            checked?;
+        }
         self.stats.instructions += 1;
         if self.timing.is_none() {
-            return;
+            return Ok(());
         }
         let (mut sbuf, mut psum) = (false, false);
         // Two loops, not `chain`: this runs for every compute instruction.
@@ -132,26 +144,38 @@ impl Nc {
             }
         }
         let ghz = self.engine_clock(engine);
-        let op = ComputeOp {
-            track: engine.index(),
-            cycles,
-            ghz,
-            latency_cycles: self.engine_latency(engine),
-            reads,
-            writes,
-            ports,
-        };
-        let timing = self.timing.as_mut().expect("checked above");
-        let (start, end) = timing.compute(&op);
-        self.stats.add_line(loc, opcode, end - start);
-        if self.mode.trace {
+        let latency_cycles = self.engine_latency(engine);
+        let args = || {
             let args = reads
                 .iter()
                 .map(|(v, _)| format!("src={}", describe(v)))
                 .chain(writes.iter().map(|(v, _)| format!("dst={}", describe(v))))
                 .collect::<Vec<_>>()
                 .join(" ");
-            let args = format!("{args} cycles={cycles}");
+            format!("{args} cycles={cycles}")
+        };
+        let timing = self.timing.as_mut().expect("checked above");
+        if timing.window_open() {
+            let line = self.stats.add_line(loc, opcode, cycles_to_ps(cycles, ghz));
+            let meta = Meta {
+                line: line as u32,
+                opcode,
+                loc,
+                args: if self.mode.trace { args() } else { String::new() },
+                index: self.loops.index(),
+            };
+            let work = Work::Compute { track: engine.index(), cycles, ghz, latency_cycles, ports };
+            let (r, w) = (reads.iter().map(|x| x.1), writes.iter().map(|x| x.1));
+            self.timing.as_mut().expect("checked above").hold_compute(work, r, w, meta);
+            self.take_line_busy();
+            return Ok(());
+        }
+        let op =
+            ComputeOp { track: engine.index(), cycles, ghz, latency_cycles, reads, writes, ports };
+        let (start, end) = timing.compute(&op);
+        self.stats.add_line(loc, opcode, end - start);
+        if self.mode.trace {
+            let args = args();
             if let Some(tr) = &mut self.timing.as_mut().unwrap().trace {
                 tr.push(Slice {
                     track: engine.index() as u16,
@@ -164,6 +188,7 @@ impl Nc {
                 });
             }
         }
+        Ok(())
     }
 
     /// Free elements per partition of the main input, with the strided-access penalty of

@@ -169,8 +169,7 @@ impl Nc {
             &[(s, rs), (m, rm)],
             &[(d, rd)],
             SourceLoc::from_location(loc),
-        );
-        Ok(())
+        )
     }
 
     /// `nc_transpose` on TensorE: `dst[F,P] = src[P,F]`, SBUF → PSUM, P, F ≤ 128.
@@ -256,8 +255,7 @@ impl Nc {
             self.stats.transpose_flops += 2.0 * (p * p * f) as f64;
         }
         let (reads, writes) = ([(&s, rs)], [(&d, rd)]);
-        self.schedule("nc_transpose", eng, cycles, &reads, &writes, SourceLoc::from_location(loc));
-        Ok(())
+        self.schedule("nc_transpose", eng, cycles, &reads, &writes, SourceLoc::from_location(loc))
     }
 }
 

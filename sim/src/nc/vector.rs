@@ -105,8 +105,7 @@ impl Nc {
             &[(&a, regions[0]), (&b, regions[1])],
             &[(&d, regions[2])],
             SourceLoc::from_location(loc),
-        );
-        Ok(())
+        )
     }
 
     /// `tensor_scalar`: `dst = (src op0 s0) op1 s1` with immediates or `[P,1]` columns, on
@@ -208,8 +207,7 @@ impl Nc {
         let mut reads = vec![(&s, rs)];
         reads.extend(cols.iter().map(|(c, r)| (c, *r)));
         let writes = [(&d, rd)];
-        self.schedule("tensor_scalar", eng, cycles, &reads, &writes, SourceLoc::from_location(loc));
-        Ok(())
+        self.schedule("tensor_scalar", eng, cycles, &reads, &writes, SourceLoc::from_location(loc))
     }
 
     /// `tensor_reduce` on VectorE: reduce the last free dim of `src` into `dst`
@@ -283,8 +281,7 @@ impl Nc {
             &[(&s, rs)],
             &[(&d, rd)],
             SourceLoc::from_location(loc),
-        );
-        Ok(())
+        )
     }
 
     /// `tensor_copy` on VectorE (ScalarE or GpSimd via [`Nc::on`]), casting to dst's dtype.
@@ -325,8 +322,7 @@ impl Nc {
         let n = Self::n_with_stride(&[&s, &d]);
         let cycles = cost::tensor_copy(self.min_ii(eng), n, self.copy_speedup(eng, &s, &d));
         let (reads, writes) = ([(&s, rs)], [(&d, rd)]);
-        self.schedule("tensor_copy", eng, cycles, &reads, &writes, SourceLoc::from_location(loc));
-        Ok(())
+        self.schedule("tensor_copy", eng, cycles, &reads, &writes, SourceLoc::from_location(loc))
     }
 
     /// `memset` on VectorE (GpSimd via [`Nc::on`]).
@@ -358,8 +354,7 @@ impl Nc {
         }
         let zero16 = value == 0.0 && matches!(d.tile.dtype, Dtype::Bf16 | Dtype::F16);
         let cycles = cost::memset(self.min_ii(eng), Self::n_with_stride(&[&d]), zero16);
-        self.schedule("memset", eng, cycles, &[], &[(&d, rd)], SourceLoc::from_location(loc));
-        Ok(())
+        self.schedule("memset", eng, cycles, &[], &[(&d, rd)], SourceLoc::from_location(loc))
     }
 
     /// `bn_stats` on VectorE: per partition, for the even and the odd elements of `src`
@@ -464,8 +459,7 @@ impl Nc {
             &reads,
             &writes,
             SourceLoc::from_location(loc),
-        );
-        Ok(())
+        )
     }
 }
 

@@ -6,7 +6,9 @@
 //!
 //! * Each track (Tensor, Vector, Scalar, GpSimd, 16 DMA queues) runs its instructions in
 //!   program order: an instruction starts when its track is free and its dependencies are
-//!   done (ARCHITECTURE.md, `sim/`).
+//!   done (ARCHITECTURE.md, `sim/`). Inside an `affine_range` loop, instructions are held in
+//!   a bounded window and placed by a list scheduler instead ([`window`],
+//!   docs/scheduling.md); placing one is the same code as placing at issue.
 //! * Dependencies are tracked per **region** (partition range × byte range of a buffer):
 //!   a read waits for overlapping earlier writes (RAW); a write waits for overlapping earlier
 //!   reads (WAR) and writes (WAW). A result is visible `latency` cycles after the producing
@@ -27,6 +29,7 @@
 //! * [`deps`] — access records per buffer region, and the dependency wait they give;
 //! * [`dma`] — the DMA engines' busy intervals and the placement of a transfer's chunks;
 //! * [`hbm`] — the shared HBM bandwidth timeline;
+//! * [`window`] — the list scheduler of affine loops;
 //! * this module — the clock conversions, the critical-path categories, the compute
 //!   engines' in-order streams and the shared ports, and [`Timing`], which owns it all.
 
@@ -47,12 +50,15 @@ macro_rules! general_only {
 mod deps;
 mod dma;
 mod hbm;
+mod window;
 
 use deps::Binned;
 pub(crate) use deps::Region;
 pub(crate) use dma::DmaChunk;
 use dma::DmaEngine;
 use hbm::HbmTimeline;
+pub(crate) use window::{Meta, Window, Work};
+pub use window::{WINDOW_INSTRUCTIONS, WINDOW_ITERATIONS};
 
 /// Categories of critical-path time.
 pub const CRIT_CATEGORIES: [&str; 8] = [
@@ -185,6 +191,8 @@ pub(crate) struct Timing {
     pub trace: Option<Vec<Slice>>,
     /// Bytes moved per microsecond window (for the trace's HBM counter).
     pub hbm_counter: Option<std::collections::BTreeMap<u64, u64>>,
+    /// Instructions of affine loops held for the list scheduler ([`window`]).
+    pub window: Window,
     /// Tests set this to take the general path where there is a fast one (uniform DMAs,
     /// repeated writes), to compare the two; it does not exist outside tests.
     #[cfg(test)]
@@ -207,6 +215,7 @@ impl Timing {
             dma_rate: chip.dma.engine_gbps / 1000.0,
             trace: trace.then(Vec::new),
             hbm_counter: trace.then(Default::default),
+            window: Window::default(),
             #[cfg(test)]
             general_only: false,
         }

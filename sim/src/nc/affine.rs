@@ -1,0 +1,536 @@
+//! Loops whose iterations are independent: NKI's `affine_range` (docs/scheduling.md).
+//!
+//! `nc.affine_range(0..n, |nc, i| { … })` runs the body for each index like a plain loop —
+//! values are computed in program order, exactly as a plain loop computes them — and
+//! declares that its iterations carry no dependency, so the timing model may reorder and
+//! pipeline them (the list scheduler of [`crate::timing`]'s window). A plain Rust loop (or
+//! [`Nc::sequential_range`]) keeps program order.
+//!
+//! The declaration is checked: an access in one iteration that conflicts with an access of an
+//! earlier iteration of the same loop (it reads what that one wrote, or writes what it read
+//! or wrote) is a [`ViolationKind::LoopCarriedDependency`](crate::ViolationKind), naming both
+//! instructions. Two exceptions, as in NKI: matmuls accumulating into the same PSUM tile
+//! (an associative reduction; the accumulation group's first matmul included), and a tile
+//! allocated inside the loop, whose ring buffer a later iteration reuses (a new allocation,
+//! not the same tile: the scheduler orders the reuse, it is no error).
+//!
+//! A tile allocated during an iteration is that iteration's own: no other iteration of the
+//! loop has touched it, so its accesses are neither checked nor recorded at that level
+//! (most of a kernel's accesses; a handle kept into a later iteration is checked from that
+//! iteration on). Other accesses are tracked per loop level and buffer as rectangles (partitions × bytes, the
+//! regions the timing model uses), the current iteration's apart from the earlier ones'.
+//! Rectangles from the same source line that form a larger rectangle merge, so the common
+//! patterns (each iteration its own rows, columns or block of one tensor) keep one rectangle
+//! per line whatever the trip count; a list that still grows past [`MAX_RECTS`] drops its
+//! oldest rectangle (that part is no longer checked). A rectangle is *exact* when its access
+//! touched every element in it; an overlap is reported only between exact rectangles, so a
+//! strided access (a bounding box with holes) never gives a false error — it is only kept in
+//! order by the scheduler.
+
+use super::{Nc, VResult};
+use crate::error::{Hazard, LoopCarried, SimResult, SourceLoc, ViolationKind as V};
+use crate::timing::Region;
+use crate::view::*;
+use rustc_hash::FxHashMap;
+use std::panic::Location;
+
+/// Rectangles kept per buffer and loop level, for the current iteration and for the earlier
+/// ones each.
+const MAX_RECTS: usize = 32;
+
+/// How an instruction touches an operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    Read,
+    Write,
+    /// A matmul's PSUM destination (accumulating, or starting the accumulation group).
+    Accumulate,
+}
+
+/// What an operand is, for messages.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Target {
+    Tile(u32),
+    Hbm(u32),
+}
+
+/// One operand access of an instruction issued in an affine loop.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Touch {
+    pub region: Region,
+    /// The buffer's allocation (a ring buffer reused by a later allocation is a new one).
+    pub gen: u32,
+    /// Whether the access touches every element of `region`.
+    pub exact: bool,
+    pub kind: Kind,
+    pub target: Target,
+    /// For a tile, the iteration serial of its allocation (`u64::MAX` for HBM: never an
+    /// iteration's own).
+    pub alloc_serial: u64,
+}
+
+/// An access recorded for the conflict check: a rectangle of one buffer.
+#[derive(Clone, Copy, Debug)]
+struct Rect {
+    p0: u32,
+    p1: u32,
+    b0: u64,
+    b1: u64,
+    exact: bool,
+    kind: Kind,
+    instruction: &'static str,
+    loc: SourceLoc,
+    first_index: u64,
+    last_index: u64,
+}
+
+impl Rect {
+    fn overlaps(&self, r: &Region) -> bool {
+        r.p0 < self.p1 && self.p0 < r.p1 && r.b0 < self.b1 && self.b0 < r.b1
+    }
+
+    /// Absorb `o` if both came from the same instruction site with the same kind and
+    /// exactness and their union is a rectangle (same partitions and touching bytes, or
+    /// same bytes and touching partitions).
+    fn absorb(&mut self, o: &Rect) -> bool {
+        // Sites compared by address (a string compare per attempt costs more than the rest
+        // of the check); one site always has the same addresses.
+        let site = |r: &Rect| {
+            (r.instruction.as_ptr(), r.loc.file.as_ptr(), r.loc.line, r.loc.column, r.kind, r.exact)
+        };
+        if site(self) != site(o) {
+            return false;
+        }
+        let same_p = (self.p0, self.p1) == (o.p0, o.p1);
+        let same_b = (self.b0, self.b1) == (o.b0, o.b1);
+        let touch_b = self.b0 <= o.b1 && o.b0 <= self.b1;
+        let touch_p = self.p0 <= o.p1 && o.p0 <= self.p1;
+        if !(same_p && touch_b || same_b && touch_p) {
+            return false;
+        }
+        self.p0 = self.p0.min(o.p0);
+        self.p1 = self.p1.max(o.p1);
+        self.b0 = self.b0.min(o.b0);
+        self.b1 = self.b1.max(o.b1);
+        self.first_index = self.first_index.min(o.first_index);
+        self.last_index = self.last_index.max(o.last_index);
+        true
+    }
+}
+
+/// Add `r` to `list`, merged into a rectangle it extends, or appended (dropping the oldest
+/// at the cap: that part is no longer checked, never wrongly reported).
+fn add_rect(list: &mut Vec<Rect>, r: Rect) {
+    if list.iter_mut().rev().any(|x| x.absorb(&r)) {
+        return;
+    }
+    if list.len() >= MAX_RECTS {
+        list.remove(0);
+    }
+    list.push(r);
+}
+
+#[derive(Default)]
+struct BufRects {
+    gen: u32,
+    earlier: Vec<Rect>,
+    current: Vec<Rect>,
+}
+
+/// One open `affine_range` loop.
+#[derive(Default)]
+struct Level {
+    loc: Option<SourceLoc>,
+    index: u64,
+    /// The iteration serial of the current iteration: a tile allocated at or after it is
+    /// this iteration's own, which no other iteration of this loop has touched.
+    iter_serial: u64,
+    bufs: FxHashMap<u32, BufRects>,
+    /// Buffers with rectangles of the current iteration.
+    touched: Vec<u32>,
+}
+
+impl Level {
+    /// Whether `t` is to a tile allocated in this loop's current iteration: nothing to check
+    /// or record at this level (another iteration reaching it would have to keep its handle
+    /// across iterations; that is checked from then on, see `record`).
+    #[inline]
+    fn own(&self, t: &Touch) -> bool {
+        t.alloc_serial != u64::MAX && t.alloc_serial >= self.iter_serial
+    }
+
+    /// The first conflict of `t` with an earlier iteration's exact access.
+    fn conflict(&self, t: &Touch) -> Option<(Hazard, &Rect)> {
+        if self.own(t) {
+            return None;
+        }
+        let b = self.bufs.get(&t.region.id)?;
+        if b.gen != t.gen || !t.exact {
+            return None;
+        }
+        b.earlier.iter().filter(|e| e.exact && e.overlaps(&t.region)).find_map(|e| {
+            let hazard = match (t.kind, e.kind) {
+                (Kind::Read, Kind::Read) | (Kind::Accumulate, Kind::Accumulate) => return None,
+                (Kind::Read, _) => Hazard::Raw,
+                (_, Kind::Read) => Hazard::War,
+                _ => Hazard::Waw,
+            };
+            Some((hazard, e))
+        })
+    }
+
+    fn record(&mut self, t: &Touch, instruction: &'static str, loc: SourceLoc) {
+        if self.own(t) {
+            return;
+        }
+        let b = self.bufs.entry(t.region.id).or_default();
+        if b.gen != t.gen {
+            // A new allocation of a ring buffer: what the old one held is not this tile.
+            b.gen = t.gen;
+            b.earlier.clear();
+            b.current.clear();
+        }
+        if b.current.is_empty() {
+            self.touched.push(t.region.id);
+        }
+        let r = t.region;
+        add_rect(
+            &mut b.current,
+            Rect {
+                p0: r.p0,
+                p1: r.p1,
+                b0: r.b0,
+                b1: r.b1,
+                exact: t.exact,
+                kind: t.kind,
+                instruction,
+                loc,
+                first_index: self.index,
+                last_index: self.index,
+            },
+        );
+    }
+
+    /// The next iteration (serial `serial`) starts: the current one's accesses become
+    /// earlier ones.
+    fn next_iteration(&mut self, index: u64, serial: u64) {
+        self.iter_serial = serial;
+        for id in self.touched.drain(..) {
+            if let Some(b) = self.bufs.get_mut(&id) {
+                for r in b.current.drain(..) {
+                    add_rect(&mut b.earlier, r);
+                }
+            }
+        }
+        self.index = index;
+    }
+}
+
+/// The affine loops open on a core, innermost last, with counters for the profile.
+#[derive(Default)]
+pub(crate) struct Loops {
+    levels: Vec<Level>,
+    /// Counts iteration starts of every affine loop on this core (the serial of the latest):
+    /// tiles record it when allocated.
+    pub serial: u64,
+    /// Levels of loops that ended, kept to reuse their maps.
+    spare: Vec<Level>,
+    pub loops: u64,
+    pub iterations: u64,
+}
+
+impl Loops {
+    #[inline]
+    pub(super) fn active(&self) -> bool {
+        !self.levels.is_empty()
+    }
+
+    /// The innermost loop's current index (for the trace).
+    pub(super) fn index(&self) -> u64 {
+        self.levels.last().map_or(0, |l| l.index)
+    }
+}
+
+impl Nc {
+    /// Run `body` for every index of `range` as the iterations of an NKI `affine_range` loop:
+    /// iterations without loop-carried dependencies, which the compiler may reorder and
+    /// pipeline across engines. Values are computed exactly as by a plain loop; the timing
+    /// model list-schedules the iterations' instructions (docs/scheduling.md), so the loop
+    /// takes about the time of its busiest engine instead of the sum of its iterations.
+    ///
+    /// Allowed across iterations: reading the same data, and matmuls accumulating into the
+    /// same PSUM tile (`nc.matmul(acc, a, b, k > 0)` over `k`). Anything else one iteration
+    /// reads or writes that another wrote or read is an error
+    /// ([`ViolationKind::LoopCarriedDependency`](crate::ViolationKind)) — use a plain loop
+    /// there, as NKI's `sequential_range`. Tiles allocated inside the body get a buffer of
+    /// their pool's ring per iteration, as in a plain loop; with `bufs` buffers, iteration
+    /// `i + bufs` waits for iteration `i` to be done with the buffer.
+    ///
+    /// ```
+    /// use neuron_sim::{Act, ActArgs, Chip, Dtype, ExecMode, Nc};
+    /// let mut nc = Nc::new(Chip::trn2(), ExecMode::BOTH);
+    /// let x = nc.hbm_input("x", Dtype::F32, &[512, 64], &vec![0.5; 512 * 64])?;
+    /// let y = nc.hbm("y", Dtype::F32, &[512, 64])?;
+    /// let pool = nc.sbuf_pool("io", 2);
+    /// nc.affine_range((0..512).step_by(128), |nc, r| {
+    ///     let t = nc.tile(pool, Dtype::F32, &[128, 64])?;
+    ///     nc.dma(t, x.rows(r..r + 128))?;
+    ///     nc.activation(t, t, Act::Exp, ActArgs::default())?;
+    ///     nc.dma(y.rows(r..r + 128), t)
+    /// })?;
+    /// assert_eq!(nc.read_hbm(y).unwrap()[0], 0.5f32.exp());
+    /// # Ok::<(), neuron_sim::SimError>(())
+    /// ```
+    #[track_caller]
+    pub fn affine_range<I, F>(&mut self, range: I, mut body: F) -> SimResult<()>
+    where
+        I: IntoIterator<Item = u64>,
+        F: FnMut(&mut Nc, u64) -> SimResult<()>,
+    {
+        let loc = SourceLoc::from_location(Location::caller());
+        // The loop structure is part of the program: the same instructions in a plain loop
+        // are another program (another schedule).
+        self.h(&[30]);
+        let mut level = self.loops.spare.pop().unwrap_or_default();
+        level.loc = Some(loc);
+        self.loops.levels.push(level);
+        self.loops.loops += 1;
+        if let Some(t) = &mut self.timing {
+            t.open_window();
+        }
+        let mut result = Ok(());
+        for i in range {
+            self.h(&[31]);
+            self.loops.iterations += 1;
+            self.loops.serial += 1;
+            let serial = self.loops.serial;
+            self.loops.levels.last_mut().expect("this loop's level").next_iteration(i, serial);
+            if let Some(t) = &mut self.timing {
+                t.next_segment();
+            }
+            self.take_line_busy();
+            if let Err(e) = body(self, i) {
+                result = Err(e);
+                break;
+            }
+        }
+        self.h(&[32]);
+        let mut level = self.loops.levels.pop().expect("this loop's level");
+        level.bufs.clear();
+        level.touched.clear();
+        level.index = 0;
+        self.loops.spare.push(level);
+        if let Some(t) = &mut self.timing {
+            t.close_window();
+        }
+        self.take_line_busy();
+        result
+    }
+
+    /// Run `body` for every index of `range` in program order: NKI's `sequential_range`,
+    /// the same as a plain Rust loop (which is what it is here; it exists so that kernels
+    /// written after NKI code can say so). Inside an affine loop its iterations are part of
+    /// the enclosing iteration.
+    pub fn sequential_range<I, F>(&mut self, range: I, mut body: F) -> SimResult<()>
+    where
+        I: IntoIterator<Item = u64>,
+        F: FnMut(&mut Nc, u64) -> SimResult<()>,
+    {
+        for i in range {
+            body(self, i)?;
+        }
+        Ok(())
+    }
+
+    /// Move the busy time of DMAs the list scheduler placed into their lines' counters.
+    pub(super) fn take_line_busy(&mut self) {
+        if let Some(t) = &mut self.timing {
+            for (line, busy) in t.window.line_busy.drain(..) {
+                self.stats.lines[line as usize].busy_ps += busy;
+            }
+        }
+    }
+
+    /// Check an instruction of an affine loop against the earlier iterations of every open
+    /// loop, then record its accesses.
+    pub(super) fn check_loop_carried(
+        &mut self,
+        instruction: &'static str,
+        touches: &[Touch],
+        loc: SourceLoc,
+    ) -> VResult<()> {
+        for level in &self.loops.levels {
+            for t in touches {
+                if let Some((hazard, e)) = level.conflict(t) {
+                    let what = match t.target {
+                        Target::Tile(buf) => {
+                            let lt = &self.logicals[self.bufs[buf as usize].logical as usize];
+                            format!("tile `{}`", lt.name)
+                        }
+                        Target::Hbm(id) => format!("HBM tensor `{}`", self.hbm[id as usize].name),
+                    };
+                    return Err(V::LoopCarriedDependency(Box::new(LoopCarried {
+                        hazard,
+                        what,
+                        index: level.index,
+                        earlier_instruction: e.instruction,
+                        earlier_loc: e.loc,
+                        earlier_accumulated: e.kind == Kind::Accumulate,
+                        earlier_first_index: e.first_index,
+                        earlier_last_index: e.last_index,
+                        loop_loc: level.loc.expect("an open loop has its call site"),
+                    })));
+                }
+            }
+        }
+        for level in &mut self.loops.levels {
+            for t in touches {
+                level.record(t, instruction, loc);
+            }
+        }
+        Ok(())
+    }
+
+    /// The accesses of a compute instruction (its views and their regions), for
+    /// [`Nc::check_loop_carried`]; a matmul's destination accumulates.
+    pub(super) fn compute_touches(
+        &self,
+        opcode: &'static str,
+        reads: &[(&TileView, Region)],
+        writes: &[(&TileView, Region)],
+        out: &mut Vec<Touch>,
+    ) {
+        out.clear();
+        // A tile allocated in the innermost loop's current iteration is every open loop's
+        // iteration's own (`Level::own`): nothing to check or record, so not even listed.
+        let innermost = self.loops.levels.last().map_or(u64::MAX, |l| l.iter_serial);
+        let wkind = if opcode == "nc_matmul" { Kind::Accumulate } else { Kind::Write };
+        let all = reads.iter().map(|x| (x, Kind::Read)).chain(writes.iter().map(|x| (x, wkind)));
+        for ((v, r), kind) in all {
+            let alloc_serial = self.bufs[v.tile.buf as usize].alloc_serial;
+            if alloc_serial >= innermost {
+                continue;
+            }
+            out.push(Touch {
+                region: *r,
+                gen: v.tile.gen,
+                exact: dense(v.free.as_slice(), 1),
+                kind,
+                target: Target::Tile(v.tile.buf),
+                alloc_serial,
+            });
+        }
+    }
+
+    /// The access of one side of a DMA, for [`Nc::check_loop_carried`] (`None` for a tile
+    /// that is the innermost iteration's own, see [`Nc::compute_touches`]).
+    pub(super) fn dma_touch(&self, a: &super::Access, region: Region, kind: Kind) -> Option<Touch> {
+        Some(match a {
+            super::Access::Tile(v) => {
+                let alloc_serial = self.bufs[v.tile.buf as usize].alloc_serial;
+                if self.loops.levels.last().is_some_and(|l| alloc_serial >= l.iter_serial) {
+                    return None;
+                }
+                Touch {
+                    region,
+                    gen: v.tile.gen,
+                    exact: dense(v.free.as_slice(), 1),
+                    kind,
+                    target: Target::Tile(v.tile.buf),
+                    alloc_serial,
+                }
+            }
+            super::Access::Hbm(v) => Touch {
+                region,
+                gen: 0,
+                exact: self.hbm_exact(v),
+                kind,
+                target: Target::Hbm(v.tensor.id),
+                alloc_serial: u64::MAX,
+            },
+        })
+    }
+
+    /// Whether an HBM access touches every element of its region (rows × columns of the
+    /// tensor): its dims split into whole-row strides, dense in rows, and in-row strides,
+    /// dense in elements and not wrapping a row.
+    fn hbm_exact(&self, v: &HbmView) -> bool {
+        let t = &self.hbm[v.tensor.id as usize];
+        let row = t.row_elems.max(1) as i64;
+        let (mut rows, mut cols) = ([(0i64, 0u64); MAX_HBM_DIMS], [(0i64, 0u64); MAX_HBM_DIMS]);
+        let (mut nr, mut nc) = (0, 0);
+        for &(s, n) in v.dims.as_slice() {
+            if n <= 1 {
+                continue;
+            }
+            if s != 0 && s % row == 0 {
+                rows[nr] = (s / row, n);
+                nr += 1;
+            } else {
+                cols[nc] = (s, n);
+                nc += 1;
+            }
+        }
+        if !dense(&rows[..nr], 1) || !dense(&cols[..nc], 1) {
+            return false;
+        }
+        // The columns stay inside one row.
+        let ext: i64 = cols[..nc].iter().map(|&(s, n)| s.abs() * (n as i64 - 1)).sum();
+        let lo: i64 = cols[..nc].iter().map(|&(s, n)| (s * (n as i64 - 1)).min(0)).sum();
+        let c0 = v.offset.rem_euclid(row) + lo;
+        c0 >= 0 && c0 + ext < row
+    }
+}
+
+/// Whether `(stride, size)` dims visit a dense block: sorted by stride, each stride is the
+/// product of the sizes below it (starting at `unit`), so no element is skipped or repeated.
+fn dense(dims: &[(i64, u64)], unit: i64) -> bool {
+    let mut d: [(i64, u64); MAX_HBM_DIMS] = [(0, 1); MAX_HBM_DIMS];
+    let mut n = 0;
+    for &(s, size) in dims {
+        if size > 1 {
+            d[n] = (s.abs(), size);
+            n += 1;
+        }
+    }
+    d[..n].sort_unstable();
+    let mut expect = unit;
+    for &(s, size) in &d[..n] {
+        if s != expect {
+            return false;
+        }
+        expect *= size as i64;
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Chip, Dtype, ExecMode};
+
+    /// Each iteration writes its own rows of one HBM tensor and its own columns of one tile:
+    /// the earlier iterations' accesses merge into one rectangle per source line, so the
+    /// check's memory does not grow with the trip count.
+    #[test]
+    fn disjoint_accesses_of_many_iterations_merge_into_one_rectangle() {
+        let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+        let n = 16_000u64;
+        let y = nc.hbm("y", Dtype::Bf16, &[n, 4]).unwrap();
+        let pool = nc.sbuf_pool("p", 1);
+        let wide = nc.tile(pool, Dtype::Bf16, &[1, 4 * n]).unwrap();
+        nc.memset(wide, 0.0).unwrap();
+        let tids = (nc.hbm[y.id as usize].tid, nc.bufs[wide.view().tile.buf as usize].tid);
+        let mut sizes = (0, 0);
+        nc.affine_range(0..n, |nc, i| {
+            nc.memset(wide.cols(4 * i..4 * i + 4), 1.0)?;
+            nc.dma(y.rows(i..i + 1), wide.cols(4 * i..4 * i + 4))?;
+            let level = &nc.loops.levels[0];
+            sizes.0 = sizes.0.max(level.bufs[&tids.0].earlier.len());
+            sizes.1 = sizes.1.max(level.bufs[&tids.1].earlier.len());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(sizes, (1, 2), "y: one store rectangle; wide: one memset, one read");
+    }
+}

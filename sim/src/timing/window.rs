@@ -1,0 +1,647 @@
+//! The list scheduler of `affine_range` loops (docs/scheduling.md).
+//!
+//! Outside affine loops every instruction is placed the moment it is issued, so each compute
+//! engine runs its instructions in program order. Inside one, instructions are held in a
+//! **window** instead and placed by a list scheduler. Placing one is exactly what placing at
+//! issue does ([`Timing::compute`], [`Timing::dma`]): the dependency records, DMA engines and
+//! HBM timeline are the same, only the order in which instructions reach them changes.
+//!
+//! * **Dependencies.** A new instruction takes an edge from every instruction still in the
+//!   window that accesses an overlapping region with a conflict (it reads what one writes,
+//!   or writes what one reads or writes): RAW, WAR and WAW, including a buffer ring's reuse
+//!   (iteration i + bufs writes the buffer iteration i read). Instructions already placed
+//!   bind it through the dependency records, as at issue. Placement is therefore always a
+//!   topological order of the conflicts in program order, which is what keeps the records'
+//!   pruning sound (a record is pruned only by an access that depends on it). An
+//!   instruction is *ready* once its predecessors are placed: the time its dependencies let
+//!   it start is then known.
+//! * **Choice.** Each step places the candidate that can start earliest (ties: program
+//!   order). A compute engine's candidate is its oldest held instruction, or a later ready
+//!   one that ends before the oldest can start — conservative backfilling: it never delays
+//!   what program order would have run first, so a loop of compute instructions never ends
+//!   later than in program order. While its oldest instruction waits for a held producer,
+//!   the engine offers nothing. The DMAs' candidate is the oldest *ready* DMA, placed in the
+//!   earliest idle gap of its queues as at issue: DMAs keep program order except that a
+//!   ready transfer goes ahead of older ones still waiting for their producers (a later
+//!   tile's load ahead of an earlier tile's store). On NeuronCore-v2 a shared port is
+//!   granted in program order, as at issue.
+//! * **Bound.** The window holds the instructions of at most [`WINDOW_ITERATIONS`] iterations
+//!   (of any affine loop; the rest of an iteration after a nested loop counts as one more)
+//!   and at most [`WINDOW_INSTRUCTIONS`] instructions: when an iteration starts with the
+//!   window full, instructions are placed until its oldest iteration has left; when an
+//!   instruction arrives with the window at its cap, one is placed. Memory is bounded by the
+//!   window, never by the trip count.
+//! * **Determinism.** Every choice is a minimum over (time, program order): no clocks, no
+//!   hash-map order.
+
+use super::{ComputeOp, DmaChunk, Region, Slice, Timing};
+use crate::error::SourceLoc;
+use std::collections::VecDeque;
+
+/// Iterations whose instructions the window holds at once (neuroncore.md gives no figure for
+/// the compiler's unrolling; see docs/scheduling.md §3).
+pub const WINDOW_ITERATIONS: usize = 8;
+/// Instructions the window holds at most, whatever the iterations' length.
+pub const WINDOW_INSTRUCTIONS: usize = 1024;
+
+/// The engine work of a held instruction.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Work {
+    Compute { track: usize, cycles: u64, ghz: f64, latency_cycles: u64, ports: u8 },
+    Dma { hbm_sides: u32 },
+}
+
+/// What the accounting needs once a held instruction is placed.
+#[derive(Clone, Debug)]
+pub(crate) struct Meta {
+    /// The instruction's slot in the per-line statistics (its busy time is added there when
+    /// it is known: a DMA's depends on where it is placed).
+    pub line: u32,
+    pub opcode: &'static str,
+    pub loc: SourceLoc,
+    /// The trace slice's operand text (empty unless tracing).
+    pub args: String,
+    /// Loop index of the innermost affine loop's iteration that issued it.
+    pub index: u64,
+}
+
+impl Default for Meta {
+    fn default() -> Self {
+        Meta {
+            line: 0,
+            opcode: "",
+            loc: SourceLoc { file: "", line: 0, column: 0 },
+            args: String::new(),
+            index: 0,
+        }
+    }
+}
+
+/// A held instruction. Slots are recycled with their vectors (no allocation per instruction
+/// once the window has reached its size).
+struct Slot {
+    seq: u64,
+    segment: u64,
+    work: Work,
+    reads: Vec<Region>,
+    writes: Vec<Region>,
+    chunks: Vec<DmaChunk>,
+    meta: Meta,
+    /// Predecessors in the window not placed yet.
+    preds: u32,
+    /// When its dependencies let it start (once `preds` is 0).
+    ready: u64,
+    /// Its engine time (a compute instruction's).
+    dur: u64,
+    /// Instructions in the window that wait for this one.
+    succs: Vec<u32>,
+    /// The program-order number of the last instruction given an edge from this one (one
+    /// edge per pair).
+    mark: u64,
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Slot {
+            // No queue entry matches a free slot.
+            seq: u64::MAX,
+            segment: 0,
+            work: Work::Dma { hbm_sides: 0 },
+            reads: Vec::new(),
+            writes: Vec::new(),
+            chunks: Vec::new(),
+            meta: Meta::default(),
+            preds: 0,
+            ready: 0,
+            dur: 0,
+            succs: Vec::new(),
+            mark: u64::MAX,
+        }
+    }
+}
+
+/// A held instruction's access to a region of a buffer, for the edges of later ones.
+#[derive(Clone, Copy, Debug)]
+struct Pend {
+    slot: u32,
+    p0: u32,
+    p1: u32,
+    b0: u64,
+    b1: u64,
+}
+
+impl Pend {
+    #[inline]
+    fn overlaps(&self, r: &Region) -> bool {
+        r.p0 < self.p1 && self.p0 < r.p1 && r.b0 < self.b1 && self.b0 < r.b1
+    }
+    #[inline]
+    fn covered_by(&self, r: &Region) -> bool {
+        r.p0 <= self.p0 && self.p1 <= r.p1 && r.b0 <= self.b0 && self.b1 <= r.b1
+    }
+}
+
+/// Counters of what the scheduler did, for the profile.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SchedCounters {
+    /// Instructions placed by the list scheduler (issued inside affine loops).
+    pub scheduled: u64,
+    /// Of those, the ones that started on their engine after an instruction issued later
+    /// had started there (overtaken: the schedule differs from program order).
+    pub reordered: u64,
+}
+
+/// The window of held instructions and the list scheduler's state.
+#[derive(Default)]
+pub(crate) struct Window {
+    /// Open affine loops (nested ones share the outermost one's window).
+    depth: u32,
+    slots: Vec<Slot>,
+    free_slots: Vec<u32>,
+    held: usize,
+    next_seq: u64,
+    /// Per buffer id: held accesses, reads [0] and writes [1].
+    by_buf: Vec<[Vec<Pend>; 2]>,
+    /// Per compute engine, its held instructions in program order, as (seq, slot); entries
+    /// of instructions placed out of order stay until they reach the front (a slot whose
+    /// `seq` differs is gone).
+    order: [VecDeque<(u64, u32)>; 4],
+    /// Per NeuronCore-v2 shared port, the held instructions using it, in program order.
+    port_order: [VecDeque<(u64, u32)>; 2],
+    /// Per compute engine, its held instructions whose predecessors are all placed.
+    ready: [Vec<u32>; 4],
+    /// Held DMAs whose predecessors are all placed.
+    dma_ready: Vec<u32>,
+    /// (segment, held instructions of it), oldest first; a segment is an iteration.
+    segments: VecDeque<(u64, u32)>,
+    next_segment: u64,
+    /// Per track, the latest program-order number placed there (to count reorderings).
+    last_seq: Vec<u64>,
+    pub counters: SchedCounters,
+    /// (line slot, busy ps) of DMAs placed since the builder last looked.
+    pub line_busy: Vec<(u32, u64)>,
+    out: Vec<(usize, u64, u64)>,
+}
+
+/// The first live entry of a program-order queue (dropping entries of placed instructions).
+fn front(q: &mut VecDeque<(u64, u32)>, slots: &[Slot]) -> Option<u32> {
+    while let Some(&(seq, n)) = q.front() {
+        if slots[n as usize].seq == seq {
+            return Some(n);
+        }
+        q.pop_front();
+    }
+    None
+}
+
+impl Window {
+    fn slot_for(&mut self) -> u32 {
+        match self.free_slots.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot::default());
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    fn buf(&mut self, id: u32) -> &mut [Vec<Pend>; 2] {
+        let i = id as usize;
+        if self.by_buf.len() <= i {
+            self.by_buf.resize_with(i + 1, Default::default);
+        }
+        &mut self.by_buf[i]
+    }
+
+    /// Give the new instruction in `n` an edge from every held instruction it conflicts
+    /// with, then hold its own accesses (module docs).
+    fn link(&mut self, n: u32) {
+        let seq = self.slots[n as usize].seq;
+        let (reads, writes) = {
+            let s = &mut self.slots[n as usize];
+            (std::mem::take(&mut s.reads), std::mem::take(&mut s.writes))
+        };
+        let mut preds = 0;
+        for r in &reads {
+            self.buf(r.id);
+            let Window { by_buf, slots, .. } = self;
+            for p in &by_buf[r.id as usize][1] {
+                if p.overlaps(r) {
+                    preds += edge(slots, p.slot, n, seq);
+                }
+            }
+        }
+        for w in &writes {
+            self.buf(w.id);
+            let Window { by_buf, slots, .. } = self;
+            for list in &mut by_buf[w.id as usize] {
+                for p in list.iter() {
+                    if p.overlaps(w) {
+                        preds += edge(slots, p.slot, n, seq);
+                    }
+                }
+                // What this write covers is ordered before it: later accesses that conflict
+                // with those conflict with this write too, and wait for it.
+                list.retain(|p| !p.covered_by(w));
+            }
+        }
+        for (list, regions) in [(0, &reads), (1, &writes)] {
+            for r in regions {
+                let pend = Pend { slot: n, p0: r.p0, p1: r.p1, b0: r.b0, b1: r.b1 };
+                self.by_buf[r.id as usize][list].push(pend);
+            }
+        }
+        let s = &mut self.slots[n as usize];
+        (s.reads, s.writes) = (reads, writes);
+        s.preds = preds;
+    }
+}
+
+/// An edge `from → to` unless there is one already; returns 1 for a new one.
+#[inline]
+fn edge(slots: &mut [Slot], from: u32, to: u32, to_seq: u64) -> u32 {
+    let f = &mut slots[from as usize];
+    if f.mark == to_seq {
+        return 0;
+    }
+    f.mark = to_seq;
+    f.succs.push(to);
+    1
+}
+
+impl Timing {
+    /// Whether instructions are being held (inside an affine loop).
+    #[inline]
+    pub fn window_open(&self) -> bool {
+        self.window.depth > 0
+    }
+
+    /// An affine loop starts (nested ones share the outermost one's window).
+    pub fn open_window(&mut self) {
+        self.window.depth += 1;
+    }
+
+    /// An affine loop ends: the outermost one places everything it holds; a nested one ends
+    /// its iteration's segment (the rest of the enclosing iteration is a new one).
+    pub fn close_window(&mut self) {
+        self.window.depth -= 1;
+        if self.window.depth == 0 {
+            while self.window.held > 0 {
+                self.step();
+            }
+            self.window.segments.clear();
+        } else {
+            self.next_segment();
+        }
+    }
+
+    /// An iteration starts: with the window full, place instructions until its oldest
+    /// iteration has left it.
+    pub fn next_segment(&mut self) {
+        loop {
+            let w = &mut self.window;
+            while w.segments.front().is_some_and(|s| s.1 == 0) {
+                w.segments.pop_front();
+            }
+            if w.segments.len() < WINDOW_ITERATIONS {
+                break;
+            }
+            while self.window.segments.front().is_some_and(|s| s.1 > 0) {
+                self.step();
+            }
+        }
+        let w = &mut self.window;
+        w.segments.push_back((w.next_segment, 0));
+        w.next_segment += 1;
+    }
+
+    /// Hold a compute instruction (see [`Timing::compute`] for what it costs).
+    pub fn hold_compute(
+        &mut self,
+        work: Work,
+        reads: impl Iterator<Item = Region>,
+        writes: impl Iterator<Item = Region>,
+        meta: Meta,
+    ) {
+        self.hold(work, reads, writes, &[], meta);
+    }
+
+    /// Hold a DMA transfer (see [`Timing::dma`]).
+    pub fn hold_dma(
+        &mut self,
+        chunks: &[DmaChunk],
+        hbm_sides: u32,
+        reads: impl Iterator<Item = Region>,
+        writes: impl Iterator<Item = Region>,
+        meta: Meta,
+    ) {
+        self.hold(Work::Dma { hbm_sides }, reads, writes, chunks, meta);
+    }
+
+    fn hold(
+        &mut self,
+        work: Work,
+        reads: impl Iterator<Item = Region>,
+        writes: impl Iterator<Item = Region>,
+        chunks: &[DmaChunk],
+        meta: Meta,
+    ) {
+        debug_assert!(self.window_open(), "held outside an affine loop");
+        let w = &mut self.window;
+        if w.segments.is_empty() {
+            // Issued in an affine loop but before its first iteration (not reachable through
+            // `affine_range`); a segment of its own keeps the accounting whole.
+            w.segments.push_back((w.next_segment, 0));
+            w.next_segment += 1;
+        }
+        let n = w.slot_for();
+        let seq = w.next_seq;
+        w.next_seq += 1;
+        let segment = w.segments.back().expect("a segment is open").0;
+        w.segments.back_mut().expect("a segment is open").1 += 1;
+        let s = &mut w.slots[n as usize];
+        s.seq = seq;
+        s.segment = segment;
+        s.work = work;
+        s.reads.extend(reads);
+        s.writes.extend(writes);
+        s.chunks.extend_from_slice(chunks);
+        s.meta = meta;
+        s.mark = u64::MAX;
+        match work {
+            Work::Compute { track, cycles, ghz, ports, .. } => {
+                s.dur = super::cycles_to_ps(cycles, ghz);
+                w.order[track].push_back((seq, n));
+                for (bit, q) in w.port_order.iter_mut().enumerate() {
+                    if ports & (1 << bit) != 0 {
+                        q.push_back((seq, n));
+                    }
+                }
+            }
+            Work::Dma { .. } => {}
+        }
+        w.link(n);
+        w.held += 1;
+        if w.slots[n as usize].preds == 0 {
+            self.make_ready(n);
+        }
+        while self.window.held > WINDOW_INSTRUCTIONS {
+            self.step();
+        }
+    }
+
+    /// Note that a held instruction's predecessors are all placed: the time its dependencies
+    /// let it start is now known.
+    fn make_ready(&mut self, n: u32) {
+        let s = &self.window.slots[n as usize];
+        let (dep, _) = self.deps(&s.reads, &s.writes, 0);
+        let work = s.work;
+        let w = &mut self.window;
+        match work {
+            Work::Compute { track, .. } => {
+                w.slots[n as usize].ready = dep;
+                w.ready[track].push(n);
+            }
+            Work::Dma { .. } => {
+                w.slots[n as usize].ready = dep + self.dma_fixed_ps;
+                w.dma_ready.push(n);
+            }
+        }
+    }
+
+    /// When a ready compute instruction could start: its dependencies, its engine, and on
+    /// NeuronCore-v2 the shared ports it uses.
+    fn start_of(&self, n: u32) -> u64 {
+        let s = &self.window.slots[n as usize];
+        let Work::Compute { track, ports, .. } = s.work else { unreachable!("a compute slot") };
+        let mut t = s.ready.max(self.tracks[track].free);
+        for (bit, port) in self.ports.iter().enumerate() {
+            if ports & (1 << bit) != 0 {
+                t = t.max(port.0);
+            }
+        }
+        t
+    }
+
+    /// The instruction compute engine `e` would run next, with its start: its oldest held
+    /// instruction, or a later ready one that ends before that one can start (so it delays
+    /// nothing that program order would have run first). `None` while the oldest one waits
+    /// for a held predecessor (its start is not known yet) and nothing is known to fit.
+    fn engine_candidate(&mut self, e: usize) -> Option<(u64, u64, u32)> {
+        let head = front(&mut self.window.order[e], &self.window.slots)?;
+        if self.window.slots[head as usize].preds > 0 {
+            return None;
+        }
+        let head_start = self.start_of(head);
+        let slots = &self.window.slots;
+        // On NeuronCore-v2 a port is granted in program order, as outside affine loops: an
+        // instruction using one runs when it is also the oldest user of that port.
+        let ports_free = |n: u32, q: &mut [VecDeque<(u64, u32)>; 2]| {
+            let Work::Compute { ports, .. } = slots[n as usize].work else { return true };
+            (0..2).all(|bit| ports & (1 << bit) == 0 || front(&mut q[bit], slots) == Some(n))
+        };
+        let mut best = ports_free(head, &mut self.window.port_order)
+            .then(|| (head_start, slots[head as usize].seq, head));
+        let free = self.tracks[e].free;
+        for &y in &self.window.ready[e] {
+            let s = &slots[y as usize];
+            let Work::Compute { ports, .. } = s.work else { continue };
+            if y == head || ports != 0 {
+                continue;
+            }
+            let start = s.ready.max(free);
+            if start + s.dur <= head_start && best.is_none_or(|b| (start, s.seq) < (b.0, b.1)) {
+                best = Some((start, s.seq, y));
+            }
+        }
+        best
+    }
+
+    /// The DMA to place next, with its ready time: the oldest held DMA whose predecessors
+    /// are all placed. Older held DMAs still wait for a held producer (when they can start
+    /// is not known yet); going ahead of them is where the scheduler leaves program order
+    /// on the DMA queues. Otherwise DMAs are placed in program order, each in the earliest
+    /// idle gap of its queues, as at issue.
+    fn dma_candidate(&mut self) -> Option<(u64, u64, u32)> {
+        let slots = &self.window.slots;
+        let x = *self.window.dma_ready.iter().min_by_key(|&&x| slots[x as usize].seq)?;
+        let s = &slots[x as usize];
+        Some((s.ready, s.seq, x))
+    }
+
+    /// Place the instruction that can start earliest among each compute engine's candidate
+    /// ([`Timing::engine_candidate`]) and the DMAs' ([`Timing::dma_candidate`]); ties go to
+    /// program order.
+    fn step(&mut self) {
+        let mut best: Option<(u64, u64, u32)> = None;
+        for e in 0..4 {
+            if let Some(c) = self.engine_candidate(e) {
+                if best.is_none_or(|b| (c.0, c.1) < (b.0, b.1)) {
+                    best = Some(c);
+                }
+            }
+        }
+        if let Some(c) = self.dma_candidate() {
+            if best.is_none_or(|b| (c.0, c.1) < (b.0, b.1)) {
+                best = Some(c);
+            }
+        }
+        let (_, _, n) = best.expect("the oldest held instruction can always be placed");
+        let r = match self.window.slots[n as usize].work {
+            Work::Dma { .. } => &mut self.window.dma_ready,
+            Work::Compute { track, .. } => &mut self.window.ready[track],
+        };
+        let i = r.iter().position(|&x| x == n).expect("a ready instruction");
+        r.swap_remove(i);
+        self.place(n);
+    }
+
+    /// Place a held instruction exactly as at issue, then release its successors.
+    fn place(&mut self, n: u32) {
+        // Only the vectors leave the slot (a slot is a few hundred bytes; moving it twice per
+        // instruction showed in profiles).
+        let s = &mut self.window.slots[n as usize];
+        let (reads, writes) = (std::mem::take(&mut s.reads), std::mem::take(&mut s.writes));
+        let (chunks, succs) = (std::mem::take(&mut s.chunks), std::mem::take(&mut s.succs));
+        let (work, seq, segment, index) = (s.work, s.seq, s.segment, s.meta.index);
+        let (line, opcode, loc) = (s.meta.line, s.meta.opcode, s.meta.loc);
+        let trace_args = |s: &mut Slot| {
+            format!("{} affine_index={index} issue={seq}", std::mem::take(&mut s.meta.args))
+        };
+        let track = match work {
+            Work::Compute { track, cycles, ghz, latency_cycles, ports } => {
+                let op = ComputeOp {
+                    track,
+                    cycles,
+                    ghz,
+                    latency_cycles,
+                    reads: &reads[..],
+                    writes: &writes[..],
+                    ports,
+                };
+                let (start, end) = self.compute(&op);
+                if let Some(tr) = &mut self.trace {
+                    let args = trace_args(&mut self.window.slots[n as usize]);
+                    let dur = end - start;
+                    let name = opcode;
+                    tr.push(Slice { track: track as u16, start, dur, name, loc, args, bytes: 0 });
+                }
+                track
+            }
+            Work::Dma { hbm_sides } => {
+                let mut out = std::mem::take(&mut self.window.out);
+                self.dma(&chunks, hbm_sides, &reads, &writes, &mut out);
+                let busy = out.iter().map(|&(_, a, b)| b - a).sum();
+                self.window.line_busy.push((line, busy));
+                if let Some(tr) = &mut self.trace {
+                    let args = trace_args(&mut self.window.slots[n as usize]);
+                    for (i, &(q, start, end)) in out.iter().enumerate() {
+                        let dur = end - start;
+                        let bytes = chunks[i].bytes;
+                        let args = args.clone();
+                        tr.push(Slice {
+                            track: q as u16,
+                            start,
+                            dur,
+                            name: opcode,
+                            loc,
+                            args,
+                            bytes,
+                        });
+                    }
+                }
+                self.window.out = out;
+                chunks[0].queue
+            }
+        };
+        let w = &mut self.window;
+        w.counters.scheduled += 1;
+        if w.last_seq.len() <= track {
+            w.last_seq.resize(track + 1, 0);
+        }
+        if seq < w.last_seq[track] {
+            w.counters.reordered += 1;
+        } else {
+            w.last_seq[track] = seq;
+        }
+        for (list, regions) in [(0, &reads), (1, &writes)] {
+            for r in regions.iter() {
+                w.by_buf[r.id as usize][list].retain(|p| p.slot != n);
+            }
+        }
+        if let Some(seg) = w.segments.iter_mut().find(|x| x.0 == segment) {
+            seg.1 -= 1;
+        }
+        w.held -= 1;
+        // The slot is free from here on: its entries in the program-order queues are stale.
+        let s = &mut w.slots[n as usize];
+        s.seq = u64::MAX;
+        s.meta.args.clear();
+        for &m in &succs {
+            let p = &mut self.window.slots[m as usize].preds;
+            *p -= 1;
+            if *p == 0 {
+                self.make_ready(m);
+            }
+        }
+        let s = &mut self.window.slots[n as usize];
+        (s.reads, s.writes, s.chunks, s.succs) = (reads, writes, chunks, succs);
+        s.reads.clear();
+        s.writes.clear();
+        s.chunks.clear();
+        s.succs.clear();
+        self.window.free_slots.push(n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::iter::once;
+
+    /// A loop of 100 000 iterations (load a row block into a ring of two buffers, one
+    /// instruction on it, store the result): the window never holds more than its iterations
+    /// allow, its slots are recycled, and nothing is left held or linked at the end.
+    #[test]
+    fn the_window_stays_bounded_whatever_the_trip_count() {
+        let chip = crate::Chip::trn2();
+        let mut t = Timing::new(&chip, 16, false);
+        for id in 0..4 {
+            t.ensure_buffer(id, 1 << 12);
+        }
+        let tile = |id, b0| Region { id, p0: 0, p1: 128, b0, b1: b0 + 1024 };
+        let rows = |id, i: u64| Region {
+            id,
+            p0: 128 * i as u32,
+            p1: 128 * (i as u32 + 1),
+            b0: 0,
+            b1: 1024,
+        };
+        let chunks: Vec<DmaChunk> =
+            (4..20).map(|queue| DmaChunk { queue, descriptors: 8, bytes: 8192 }).collect();
+        let exp = Work::Compute { track: 2, cycles: 512, ghz: 1.2, latency_cycles: 200, ports: 0 };
+        let n = 100_000u64;
+        t.open_window();
+        let mut max_held = 0;
+        for i in 0..n {
+            t.next_segment();
+            let buf = (i % 2) as u32;
+            t.hold_dma(&chunks, 1, once(rows(2, i)), once(tile(buf, 0)), Meta::default());
+            t.hold_compute(exp, once(tile(buf, 0)), once(tile(buf, 1024)), Meta::default());
+            t.hold_dma(&chunks, 1, once(tile(buf, 1024)), once(rows(3, i)), Meta::default());
+            t.window.line_busy.clear();
+            max_held = max_held.max(t.window.held);
+            assert!(t.window.segments.len() <= WINDOW_ITERATIONS);
+        }
+        t.close_window();
+        assert!(max_held <= 3 * WINDOW_ITERATIONS, "{max_held} held");
+        assert!(t.window.slots.len() <= 3 * WINDOW_ITERATIONS, "{} slots", t.window.slots.len());
+        assert_eq!(t.window.held, 0);
+        assert!(t.window.by_buf.iter().flatten().all(Vec::is_empty));
+        assert!(t.window.order.iter().flatten().count() <= 3 * WINDOW_ITERATIONS);
+        assert_eq!(t.window.counters.scheduled, 3 * n);
+        // Two buffers: at best two iterations overlap, so the loop is bounded by ScalarE and
+        // the DMA queues, never by the sum of the iterations.
+        assert!(t.end > 0);
+    }
+}

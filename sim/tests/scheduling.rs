@@ -1,0 +1,939 @@
+//! Scheduling of `affine_range` loops (docs/scheduling.md): iterations declared independent
+//! are list-scheduled across engines, a plain loop keeps program order, and a dependency
+//! carried across the iterations of an affine loop is a typed error naming both instructions.
+
+use neuron_sim::{
+    Act, ActArgs, Alu, Chip, Dtype, ExecMode, Hazard, Hbm, Nc, SimError, SimResult, Tile,
+    ViolationKind as V,
+};
+
+/// Picoseconds of a profile's kernel time (the model counts in picoseconds).
+fn ps(us: f64) -> u64 {
+    (us * 1e6).round() as u64
+}
+
+/// The tile program of must-show 1: `tiles` tiles of 64 rows, each loaded with `cols`
+/// columns, a [64 x 512] block of it multiplied by a [64 x 64] weight into PSUM, `exp` of
+/// the product evacuated to SBUF by ScalarE, and stored.
+fn tiles(nc: &mut Nc, affine: bool, n: u64, cols: u64) -> SimResult<Hbm> {
+    let data = |len: u64| (0..len).map(|i| ((i * 37) % 101) as f32 / 400.0).collect::<Vec<_>>();
+    let mode = nc.mode();
+    let input = |len| if mode.functional { data(len) } else { Vec::new() };
+    let x = nc.hbm_input("x", Dtype::Bf16, &[n * 64, cols], &input(n * 64 * cols))?;
+    let w = nc.hbm_input("w", Dtype::Bf16, &[64, 64], &input(64 * 64))?;
+    let y = nc.hbm("y", Dtype::Bf16, &[n * 64, 512])?;
+    let sb = nc.sbuf_pool("sb", 2);
+    let ps = nc.psum_pool("ps", 2);
+    let wt = nc.tile(sb, Dtype::Bf16, &[64, 64])?;
+    nc.dma(wt, w)?;
+    let body = |nc: &mut Nc, i: u64| {
+        let t = nc.tile(sb, Dtype::Bf16, &[64, cols])?;
+        nc.dma(t, x.rows(i * 64..(i + 1) * 64))?;
+        let acc = nc.tile(ps, Dtype::F32, &[64, 512])?;
+        nc.matmul(acc, wt, t.cols(0..512), false)?;
+        let o = nc.tile(sb, Dtype::Bf16, &[64, 512])?;
+        nc.activation(o, acc, Act::Exp, ActArgs::default())?;
+        nc.dma(y.rows(i * 64..(i + 1) * 64), o)
+    };
+    if affine {
+        nc.affine_range(0..n, body)?;
+    } else {
+        nc.sequential_range(0..n, body)?;
+    }
+    Ok(y)
+}
+
+/// Must-show 1. Two independent tiles, each load → matmul → activation → store, whose load
+/// streams longer than the rest of a tile's chain. In program order the second load is
+/// issued behind the first tile's store, which waits for the first tile's activation: it
+/// finds no idle gap long enough before that store on its DMA queues and goes after it, so
+/// the plain loop takes the sum of the two chains. In an affine loop the list scheduler
+/// starts the second load as soon as the queues are free (it is ready long before the first
+/// store), so the loop takes one tile's chain plus the second load (the pipeline fill).
+/// Every expected time is written out here from the cost formulas (neuroncore.md §1.7 DMA,
+/// §2.3 matmul and activation) and the chip's constants.
+#[test]
+fn two_independent_tiles_overlap_in_an_affine_loop_and_add_up_in_a_plain_one() {
+    let chip = Chip::trn2();
+    let (cols, parts) = (4096u64, 64u64);
+    // DMA (§1.7): a [64 x C] bf16 transfer is split over 64 / 8 = 8 queues, 8 rows each; a
+    // chunk pays one descriptor per row and streams its bytes at the engine rate. The 8
+    // queues together (8 x 27.2 GB/s) stay under the HBM bandwidth, and no two transfers
+    // share a queue at once, so HBM never binds: time = fixed + rows x descriptor + bytes / rate.
+    let queues = parts / chip.dma.partitions_per_engine as u64;
+    assert!(queues as f64 * chip.dma.engine_gbps < chip.memory.hbm_gbps_per_core);
+    let fixed = (chip.dma.fixed_ns * 1e3).round() as u64;
+    let dma = |bytes_per_row: u64| {
+        let rows = chip.dma.partitions_per_engine as u64;
+        let desc = (rows as f64 * chip.dma.descriptor_ns * 1e3).round() as u64;
+        let stream = (rows * bytes_per_row) as f64 / (chip.dma.engine_gbps / 1e3);
+        desc + stream.ceil() as u64
+    };
+    let w_load = dma(64 * 2);
+    let load = dma(cols * 2);
+    let store = dma(512 * 2);
+    // §2.3: matmul max(min(64, M), N) = N = 512 cycles on TensorE; activation
+    // max(MIN_II, N) = 512 cycles on ScalarE; a result is visible `latency` cycles later.
+    let at = |cycles: u64, ghz: f64| (cycles as f64 * 1e3 / ghz).round() as u64;
+    let matmul = at(512, chip.clocks.tensor_ghz);
+    let matmul_lat = at(chip.tensor.latency_cycles, chip.clocks.tensor_ghz);
+    let act = at(512, chip.clocks.scalar_ghz);
+    let act_lat = at(chip.scalar.latency_cycles, chip.clocks.scalar_ghz);
+    // From a tile's load end to its store's start.
+    let compute = matmul + matmul_lat + act + act_lat + fixed;
+    // One tile, from its load's start to its store's end.
+    let chain = load + compute + store;
+    // The regime the test is about: the second load does not fit before the first store,
+    // and the first store is done before the second one is ready.
+    assert!(load > compute && store < compute, "load {load} compute {compute} store {store}");
+    // Both loops first load the weight ([F, F + w_load] on the same 8 queues).
+    let plain_expected = fixed + w_load + 2 * chain;
+    let affine_expected = fixed + w_load + chain + load;
+
+    let time = |affine: bool| {
+        let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+        tiles(&mut nc, affine, 2, cols).unwrap();
+        ps(nc.profile().kernel_time_us)
+    };
+    let (plain, affine) = (time(false), time(true));
+    // A transfer's end is its bytes summed bucket by bucket on the HBM timeline: a
+    // picosecond of rounding per transfer at most.
+    let close = |a: u64, b: u64| a.abs_diff(b) <= 4;
+    assert!(close(plain, plain_expected), "plain loop: {plain} ps, formulas {plain_expected}");
+    assert!(close(affine, affine_expected), "affine loop: {affine} ps, formulas {affine_expected}");
+    eprintln!(
+        "two tiles: plain {:.3} µs (sum of the chains), affine {:.3} µs (one chain {:.3} + \
+         one load {:.3})",
+        plain as f64 / 1e6,
+        affine as f64 / 1e6,
+        chain as f64 / 1e6,
+        load as f64 / 1e6
+    );
+
+    // The plain loop is exactly what the model gave before affine loops existed (program
+    // order: the same program without the loop structure), and the values do not depend on
+    // the schedule.
+    let mut a = Nc::new(Chip::trn2(), ExecMode::BOTH);
+    let ya = tiles(&mut a, true, 2, cols).unwrap();
+    let mut p = Nc::new(Chip::trn2(), ExecMode::BOTH);
+    let yp = tiles(&mut p, false, 2, cols).unwrap();
+    assert_eq!(a.read_hbm(ya).unwrap(), p.read_hbm(yp).unwrap());
+    let (pa, pp) = (a.profile(), p.profile());
+    assert_eq!(ps(pp.kernel_time_us), plain);
+    assert!(pp.scheduling.is_none(), "a plain loop is not list-scheduled");
+    let s = pa.scheduling.expect("an affine loop is reported");
+    assert_eq!(
+        (s.affine_loops, s.affine_iterations, s.list_scheduled_instruction_count),
+        (1, 2, 8)
+    );
+    // The second load went ahead of the first store on their DMA queue.
+    assert_eq!(s.reordered_instruction_count, 1);
+}
+
+/// With more tiles the affine loop is bounded by its DMA queues (every load and store back
+/// to back), the plain loop by the chains one after another.
+#[test]
+fn many_independent_tiles_pipeline_in_an_affine_loop() {
+    let time = |affine: bool, n: u64| {
+        let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+        tiles(&mut nc, affine, n, 4096).unwrap();
+        nc.profile().kernel_time_us
+    };
+    for n in [4u64, 16, 64] {
+        let (plain, affine) = (time(false, n), time(true, n));
+        assert!(affine < 0.7 * plain, "{n} tiles: affine {affine} µs, plain {plain} µs");
+        // Nothing can beat the DMA queues' busy time: n loads and n stores.
+        let single = time(true, 1);
+        assert!(affine >= n as f64 * 2.5374, "{n} tiles: {affine} µs (one tile {single})");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Must-show 2: loop-carried dependencies.
+
+/// Assert `err` is a loop-carried dependency of kind `hazard` between `earlier` (the
+/// instruction at `earlier_line` of this file) and `later` (at `line`), naming both lines.
+fn check_carried(
+    err: &SimError,
+    hazard: Hazard,
+    later: &str,
+    line: u32,
+    earlier: &str,
+    earlier_line: u32,
+) {
+    let V::LoopCarriedDependency(d) = &err.kind else {
+        panic!("expected a loop-carried dependency, got {err}");
+    };
+    let (h, earlier_instruction, earlier_loc) = (&d.hazard, &d.earlier_instruction, &d.earlier_loc);
+    assert_eq!(*h, hazard, "{err}");
+    assert_eq!((err.instruction, err.loc.line), (later, line), "{err}");
+    assert!(err.loc.file.ends_with("scheduling.rs"), "{err}");
+    assert_eq!((*earlier_instruction, earlier_loc.line), (earlier, earlier_line), "{err}");
+    assert!(earlier_loc.file.ends_with("scheduling.rs"), "{err}");
+    assert_eq!(err.kind.name(), "loop_carried_dependency");
+    let msg = err.to_string();
+    for needle in [
+        format!("{}:{}:", err.loc.file, line),
+        format!("{}:{}:", earlier_loc.file, earlier_line),
+        format!("`{earlier}`"),
+        later.to_string(),
+        h.to_string(),
+    ] {
+        assert!(msg.contains(&needle), "message lacks {needle:?}: {msg}");
+    }
+}
+
+struct Setup {
+    nc: Nc,
+    x: Hbm,
+    y: Hbm,
+    sb: neuron_sim::Pool,
+    ps: neuron_sim::Pool,
+    /// A tile allocated (and written) before the loop.
+    shared: Tile,
+}
+
+fn setup(mode: ExecMode) -> Setup {
+    let mut nc = Nc::new(Chip::trn2(), mode);
+    let x = nc.hbm_input("x", Dtype::F32, &[512, 64], &vec![0.25; 512 * 64]).unwrap();
+    let y = nc.hbm("y", Dtype::F32, &[512, 64]).unwrap();
+    let sb = nc.sbuf_pool("sb", 2);
+    let ps = nc.psum_pool("ps", 2);
+    let shared = nc.tile_named(sb, "shared", Dtype::F32, &[128, 64]).unwrap();
+    nc.memset(shared, 1.0).unwrap();
+    Setup { nc, x, y, sb, ps, shared }
+}
+
+/// RAW: a running sum in a tile allocated outside the loop — each iteration reads what the
+/// one before wrote.
+#[test]
+fn reading_what_an_earlier_iteration_wrote_is_a_raw_error() {
+    let Setup { mut nc, x, sb, shared, .. } = setup(ExecMode::FUNCTIONAL);
+    let mut lines = (0, 0);
+    let e = nc
+        .affine_range(0..4, |nc, i| {
+            let t = nc.tile(sb, Dtype::F32, &[128, 64])?;
+            nc.dma(t, x.rows(i * 128..(i + 1) * 128))?;
+            lines.0 = line!() + 1;
+            nc.tensor_tensor(shared, shared, t, Alu::Add)
+        })
+        .unwrap_err();
+    lines.1 = lines.0;
+    // Iteration 1 reads `shared`, which iteration 0's tensor_tensor wrote.
+    check_carried(&e, Hazard::Raw, "tensor_tensor", lines.0, "tensor_tensor", lines.1);
+    let V::LoopCarriedDependency(d) = &e.kind else { unreachable!() };
+    assert_eq!((d.index, d.earlier_first_index, d.what.as_str()), (1, 0, "tile `shared`"));
+}
+
+/// RAW through HBM: iteration i reads the rows iteration i - 1 stored (a scan written as an
+/// affine loop).
+#[test]
+fn reading_hbm_an_earlier_iteration_stored_is_a_raw_error() {
+    let Setup { mut nc, x, y, sb, .. } = setup(ExecMode::TIMING);
+    let (mut store_line, mut load_line) = (0, 0);
+    let e = nc
+        .affine_range(0..4, |nc, i| {
+            let t = nc.tile(sb, Dtype::F32, &[128, 64])?;
+            if i == 0 {
+                nc.dma(t, x.rows(0..128))?;
+            } else {
+                load_line = line!() + 1;
+                nc.dma(t, y.rows((i - 1) * 128..i * 128))?;
+            }
+            store_line = line!() + 1;
+            nc.dma(y.rows(i * 128..(i + 1) * 128), t)
+        })
+        .unwrap_err();
+    check_carried(&e, Hazard::Raw, "dma_copy", load_line, "dma_copy", store_line);
+    let V::LoopCarriedDependency(d) = &e.kind else { unreachable!() };
+    assert_eq!(d.what, "HBM tensor `y`");
+}
+
+/// WAR: an in-place shift — iteration i reads rows i + 1 and writes rows i, so iteration 1
+/// overwrites rows iteration 0 read.
+#[test]
+fn overwriting_what_an_earlier_iteration_read_is_a_war_error() {
+    let Setup { mut nc, x, sb, .. } = setup(ExecMode::BOTH);
+    let (mut read_line, mut write_line) = (0, 0);
+    let e = nc
+        .affine_range(0..3, |nc, i| {
+            let t = nc.tile(sb, Dtype::F32, &[128, 64])?;
+            read_line = line!() + 1;
+            nc.dma(t, x.rows((i + 1) * 128..(i + 2) * 128))?;
+            write_line = line!() + 1;
+            nc.dma(x.rows(i * 128..(i + 1) * 128), t)
+        })
+        .unwrap_err();
+    check_carried(&e, Hazard::War, "dma_copy", write_line, "dma_copy", read_line);
+}
+
+/// WAR in SBUF: iteration 0 reads a tile allocated outside the loop, iteration 1 overwrites
+/// it (an engine instruction, not a DMA).
+#[test]
+fn overwriting_a_shared_tile_an_earlier_iteration_read_is_a_war_error() {
+    let Setup { mut nc, y, sb, shared, .. } = setup(ExecMode::FUNCTIONAL);
+    let (mut read_line, mut write_line) = (0, 0);
+    let e = nc
+        .affine_range(0..2, |nc, i| {
+            if i == 0 {
+                let t = nc.tile(sb, Dtype::F32, &[128, 64])?;
+                read_line = line!() + 1;
+                nc.activation(t, shared, Act::Exp, ActArgs::default())?;
+                nc.dma(y.rows(0..128), t)?;
+            } else {
+                write_line = line!() + 1;
+                nc.memset(shared, 0.0)?;
+            }
+            Ok(())
+        })
+        .unwrap_err();
+    check_carried(&e, Hazard::War, "memset", write_line, "activation", read_line);
+}
+
+/// WAW outside PSUM accumulation: every iteration stores into the same rows.
+#[test]
+fn writing_what_an_earlier_iteration_wrote_is_a_waw_error() {
+    let Setup { mut nc, x, y, sb, .. } = setup(ExecMode::TIMING);
+    let mut line = 0;
+    let e = nc
+        .affine_range(0..4, |nc, i| {
+            let t = nc.tile(sb, Dtype::F32, &[128, 64])?;
+            nc.dma(t, x.rows(i * 128..(i + 1) * 128))?;
+            line = line!() + 1;
+            nc.dma(y.rows(0..128), t)
+        })
+        .unwrap_err();
+    check_carried(&e, Hazard::Waw, "dma_copy", line, "dma_copy", line);
+}
+
+/// WAW in PSUM by a non-matmul: an engine writing a PSUM tile other iterations write is not
+/// an accumulation.
+#[test]
+fn copying_into_a_shared_psum_tile_is_a_waw_error() {
+    let Setup { mut nc, x, sb, ps, .. } = setup(ExecMode::FUNCTIONAL);
+    let acc = nc.tile(ps, Dtype::F32, &[128, 64]).unwrap();
+    let mut line = 0;
+    let e = nc
+        .affine_range(0..2, |nc, i| {
+            let t = nc.tile(sb, Dtype::F32, &[128, 64])?;
+            nc.dma(t, x.rows(i * 128..(i + 1) * 128))?;
+            line = line!() + 1;
+            nc.tensor_copy(acc, t)
+        })
+        .unwrap_err();
+    check_carried(&e, Hazard::Waw, "tensor_copy", line, "tensor_copy", line);
+}
+
+/// PSUM accumulation across iterations is an associative reduction, allowed (NKI's
+/// `affine_range` example 2): a K loop of matmuls into one PSUM tile, read after the loop,
+/// gives the plain loop's values, in no more time.
+#[test]
+fn psum_accumulation_across_iterations_is_accepted() {
+    let run = |affine: bool, mode: ExecMode| {
+        let mut nc = Nc::new(Chip::trn2(), mode);
+        let k = 1024u64;
+        let data: Vec<f32> = (0..k * 128).map(|i| ((i * 7) % 13) as f32 / 16.0 - 0.4).collect();
+        let a = nc.hbm_input("aT", Dtype::Bf16, &[k, 128], &data).unwrap();
+        let b = nc.hbm_input("b", Dtype::Bf16, &[k, 128], &data).unwrap();
+        let c = nc.hbm("c", Dtype::F32, &[128, 128]).unwrap();
+        let sb = nc.sbuf_pool("sb", 3);
+        let ps = nc.psum_pool("ps", 1);
+        let acc = nc.tile(ps, Dtype::F32, &[128, 128]).unwrap();
+        let body = |nc: &mut Nc, ki: u64| {
+            let at = nc.tile(sb, Dtype::Bf16, &[128, 128])?;
+            nc.dma(at, a.rows(ki * 128..(ki + 1) * 128))?;
+            let bt = nc.tile(sb, Dtype::Bf16, &[128, 128])?;
+            nc.dma(bt, b.rows(ki * 128..(ki + 1) * 128))?;
+            nc.matmul(acc, at, bt, ki > 0)
+        };
+        if affine {
+            nc.affine_range(0..k / 128, body).unwrap();
+        } else {
+            nc.sequential_range(0..k / 128, body).unwrap();
+        }
+        let o = nc.tile(sb, Dtype::F32, &[128, 128]).unwrap();
+        nc.tensor_copy(o, acc).unwrap();
+        nc.dma(c, o).unwrap();
+        let values = nc.read_hbm(c).map(<[f32]>::to_vec);
+        (values, nc.profile().kernel_time_us)
+    };
+    let (affine, plain) = (run(true, ExecMode::BOTH), run(false, ExecMode::BOTH));
+    assert_eq!(affine.0, plain.0, "accumulation order is program order");
+    assert!(affine.1 <= plain.1, "affine {} µs, plain {} µs", affine.1, plain.1);
+    // Reading the partial sums inside the loop, though, is a dependency on the other
+    // iterations' accumulation.
+    let Setup { mut nc, x, sb, ps, .. } = setup(ExecMode::FUNCTIONAL);
+    let acc = nc.tile(ps, Dtype::F32, &[64, 64]).unwrap();
+    let (mut mm_line, mut read_line) = (0, 0);
+    let e = nc
+        .affine_range(0..2, |nc, i| {
+            let t = nc.tile(sb, Dtype::F32, &[128, 64])?;
+            nc.dma(t, x.rows(i * 128..(i + 1) * 128))?;
+            mm_line = line!() + 1;
+            nc.matmul(acc, t, t, i > 0)?;
+            let o = nc.tile(sb, Dtype::F32, &[64, 64])?;
+            read_line = line!() + 1;
+            nc.tensor_copy(o, acc)
+        })
+        .unwrap_err();
+    // Iteration 1's matmul accumulates into what iteration 0's copy read (WAR).
+    check_carried(&e, Hazard::War, "nc_matmul", mm_line, "tensor_copy", read_line);
+}
+
+/// A tile allocated inside the loop is a new tile every iteration: reusing its ring buffer
+/// is no dependency error, and the scheduler respects the reuse (with one buffer, iteration
+/// i + 1's load waits for iteration i's last read).
+#[test]
+fn ring_buffer_reuse_is_ordered_not_an_error() {
+    let run = |bufs: u32| {
+        let mut nc = Nc::new(Chip::trn2(), ExecMode::TRACE);
+        let x = nc.hbm_input("x", Dtype::F32, &[512, 64], &[]).unwrap();
+        let y = nc.hbm("y", Dtype::F32, &[512, 64]).unwrap();
+        let sb = nc.sbuf_pool("sb", bufs);
+        nc.affine_range(0..4, |nc, i| {
+            let t = nc.tile(sb, Dtype::F32, &[128, 64])?;
+            nc.dma(t, x.rows(i * 128..(i + 1) * 128))?;
+            nc.activation(t, t, Act::Exp, ActArgs::default())?;
+            nc.dma(y.rows(i * 128..(i + 1) * 128), t)
+        })
+        .unwrap();
+        let time = nc.profile().kernel_time_us;
+        (time, nc.trace_json().unwrap())
+    };
+    let (one, trace) = run(1);
+    let (two, _) = run(2);
+    assert!(two < one, "two buffers pipeline: {two} µs vs {one} µs with one");
+    // With one buffer, each load (a write of the buffer) starts after the store before it
+    // (the last read of the buffer) ends.
+    let events = trace["traceEvents"].as_array().unwrap();
+    let dma: Vec<(f64, f64, bool)> = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["tid"] == 4)
+        .map(|e| {
+            let ops = e["args"]["operands"].as_str().unwrap();
+            (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap(), ops.starts_with("dst=sbuf"))
+        })
+        .collect();
+    let mut last_store_end = 0.0f64;
+    for &(ts, dur, load) in &dma {
+        if load {
+            assert!(
+                ts >= last_store_end - 1e-9,
+                "a load at {ts} before the store ending {last_store_end}"
+            );
+        } else {
+            last_store_end = last_store_end.max(ts + dur);
+        }
+    }
+}
+
+/// Nested affine loops: a dependency carried by the outer loop is found from inside the
+/// inner one, and independent blocks of both are accepted.
+#[test]
+fn nested_affine_loops_check_every_level() {
+    let Setup { mut nc, x, y, sb, .. } = setup(ExecMode::BOTH);
+    nc.affine_range(0..2, |nc, i| {
+        nc.affine_range(0..2, |nc, j| {
+            let r = (2 * i + j) * 128;
+            let t = nc.tile(sb, Dtype::F32, &[128, 64])?;
+            nc.dma(t, x.rows(r..r + 128))?;
+            nc.dma(y.rows(r..r + 128), t)
+        })
+    })
+    .unwrap();
+    assert_eq!(nc.read_hbm(y).unwrap(), nc.read_hbm(x).unwrap());
+    let p = nc.profile().scheduling.unwrap();
+    assert_eq!((p.affine_loops, p.affine_iterations), (3, 6));
+    let mut line = 0;
+    let outer = line!() + 1;
+    let result = nc.affine_range(0..2, |nc, i| {
+        nc.affine_range(0..2, |nc, j| {
+            // Both outer iterations store the same rows (j picks them).
+            let t = nc.tile(sb, Dtype::F32, &[128, 64])?;
+            nc.dma(t, x.rows((2 * i + j) * 128..(2 * i + j + 1) * 128))?;
+            line = line!() + 1;
+            nc.dma(y.rows(j * 128..(j + 1) * 128), t)
+        })
+    });
+    let e = result.unwrap_err();
+    check_carried(&e, Hazard::Waw, "dma_copy", line, "dma_copy", line);
+    let V::LoopCarriedDependency(d) = &e.kind else { unreachable!() };
+    assert_eq!(d.index, 1, "outer iteration 1 against outer iteration 0");
+    assert_eq!(d.loop_loc.line, outer, "the outer loop carries it: {}", d.loop_loc);
+}
+
+/// Accesses to disjoint parts of one tile or tensor from different iterations are fine, also
+/// when the parts are only known to be disjoint elementwise (strided views whose bounding
+/// boxes overlap are never reported).
+#[test]
+fn disjoint_and_interleaved_slices_are_accepted() {
+    let Setup { mut nc, x, y, sb, .. } = setup(ExecMode::BOTH);
+    let wide = nc.tile_named(sb, "wide", Dtype::F32, &[128, 256]).unwrap();
+    nc.affine_range(0..4, |nc, i| {
+        // Column block i of a tile allocated outside the loop, from row block i of x.
+        nc.dma(wide.cols(i * 64..(i + 1) * 64), x.rows(i * 128..(i + 1) * 128))
+    })
+    .unwrap();
+    let even_odd = nc.tile_named(sb, "even_odd", Dtype::F32, &[128, 128]).unwrap();
+    nc.affine_range(0..2, |nc, i| {
+        // Columns i, i + 2, i + 4, …: interleaved, bounding boxes overlap.
+        let v = even_odd.view().split(0, 2).swap(0, 1).at(i);
+        let t = nc.tile(sb, Dtype::F32, &[128, 64])?;
+        nc.dma(t, x.rows(i * 128..(i + 1) * 128))?;
+        nc.tensor_copy(v, t)
+    })
+    .unwrap();
+    nc.dma(y.rows(0..128), wide.cols(0..64)).unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// The program hash covers the loop structure; the trace shows the scheduled order.
+
+#[test]
+fn the_program_hash_tells_an_affine_loop_from_a_plain_one() {
+    let hash = |affine: bool, n: u64| {
+        let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+        tiles(&mut nc, affine, n, 512).unwrap();
+        nc.program_hash()
+    };
+    assert_ne!(hash(true, 2), hash(false, 2));
+    assert_eq!(hash(true, 2), hash(true, 2));
+    assert_ne!(hash(true, 2), hash(true, 3));
+    // Two affine loops of one iteration each are not one loop of two.
+    let split = |together: bool| {
+        let Setup { mut nc, x, y, sb, .. } = setup(ExecMode::TIMING);
+        let body = |nc: &mut Nc, i: u64| {
+            let t = nc.tile(sb, Dtype::F32, &[128, 64])?;
+            nc.dma(t, x.rows(i * 128..(i + 1) * 128))?;
+            nc.dma(y.rows(i * 128..(i + 1) * 128), t)
+        };
+        if together {
+            nc.affine_range(0..2, body).unwrap();
+        } else {
+            nc.affine_range(0..1, body).unwrap();
+            nc.affine_range(1..2, body).unwrap();
+        }
+        nc.program_hash()
+    };
+    assert_ne!(split(true), split(false));
+}
+
+/// The trace's slices are where the scheduler put them (each track's slices never overlap)
+/// and say which iteration issued each instruction and its place in program order; the
+/// line profile adds up to the engines' busy time as in program order.
+#[test]
+fn the_trace_shows_the_scheduled_order() {
+    let mut nc = Nc::new(Chip::trn2(), ExecMode::TRACE);
+    tiles(&mut nc, true, 4, 4096).unwrap();
+    let profile = nc.profile();
+    let trace = nc.trace_json().unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let slices: Vec<_> = events.iter().filter(|e| e["ph"] == "X").collect();
+    // Queue 4: the weight load, then the four loads back to back ahead of the first store.
+    let q4: Vec<String> = slices
+        .iter()
+        .filter(|e| e["tid"] == 4)
+        .map(|e| e["args"]["operands"].as_str().unwrap().to_string())
+        .collect();
+    let issue = |s: &str| -> Option<u64> {
+        s.split(' ').find_map(|w| w.strip_prefix("issue=")).map(|v| v.parse().unwrap())
+    };
+    let order: Vec<Option<u64>> = q4.iter().map(|s| issue(s)).collect();
+    assert_eq!(order[0], None, "the weight load is outside the loop");
+    // The second load (issue 4) runs ahead of the first store (issue 3), which waits for
+    // the first tile's activation; everything else keeps program order.
+    assert_eq!(&order[1..], &[0, 4, 3, 8, 7, 12, 11, 15].map(Some), "{q4:#?}");
+    assert!(q4[2].contains("affine_index=1"), "{}", q4[2]);
+    let mut by_track: std::collections::BTreeMap<u64, Vec<(f64, f64)>> = Default::default();
+    for s in &slices {
+        let (ts, dur) = (s["ts"].as_f64().unwrap(), s["dur"].as_f64().unwrap());
+        by_track.entry(s["tid"].as_u64().unwrap()).or_default().push((ts, dur));
+    }
+    for (track, mut v) in by_track {
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for w in v.windows(2) {
+            assert!(
+                w[0].0 + w[0].1 <= w[1].0 + 1e-6,
+                "track {track}: {:?} overlaps {:?}",
+                w[0],
+                w[1]
+            );
+        }
+    }
+    let busy: f64 = profile.top_lines.iter().map(|l| l.busy_time_us).sum();
+    let engines: f64 = profile.engines.iter().map(|e| e.active_time_us).sum();
+    let dma = profile.dma_active_time_percent / 100.0 * profile.kernel_time_us * 16.0;
+    assert!((busy - engines - dma).abs() < 1e-3, "lines {busy} vs engines {engines} + dma {dma}");
+    let s = profile.scheduling.unwrap();
+    assert_eq!(s.list_scheduled_instruction_count, 16);
+    assert!(s.reordered_instruction_count >= 3, "{s:?}");
+}
+
+/// Memory is bounded by the window, not the trip count: a loop of 100 000 iterations runs,
+/// in timing mode, at the speed of a plain one.
+#[test]
+fn a_long_affine_loop_runs_in_bounded_memory() {
+    let run = |affine: bool| {
+        let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+        let n = 100_000u64;
+        let x = nc.hbm_input("x", Dtype::Bf16, &[n, 512], &[]).unwrap();
+        let y = nc.hbm("y", Dtype::Bf16, &[n, 512]).unwrap();
+        let sb = nc.sbuf_pool("sb", 3);
+        let body = |nc: &mut Nc, i: u64| {
+            let t = nc.tile(sb, Dtype::Bf16, &[1, 512])?;
+            nc.dma(t, x.rows(i..i + 1))?;
+            nc.activation(t, t, Act::Exp, ActArgs::default())?;
+            nc.dma(y.rows(i..i + 1), t)
+        };
+        let start = std::time::Instant::now();
+        if affine {
+            nc.affine_range(0..n, body).unwrap();
+        } else {
+            nc.sequential_range(0..n, body).unwrap();
+        }
+        let p = nc.profile();
+        (p.kernel_time_us, start.elapsed())
+    };
+    let (affine, affine_wall) = run(true);
+    let (plain, plain_wall) = run(false);
+    assert!(affine <= plain, "affine {affine} µs, plain {plain} µs");
+    eprintln!("100 000 iterations: affine {affine_wall:?}, plain {plain_wall:?} of wall time");
+}
+
+// ---------------------------------------------------------------------------------------
+// Must-show 3: properties over random loop bodies built from the fixtures' instruction mix
+// (loads and stores of row blocks, matmuls into PSUM evacuated by ScalarE or VectorE,
+// activations, element-wise and reduction instructions on VectorE, copies on every engine,
+// PSUM accumulation across iterations).
+
+mod properties {
+    use super::*;
+    use neuron_sim::{Engine, Profile, Scalar};
+    use proptest::prelude::*;
+
+    const F: u64 = 256;
+    const TILES: usize = 3;
+
+    #[derive(Clone, Copy, Debug)]
+    enum Step {
+        /// Tile `tile` ← column block `block` of this iteration's row block of `x`.
+        Load {
+            tile: usize,
+            block: u64,
+        },
+        /// This iteration's PSUM tile ← w.T @ tile.
+        Matmul {
+            tile: usize,
+        },
+        /// tile ← the PSUM tile, by ScalarE `exp` or a copy on VectorE / ScalarE.
+        Evacuate {
+            tile: usize,
+            how: usize,
+        },
+        Exp {
+            dst: usize,
+            src: usize,
+        },
+        Add {
+            dst: usize,
+            a: usize,
+            b: usize,
+        },
+        Scale {
+            dst: usize,
+            src: usize,
+        },
+        /// A row max into this iteration's stats column, then the tile scaled by it.
+        ReduceScale {
+            tile: usize,
+        },
+        Copy {
+            engine: usize,
+            dst: usize,
+            src: usize,
+        },
+        /// Column block `slot` of this iteration's row block of `y` ← tile.
+        Store {
+            tile: usize,
+            slot: u64,
+        },
+        /// The loop-wide PSUM tile += w.T @ tile (an accumulation across iterations).
+        Accumulate {
+            tile: usize,
+        },
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        let t = 0..TILES;
+        prop_oneof![
+            (t.clone(), 0u64..4).prop_map(|(tile, block)| Step::Load { tile, block }),
+            t.clone().prop_map(|tile| Step::Matmul { tile }),
+            (t.clone(), 0usize..3).prop_map(|(tile, how)| Step::Evacuate { tile, how }),
+            (t.clone(), t.clone()).prop_map(|(dst, src)| Step::Exp { dst, src }),
+            (t.clone(), t.clone(), t.clone()).prop_map(|(dst, a, b)| Step::Add { dst, a, b }),
+            (t.clone(), t.clone()).prop_map(|(dst, src)| Step::Scale { dst, src }),
+            t.clone().prop_map(|tile| Step::ReduceScale { tile }),
+            (0usize..3, t.clone(), t.clone()).prop_map(|(engine, dst, src)| Step::Copy {
+                engine,
+                dst,
+                src
+            }),
+            (t.clone(), 0u64..2).prop_map(|(tile, slot)| Step::Store { tile, slot }),
+            t.prop_map(|tile| Step::Accumulate { tile }),
+        ]
+    }
+
+    /// A loop body: random steps made valid (a tile is loaded before it is first read, the
+    /// PSUM tile written by a matmul before it is evacuated), ending with a store.
+    fn body() -> impl Strategy<Value = Vec<Step>> {
+        prop::collection::vec(step(), 1..12).prop_map(|steps| {
+            let mut out = Vec::new();
+            let mut written = [false; TILES];
+            let mut acc = false;
+            let need = |tile: usize, out: &mut Vec<Step>, written: &mut [bool; TILES]| {
+                if !written[tile] {
+                    out.push(Step::Load { tile, block: tile as u64 });
+                    written[tile] = true;
+                }
+            };
+            for s in steps {
+                match s {
+                    Step::Load { tile, .. } => written[tile] = true,
+                    Step::Matmul { tile } | Step::Accumulate { tile } => {
+                        need(tile, &mut out, &mut written);
+                        acc |= matches!(s, Step::Matmul { .. });
+                    }
+                    Step::Evacuate { tile, .. } => {
+                        if !acc {
+                            need(tile, &mut out, &mut written);
+                            out.push(Step::Matmul { tile });
+                            acc = true;
+                        }
+                        written[tile] = true;
+                    }
+                    Step::Exp { dst, src }
+                    | Step::Scale { dst, src }
+                    | Step::Copy { dst, src, .. } => {
+                        need(src, &mut out, &mut written);
+                        written[dst] = true;
+                    }
+                    Step::Add { dst, a, b } => {
+                        need(a, &mut out, &mut written);
+                        need(b, &mut out, &mut written);
+                        written[dst] = true;
+                    }
+                    Step::ReduceScale { tile } | Step::Store { tile, .. } => {
+                        need(tile, &mut out, &mut written)
+                    }
+                }
+                out.push(s);
+            }
+            let last = out.iter().rev().find_map(|s| match s {
+                Step::Store { .. } => None,
+                _ => (0..TILES).find(|&t| written[t]),
+            });
+            if let Some(tile) = last {
+                out.push(Step::Store { tile, slot: 0 });
+            }
+            out
+        })
+    }
+
+    #[derive(Clone, Copy, Debug)]
+    struct Shape {
+        iterations: u64,
+        bufs: u32,
+        psum_bufs: u32,
+        chip: usize,
+        /// Loads and stores are DMAs inside the loop; otherwise the input is loaded before
+        /// the loop, a load is a copy from it and a store a copy into an output tile, which
+        /// is stored after the loop (the loop itself is compute only).
+        dma_in_loop: bool,
+    }
+
+    fn shape() -> impl Strategy<Value = Shape> {
+        (1u64..10, 1u32..4, 1u32..3, 0usize..3, any::<bool>()).prop_map(
+            |(iterations, bufs, psum_bufs, chip, dma_in_loop)| Shape {
+                iterations,
+                bufs,
+                psum_bufs,
+                chip,
+                dma_in_loop,
+            },
+        )
+    }
+
+    struct Run {
+        out: Vec<u32>,
+        profile: Profile,
+        trace: Option<serde_json::Value>,
+    }
+
+    fn run(steps: &[Step], sh: Shape, mode: ExecMode, affine: bool) -> Run {
+        let chip = [Chip::trn1(), Chip::trn2(), Chip::trn3()][sh.chip].clone();
+        let mut nc = Nc::new(chip, mode);
+        let n = sh.iterations;
+        let xs: Vec<f32> =
+            (0..n * 128 * 4 * F).map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0).collect();
+        let ws: Vec<f32> = (0..128 * 128).map(|i| ((i * 31) % 17) as f32 / 64.0 - 0.1).collect();
+        let data = |v: &[f32]| if mode.functional { v.to_vec() } else { Vec::new() };
+        let x = nc.hbm_input("x", Dtype::Bf16, &[n * 128, 4 * F], &data(&xs)).unwrap();
+        let w = nc.hbm_input("w", Dtype::Bf16, &[128, 128], &data(&ws)).unwrap();
+        let y = nc.hbm("y", Dtype::Bf16, &[n * 128, 2 * F]).unwrap();
+        let z = nc.hbm("z", Dtype::F32, &[128, F]).unwrap();
+        let sb = nc.sbuf_pool("sb", sh.bufs);
+        let ps = nc.psum_pool("ps", sh.psum_bufs);
+        let consts = nc.sbuf_pool("consts", 1);
+        let wt = nc.tile(consts, Dtype::Bf16, &[128, 128]).unwrap();
+        nc.dma(wt, w).unwrap();
+        let total = nc.psum_pool("total", 1);
+        let gacc = nc.tile(total, Dtype::F32, &[128, F]).unwrap();
+        // Without DMAs in the loop: the whole input and output, on chip.
+        let (xin, out) = if sh.dma_in_loop {
+            (None, None)
+        } else {
+            let xin = nc.tile(consts, Dtype::Bf16, &[128, n, 4 * F]).unwrap();
+            nc.dma(xin, x.view().split(0, 128).swap(0, 1)).unwrap();
+            let out = nc.tile(consts, Dtype::Bf16, &[128, n, 2 * F]).unwrap();
+            nc.memset(out, 0.0).unwrap();
+            (Some(xin), Some(out))
+        };
+        let mut started = false;
+        let mut body = |nc: &mut Nc, i: u64| -> SimResult<()> {
+            let t: Vec<Tile> = (0..TILES)
+                .map(|k| nc.tile_named(sb, &format!("t{k}"), Dtype::Bf16, &[128, F]))
+                .collect::<SimResult<_>>()?;
+            let acc = nc.tile_named(ps, "acc", Dtype::F32, &[128, F])?;
+            let stat = nc.tile_named(sb, "stat", Dtype::F32, &[128, 1])?;
+            let rows = i * 128..(i + 1) * 128;
+            for s in steps {
+                match *s {
+                    Step::Load { tile, block } => match xin {
+                        Some(xin) => {
+                            nc.tensor_copy(t[tile], xin.at(i).cols(block * F..(block + 1) * F))?
+                        }
+                        None => {
+                            nc.dma(t[tile], x.rows(rows.clone()).cols(block * F..(block + 1) * F))?
+                        }
+                    },
+                    Step::Matmul { tile } => nc.matmul(acc, wt, t[tile], false)?,
+                    Step::Evacuate { tile, how } => match how {
+                        0 => {
+                            nc.activation(t[tile], acc, Act::Exp, ActArgs::default().scale(0.01))?
+                        }
+                        1 => nc.tensor_copy(t[tile], acc)?,
+                        _ => nc.on(Engine::Scalar).tensor_copy(t[tile], acc)?,
+                    },
+                    Step::Exp { dst, src } => {
+                        nc.activation(t[dst], t[src], Act::Exp, ActArgs::default().scale(0.1))?
+                    }
+                    Step::Add { dst, a, b } => nc.tensor_tensor(t[dst], t[a], t[b], Alu::Add)?,
+                    Step::Scale { dst, src } => {
+                        nc.tensor_scalar(t[dst], t[src], (Alu::Multiply, Scalar::Imm(0.5)), None)?
+                    }
+                    Step::ReduceScale { tile } => {
+                        nc.tensor_reduce(stat, t[tile], Alu::Max, false)?;
+                        nc.tensor_scalar(
+                            t[tile],
+                            t[tile],
+                            (Alu::Subtract, Scalar::Col(stat.view())),
+                            None,
+                        )?;
+                    }
+                    Step::Copy { engine, dst, src } => {
+                        let e = [Engine::Vector, Engine::Scalar, Engine::GpSimd][engine];
+                        nc.on(e).tensor_copy(t[dst], t[src])?
+                    }
+                    Step::Store { tile, slot } => match out {
+                        Some(out) => nc
+                            .on(Engine::GpSimd)
+                            .tensor_copy(out.at(i).cols(slot * F..(slot + 1) * F), t[tile])?,
+                        None => {
+                            nc.dma(y.rows(rows.clone()).cols(slot * F..(slot + 1) * F), t[tile])?
+                        }
+                    },
+                    Step::Accumulate { tile } => {
+                        nc.matmul(gacc, wt, t[tile], started)?;
+                        started = true;
+                    }
+                }
+            }
+            Ok(())
+        };
+        if affine {
+            nc.affine_range(0..n, &mut body).unwrap();
+        } else {
+            nc.sequential_range(0..n, &mut body).unwrap();
+        }
+        // After the loop: the output tile and the accumulation, evacuated; stored to HBM
+        // when values are wanted or the loop moves data by DMA anyway. (A store issued after
+        // a compute-only loop is placed into an idle gap of the DMA queues, which is not
+        // monotone: an earlier start of the one before can push it past the next transfer.)
+        let store = mode.functional || sh.dma_in_loop;
+        if let (Some(out), true) = (out, store) {
+            nc.dma(y.view().split(0, 128).swap(0, 1), out).unwrap();
+        }
+        if started {
+            let o = nc.tile(consts, Dtype::F32, &[128, F]).unwrap();
+            nc.tensor_copy(o, gacc).unwrap();
+            if store {
+                nc.dma(z, o).unwrap();
+            }
+        }
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        let mut out = nc.read_hbm(y).map(bits).unwrap_or_default();
+        out.extend(nc.read_hbm(z).map(bits).unwrap_or_default());
+        Run { out, profile: nc.profile(), trace: nc.trace_json() }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// The same program gives the same schedule: profile and trace, to the bit.
+        #[test]
+        fn the_schedule_is_deterministic(steps in body(), sh in shape()) {
+            let a = run(&steps, sh, ExecMode::TRACE, true);
+            let b = run(&steps, sh, ExecMode::TRACE, true);
+            prop_assert_eq!(serde_json::to_string(&a.profile).unwrap(), serde_json::to_string(&b.profile).unwrap());
+            prop_assert_eq!(a.trace, b.trace);
+        }
+
+        /// Values are computed in program order whatever the schedule: an affine loop, the
+        /// same plain loop, and the affine loop without the timing model agree to the bit.
+        #[test]
+        fn values_do_not_depend_on_the_schedule(steps in body(), sh in shape()) {
+            let affine = run(&steps, sh, ExecMode::BOTH, true);
+            let plain = run(&steps, sh, ExecMode::BOTH, false);
+            let functional = run(&steps, sh, ExecMode::FUNCTIONAL, true);
+            prop_assert_eq!(&affine.out, &plain.out);
+            prop_assert_eq!(&affine.out, &functional.out);
+            prop_assert_eq!(&affine.profile.program_hash, &functional.profile.program_hash);
+            prop_assert_ne!(&affine.profile.program_hash, &plain.profile.program_hash);
+        }
+
+        /// An affine loop never finishes later than the same instructions in program order
+        /// when its body is compute only: each engine runs its oldest held instruction first
+        /// and lets a later one go ahead only into the idle time before that one can start,
+        /// so by induction over program order no instruction starts later than in program
+        /// order (docs/scheduling.md §4). With DMAs that no longer holds: a transfer the
+        /// schedule makes ready earlier can take the idle gap of the DMA queues that program
+        /// order left to a later transfer, which then waits for the next gap — placement into
+        /// idle gaps is not monotone (ARCHITECTURE.md, `timing/`; it is why a DMA issued after
+        /// a compute-only loop is left out of the strict case below), and no greedy schedule
+        /// avoids it without lookahead. There the test states the bound it checks: at most
+        /// 25% later than program order. The bound is empirical: over 80 000 random bodies
+        /// (four proptest seeds × 20 000), of the 39 970 with DMAs 1.1% finished later than
+        /// in program order, by at most 16.6%, and 20% sooner, by up to 57%; of the 40 030
+        /// compute-only ones none finished later and 47% sooner, by up to 48%.
+        #[test]
+        fn an_affine_loop_never_finishes_later_than_program_order(steps in body(), sh in shape()) {
+            let affine = run(&steps, sh, ExecMode::TIMING, true).profile.kernel_time_us;
+            let plain = run(&steps, sh, ExecMode::TIMING, false).profile.kernel_time_us;
+            if sh.dma_in_loop {
+                prop_assert!(affine <= 1.25 * plain, "affine {} µs > 1.25 x plain {} µs", affine, plain);
+            } else {
+                prop_assert!(affine <= plain + 1e-6, "affine {} µs > plain {} µs", affine, plain);
+            }
+        }
+    }
+}
