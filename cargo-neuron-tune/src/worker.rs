@@ -111,7 +111,10 @@ impl WorkerProcess {
                 ))
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(failure(ErrorKind::Crashed, format!("{} died", self.name)))
+                return Err(failure(
+                    ErrorKind::Crashed,
+                    format!("{} died: {}", self.name, self.how_it_died()),
+                ))
             }
         };
         let protocol_error =
@@ -141,6 +144,45 @@ impl WorkerProcess {
 
     fn kill(&self) {
         let _ = self.handle.kill();
+    }
+
+    /// How the process ended (its output is closed, so it is ending or has ended).
+    fn how_it_died(&self) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            match self.handle.try_wait() {
+                Ok(Some(out)) => return describe_exit(out.status),
+                Ok(None) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                _ => return "its output closed".into(),
+            }
+        }
+    }
+}
+
+/// An exit status in words, naming the signal and what it usually means.
+fn describe_exit(status: std::process::ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(sig) = status.signal() {
+            let what = match sig {
+                9 => "SIGKILL — killed from outside, most often by the out-of-memory killer",
+                6 => "SIGABRT — aborted (an abort, or a panic while panicking)",
+                11 => "SIGSEGV — a segmentation fault",
+                7 => "SIGBUS — a bus error",
+                4 => "SIGILL — an illegal instruction",
+                8 => "SIGFPE — an arithmetic exception",
+                15 => "SIGTERM — terminated",
+                _ => "a signal",
+            };
+            return format!("killed by signal {sig} ({what})");
+        }
+    }
+    match status.code() {
+        Some(c) => format!("exited with code {c} in the middle of a request"),
+        None => "ended without an exit code".into(),
     }
 }
 

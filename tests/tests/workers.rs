@@ -122,6 +122,9 @@ fn workers_start_once_per_job_slot_and_once_more_per_crash() {
         (failed[0]["kind"].as_str(), &failed[0]["params"]["a"]),
         (Some("crashed"), &Value::from(3))
     );
+    // The reason names how the worker died.
+    let message = failed[0]["message"].as_str().unwrap();
+    assert!(message.contains("killed by signal 6 (SIGABRT"), "{message}");
     assert_eq!(events(&out, "worker_started").len(), 4, "{err}");
 }
 
