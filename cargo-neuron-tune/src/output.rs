@@ -213,11 +213,13 @@ pub struct Reporter {
     /// Invalid variants seen (combinations the validity rule or the hardware rejects):
     /// shown as a count with a few examples, not one line each.
     invalid: Mutex<Vec<String>>,
+    /// Failures by message: each distinct one is printed once, repeats are counted.
+    repeats: Mutex<Vec<(String, usize)>>,
 }
 
 impl Reporter {
     pub fn new(json: bool) -> Reporter {
-        Reporter { json, invalid: Mutex::default() }
+        Reporter { json, invalid: Mutex::default(), repeats: Mutex::default() }
     }
 
     pub fn is_json(&self) -> bool {
@@ -259,8 +261,36 @@ impl Reporter {
         self.invalid.lock().expect("reporter").push(line);
     }
 
-    /// Print the invalid variants seen: all when few, else a count and examples.
+    /// A failure line, printed the first time its `message` is seen; later ones with the
+    /// same message are counted and summed up by [`Reporter::flush_invalid`].
+    /// Returns whether it was printed.
+    pub fn once(&self, message: &str, line: String) -> bool {
+        let mut seen = self.repeats.lock().expect("reporter");
+        match seen.iter_mut().find(|(m, _)| m == message) {
+            Some((_, n)) => {
+                *n += 1;
+                false
+            }
+            None => {
+                seen.push((message.to_string(), 0));
+                drop(seen);
+                self.note(line);
+                true
+            }
+        }
+    }
+
+    /// Print the invalid variants seen (all when few, else a count and examples) and how
+    /// often each failure printed once was repeated.
     pub fn flush_invalid(&self) {
+        for (message, n) in std::mem::take(&mut *self.repeats.lock().expect("reporter")) {
+            if n > 0 {
+                self.note(format!(
+                    "   … and {n} more variants failed the same way: {}",
+                    message.lines().next().unwrap_or_default()
+                ));
+            }
+        }
         let lines = std::mem::take(&mut *self.invalid.lock().expect("reporter"));
         if lines.len() <= 4 {
             for l in &lines {
@@ -358,7 +388,18 @@ impl Table {
 
 #[cfg(test)]
 mod tests {
-    use super::Table;
+    use super::{Reporter, Table};
+
+    #[test]
+    fn a_repeated_failure_is_printed_once_and_counted() {
+        let r = Reporter::new(true);
+        assert!(r.once("panic: index out of bounds", "first".into()));
+        assert!(!r.once("panic: index out of bounds", "second".into()));
+        assert!(r.once("panic: another", "third".into()));
+        assert!(!r.once("panic: index out of bounds", "fourth".into()));
+        let counts: Vec<usize> = r.repeats.lock().unwrap().iter().map(|(_, n)| *n).collect();
+        assert_eq!(counts, [2, 0]);
+    }
 
     #[test]
     fn table_columns_fit_their_widest_cell() {

@@ -141,7 +141,8 @@ fn report_failure(
     if kind == "invalid" {
         out.invalid(line);
     } else {
-        out.note(line);
+        // A panic in a kernel's body usually repeats in every variant: once, then a count.
+        out.once(&format!("{kind}: {message}"), line);
     }
 }
 
