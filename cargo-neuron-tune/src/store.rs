@@ -13,6 +13,39 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// The format of store entries; an entry of another is measured again.
+pub const SCHEMA: u32 = 1;
+
+/// A store entry: the value as the exact JSON text that was written, sealed by its key and
+/// a checksum of that text (so an edited or truncated entry, or one copied under another
+/// key, is detected rather than served).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Entry {
+    schema: u32,
+    key: String,
+    checksum: String,
+    value: String,
+}
+
+fn checksum(text: &str) -> String {
+    format!("{:032x}", xxhash_rust::xxh3::xxh3_128(text.as_bytes()))
+}
+
+/// The value text of a sealed entry, or why it cannot be trusted.
+fn open_entry(text: &str, key: &str) -> std::result::Result<String, String> {
+    let e: Entry = serde_json::from_str(text).map_err(|e| format!("not a store entry ({e})"))?;
+    if e.schema != SCHEMA {
+        return Err(format!("schema {} (this tool writes {SCHEMA})", e.schema));
+    }
+    if e.key != key {
+        return Err(format!("it is the entry of key {}, not {key}", e.key));
+    }
+    if checksum(&e.value) != e.checksum {
+        return Err("its checksum does not match its contents".into());
+    }
+    Ok(e.value)
+}
+
 /// An open, locked store.
 pub struct Store {
     root: PathBuf,
@@ -71,16 +104,40 @@ impl Store {
         self.root.join(kind).join(&key[..2]).join(format!("{key}.json"))
     }
 
-    /// A stored value, or `None` if absent or unreadable (a corrupt entry is re-measured).
+    /// A stored value, or `None` if absent. An entry that is not what was written (a
+    /// checksum or key mismatch, another schema, unreadable) is never used: it is reported
+    /// on stderr with its path and measured again.
     pub fn get<T: DeserializeOwned>(&self, kind: &str, key: &str) -> Option<T> {
-        let text = fs::read_to_string(self.path(kind, key)).ok()?;
-        serde_json::from_str(&text).ok()
+        let path = self.path(kind, key);
+        let text = fs::read_to_string(&path).ok()?;
+        match open_entry(&text, key) {
+            Ok(value) => match serde_json::from_str(&value) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    eprintln!(
+                        "warning: store entry {} is of an older format ({e}); measuring again",
+                        path.display()
+                    );
+                    None
+                }
+            },
+            Err(why) => {
+                eprintln!(
+                    "warning: corrupt store entry {}: {why}; measuring again",
+                    path.display()
+                );
+                None
+            }
+        }
     }
 
-    /// Store a value atomically.
+    /// Store a value atomically, sealed with its key, the schema version and a checksum.
     pub fn put<T: Serialize>(&self, kind: &str, key: &str, value: &T) -> Result<()> {
         let path = self.path(kind, key);
-        write_atomic(&path, serde_json::to_string_pretty(value)?.as_bytes())
+        let value = serde_json::to_string(value)?;
+        let entry =
+            Entry { schema: SCHEMA, key: key.to_string(), checksum: checksum(&value), value };
+        write_atomic(&path, serde_json::to_string_pretty(&entry)?.as_bytes())
     }
 
     /// Append one JSON line to a journal (created if missing) and flush it to disk.
@@ -118,6 +175,31 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_edited_truncated_or_moved_entry_is_never_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), |_| panic!("nobody else holds the lock")).unwrap();
+        let (k1, k2) = (Store::key("a", "c", "bench"), Store::key("b", "c", "bench"));
+        store.put("bench", &k1, &serde_json::json!({"time_us": 12.5})).unwrap();
+        assert_eq!(store.get::<serde_json::Value>("bench", &k1).unwrap()["time_us"], 12.5);
+        let path = store.path("bench", &k1);
+        let text = fs::read_to_string(&path).unwrap();
+        // Edited into other valid JSON.
+        fs::write(&path, text.replace("12.5", "1.5")).unwrap();
+        assert!(store.get::<serde_json::Value>("bench", &k1).is_none());
+        // Truncated.
+        fs::write(&path, &text[..text.len() / 2]).unwrap();
+        assert!(store.get::<serde_json::Value>("bench", &k1).is_none());
+        // Copied under another key.
+        let other = store.path("bench", &k2);
+        fs::create_dir_all(other.parent().unwrap()).unwrap();
+        fs::write(&other, &text).unwrap();
+        assert!(store.get::<serde_json::Value>("bench", &k2).is_none());
+        // Rewritten, it is served again.
+        store.put("bench", &k1, &serde_json::json!({"time_us": 12.5})).unwrap();
+        assert!(store.get::<serde_json::Value>("bench", &k1).is_some());
+    }
 
     #[test]
     fn put_get_round_trip_and_keys_separate_inputs() {
