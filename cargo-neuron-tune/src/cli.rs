@@ -394,7 +394,7 @@ mod tests {
     fn help_documents_exit_codes() {
         let help = Cli::command().render_long_help().to_string();
         assert!(
-            help.contains("3  build failed") && help.contains("5  a performance regression"),
+            help.contains("3    build failed") && help.contains("5    a performance regression"),
             "{help}"
         );
     }

@@ -17,11 +17,20 @@ pub enum Exit {
     Check = 4,
     /// A performance regression (gate).
     Regression = 5,
+    /// Stopped by Ctrl-C (everything finished is kept).
+    Interrupted = 130,
 }
 
 impl Exit {
-    pub const ALL: [Exit; 6] =
-        [Exit::Ok, Exit::Internal, Exit::Config, Exit::Build, Exit::Check, Exit::Regression];
+    pub const ALL: [Exit; 7] = [
+        Exit::Ok,
+        Exit::Internal,
+        Exit::Config,
+        Exit::Build,
+        Exit::Check,
+        Exit::Regression,
+        Exit::Interrupted,
+    ];
 
     pub fn code(self) -> u8 {
         self as u8
@@ -37,6 +46,7 @@ impl Exit {
                 "a correctness check failed (the shrunk failing case is printed), or a variant crashed or hung"
             }
             Exit::Regression => "a performance regression (gate)",
+            Exit::Interrupted => "interrupted by Ctrl-C (finished results are kept; rerun to continue)",
         }
     }
 
@@ -44,7 +54,7 @@ impl Exit {
     pub fn help_table() -> String {
         let mut s = String::from("Exit codes:\n");
         for e in Exit::ALL {
-            s.push_str(&format!("  {}  {}\n", e.code(), e.meaning()));
+            s.push_str(&format!("  {:<3}  {}\n", e.code(), e.meaning()));
         }
         s
     }
@@ -87,7 +97,7 @@ mod tests {
     #[test]
     fn codes_are_the_documented_numbers() {
         let codes: Vec<u8> = Exit::ALL.iter().map(|e| e.code()).collect();
-        assert_eq!(codes, [0, 1, 2, 3, 4, 5]);
-        assert!(Exit::help_table().contains("  5  a performance regression"));
+        assert_eq!(codes, [0, 1, 2, 3, 4, 5, 130]);
+        assert!(Exit::help_table().contains("  5    a performance regression"));
     }
 }

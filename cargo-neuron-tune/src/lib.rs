@@ -26,6 +26,7 @@ pub mod eval;
 pub mod exit;
 pub mod gate;
 pub mod gate_report;
+pub mod interrupt;
 pub mod models;
 pub mod output;
 pub mod partition;

@@ -283,7 +283,17 @@ impl Pool {
         if self.outstanding == 0 {
             return Ok(None);
         }
-        let Ok(done) = self.done.recv() else { return Ok(None) };
+        // Polled, so that Ctrl-C ends the wait (answers still in flight are abandoned).
+        let done = loop {
+            if crate::interrupt::requested() {
+                return Err(crate::interrupt::failure());
+            }
+            match self.done.recv_timeout(Duration::from_millis(100)) {
+                Ok(done) => break done,
+                Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(None),
+            }
+        };
         self.outstanding -= 1;
         match &done.answer {
             Err(e) if matches!(e.kind, ErrorKind::Protocol | ErrorKind::ProtocolMismatch) => {
@@ -305,12 +315,18 @@ impl Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
+        let interrupted = crate::interrupt::requested();
         {
             let (lock, cv) = &*self.queue;
             let mut q = lock.lock().expect("pool queue");
             q.closed = true;
             q.jobs.clear();
             cv.notify_all();
+        }
+        if interrupted {
+            // A slot may still wait on a worker that did not get the SIGINT; the process
+            // is ending, and a worker whose input closes exits after its request.
+            return;
         }
         for t in self.threads.drain(..) {
             let _ = t.join();
@@ -381,7 +397,10 @@ fn answer_with_retry(
             Err(e) => {
                 w.kill();
                 *worker = None;
-                if retried || !matches!(e.kind, ErrorKind::Timeout | ErrorKind::Crashed) {
+                if retried
+                    || crate::interrupt::requested()
+                    || !matches!(e.kind, ErrorKind::Timeout | ErrorKind::Crashed)
+                {
                     return Err(e);
                 }
                 retried = true;

@@ -197,3 +197,46 @@ fn the_pareto_objective_returns_exactly_the_non_dominated_variants() {
     // The tiles of the space trade time for SBUF: the front has more than one point.
     assert!(front_pts.len() > 1, "{front_pts:?}");
 }
+
+#[test]
+fn ctrl_c_stops_a_tuning_run_keeps_its_journal_and_says_how_to_resume() {
+    let args = tune_args("77", &[]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut child = cli_command(&a)
+        .env("NOISY_SLEEP_MS", "150")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let journal =
+        root().join("target/e2e/neuron-tune/journals/tune-many-small-trn2-default-77.jsonl");
+    let _ = std::fs::remove_file(&journal);
+    let start = Instant::now();
+    while journal_lines(journal.to_str().unwrap()).len() < 5 {
+        assert!(start.elapsed() < Duration::from_secs(120), "the run never journaled");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SIGINT to the tool alone (a terminal would send it to the workers too).
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted") && err.contains("--resume"), "{err}");
+    assert!(start.elapsed() < Duration::from_secs(60), "stopped promptly");
+    let kept = journal_lines(journal.to_str().unwrap()).len();
+    assert!((5..24).contains(&kept), "{kept} evaluations kept");
+
+    let args = tune_args("77", &["--resume"]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = cli_env(&a, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(final_event(&out)["evaluations"], 24);
+    let mut ns: Vec<u64> =
+        journal_lines(journal.to_str().unwrap()).iter().map(|l| l["n"].as_u64().unwrap()).collect();
+    ns.sort();
+    assert_eq!(ns, (0..24).collect::<Vec<u64>>(), "nothing repeated, nothing lost");
+}

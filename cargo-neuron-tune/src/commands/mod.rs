@@ -22,6 +22,7 @@ use std::time::Duration;
 
 /// Entry point of the binary: run the command, report a failure, exit with its code.
 pub fn run(cli: Cli) -> ExitCode {
+    crate::interrupt::install();
     let out = Arc::new(Reporter::new(cli.global.message_format == MessageFormat::Json));
     let jobs = cli
         .global
