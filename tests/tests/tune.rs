@@ -202,7 +202,7 @@ fn the_pareto_objective_returns_exactly_the_non_dominated_variants() {
 fn ctrl_c_stops_a_tuning_run_keeps_its_journal_and_says_how_to_resume() {
     let args = tune_args("77", &[]);
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut child = cli_command(&a)
+    let child = cli_command(&a)
         .env("NOISY_SLEEP_MS", "150")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
