@@ -32,7 +32,7 @@ fn checksum(text: &str) -> String {
 }
 
 /// The value text of a sealed entry, or why it cannot be trusted.
-fn open_entry(text: &str, key: &str) -> std::result::Result<String, String> {
+pub fn open_entry(text: &str, key: &str) -> std::result::Result<String, String> {
     let e: Entry = serde_json::from_str(text).map_err(|e| format!("not a store entry ({e})"))?;
     if e.schema != SCHEMA {
         return Err(format!("schema {} (this tool writes {SCHEMA})", e.schema));

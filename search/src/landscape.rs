@@ -124,9 +124,10 @@ impl Landscape {
         };
         let mut dims = Vec::new();
         for key in &keys {
-            let values = params[key]
-                .as_array()
-                .ok_or_else(|| err(format!("tune_params.{key} is not a list")))?;
+            let values = params
+                .get(key)
+                .and_then(Value::as_array)
+                .ok_or_else(|| err(format!("tune_params.{key} is missing or not a list")))?;
             let levels = values
                 .iter()
                 .map(|v| Level::from_json(v).ok_or_else(|| err(format!("tune_params.{key}: {v}"))))

@@ -93,3 +93,11 @@ fn shipped_landscapes_load() {
     assert_eq!(l.valid_values().len(), 4201);
     assert_eq!(l.failure_count(), 161);
 }
+
+#[test]
+fn a_key_listed_but_not_in_tune_params_is_an_error_not_a_panic() {
+    // Found by the fuzzer (tests/tests/fuzz.rs): this indexed a missing key.
+    let doc = br#"{"tune_params_keys": ["a", "zz"], "tune_params": {"a": [1]}, "cache": {}}"#;
+    let e = neuron_tune_search::Landscape::parse(doc, "x").unwrap_err().to_string();
+    assert!(e.contains("tune_params.zz is missing"), "{e}");
+}

@@ -4,7 +4,8 @@
 //!   then the gate: the fixture models against `fixtures/neuron-tune.baseline.toml`.
 //! * `cargo xtask bless` — save that baseline again, on purpose (`--tuned`: re-tune the
 //!   fixture kernels first); `cargo xtask bench-gate` — the gate's speed (see `gate.rs`).
-//! * `cargo xtask test`  — the test suite only.
+//! * `cargo xtask test`  — the test suite only; `cargo xtask fuzz` — the fuzz targets
+//!   (`tests/tests/fuzz.rs`) on 10⁶ inputs each instead of the suite's 10⁴.
 //! * `cargo xtask bench` — the simulator's criterion benchmarks (`cargo bench -p neuron-sim`),
 //!   then each measured figure against its target from the issues, as a ratio
 //!   (`cargo xtask bench --report` prints that table for the last run without running).
@@ -192,6 +193,25 @@ fn main() -> ExitCode {
             .and_then(|_| test())
             .and_then(|_| gate::ci_gate()),
         Some("test") => test(),
+        Some("fuzz") => {
+            // The suite runs each target on 10^4 inputs; this on 10^6 (or FUZZ_CASES).
+            if std::env::var_os("FUZZ_CASES").is_none() {
+                std::env::set_var("FUZZ_CASES", "1000000");
+            }
+            run(
+                "fuzz",
+                &[
+                    "test",
+                    "--release",
+                    "-p",
+                    "neuron-tune-tests",
+                    "--test",
+                    "fuzz",
+                    "--",
+                    "--nocapture",
+                ],
+            )
+        }
         Some("bless") => gate::bless(&args[1..]),
         Some("bench-gate") => gate::bench_gate(&args[1..]),
         Some("bench") if args.get(1).is_some_and(|a| a == "--report") => bench_report(),
@@ -199,7 +219,7 @@ fn main() -> ExitCode {
         Some("bench") => run("benchmarks", &["bench", "-p", "neuron-sim", "--bench", "sim"])
             .and_then(|_| bench_report()),
         _ => {
-            eprintln!("usage: cargo xtask <ci|test|bless|bench|bench-search|bench-gate>\n  ci     format check, clippy -D warnings, all tests, the gate against fixtures/neuron-tune.baseline.toml\n  bless  save fixtures/neuron-tune.baseline.toml again (--tuned: re-tune the fixture kernels first)\n  bench-gate  the gate's speed at prefill_16k (--baseline and --base-ref HEAD, warm; --cold: first run on an empty store)\n  test   all tests\n  bench  the simulator's criterion benchmarks (--report: the last run's table only)\n  bench-search  search strategies replayed on the landscapes (--seeds N, default 50)");
+            eprintln!("usage: cargo xtask <ci|test|fuzz|bless|bench|bench-search|bench-gate>\n  ci     format check, clippy -D warnings, all tests, the gate against fixtures/neuron-tune.baseline.toml\n  bless  save fixtures/neuron-tune.baseline.toml again (--tuned: re-tune the fixture kernels first)\n  bench-gate  the gate's speed at prefill_16k (--baseline and --base-ref HEAD, warm; --cold: first run on an empty store)\n  test   all tests\n  fuzz   the parsers of untrusted input on 10^6 mutated inputs each (FUZZ_CASES=N to change)\n  bench  the simulator's criterion benchmarks (--report: the last run's table only)\n  bench-search  search strategies replayed on the landscapes (--seeds N, default 50)");
             Err(ExitCode::from(2))
         }
     };

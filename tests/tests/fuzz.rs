@@ -1,0 +1,195 @@
+//! Fuzzing the parsers of untrusted input: none may panic, whatever the bytes.
+//!
+//! Each target starts from valid documents and applies random edits (deletions, insertions
+//! of syntax-heavy bytes, byte replacements), so most inputs are almost valid — where
+//! parsers break. proptest drives it (cases from `PROPTEST_RNG_SEED`, so CI is
+//! deterministic); `FUZZ_CASES` sets the count per target: 10⁴ in the suite, 10⁶ with
+//! `cargo xtask fuzz`. A panic is reported with the shrunk input.
+
+use neuron_tune_harness::proptest::prelude::*;
+use neuron_tune_harness::proptest::test_runner::{Config, TestRunner};
+use neuron_tune_harness::{Kernel, ParamSpec, Params, Shape, TensorSpec, Work};
+use neuron_tune_protocol::{
+    ChipSpec, Params as P, Request, RequestBody, Response, ShapeRef, VariantRef,
+};
+use std::path::Path;
+
+fn cases() -> u32 {
+    std::env::var("FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000)
+}
+
+/// Random edits of one of `seeds`.
+fn mutated(seeds: Vec<Vec<u8>>) -> impl Strategy<Value = Vec<u8>> {
+    const ALPHABET: &[u8] = b"{}[]\",:=.#\n \\0123456789-+eE_abcxyz\x00\xff\x1f\x8b";
+    let edit = (
+        0u8..3,
+        any::<prop::sample::Index>(),
+        prop::collection::vec(prop::sample::select(ALPHABET), 0..6),
+    );
+    (prop::sample::select(seeds), prop::collection::vec(edit, 0..8)).prop_map(|(mut doc, edits)| {
+        for (op, at, bytes) in edits {
+            let i = if doc.is_empty() { 0 } else { at.index(doc.len() + 1) };
+            match op {
+                0 => {
+                    let end = (i + bytes.len() + 1).min(doc.len());
+                    doc.drain(i.min(end)..end);
+                }
+                1 => {
+                    doc.splice(i..i, bytes);
+                }
+                _ => {
+                    if i < doc.len() {
+                        doc[i] = bytes.first().copied().unwrap_or(b'"');
+                    }
+                }
+            }
+        }
+        doc
+    })
+}
+
+/// Run `target` on mutated `seeds`; it must return (any result) without panicking.
+fn fuzz(name: &str, seeds: Vec<Vec<u8>>, target: impl Fn(&[u8])) {
+    let mut runner =
+        TestRunner::new(Config { cases: cases(), failure_persistence: None, ..Config::default() });
+    let result = runner.run(&mutated(seeds), |input| {
+        target(&input);
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{name}: {e}");
+    }
+    eprintln!("{name}: {} inputs, no panic", cases());
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A kernel with an int, a choice and a bool parameter, for the space parser.
+struct K;
+impl Kernel for K {
+    fn name(&self) -> &str {
+        "k"
+    }
+    fn params(&self) -> Vec<ParamSpec> {
+        vec![
+            ParamSpec::int("bufs", 1, "buffers"),
+            ParamSpec::choice("order", &["mn", "nm"], "mn", "loop order"),
+            ParamSpec::bool("flag", false, "a flag"),
+        ]
+    }
+    fn shapes(&self) -> Vec<(String, Shape)> {
+        vec![("small".into(), Shape::new(&[("n", 128)]))]
+    }
+    fn small_shapes(&self, _: &Params) -> BoxedStrategy<Shape> {
+        Just(Shape::new(&[("n", 128)])).boxed()
+    }
+    fn tensors(&self, _: &Shape) -> Vec<TensorSpec> {
+        vec![]
+    }
+    fn run(
+        &self,
+        _: &mut neuron_sim::Nc,
+        _: &Params,
+        _: &Shape,
+        _: &[neuron_sim::Hbm],
+    ) -> neuron_sim::SimResult<()> {
+        Ok(())
+    }
+    fn reference(&self, _: &Shape, _: &[Vec<f32>]) -> Vec<Vec<f32>> {
+        vec![]
+    }
+    fn work(&self, _: &Shape) -> Work {
+        Work { flops: 0.0, bytes: 0.0 }
+    }
+}
+
+#[test]
+fn the_toml_space_parser_never_panics() {
+    let manifest = "[package]\nname = \"x\"\n\n[package.metadata.neuron-tune]\nharness = \"h\"\n\n\
+        [package.metadata.neuron-tune.kernels.k]\nspace = { bufs = [1, 2, 3], order = [\"mn\", \"nm\"], flag = [true, false] }\n\
+        shapes = { small = { n = 128 }, big = { n = 4096 } }\ndefault = { bufs = 2 }\n";
+    let kernels: Vec<&dyn Kernel> = vec![&K];
+    let parse = |b: &[u8], in_manifest: bool| {
+        neuron_tune_harness::space::parse_config(
+            Path::new("Cargo.toml"),
+            &text(b),
+            in_manifest,
+            &kernels,
+            neuron_tune_harness::CrateConfig::default(),
+        )
+    };
+    let seed = parse(manifest.as_bytes(), true);
+    assert!(seed.is_ok(), "the seed is valid: {:?}", seed.err());
+    fuzz("space parser", vec![manifest.as_bytes().to_vec()], |b| {
+        let _ = parse(b, true);
+        let _ = parse(b, false);
+    });
+}
+
+#[test]
+fn the_chip_toml_loader_never_panics() {
+    let seeds: Vec<Vec<u8>> = ["trn1", "trn2", "trn3"]
+        .iter()
+        .map(|c| neuron_sim::Chip::builtin(c).unwrap().to_toml().into_bytes())
+        .collect();
+    assert!(neuron_sim::Chip::from_toml(&text(&seeds[0])).is_ok());
+    fuzz("chip loader", seeds, |b| {
+        let _ = neuron_sim::Chip::from_toml(&text(b));
+    });
+}
+
+#[test]
+fn the_worker_protocol_decoder_never_panics() {
+    let variant = VariantRef {
+        kernel: "gemm".into(),
+        params: P::new().with("bufs", 2).with("order", "mn").with("flag", true),
+        shape: ShapeRef::Named("small".into()),
+        chip: ChipSpec::builtin("trn2"),
+    };
+    let seeds: Vec<Vec<u8>> = [
+        RequestBody::Trace(variant.clone()),
+        RequestBody::Bench(variant),
+        RequestBody::List,
+        RequestBody::Hello { protocol: 4 },
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(id, body)| serde_json::to_vec(&Request { id: id as u64, body }).unwrap())
+    .chain(std::iter::once(
+        serde_json::to_vec(&Response::error(3, neuron_tune_protocol::ErrorKind::Timeout, "slow"))
+            .unwrap(),
+    ))
+    .collect();
+    fuzz("protocol decoder", seeds, |b| {
+        let _ = serde_json::from_slice::<Request>(b);
+        let _ = serde_json::from_slice::<Response>(b);
+    });
+}
+
+#[test]
+fn the_store_entry_reader_never_panics() {
+    let dir = neuron_tune_tests::scratch_dir("fuzz-store");
+    let store = cargo_neuron_tune::store::Store::open(&dir, |_| {}).unwrap();
+    let key = cargo_neuron_tune::store::Store::key("abc", "trn2", "bench");
+    store.put("bench", &key, &serde_json::json!({"time_us": 1.5, "cycles": 7})).unwrap();
+    let path = dir.join("neuron-tune/bench").join(&key[..2]).join(format!("{key}.json"));
+    let seed = std::fs::read(&path).unwrap();
+    assert!(cargo_neuron_tune::store::open_entry(&text(&seed), &key).is_ok());
+    fuzz("store entry reader", vec![seed], |b| {
+        let _ = cargo_neuron_tune::store::open_entry(&text(b), &key);
+    });
+}
+
+#[test]
+fn the_kernel_tuner_cache_reader_never_panics() {
+    let kt = br#"{"tune_params_keys": ["a", "b"], "tune_params": {"a": [1, 2], "b": ["x", "y"]},
+        "objective": "time", "cache": {"1,x": {"a": 1, "b": "x", "time": 1.5},
+        "2,x": {"a": 2, "b": "x", "time": "InvalidConfig"}, "1,y": {"a": 1, "b": "y", "time": 0.5}}}"#;
+    let t4 = br#"{"results": [{"configuration": {"a": 1}, "objectives": ["time"], "times": {"runtimes": [1.0]}, "invalidity": "correct"}]}"#;
+    assert!(neuron_tune_search::Landscape::parse(kt, "kt").is_ok(), "the seed is valid");
+    fuzz("Kernel Tuner cache reader", vec![kt.to_vec(), t4.to_vec()], |b| {
+        let _ = neuron_tune_search::Landscape::parse(b, "fuzz");
+    });
+}
