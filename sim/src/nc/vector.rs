@@ -168,8 +168,7 @@ impl Nc {
         for (name, (_, sc)) in
             [("scalar0", &op0)].into_iter().chain(op1.as_ref().map(|o| ("scalar1", o)))
         {
-            if let Scalar::Col(c) = sc {
-                let rc = self.check_column(name, c, s.np)?;
+            if let Some((c, rc)) = self.check_scalar_col(name, sc, s.np)? {
                 if c.tile.dtype != Dtype::F32 {
                     return Err(V::DtypeNotAllowed {
                         engine: eng.name(),
@@ -178,7 +177,7 @@ impl Nc {
                         rule: "tensor_scalar operands are fp32 (neuroncore.md §2.3)",
                     });
                 }
-                cols.push((*c, rc));
+                cols.push((c, rc));
             }
         }
         let reduce = match reduce {
