@@ -89,3 +89,29 @@ pub fn bn_aggr(min_ii: u64, n: u64) -> u64 {
 pub fn strided_n(n: u64) -> u64 {
     n + n / 2
 }
+
+/// `tensor_scalar_reduce` (§2.3): `max(MIN_II, N) + MIN_II`, the `tensor_scalar` plus
+/// reading the accumulator.
+pub fn tensor_scalar_reduce(min_ii: u64, n: u64) -> u64 {
+    min_ii.max(n) + min_ii
+}
+
+/// `scalar_tensor_tensor` (§2.3): `N` when data and operand1 are bf16, op0 is subtract, op1
+/// multiply and `N` is even; otherwise `2N` (no `MIN_II` floor is documented).
+pub fn scalar_tensor_tensor(n: u64, one_pass: bool) -> u64 {
+    if one_pass {
+        n
+    } else {
+        2 * n
+    }
+}
+
+/// `tensor_tensor_scan` (§2.3): `max(MIN_II, 2N)`.
+pub fn tensor_tensor_scan(min_ii: u64, n: u64) -> u64 {
+    min_ii.max(2 * n)
+}
+
+/// `reciprocal` (§2.3): `max(MIN_II, 8N)` on VectorE, `max(MIN_II, N)` on ScalarE.
+pub fn reciprocal(min_ii: u64, n: u64, vector: bool) -> u64 {
+    min_ii.max(if vector { 8 * n } else { n })
+}

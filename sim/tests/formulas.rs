@@ -296,3 +296,68 @@ fn trn2_vector_bf16_copy_gets_performance_mode() {
         assert_eq!(nc.profile().engines[Engine::Vector.index()].busy_cycles, want, "{dt}");
     }
 }
+
+#[test]
+fn tensor_scalar_reduce_is_max_min_ii_n_plus_min_ii() {
+    // §2.3 tensor_scalar_reduce: max(MIN_II, N) + MIN_II, whatever the reduce operator.
+    for (n, op) in [(10u64, Alu::Add), (1000, Alu::Max), (64, Alu::Min)] {
+        let mut nc = nc();
+        let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
+        let r = sbuf(&mut nc, Dtype::F32, &[128, 1]);
+        nc.on(Engine::GpSimd).memset(x, 1.0).unwrap();
+        nc.tensor_scalar_reduce(x, x, (Alu::Multiply, Scalar::Imm(3.0)), op, r).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::Vector), MIN_II.max(n) + MIN_II, "N={n} {op:?}");
+    }
+}
+
+#[test]
+fn scalar_tensor_tensor_is_n_for_even_bf16_subtract_multiply_else_2n() {
+    // §2.3 scalar_tensor_tensor: N when data and in1 are bf16, op0 subtract, op1 multiply and
+    // N even; otherwise 2N (no MIN_II floor documented).
+    let cases = [
+        (1000u64, Dtype::Bf16, Alu::Subtract, Alu::Multiply, 1000u64),
+        (10, Dtype::Bf16, Alu::Subtract, Alu::Multiply, 10),
+        (999, Dtype::Bf16, Alu::Subtract, Alu::Multiply, 2 * 999),
+        (1000, Dtype::F32, Alu::Subtract, Alu::Multiply, 2 * 1000),
+        (1000, Dtype::Bf16, Alu::Multiply, Alu::Add, 2 * 1000),
+    ];
+    for (n, dt, op0, op1, want) in cases {
+        let mut nc = nc();
+        let x = sbuf(&mut nc, dt, &[128, n]);
+        let y = sbuf(&mut nc, dt, &[128, n + 1]).cols(0..n);
+        let s = sbuf(&mut nc, Dtype::F32, &[128, 1]);
+        for t in [x.view(), y, s.view()] {
+            nc.on(Engine::GpSimd).memset(t, 1.0).unwrap();
+        }
+        nc.scalar_tensor_tensor(y, x, (op0, Scalar::Col(s.view())), op1, y).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::Vector), want, "N={n} {dt:?} {op0:?} {op1:?}");
+    }
+}
+
+#[test]
+fn tensor_tensor_scan_is_max_min_ii_2n() {
+    // §2.3 tensor_tensor_scan: max(MIN_II, 2N).
+    for n in [8u64, 32, 1000] {
+        let mut nc = nc();
+        let a = sbuf(&mut nc, Dtype::F32, &[128, n]);
+        let b = sbuf(&mut nc, Dtype::F32, &[128, n + 1]).cols(0..n);
+        nc.on(Engine::GpSimd).memset(a, 0.5).unwrap();
+        nc.on(Engine::GpSimd).memset(b, 1.0).unwrap();
+        nc.tensor_tensor_scan(b, a, b, 0.0, Alu::Multiply, Alu::Add).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::Vector), MIN_II.max(2 * n), "N={n}");
+    }
+}
+
+#[test]
+fn reciprocal_is_max_min_ii_8n_on_vector_and_max_min_ii_n_on_scalar() {
+    // §2.3 reciprocal: max(MIN_II, 8N) on VectorE; ScalarE's max(MIN_II, N).
+    for n in [4u64, 16, 1000] {
+        for (engine, per) in [(Engine::Vector, 8), (Engine::Scalar, 1)] {
+            let mut nc = nc();
+            let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
+            nc.on(Engine::GpSimd).memset(x, 2.0).unwrap();
+            nc.on(engine).reciprocal(x, x).unwrap();
+            assert_eq!(cycles(&mut nc, engine), MIN_II.max(per * n), "N={n} on {engine}");
+        }
+    }
+}

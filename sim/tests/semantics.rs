@@ -335,3 +335,142 @@ fn tensor_tensor_ops_and_bn_statistics() {
     assert_eq!(out(&nc, sh), [2.0, 2.0, 1.0, 2.0, 3.0, 1.0]);
     assert_eq!(out(&nc, gh), [2.5, 1.25]);
 }
+
+/// A `[p, f]` f32 input in SBUF, loaded from `vals`.
+fn load(nc: &mut Nc, name: &str, p: u64, f: u64, vals: &[f32]) -> neuron_sim::Tile {
+    let h = nc.hbm_input(name, Dtype::F32, &[p, f], vals).unwrap();
+    let pool = nc.sbuf_pool(&format!("in_{name}"), 1);
+    let t = nc.tile(pool, Dtype::F32, &[p, f]).unwrap();
+    nc.dma(t, h).unwrap();
+    t
+}
+
+/// The values of an SBUF tile, through HBM.
+fn fetch(nc: &mut Nc, name: &str, t: neuron_sim::Tile, p: u64, f: u64) -> Vec<f32> {
+    let h = nc.hbm(name, Dtype::F32, &[p, f]).unwrap();
+    nc.dma(h, t).unwrap();
+    out(nc, h)
+}
+
+#[test]
+fn tensor_scalar_reduce_applies_the_op_then_reduces_each_partition() {
+    // dst = x op0 s (s an immediate or a [P,1] column); reduce_res[p] = fold of dst's row.
+    let (p, f) = (4u64, 6u64);
+    let x = data((p * f) as usize, 7);
+    let col = [1.5f32, -0.5, 2.0, 0.25];
+    for (op0, rop, column) in [
+        (Alu::Multiply, Alu::Add, true),
+        (Alu::Subtract, Alu::Max, false),
+        (Alu::Add, Alu::Min, true),
+        (Alu::Multiply, Alu::Multiply, false),
+    ] {
+        let mut nc = nc();
+        let xt = load(&mut nc, "x", p, f, &x);
+        let ct = load(&mut nc, "c", p, 1, &col);
+        let sb = nc.sbuf_pool("out", 1);
+        let (yt, rt) =
+            (nc.tile(sb, Dtype::F32, &[p, f]).unwrap(), nc.tile(sb, Dtype::F32, &[p, 1]).unwrap());
+        let s: Scalar = if column { ct.into() } else { 0.75.into() };
+        nc.tensor_scalar_reduce(yt, xt, (op0, s), rop, rt).unwrap();
+        let (y, r) = (fetch(&mut nc, "y", yt, p, f), fetch(&mut nc, "r", rt, p, 1));
+        for i in 0..p as usize {
+            let s = if column { col[i] } else { 0.75 };
+            let row: Vec<f32> = (0..f as usize)
+                .map(|j| match op0 {
+                    Alu::Multiply => x[i * 6 + j] * s,
+                    Alu::Subtract => x[i * 6 + j] - s,
+                    _ => x[i * 6 + j] + s,
+                })
+                .collect();
+            let want = match rop {
+                Alu::Add => row.iter().sum(),
+                Alu::Max => row.iter().cloned().fold(f32::NEG_INFINITY, f32::max),
+                Alu::Min => row.iter().cloned().fold(f32::INFINITY, f32::min),
+                _ => row.iter().product::<f32>(),
+            };
+            assert_eq!(&y[i * 6..(i + 1) * 6], &row[..], "{op0:?} row {i}");
+            assert_eq!(r[i], want, "{op0:?}/{rop:?} reduce of row {i}");
+        }
+    }
+}
+
+#[test]
+fn scalar_tensor_tensor_is_data_op0_scalar_then_op1_in1() {
+    let (p, f) = (4u64, 5u64);
+    let (x, y) = (data((p * f) as usize, 1), data((p * f) as usize, 2));
+    let col = [2.0f32, -1.0, 0.5, 3.0];
+    for column in [false, true] {
+        let mut nc = nc();
+        let (xt, yt, ct) = (
+            load(&mut nc, "x", p, f, &x),
+            load(&mut nc, "y", p, f, &y),
+            load(&mut nc, "c", p, 1, &col),
+        );
+        let sb = nc.sbuf_pool("out", 1);
+        let dt = nc.tile(sb, Dtype::F32, &[p, f]).unwrap();
+        let s: Scalar = if column { ct.into() } else { 0.5.into() };
+        nc.scalar_tensor_tensor(dt, xt, (Alu::Subtract, s), Alu::Multiply, yt).unwrap();
+        let got = fetch(&mut nc, "d", dt, p, f);
+        for i in 0..(p * f) as usize {
+            let s = if column { col[i / 5] } else { 0.5 };
+            assert_eq!(got[i], (x[i] - s) * y[i], "element {i}");
+        }
+    }
+}
+
+#[test]
+fn tensor_tensor_scan_runs_the_recurrence_along_each_partition() {
+    // r[i] = (d0[i] op0 r[i-1]) op1 d1[i], r[-1] = initial: a linear recurrence with
+    // multiply/add, a running max with max/max; initial an immediate and a [P,1] column.
+    let (p, f) = (3u64, 7u64);
+    let (a, b) = (data((p * f) as usize, 3), data((p * f) as usize, 4));
+    let init = [0.5f32, -1.0, 2.0];
+    for (op0, op1, column) in [
+        (Alu::Multiply, Alu::Add, false),
+        (Alu::Multiply, Alu::Add, true),
+        (Alu::Max, Alu::Max, true),
+    ] {
+        let mut nc = nc();
+        let (at, bt, it) = (
+            load(&mut nc, "a", p, f, &a),
+            load(&mut nc, "b", p, f, &b),
+            load(&mut nc, "i", p, 1, &init),
+        );
+        let sb = nc.sbuf_pool("out", 1);
+        let dt = nc.tile(sb, Dtype::F32, &[p, f]).unwrap();
+        let s: Scalar = if column { it.into() } else { 1.25.into() };
+        nc.tensor_tensor_scan(dt, at, bt, s, op0, op1).unwrap();
+        let got = fetch(&mut nc, "d", dt, p, f);
+        for (i, &init) in init.iter().enumerate() {
+            let mut r = if column { init } else { 1.25 };
+            for j in 0..f as usize {
+                let k = i * 7 + j;
+                r = if op0 == Alu::Multiply { a[k] * r + b[k] } else { a[k].max(r).max(b[k]) };
+                assert_eq!(got[k], r, "{op0:?}/{op1:?} [{i},{j}]");
+            }
+        }
+    }
+}
+
+#[test]
+fn reciprocal_is_one_over_x_on_both_engines_rounded_on_write() {
+    let (p, f) = (2u64, 4u64);
+    let x = [2.0f32, -4.0, 0.3, 3.0, 7.0, -0.1, 1.0, 0.0];
+    for engine in [Engine::Vector, Engine::Scalar] {
+        let mut nc = nc();
+        let xt = load(&mut nc, "x", p, f, &x);
+        let sb = nc.sbuf_pool("out", 1);
+        let (dt, bt) =
+            (nc.tile(sb, Dtype::F32, &[p, f]).unwrap(), nc.tile(sb, Dtype::Bf16, &[p, f]).unwrap());
+        nc.on(engine).reciprocal(dt, xt).unwrap();
+        nc.on(engine).reciprocal(bt, xt).unwrap();
+        let got = fetch(&mut nc, "d", dt, p, f);
+        let h = nc.hbm("b", Dtype::Bf16, &[p, f]).unwrap();
+        nc.dma(h, bt).unwrap();
+        let got16 = out(&nc, h);
+        for i in 0..x.len() {
+            assert_eq!(got[i], 1.0 / x[i], "{engine} element {i}");
+            assert_eq!(got16[i], Dtype::Bf16.round(1.0 / x[i]), "{engine} bf16 element {i}");
+        }
+    }
+}

@@ -216,3 +216,45 @@ fn gpsimd_cannot_touch_psum_and_dma_cannot_either() {
     let (e, line) = (nc.dma(y, acc).unwrap_err(), line!());
     check(&e, "dma_copy", line, &["PSUM", "HBM and SBUF only"]);
 }
+
+#[test]
+fn new_vector_instructions_check_their_operands() {
+    use neuron_sim::{Engine, Scalar};
+    let mut nc = nc();
+    let p = nc.sbuf_pool("p", 1);
+    let ps = nc.psum_pool("ps", 1);
+    let a = nc.tile(p, Dtype::F32, &[128, 8]).unwrap();
+    let b = nc.tile(p, Dtype::F32, &[128, 4]).unwrap();
+    let col = nc.tile(p, Dtype::F32, &[128, 2]).unwrap();
+    let (pa, pb) =
+        (nc.tile(ps, Dtype::F32, &[128, 8]).unwrap(), nc.tile(ps, Dtype::F32, &[128, 8]).unwrap());
+    for t in [a, b, col] {
+        nc.memset(t, 1.0).unwrap();
+    }
+    nc.memset(pa, 1.0).unwrap();
+    nc.memset(pb, 1.0).unwrap();
+    // tensor_scalar_reduce: reduce_res must be [P, 1]; the reduce operator a reduction.
+    let imm = (Alu::Multiply, Scalar::Imm(2.0));
+    let (e, line) = (nc.tensor_scalar_reduce(a, a, imm, Alu::Add, col).unwrap_err(), line!());
+    assert!(matches!(e.kind, V::ShapeMismatch(_)), "{e}");
+    check(&e, "tensor_scalar_reduce", line, &["reduce_res must be [128 x 1], is [128 x 2]"]);
+    let r = col.cols(0..1);
+    let (e, line) = (nc.tensor_scalar_reduce(a, a, imm, Alu::IsGt, r).unwrap_err(), line!());
+    check(&e, "tensor_scalar_reduce", line, &["IsGt is not a reduction operator"]);
+    // scalar_tensor_tensor: in1 has data's shape; data and in1 not both in PSUM.
+    let (e, line) = (nc.scalar_tensor_tensor(a, a, imm, Alu::Add, b).unwrap_err(), line!());
+    assert!(matches!(e.kind, V::ShapeMismatch(_)), "{e}");
+    check(&e, "scalar_tensor_tensor", line, &["data is [128 x [8]] but in1 is [128 x [4]]"]);
+    let (e, line) = (nc.scalar_tensor_tensor(a, pa, imm, Alu::Add, pb).unwrap_err(), line!());
+    assert!(matches!(e.kind, V::MemoryNotAllowed { operand: "in1", .. }), "{e}");
+    check(&e, "scalar_tensor_tensor", line, &["cannot both be in PSUM"]);
+    // tensor_tensor_scan: initial is an immediate or a [P, 1] column.
+    let (init, add) = (Scalar::Col(col.view()), Alu::Add);
+    let (e, line) = (nc.tensor_tensor_scan(a, a, pa, init, add, add).unwrap_err(), line!());
+    check(&e, "tensor_tensor_scan", line, &["initial must be [128 x 1]"]);
+    // reciprocal: VectorE or ScalarE only; dst has src's shape.
+    let (e, line) = (nc.on(Engine::GpSimd).reciprocal(a, a).unwrap_err(), line!());
+    check(&e, "reciprocal", line, &["reciprocal runs on Vector or Scalar, not GpSimd"]);
+    let (e, line) = (nc.reciprocal(b, a).unwrap_err(), line!());
+    check(&e, "reciprocal", line, &["dst is [128 x [4]] but src is [128 x [8]]"]);
+}

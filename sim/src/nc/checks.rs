@@ -159,6 +159,38 @@ impl Nc {
         Ok(())
     }
 
+    /// Check a `[np, 1]` column operand (a per-partition scalar, bias or reduce result):
+    /// the tile rules, then its shape. Returns its region.
+    pub(super) fn check_column(
+        &self,
+        operand: &'static str,
+        c: &TileView,
+        np: u32,
+    ) -> VResult<Region> {
+        let region = self.check_tile(operand, c)?;
+        if c.np != np || c.free.elems() != 1 {
+            return Err(V::ShapeMismatch(format!(
+                "{operand} must be [{np} x 1], is [{} x {}]",
+                c.np,
+                c.free.elems()
+            )));
+        }
+        Ok(region)
+    }
+
+    /// Two inputs of one instruction may not both be in PSUM (neuroncore.md §2.3).
+    pub(super) fn not_both_psum(
+        b_name: &'static str,
+        a: &TileView,
+        b: &TileView,
+        rule: &'static str,
+    ) -> VResult<()> {
+        if a.tile.mem == Mem::Psum && b.tile.mem == Mem::Psum {
+            return Err(V::MemoryNotAllowed { operand: b_name, memory: "PSUM", rule });
+        }
+        Ok(())
+    }
+
     /// Rows × byte-columns bounding box of an HBM access (exact for blocks of a row-major
     /// tensor; the whole row width when the pattern wraps rows).
     pub(super) fn hbm_region(&self, v: &HbmView) -> Region {

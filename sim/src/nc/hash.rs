@@ -191,4 +191,38 @@ mod tests {
         assert_eq!(hash(&negative_zero), fresh);
         assert_ne!(hash(&zero), fresh);
     }
+
+    /// Each instruction hashes under an opcode of its own: the same operands issued as
+    /// different instructions (or on different engines, or with another reduce operator)
+    /// give different program hashes.
+    #[test]
+    fn instructions_with_the_same_operands_hash_differently() {
+        use crate::{Alu, Dtype, Engine};
+        let hash = |k: usize| {
+            let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+            let p = nc.sbuf_pool("p", 1);
+            let a = nc.tile(p, Dtype::F32, &[128, 8]).unwrap();
+            let b = nc.tile(p, Dtype::F32, &[128, 8]).unwrap();
+            let r = nc.tile(p, Dtype::F32, &[128, 1]).unwrap();
+            let s = (Alu::Multiply, Scalar::Imm(2.0));
+            match k {
+                0 => nc.tensor_scalar(a, b, s, None),
+                1 => nc.tensor_scalar_reduce(a, b, s, Alu::Add, r),
+                2 => nc.tensor_scalar_reduce(a, b, s, Alu::Max, r),
+                3 => nc.scalar_tensor_tensor(a, b, s, Alu::Add, a),
+                4 => nc.tensor_tensor_scan(a, b, a, 2.0, Alu::Multiply, Alu::Add),
+                5 => nc.tensor_tensor(a, b, a, Alu::Multiply),
+                6 => nc.reciprocal(a, b),
+                _ => nc.on(Engine::Scalar).reciprocal(a, b),
+            }
+            .unwrap();
+            nc.program_hash()
+        };
+        let hashes: Vec<String> = (0..8).map(hash).collect();
+        for i in 0..hashes.len() {
+            for j in 0..i {
+                assert_ne!(hashes[i], hashes[j], "programs {i} and {j}");
+            }
+        }
+    }
 }

@@ -58,7 +58,7 @@ impl Nc {
         }
         let (mut bias_region, mut scale_region, mut reduce_region) = (None, None, None);
         if let Some(b) = &args.bias {
-            bias_region = Some((b, self.check_tile("bias", b)?));
+            bias_region = Some((b, self.check_column("bias", b, s.np)?));
             if !matches!(b.tile.dtype, Dtype::F32 | Dtype::Bf16 | Dtype::F16) {
                 return Err(V::DtypeNotAllowed {
                     engine: eng.name(),
@@ -67,36 +67,12 @@ impl Nc {
                     rule: "bias is a [P,1] fp32, fp16 or bf16 tile (neuroncore.md §2.3)",
                 });
             }
-            if b.np != s.np || b.free.elems() != 1 {
-                return Err(V::ShapeMismatch(format!(
-                    "bias must be [{} x 1], is [{} x {}]",
-                    s.np,
-                    b.np,
-                    b.free.elems()
-                )));
-            }
         }
         if let Scalar::Col(c) = &args.scale {
-            scale_region = Some((c, self.check_tile("scale", c)?));
-            if c.np != s.np || c.free.elems() != 1 {
-                return Err(V::ShapeMismatch(format!(
-                    "scale must be [{} x 1], is [{} x {}]",
-                    s.np,
-                    c.np,
-                    c.free.elems()
-                )));
-            }
+            scale_region = Some((c, self.check_column("scale", c, s.np)?));
         }
         if let Some(r) = &args.reduce {
-            reduce_region = Some((r, self.check_tile("reduce", r)?));
-            if r.np != s.np || r.free.elems() != 1 {
-                return Err(V::ShapeMismatch(format!(
-                    "reduce must be [{} x 1], is [{} x {}]",
-                    s.np,
-                    r.np,
-                    r.free.elems()
-                )));
-            }
+            reduce_region = Some((r, self.check_column("reduce", r, s.np)?));
         }
         self.h(&[8, eng as u8, func.code()]);
         self.h_tile(&d);

@@ -1,6 +1,7 @@
 //! VectorE instructions: element-wise `tensor_tensor`, `tensor_scalar`, `tensor_copy`,
-//! `memset` (several also on ScalarE or GpSimd through [`Nc::on`]), `tensor_reduce`, and
-//! the batch-norm statistics `bn_stats` / `bn_aggr`.
+//! `memset`, `reciprocal` (several also on ScalarE or GpSimd through [`Nc::on`]),
+//! `scalar_tensor_tensor`, `tensor_scalar_reduce`, the scan `tensor_tensor_scan`,
+//! `tensor_reduce`, and the batch-norm statistics `bn_stats` / `bn_aggr`.
 
 use super::{Nc, On, Scalar, VResult};
 use crate::cost;
@@ -37,21 +38,11 @@ impl Nc {
         if !matches!(eng, Engine::Vector | Engine::GpSimd) {
             return Err(V::Invalid(format!("tensor_tensor runs on Vector or GpSimd, not {eng}")));
         }
-        let mut regions = [Region::default(); 3];
-        for (i, (name, v)) in [("a", &a), ("b", &b), ("dst", &d)].into_iter().enumerate() {
-            regions[i] = self.check_tile(name, v)?;
-            Self::check_engine_mem(eng, name, v)?;
-            self.check_free_size(name, v)?;
-        }
-        self.same_shape("a", &a, "b", &b)?;
-        self.same_shape("dst", &d, "a", &a)?;
-        if a.tile.mem == Mem::Psum && b.tile.mem == Mem::Psum {
-            return Err(V::MemoryNotAllowed {
-                operand: "b",
-                memory: "PSUM",
-                rule: "tensor_tensor inputs cannot both be in PSUM (neuroncore.md §2.3)",
-            });
-        }
+        let regions = self.check_binary(
+            eng,
+            [("a", &a), ("b", &b), ("dst", &d)],
+            "tensor_tensor inputs cannot both be in PSUM (neuroncore.md §2.3)",
+        )?;
         if eng == Engine::Vector {
             for (name, v) in [("a", &a), ("b", &b), ("dst", &d)] {
                 if v.tile.dtype == Dtype::I32 {
@@ -121,7 +112,27 @@ impl Nc {
         self.on(Engine::Vector).tensor_scalar(dst, src, op0, op1)
     }
 
-    /// Executes `tensor_scalar`: checks, hash, values, schedule (see [`Nc::issue`]).
+    /// `tensor_scalar_reduce` on VectorE: `dst = src op0 s0` as [`Nc::tensor_scalar`] with
+    /// one operator, and `reduce_res[p] = reduce_op` over all free elements of partition `p`
+    /// of the result, into a `[P,1]` tile (neuroncore.md §2.3).
+    #[track_caller]
+    pub fn tensor_scalar_reduce(
+        &mut self,
+        dst: impl Into<TileView>,
+        src: impl Into<TileView>,
+        op0: (Alu, Scalar),
+        reduce_op: Alu,
+        reduce_res: impl Into<TileView>,
+    ) -> SimResult<()> {
+        let (d, s, r) = (dst.into(), src.into(), reduce_res.into());
+        self.issue("tensor_scalar_reduce", |nc, loc| {
+            nc.exec_tensor_scalar(Engine::Vector, d, s, op0, None, Some((reduce_op, r)), loc)
+        })
+    }
+
+    /// Executes `tensor_scalar` and, with `reduce`, `tensor_scalar_reduce`: checks, hash,
+    /// values, schedule (see [`Nc::issue`]).
+    #[allow(clippy::too_many_arguments)]
     fn exec_tensor_scalar(
         &mut self,
         eng: Engine,
@@ -129,6 +140,7 @@ impl Nc {
         s: TileView,
         op0: (Alu, Scalar),
         op1: Option<(Alu, Scalar)>,
+        reduce: Option<(Alu, TileView)>,
         loc: &'static Location<'static>,
     ) -> VResult<()> {
         match eng {
@@ -156,16 +168,7 @@ impl Nc {
         for (name, (_, sc)) in
             [("scalar0", &op0)].into_iter().chain(op1.as_ref().map(|o| ("scalar1", o)))
         {
-            if let Scalar::Col(c) = sc {
-                let rc = self.check_tile(name, c)?;
-                if c.np != s.np || c.free.elems() != 1 {
-                    return Err(V::ShapeMismatch(format!(
-                        "{name} must be [{} x 1], is [{} x {}]",
-                        s.np,
-                        c.np,
-                        c.free.elems()
-                    )));
-                }
+            if let Some((c, rc)) = self.check_scalar_col(name, sc, s.np)? {
                 if c.tile.dtype != Dtype::F32 {
                     return Err(V::DtypeNotAllowed {
                         engine: eng.name(),
@@ -174,14 +177,29 @@ impl Nc {
                         rule: "tensor_scalar operands are fp32 (neuroncore.md §2.3)",
                     });
                 }
-                cols.push((*c, rc));
+                cols.push((c, rc));
             }
         }
-        self.h(&[11, eng as u8, op0.0.code(), op1.map_or(255, |o| o.0.code())]);
+        let reduce = match reduce {
+            Some((op, r)) => {
+                if !op.is_reduction() {
+                    return Err(V::Invalid(format!(
+                        "{op:?} is not a reduction operator (neuroncore.md §2.2)"
+                    )));
+                }
+                Some((op, r, self.check_column("reduce_res", &r, s.np)?))
+            }
+            None => None,
+        };
+        let opcode = if reduce.is_some() { 17 } else { 11 };
+        self.h(&[opcode, eng as u8, op0.0.code(), op1.map_or(255, |o| o.0.code())]);
         self.h_tile(&d);
         self.h_tile(&s);
         for sc in std::iter::once(&op0.1).chain(op1.as_ref().map(|o| &o.1)) {
             self.h_scalar(sc);
+        }
+        if let Some((op, r, _)) = &reduce {
+            self.h_op(&[op.code()], &[r]);
         }
         if self.mode.functional {
             let (mut x, mut s0, mut s1) = (Vec::new(), Vec::new(), Vec::new());
@@ -200,14 +218,28 @@ impl Nc {
                 }
             }
             self.scatter_tile(&d, &x);
+            if let Some((op, r, _)) = &reduce {
+                let red: Vec<f32> = x
+                    .chunks(f)
+                    .map(|row| row.iter().fold(op.reduce_init(), |acc, &v| op.apply(acc, v)))
+                    .collect();
+                self.scatter_tile(r, &red);
+            }
         }
         let n = Self::n_with_stride(&[&s, &d]);
-        let speedup = self.copy_speedup(eng, &s, &d);
-        let cycles = cost::tensor_scalar(self.min_ii(eng), n, speedup);
         let mut reads = vec![(&s, rs)];
         reads.extend(cols.iter().map(|(c, r)| (c, *r)));
+        let loc = SourceLoc::from_location(loc);
+        if let Some((_, r, rr)) = &reduce {
+            // §2.3: no performance-mode speed-up is documented for tensor_scalar_reduce.
+            let cycles = cost::tensor_scalar_reduce(self.min_ii(eng), n);
+            let writes = [(&d, rd), (r, *rr)];
+            return self.schedule("tensor_scalar_reduce", eng, cycles, &reads, &writes, loc);
+        }
+        let speedup = self.copy_speedup(eng, &s, &d);
+        let cycles = cost::tensor_scalar(self.min_ii(eng), n, speedup);
         let writes = [(&d, rd)];
-        self.schedule("tensor_scalar", eng, cycles, &reads, &writes, SourceLoc::from_location(loc))
+        self.schedule("tensor_scalar", eng, cycles, &reads, &writes, loc)
     }
 
     /// `tensor_reduce` on VectorE: reduce the last free dim of `src` into `dst`
@@ -461,6 +493,206 @@ impl Nc {
             SourceLoc::from_location(loc),
         )
     }
+
+    /// The operand rules of an element-wise instruction with two tensor inputs and an
+    /// output (`tensor_tensor`, `scalar_tensor_tensor`, `tensor_tensor_scan`): each a valid
+    /// view the engine may access, within the free size; all three of one shape; the inputs
+    /// not both in PSUM (`rule`). Returns the regions of the inputs and the output.
+    fn check_binary(
+        &self,
+        eng: Engine,
+        [(a_name, a), (b_name, b), (d_name, d)]: [(&'static str, &TileView); 3],
+        rule: &'static str,
+    ) -> VResult<[Region; 3]> {
+        let mut regions = [Region::default(); 3];
+        for (i, (name, v)) in [(a_name, a), (b_name, b), (d_name, d)].into_iter().enumerate() {
+            regions[i] = self.check_tile(name, v)?;
+            Self::check_engine_mem(eng, name, v)?;
+            self.check_free_size(name, v)?;
+        }
+        self.same_shape(a_name, a, b_name, b)?;
+        self.same_shape(d_name, d, a_name, a)?;
+        Self::not_both_psum(b_name, a, b, rule)?;
+        Ok(regions)
+    }
+
+    /// A scalar operand's column, if it is one, checked as `[np, 1]` with its region.
+    fn check_scalar_col(
+        &self,
+        operand: &'static str,
+        sc: &Scalar,
+        np: u32,
+    ) -> VResult<Option<(TileView, Region)>> {
+        match sc {
+            Scalar::Imm(_) => Ok(None),
+            Scalar::Col(c) => Ok(Some((*c, self.check_column(operand, c, np)?))),
+        }
+    }
+
+    /// `scalar_tensor_tensor` on VectorE: `dst = (data op0 s0) op1 in1` element-wise, with
+    /// `s0` an immediate or a `[P,1]` column and `in1` the shape of `data` (neuroncore.md
+    /// §2.3).
+    #[track_caller]
+    pub fn scalar_tensor_tensor(
+        &mut self,
+        dst: impl Into<TileView>,
+        data: impl Into<TileView>,
+        op0: (Alu, Scalar),
+        op1: Alu,
+        in1: impl Into<TileView>,
+    ) -> SimResult<()> {
+        let (d, a, b) = (dst.into(), data.into(), in1.into());
+        self.issue("scalar_tensor_tensor", |nc, loc| {
+            nc.exec_scalar_tensor_tensor(d, a, op0, op1, b, loc)
+        })
+    }
+
+    /// Executes `scalar_tensor_tensor`: checks, hash, values, schedule (see [`Nc::issue`]).
+    fn exec_scalar_tensor_tensor(
+        &mut self,
+        d: TileView,
+        a: TileView,
+        op0: (Alu, Scalar),
+        op1: Alu,
+        b: TileView,
+        loc: &'static Location<'static>,
+    ) -> VResult<()> {
+        let eng = Engine::Vector;
+        let [ra, rb, rd] = self.check_binary(
+            eng,
+            [("data", &a), ("in1", &b), ("dst", &d)],
+            "scalar_tensor_tensor's data and in1 cannot both be in PSUM (neuroncore.md §2.3)",
+        )?;
+        let col = self.check_scalar_col("scalar0", &op0.1, a.np)?;
+        self.h_op(&[18, op0.0.code(), op1.code()], &[&d, &a, &b]);
+        self.h_scalar(&op0.1);
+        if self.mode.functional {
+            let (mut x, mut y, mut s0) = (Vec::new(), Vec::new(), Vec::new());
+            self.gather_tile("data", &a, &mut x)?;
+            self.gather_tile("in1", &b, &mut y)?;
+            self.gather_scalar("scalar0", &op0.1, a.np, &mut s0)?;
+            let f = a.free.elems() as usize;
+            for (i, (u, v)) in x.iter_mut().zip(&y).enumerate() {
+                *u = op1.apply(op0.0.apply(*u, s0[i / f]), *v);
+            }
+            self.scatter_tile(&d, &x);
+        }
+        let n = Self::n_with_stride(&[&a, &b, &d]);
+        let bf = |v: &TileView| v.tile.dtype == Dtype::Bf16;
+        let one_pass = bf(&a)
+            && bf(&b)
+            && op0.0 == Alu::Subtract
+            && op1 == Alu::Multiply
+            && a.free.elems().is_multiple_of(2);
+        let cycles = cost::scalar_tensor_tensor(n, one_pass);
+        let mut reads = vec![(&a, ra), (&b, rb)];
+        reads.extend(col.iter().map(|(c, r)| (c, *r)));
+        let loc = SourceLoc::from_location(loc);
+        self.schedule("scalar_tensor_tensor", eng, cycles, &reads, &[(&d, rd)], loc)
+    }
+
+    /// `tensor_tensor_scan` on VectorE: per partition, along the free elements in order,
+    /// `dst[i] = (data0[i] op0 dst[i-1]) op1 data1[i]` with `dst[-1] = initial` (an
+    /// immediate or a `[P,1]` column) (neuroncore.md §2.3).
+    #[track_caller]
+    pub fn tensor_tensor_scan(
+        &mut self,
+        dst: impl Into<TileView>,
+        data0: impl Into<TileView>,
+        data1: impl Into<TileView>,
+        initial: impl Into<Scalar>,
+        op0: Alu,
+        op1: Alu,
+    ) -> SimResult<()> {
+        let (d, a, b, init) = (dst.into(), data0.into(), data1.into(), initial.into());
+        self.issue("tensor_tensor_scan", |nc, loc| {
+            nc.exec_tensor_tensor_scan(d, a, b, init, op0, op1, loc)
+        })
+    }
+
+    /// Executes `tensor_tensor_scan`: checks, hash, values, schedule (see [`Nc::issue`]).
+    #[allow(clippy::too_many_arguments)]
+    fn exec_tensor_tensor_scan(
+        &mut self,
+        d: TileView,
+        a: TileView,
+        b: TileView,
+        init: Scalar,
+        op0: Alu,
+        op1: Alu,
+        loc: &'static Location<'static>,
+    ) -> VResult<()> {
+        let eng = Engine::Vector;
+        let [ra, rb, rd] = self.check_binary(
+            eng,
+            [("data0", &a), ("data1", &b), ("dst", &d)],
+            "tensor_tensor_scan's data0 and data1 cannot both be in PSUM (neuroncore.md §2.3)",
+        )?;
+        let col = self.check_scalar_col("initial", &init, a.np)?;
+        self.h_op(&[19, op0.code(), op1.code()], &[&d, &a, &b]);
+        self.h_scalar(&init);
+        if self.mode.functional {
+            let (mut x, mut y, mut r0) = (Vec::new(), Vec::new(), Vec::new());
+            self.gather_tile("data0", &a, &mut x)?;
+            self.gather_tile("data1", &b, &mut y)?;
+            self.gather_scalar("initial", &init, a.np, &mut r0)?;
+            let f = a.free.elems() as usize;
+            for ((row, y), &r0) in x.chunks_mut(f).zip(y.chunks(f)).zip(&r0) {
+                let mut r = r0;
+                for (u, &v) in row.iter_mut().zip(y) {
+                    r = op1.apply(op0.apply(*u, r), v);
+                    *u = r;
+                }
+            }
+            self.scatter_tile(&d, &x);
+        }
+        let n = Self::n_with_stride(&[&a, &b, &d]);
+        let cycles = cost::tensor_tensor_scan(self.min_ii(eng), n);
+        let mut reads = vec![(&a, ra), (&b, rb)];
+        reads.extend(col.iter().map(|(c, r)| (c, *r)));
+        let loc = SourceLoc::from_location(loc);
+        self.schedule("tensor_tensor_scan", eng, cycles, &reads, &[(&d, rd)], loc)
+    }
+
+    /// `reciprocal` on VectorE (ScalarE via [`Nc::on`]): `dst = 1 / src` element-wise.
+    #[track_caller]
+    pub fn reciprocal(
+        &mut self,
+        dst: impl Into<TileView>,
+        src: impl Into<TileView>,
+    ) -> SimResult<()> {
+        self.on(Engine::Vector).reciprocal(dst, src)
+    }
+
+    /// Executes `reciprocal`: checks, hash, values, schedule (see [`Nc::issue`]).
+    fn exec_reciprocal(
+        &mut self,
+        eng: Engine,
+        d: TileView,
+        s: TileView,
+        loc: &'static Location<'static>,
+    ) -> VResult<()> {
+        if !matches!(eng, Engine::Vector | Engine::Scalar) {
+            return Err(V::Invalid(format!("reciprocal runs on Vector or Scalar, not {eng}")));
+        }
+        let rs = self.check_tile("src", &s)?;
+        let rd = self.check_tile("dst", &d)?;
+        self.check_free_size("src", &s)?;
+        self.same_shape("dst", &d, "src", &s)?;
+        self.h_op(&[21, eng as u8], &[&d, &s]);
+        if self.mode.functional {
+            let mut x = Vec::new();
+            self.gather_tile("src", &s, &mut x)?;
+            for v in &mut x {
+                *v = 1.0 / *v;
+            }
+            self.scatter_tile(&d, &x);
+        }
+        let n = Self::n_with_stride(&[&s, &d]);
+        let cycles = cost::reciprocal(self.min_ii(eng), n, eng == Engine::Vector);
+        let (reads, writes) = ([(&s, rs)], [(&d, rd)]);
+        self.schedule("reciprocal", eng, cycles, &reads, &writes, SourceLoc::from_location(loc))
+    }
 }
 
 impl On<'_> {
@@ -488,7 +720,9 @@ impl On<'_> {
         op1: Option<(Alu, Scalar)>,
     ) -> SimResult<()> {
         let (d, s, engine) = (dst.into(), src.into(), self.engine);
-        self.nc.issue("tensor_scalar", |nc, loc| nc.exec_tensor_scalar(engine, d, s, op0, op1, loc))
+        self.nc.issue("tensor_scalar", |nc, loc| {
+            nc.exec_tensor_scalar(engine, d, s, op0, op1, None, loc)
+        })
     }
 
     /// `tensor_copy` on the chosen engine: VectorE, ScalarE or GpSimd.
@@ -503,5 +737,13 @@ impl On<'_> {
     pub fn memset(self, dst: impl Into<TileView>, value: f32) -> SimResult<()> {
         let (d, engine) = (dst.into(), self.engine);
         self.nc.issue("memset", |nc, loc| nc.exec_memset(engine, d, value, loc))
+    }
+
+    /// `reciprocal` on the chosen engine: VectorE (more precise, `max(MIN_II, 8N)`) or
+    /// ScalarE (`max(MIN_II, N)`).
+    #[track_caller]
+    pub fn reciprocal(self, dst: impl Into<TileView>, src: impl Into<TileView>) -> SimResult<()> {
+        let (d, s, engine) = (dst.into(), src.into(), self.engine);
+        self.nc.issue("reciprocal", |nc, loc| nc.exec_reciprocal(engine, d, s, loc))
     }
 }
