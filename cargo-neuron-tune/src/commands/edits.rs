@@ -31,7 +31,7 @@ impl Edits {
 
     /// Write every change; if one fails, restore the files already written and say so.
     pub fn apply(self) -> Result<(), Failure> {
-        self.apply_with(|path, bytes| write_atomic(path, bytes))
+        self.apply_with(write_atomic)
     }
 
     fn apply_with(

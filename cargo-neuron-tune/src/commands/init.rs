@@ -154,9 +154,7 @@ pub fn init(
             "     {} is already a kernel crate (harness `{h}`): nothing changed",
             pkg.name
         ));
-        out.result(
-            "             next: cargo neuron-tune new NAME --template elementwise".to_string(),
-        );
+        out.result("             next: cargo neuron-tune new NAME --template elementwise");
         return Ok(Exit::Ok);
     }
     if !pkg.targets.iter().any(|t| t.is_lib()) {
@@ -219,7 +217,7 @@ pub fn init(
         pkg.name,
         bin_path.display()
     ));
-    out.result("             next: cargo neuron-tune new NAME --template elementwise".to_string());
+    out.result("             next: cargo neuron-tune new NAME --template elementwise");
     Ok(Exit::Ok)
 }
 
