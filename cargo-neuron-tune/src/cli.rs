@@ -189,6 +189,24 @@ pub enum Command {
         #[command(flatten)]
         search: SearchOpts,
     },
+    /// Make a library crate a kernel crate: add the neuron-sim and neuron-tune-harness
+    /// dependencies, the harness binary and [package.metadata.neuron-tune]; then `new` adds
+    /// kernels. The dependencies point at the neuron-tune sources this tool was built from,
+    /// unless --path or --git says otherwise.
+    Init {
+        /// The crate to initialize (default: the crate in the current directory).
+        #[arg(long, value_name = "PATH")]
+        manifest_path: Option<PathBuf>,
+        /// Take neuron-sim and neuron-tune-harness from this neuron-tune checkout.
+        #[arg(long, value_name = "DIR", conflicts_with = "git")]
+        path: Option<PathBuf>,
+        /// Take neuron-sim and neuron-tune-harness from this git repository.
+        #[arg(long, value_name = "URL")]
+        git: Option<String>,
+        /// With --git: the revision (commit, tag or branch) to use.
+        #[arg(long, value_name = "REV", requires = "git")]
+        rev: Option<String>,
+    },
     /// Write a new kernel module, its search space and CPU reference into the current crate.
     New {
         /// Kernel name (snake_case).

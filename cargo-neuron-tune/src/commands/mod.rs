@@ -4,7 +4,9 @@ mod baseline;
 mod bench;
 mod build;
 mod check;
+mod edits;
 mod gate;
+pub mod init;
 mod list;
 pub mod merge;
 pub mod new;
@@ -99,6 +101,10 @@ fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
         Command::Replay { cache, search } => replay::run_replay(cache, search, &ctx.out),
         Command::New { name, template, manifest_path } => {
             new::new_kernel(name, *template, manifest_path.as_deref(), &ctx.out)
+        }
+        Command::Init { manifest_path, path, git, rev } => {
+            let source = init::source(path.as_deref(), git.as_deref(), rev.as_deref())?;
+            init::init(manifest_path.as_deref(), &source, &ctx.out)
         }
     }
 }

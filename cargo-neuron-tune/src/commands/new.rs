@@ -3,12 +3,15 @@
 //! Writes `src/NAME.rs` (a complete kernel: parameters, validity rule, shapes, small-shape
 //! strategy, body, CPU reference, work), declares the module, registers the kernel in the
 //! crate's harness binary and adds its search space to `Cargo.toml`. The result builds and
-//! passes `check` unchanged; it is a starting point to edit.
+//! passes `check` unchanged; it is a starting point to edit. All-or-nothing: every change
+//! is computed before the first is written (a failure leaves the crate as it was), and a
+//! retry never declares the module twice. In a crate that is not a kernel crate yet, it
+//! says to run `cargo neuron-tune init`.
 
+use super::edits::{read, Edits};
 use crate::cli::Template;
 use crate::exit::{fail, Exit, Failure};
 use crate::output::{Event, Reporter};
-use crate::store::write_atomic;
 use std::path::Path;
 
 fn camel(name: &str) -> String {
@@ -315,25 +318,26 @@ pub fn new_kernel(
     let pkg = meta.packages.iter().find(|p| p.manifest_path.as_std_path() == manifest).ok_or_else(
         || fail(Exit::Config, format!("{} is not a package manifest", manifest.display())),
     )?;
+    let not_yet = |why: String| {
+        fail(
+            Exit::Config,
+            format!(
+                "{}: {why}: not a kernel crate yet; run `cargo neuron-tune init` first",
+                manifest.display()
+            ),
+        )
+    };
     let harness = pkg
         .metadata
         .get("neuron-tune")
         .and_then(|n| n.get("harness"))
         .and_then(|h| h.as_str())
-        .ok_or_else(|| {
-            fail(
-                Exit::Config,
-                format!(
-                    "{}: no [package.metadata.neuron-tune] harness = \"<bin>\": not a kernel crate",
-                    manifest.display()
-                ),
-            )
-        })?;
+        .ok_or_else(|| not_yet("no [package.metadata.neuron-tune] harness = \"<bin>\"".into()))?;
     let bin = pkg
         .targets
         .iter()
         .find(|t| t.name == harness)
-        .ok_or_else(|| fail(Exit::Config, format!("harness target `{harness}` not found")))?;
+        .ok_or_else(|| not_yet(format!("its harness binary `{harness}` is not a target")))?;
     let lib = pkg.targets.iter().find(|t| t.is_lib());
     let dir = manifest.parent().expect("a manifest has a directory");
     let module = dir.join("src").join(format!("{name}.rs"));
@@ -345,28 +349,36 @@ pub fn new_kernel(
         "//! Kernel `{name}` (from the `{t:?}` template of cargo neuron-tune new): edit freely.\n\n{PRELUDE}{}",
         body(t).replace("__NAME__", &ty).replace("__name__", name)
     );
-    let read = |p: &Path| {
-        std::fs::read_to_string(p).map_err(|e| fail(Exit::Config, format!("{}: {e}", p.display())))
-    };
-    // Declare the module where the harness can reach it.
+    // Every change is computed before any is written: all of them happen, or none.
+    let mut edits = Edits::default();
+    edits.create(&module, source)?;
+    // Declare the module where the harness can reach it (once: a declaration left by an
+    // earlier attempt is kept, never repeated).
     let bin_path = bin.src_path.as_std_path();
     let mut bin_src = read(bin_path)?;
     let path_in_bin = match lib {
         Some(l) => {
             let lib_path = l.src_path.as_std_path();
-            let mut lib_src = read(lib_path)?;
-            lib_src.push_str(&format!("\npub mod {name};\n"));
             if lib_path.parent() != Some(dir.join("src").as_path()) {
                 return Err(fail(
                     Exit::Config,
                     format!("the library root {} is not in src/", lib_path.display()),
                 ));
             }
-            write_atomic(lib_path, lib_src.as_bytes())?;
+            let mut lib_src = read(lib_path)?;
+            if !declares_module(&lib_src, name) {
+                if !lib_src.is_empty() && !lib_src.ends_with('\n') {
+                    lib_src.push('\n');
+                }
+                lib_src.push_str(&format!("\npub mod {name};\n"));
+                edits.change(lib_path, lib_src)?;
+            }
             format!("{}::{name}::{ty}", l.name.replace('-', "_"))
         }
         None => {
-            bin_src = format!("#[path = \"{}\"]\nmod {name};\n{bin_src}", module.display());
+            if !declares_module(&bin_src, name) {
+                bin_src = format!("#[path = \"{}\"]\nmod {name};\n{bin_src}", module.display());
+            }
             format!("{name}::{ty}")
         }
     };
@@ -380,12 +392,18 @@ pub fn new_kernel(
             ),
         )
     })?;
-    bin_src.insert_str(at + anchor.len(), &format!("{path_in_bin}, "));
-    let mut toml = read(&manifest)?;
-    toml.push_str(&format!("\n[package.metadata.neuron-tune.kernels.{name}]\n{}\n", space(t)));
-    write_atomic(&module, source.as_bytes())?;
-    write_atomic(bin_path, bin_src.as_bytes())?;
-    write_atomic(&manifest, toml.as_bytes())?;
+    let list_end = bin_src[at..].find(']').map_or(bin_src.len(), |e| at + e);
+    if !bin_src[at..list_end].contains(&path_in_bin) {
+        bin_src.insert_str(at + anchor.len(), &format!("{path_in_bin}, "));
+    }
+    edits.change(bin_path, bin_src)?;
+    let toml = read(&manifest)?;
+    edits.change(
+        &manifest,
+        with_space(&toml, name, space(t))
+            .map_err(|e| fail(Exit::Config, format!("{}: {e}", manifest.display())))?,
+    )?;
+    edits.apply()?;
     out.event(&Event::New {
         kernel: name.to_string(),
         template: format!("{t:?}").to_lowercase(),
@@ -399,4 +417,58 @@ pub fn new_kernel(
     ));
     out.result(format!("             next: cargo neuron-tune check --kernel {name}"));
     Ok(Exit::Ok)
+}
+
+/// Does `src` already declare `mod name;` (public or not)?
+fn declares_module(src: &str, name: &str) -> bool {
+    src.lines().any(|l| {
+        let l = l.trim();
+        let l = l.strip_prefix("pub ").unwrap_or(l);
+        l.strip_prefix("mod ").is_some_and(|rest| rest.trim_end_matches(';').trim() == name)
+    })
+}
+
+/// The manifest `toml` with `[package.metadata.neuron-tune.kernels.NAME]` holding `space`
+/// (a `space = {...}` line), unless the kernel already has a table there: the user's
+/// table wins, and a second one would make the manifest invalid.
+fn with_space(toml: &str, name: &str, space: &str) -> Result<String, String> {
+    let mut doc: toml_edit::DocumentMut = toml.parse().map_err(|e| format!("{e}"))?;
+    let snippet: toml_edit::DocumentMut = space.parse().expect("the templates' spaces parse");
+    let kernels =
+        super::init::table_at(&mut doc, &["package", "metadata", "neuron-tune", "kernels"])?;
+    if !kernels.contains_key(name) {
+        let mut table = toml_edit::Table::new();
+        for (k, v) in snippet.iter() {
+            table.insert(k, v.clone());
+        }
+        kernels.insert(name, toml_edit::Item::Table(table));
+    }
+    Ok(doc.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_module_is_declared_once() {
+        assert!(declares_module("//! x\n\npub mod my_add;\n", "my_add"));
+        assert!(declares_module("mod my_add ;", "my_add"));
+        assert!(!declares_module("pub mod my_add_two;\n", "my_add"));
+    }
+
+    #[test]
+    fn the_space_goes_into_the_metadata_once_keeping_comments() {
+        let toml =
+            "[package]\nname = \"k\" # mine\n\n[package.metadata.neuron-tune]\nharness = \"h\"\n";
+        let once = with_space(toml, "my_add", space(Template::Elementwise)).unwrap();
+        assert!(once.contains("# mine"), "{once}");
+        assert!(
+            once.contains("[package.metadata.neuron-tune.kernels.my_add]\nspace = {"),
+            "{once}"
+        );
+        let twice = with_space(&once, "my_add", space(Template::Gemm)).unwrap();
+        assert_eq!(once, twice);
+        assert!(twice.parse::<toml::Table>().is_ok());
+    }
 }

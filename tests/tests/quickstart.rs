@@ -1,0 +1,242 @@
+//! The README's "Quickstart on your own crate", run as written: the commands are read from
+//! the README itself, so the document and the test cannot drift apart.
+//!
+//! They run in a temporary directory outside this workspace (under the system's temp dir),
+//! with `cargo neuron-tune` resolved through PATH to the copy `cargo install` put there —
+//! nothing of this repository's `.cargo/config.toml` applies. What the test adds, all
+//! invisible to the commands' meaning: `--root <tmp>/root --debug` to `cargo install` (not
+//! the user's ~/.cargo, and no release build), `--profile dev` to `check` and `bench`, the
+//! tests' shared target dir through `CARGO_TARGET_DIR` (dependencies build once),
+//! `CARGO_NET_OFFLINE`, and this repository's Cargo.lock copied into the new crate right
+//! after `cargo new` (so its dependencies resolve offline to the versions already here).
+
+use neuron_tune_tests::{cargo, root, test_target_dir};
+use std::path::{Path, PathBuf};
+
+/// The shell lines of the first ```sh block after `heading` in the README.
+fn readme_block(heading: &str) -> Vec<String> {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let section = readme.split(heading).nth(1).unwrap_or_else(|| panic!("no `{heading}`"));
+    let block = section.split("```sh\n").nth(1).unwrap().split("```").next().unwrap();
+    block
+        .lines()
+        .map(|l| l.split(" #").next().unwrap().trim().to_string())
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+}
+
+#[test]
+fn the_readme_quickstart_works_on_a_fresh_crate_outside_the_workspace() {
+    let lines = readme_block("## Quickstart on your own crate");
+    let joined = lines.join("\n");
+    for must in ["--path cargo-neuron-tune", "cargo new --lib", "neuron-tune init"] {
+        assert!(joined.contains(must), "the quickstart runs `{must}`:\n{joined}");
+    }
+    let tmp = std::env::temp_dir().join(format!("neuron-tune-quickstart-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let install_root = tmp.join("root");
+    let path = std::env::join_paths(
+        std::iter::once(install_root.join("bin"))
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )
+    .unwrap();
+    // The quickstart starts in a checkout (for `cargo install --path`); `cargo new` then
+    // makes the crate beside nothing of ours: the first `cd` after install goes to `tmp`.
+    let mut cwd: PathBuf = root();
+    let mut installed = false;
+    let mut ran = Vec::new();
+    for line in &lines {
+        for command in line.split("&&").map(str::trim) {
+            let words: Vec<&str> = command.split_whitespace().collect();
+            if words[0] == "cd" {
+                cwd = cwd.join(words[1]);
+                continue;
+            }
+            assert_eq!(words[0], "cargo", "the quickstart runs only cargo: {command}");
+            let mut args: Vec<String> = words[1..].iter().map(|s| s.to_string()).collect();
+            match args.first().map(String::as_str) {
+                Some("install") => {
+                    args.extend(["--root".into(), install_root.display().to_string()]);
+                    args.push("--debug".into());
+                }
+                Some("new") => {
+                    // Leave the checkout: the new crate goes into the temporary directory.
+                    assert!(installed, "the quickstart installs before `cargo new`");
+                    cwd = tmp.clone();
+                }
+                Some("neuron-tune")
+                    if matches!(args.get(1).map(String::as_str), Some("check" | "bench")) =>
+                {
+                    args.extend(["--profile".into(), "dev".into()]);
+                }
+                _ => {}
+            }
+            let out = cargo()
+                .args(&args)
+                .current_dir(&cwd)
+                .env("PATH", &path)
+                .env("CARGO_TARGET_DIR", test_target_dir())
+                .env("CARGO_NET_OFFLINE", "true")
+                .output()
+                .expect("cargo runs");
+            let (stdout, stderr) =
+                (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "`{command}` (as `cargo {}` in {}) failed: {:?}\n{stdout}\n{stderr}",
+                args.join(" "),
+                cwd.display(),
+                out.status.code()
+            );
+            ran.push((command.to_string(), stdout.into_owned(), stderr.into_owned()));
+            match args.first().map(String::as_str) {
+                Some("install") => installed = true,
+                Some("new") => {
+                    let name = args.iter().skip(1).find(|a| !a.starts_with('-')).unwrap();
+                    let krate = tmp.join(name);
+                    std::fs::copy(root().join("Cargo.lock"), krate.join("Cargo.lock")).unwrap();
+                    assert!(
+                        !krate.starts_with(root()),
+                        "the crate is outside the workspace: {}",
+                        krate.display()
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+    let names: Vec<&str> = ran.iter().map(|(c, ..)| c.as_str()).collect();
+    for must in ["init", "new my_add", "check", "bench"] {
+        assert!(names.iter().any(|c| c.contains(must)), "ran `{must}`: {names:?}");
+    }
+    // check and bench saw the new kernel.
+    let (_, out, err) = ran.iter().find(|(c, ..)| c.ends_with("bench")).unwrap();
+    assert!(out.contains("my_add") || err.contains("my_add"), "{out}\n{err}");
+    let krate = cwd;
+    assert!(krate.join("src/my_add.rs").is_file(), "{}", krate.display());
+    // init is idempotent: a second run changes nothing and says so.
+    let manifest = std::fs::read_to_string(krate.join("Cargo.toml")).unwrap();
+    let out = cargo()
+        .args(["neuron-tune", "init"])
+        .current_dir(&krate)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("already a kernel crate"));
+    assert_eq!(std::fs::read_to_string(krate.join("Cargo.toml")).unwrap(), manifest);
+    let _ = std::fs::remove_dir_all(Path::new(&tmp));
+}
+
+/// A crate as `cargo new --lib NAME` makes it (its own workspace, so it is not taken for a
+/// member of this one), with this repository's lock file.
+fn plain_crate(name: &str, lib: bool) -> PathBuf {
+    let dir = neuron_tune_tests::scratch_dir(name);
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             # my comment\n[dependencies]\n\n[workspace]\n"
+        ),
+    )
+    .unwrap();
+    std::fs::copy(root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    let (file, src) = if lib {
+        ("src/lib.rs", "pub fn add(a: u64, b: u64) -> u64 {\n    a + b\n}\n")
+    } else {
+        ("src/main.rs", "fn main() {}\n")
+    };
+    std::fs::write(dir.join(file), src).unwrap();
+    dir
+}
+
+fn snapshot(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                if !p.ends_with("target") {
+                    stack.push(p);
+                }
+            } else {
+                files.push((p.clone(), std::fs::read_to_string(&p).unwrap_or_default()));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// `cargo-neuron-tune neuron-tune ARGS` as cargo runs it (init and new build nothing, so no
+/// target-dir or profile flags). Returns (exit code, stdout, stderr).
+fn cli(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(neuron_tune_tests::cli_exe())
+        .arg("neuron-tune")
+        .args(args)
+        .output()
+        .expect("the CLI runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn new_outside_a_kernel_crate_says_to_run_init_and_init_then_new_work() {
+    let dir = plain_crate("firstuse", true);
+    let manifest = dir.join("Cargo.toml");
+    let m = manifest.to_str().unwrap();
+    let before = snapshot(&dir);
+    let (code, _, err) = cli(&["new", "my_add", "--manifest-path", m]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("run `cargo neuron-tune init` first"), "{err}");
+    assert_eq!(snapshot(&dir), before, "a refused new changes nothing");
+
+    let (code, out, err) = cli(&["init", "--manifest-path", m]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Initialized firstuse"), "{out}");
+    let toml = std::fs::read_to_string(&manifest).unwrap();
+    assert!(toml.contains("# my comment\n[dependencies]\nneuron-sim = { path = "), "{toml}");
+    assert!(toml.contains("[package.metadata.neuron-tune]\nharness = \"neuron-tune-harness\""));
+    assert!(dir.join("src/bin/neuron-tune-harness.rs").is_file());
+    let after_init = snapshot(&dir);
+    let (code, out, _) = cli(&["init", "--manifest-path", m]);
+    assert_eq!(code, 0);
+    assert!(out.contains("already a kernel crate"), "{out}");
+    assert_eq!(snapshot(&dir), after_init, "init twice changes nothing");
+
+    // A declaration left behind by hand (or by an old failed attempt) is not repeated.
+    let lib = dir.join("src/lib.rs");
+    std::fs::write(&lib, format!("{}\npub mod my_add;\n", std::fs::read_to_string(&lib).unwrap()))
+        .unwrap();
+    let (code, _, err) = cli(&["new", "my_add", "--manifest-path", m]);
+    assert_eq!(code, 0, "{err}");
+    let lib_src = std::fs::read_to_string(&lib).unwrap();
+    assert_eq!(lib_src.matches("mod my_add;").count(), 1, "{lib_src}");
+    let bin = dir.join("src/bin/neuron-tune-harness.rs");
+    assert!(std::fs::read_to_string(&bin).unwrap().contains("firstuse::my_add::MyAdd"));
+
+    // A failure after the first change leaves every file as it was.
+    std::fs::write(&bin, "fn main() {}\n").unwrap();
+    let before = snapshot(&dir);
+    let (code, _, err) = cli(&["new", "my_sum", "--template", "reduction", "--manifest-path", m]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("harness_main!"), "{err}");
+    assert_eq!(snapshot(&dir), before, "a failed new changes nothing");
+}
+
+#[test]
+fn init_refuses_a_crate_without_a_library() {
+    let dir = plain_crate("binonly", false);
+    let before = snapshot(&dir);
+    let (code, _, err) =
+        cli(&["init", "--manifest-path", dir.join("Cargo.toml").to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a library crate") && err.contains("cargo new --lib"), "{err}");
+    assert_eq!(snapshot(&dir), before);
+}
