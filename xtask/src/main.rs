@@ -12,6 +12,9 @@
 //!
 //! * `cargo xtask bench-search` — every search strategy replayed on the recorded landscapes
 //!   in `fixtures/landscapes/`, against exact random search (see `bench_search.rs`).
+//! * `cargo xtask tune-gemm` — the GEMM fixture's whole space at `qwen3_mlp_up` on trn1, its
+//!   best variant's TensorE share, and the default `tune` for a few seeds against that best
+//!   (see `tune_gemm.rs`).
 //!
 //! Each step runs `$CARGO` (the cargo that started us) and stops at the first failure with
 //! its exit code.
@@ -20,6 +23,7 @@ use std::process::{Command, ExitCode};
 
 mod bench_search;
 mod gate;
+mod tune_gemm;
 
 pub(crate) fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
@@ -216,10 +220,11 @@ fn main() -> ExitCode {
         Some("bench-gate") => gate::bench_gate(&args[1..]),
         Some("bench") if args.get(1).is_some_and(|a| a == "--report") => bench_report(),
         Some("bench-search") => bench_search::bench_search(&args[1..]),
+        Some("tune-gemm") => tune_gemm::tune_gemm(&args[1..]),
         Some("bench") => run("benchmarks", &["bench", "-p", "neuron-sim", "--bench", "sim"])
             .and_then(|_| bench_report()),
         _ => {
-            eprintln!("usage: cargo xtask <ci|test|fuzz|bless|bench|bench-search|bench-gate>\n  ci     format check, clippy -D warnings, all tests, the gate against fixtures/neuron-tune.baseline.toml\n  bless  save fixtures/neuron-tune.baseline.toml again (--tuned: re-tune the fixture kernels first)\n  bench-gate  the gate's speed at prefill_16k (--baseline and --base-ref HEAD, warm; --cold: first run on an empty store)\n  test   all tests\n  fuzz   the parsers of untrusted input on 10^6 mutated inputs each (FUZZ_CASES=N to change)\n  bench  the simulator's criterion benchmarks (--report: the last run's table only)\n  bench-search  search strategies replayed on the landscapes (--seeds N, default 50)");
+            eprintln!("usage: cargo xtask <ci|test|fuzz|bless|bench|bench-search|bench-gate|tune-gemm>\n  ci     format check, clippy -D warnings, all tests, the gate against fixtures/neuron-tune.baseline.toml\n  bless  save fixtures/neuron-tune.baseline.toml again (--tuned: re-tune the fixture kernels first)\n  bench-gate  the gate's speed at prefill_16k (--baseline and --base-ref HEAD, warm; --cold: first run on an empty store)\n  test   all tests\n  fuzz   the parsers of untrusted input on 10^6 mutated inputs each (FUZZ_CASES=N to change)\n  bench  the simulator's criterion benchmarks (--report: the last run's table only)\n  bench-search  search strategies replayed on the landscapes (--seeds N, default 50)\n  tune-gemm     the GEMM fixture's space swept at qwen3_mlp_up on trn1 vs the default tune\n                (--seeds 1,2,3,4,5 --budget 100 --shape qwen3_mlp_up --chip trn1 --force)");
             Err(ExitCode::from(2))
         }
     };
