@@ -19,7 +19,10 @@ const CASES: &[Case] = &[
         what: "a shape no selected kernel has",
         args: &["bench", "-p", K, "--shape", "nosuch"],
         code: 2,
-        words: &["--shape nosuch: no selected kernel has this shape", "gemm: medium, qwen3_mlp_up, small"],
+        words: &[
+            "--shape nosuch: no selected kernel has this shape",
+            "gemm: medium, qwen3_mlp_up, small",
+        ],
     },
     Case {
         what: "a shape the selected kernel lacks",
