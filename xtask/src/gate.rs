@@ -18,25 +18,11 @@ use std::time::Instant;
 /// The committed baseline of the fixture models.
 pub const BASELINE: &str = "fixtures/neuron-tune.baseline.toml";
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository").to_path_buf()
-}
-
 /// `cargo neuron-tune ARGS` (the alias: a release build of the tool) from the root.
 fn neuron_tune(what: &str, args: &[&str]) -> Result<(), ExitCode> {
     let mut all = vec!["neuron-tune"];
     all.extend_from_slice(args);
-    eprintln!("xtask: {what}: cargo {}", all.join(" "));
-    let status = super::cargo().args(&all).current_dir(root()).status().map_err(|e| {
-        eprintln!("xtask: could not start cargo: {e}");
-        ExitCode::from(1)
-    })?;
-    if status.success() {
-        Ok(())
-    } else {
-        eprintln!("xtask: {what} failed ({status})");
-        Err(ExitCode::from(status.code().unwrap_or(1).clamp(1, 255) as u8))
-    }
+    super::run(what, &all)
 }
 
 /// The gate of `cargo xtask ci`.
@@ -71,13 +57,15 @@ pub fn bless(args: &[String]) -> Result<(), ExitCode> {
 /// Time one run of the tool's release binary; its exit code must be `expect`.
 fn timed(bin: &PathBuf, args: &[&str], expect: i32) -> Result<f64, ExitCode> {
     let start = Instant::now();
-    let out =
-        Command::new(bin).arg("neuron-tune").args(args).current_dir(root()).output().map_err(
-            |e| {
-                eprintln!("xtask: could not run {}: {e}", bin.display());
-                ExitCode::from(1)
-            },
-        )?;
+    let out = Command::new(bin)
+        .arg("neuron-tune")
+        .args(args)
+        .current_dir(super::root())
+        .output()
+        .map_err(|e| {
+        eprintln!("xtask: could not run {}: {e}", bin.display());
+        ExitCode::from(1)
+    })?;
     let secs = start.elapsed().as_secs_f64();
     if out.status.code() != Some(expect) {
         eprintln!(
@@ -114,14 +102,14 @@ pub fn bench_gate(args: &[String]) -> Result<(), ExitCode> {
     let cold = args.iter().any(|a| a == "--cold");
     let status = super::cargo()
         .args(["build", "--release", "-q", "-p", "cargo-neuron-tune"])
-        .current_dir(root())
+        .current_dir(super::root())
         .status()
         .map_err(|_| ExitCode::from(1))?;
     if !status.success() {
         return Err(ExitCode::from(1));
     }
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| super::root().join("target"), PathBuf::from);
     let bin =
         target.join("release").join(format!("cargo-neuron-tune{}", std::env::consts::EXE_SUFFIX));
     let file = target.join("neuron-tune").join("bench-gate.baseline.toml");

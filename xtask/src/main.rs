@@ -29,9 +29,15 @@ pub(crate) fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
-fn run(what: &str, args: &[&str]) -> Result<(), ExitCode> {
+/// The repository root (every step runs there, so relative paths mean the same anywhere).
+pub(crate) fn root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository").to_path_buf()
+}
+
+/// `cargo ARGS` from the repository root; its failure is the step's exit code.
+pub(crate) fn run(what: &str, args: &[&str]) -> Result<(), ExitCode> {
     eprintln!("xtask: {what}: cargo {}", args.join(" "));
-    let status = cargo().args(args).status().map_err(|e| {
+    let status = cargo().args(args).current_dir(root()).status().map_err(|e| {
         eprintln!("xtask: could not start cargo: {e}");
         ExitCode::from(1)
     })?;

@@ -129,24 +129,8 @@ pub fn init(
     source: &Source,
     out: &Reporter,
 ) -> Result<crate::exit::Exit, Failure> {
-    let manifest =
-        manifest.map(Path::to_path_buf).unwrap_or_else(|| Path::new("Cargo.toml").to_path_buf());
-    let meta = cargo_metadata::MetadataCommand::new()
-        .cargo_path(crate::cargo::cargo_bin())
-        .manifest_path(&manifest)
-        .no_deps()
-        .exec()
-        .map_err(|e| fail(Exit::Config, format!("{}: {e}", manifest.display())))?;
-    let manifest = std::fs::canonicalize(&manifest)
-        .map_err(|e| fail(Exit::Config, format!("{}: {e}", manifest.display())))?;
-    let pkg = meta.packages.iter().find(|p| p.manifest_path.as_std_path() == manifest).ok_or_else(
-        || {
-            fail(
-                Exit::Config,
-                format!("{} is not a package manifest (a workspace root?)", manifest.display()),
-            )
-        },
-    )?;
+    let (manifest, pkg) = super::new::package_at(manifest)?;
+    let pkg = &pkg;
     if let Some(h) =
         pkg.metadata.get("neuron-tune").and_then(|n| n.get("harness")).and_then(|h| h.as_str())
     {

@@ -305,19 +305,8 @@ pub fn new_kernel(
             format!("kernel name `{name}` must be snake_case (a-z, 0-9, _)"),
         ));
     }
-    let manifest =
-        manifest.map(Path::to_path_buf).unwrap_or_else(|| Path::new("Cargo.toml").to_path_buf());
-    let meta = cargo_metadata::MetadataCommand::new()
-        .cargo_path(crate::cargo::cargo_bin())
-        .manifest_path(&manifest)
-        .no_deps()
-        .exec()
-        .map_err(|e| fail(Exit::Config, format!("{}: {e}", manifest.display())))?;
-    let manifest = std::fs::canonicalize(&manifest)
-        .map_err(|e| fail(Exit::Config, format!("{}: {e}", manifest.display())))?;
-    let pkg = meta.packages.iter().find(|p| p.manifest_path.as_std_path() == manifest).ok_or_else(
-        || fail(Exit::Config, format!("{} is not a package manifest", manifest.display())),
-    )?;
+    let (manifest, pkg) = package_at(manifest)?;
+    let pkg = &pkg;
     let not_yet = |why: String| {
         fail(
             Exit::Config,
@@ -444,6 +433,33 @@ fn with_space(toml: &str, name: &str, space: &str) -> Result<String, String> {
         kernels.insert(name, toml_edit::Item::Table(table));
     }
     Ok(doc.to_string())
+}
+
+/// The package whose manifest is `manifest` (default: ./Cargo.toml), canonical path and
+/// metadata (`cargo metadata --no-deps`); a workspace root without a package is refused.
+pub fn package_at(
+    manifest: Option<&Path>,
+) -> Result<(std::path::PathBuf, cargo_metadata::Package), Failure> {
+    let manifest =
+        manifest.map(Path::to_path_buf).unwrap_or_else(|| Path::new("Cargo.toml").to_path_buf());
+    let meta = cargo_metadata::MetadataCommand::new()
+        .cargo_path(crate::cargo::cargo_bin())
+        .manifest_path(&manifest)
+        .no_deps()
+        .exec()
+        .map_err(|e| fail(Exit::Config, format!("{}: {e}", manifest.display())))?;
+    let manifest = std::fs::canonicalize(&manifest)
+        .map_err(|e| fail(Exit::Config, format!("{}: {e}", manifest.display())))?;
+    let pkg =
+        meta.packages.into_iter().find(|p| p.manifest_path.as_std_path() == manifest).ok_or_else(
+            || {
+                fail(
+                    Exit::Config,
+                    format!("{} is not a package manifest (a workspace root?)", manifest.display()),
+                )
+            },
+        )?;
+    Ok((manifest, pkg))
 }
 
 #[cfg(test)]
