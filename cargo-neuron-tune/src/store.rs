@@ -54,8 +54,9 @@ pub struct Store {
 
 impl Store {
     /// Open (creating) the store under `target_dir`, waiting for another run's lock.
-    /// `waiting` is called once if the lock is held by someone else.
-    pub fn open(target_dir: &Path, waiting: impl FnOnce(&Path)) -> Result<Store> {
+    /// `waiting` is called once if the lock is held by someone else, with the lock's path
+    /// and who holds it (`pid N (command line)`, empty if unknown).
+    pub fn open(target_dir: &Path, waiting: impl FnOnce(&Path, &str)) -> Result<Store> {
         let root = target_dir.join("neuron-tune");
         fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
         let lock_path = root.join("lock");
@@ -68,13 +69,21 @@ impl Store {
         match lock.try_lock() {
             Ok(()) => {}
             Err(fs::TryLockError::WouldBlock) => {
-                waiting(&lock_path);
+                // The holder wrote who it is into the lock file.
+                let holder = fs::read_to_string(&lock_path).unwrap_or_default();
+                waiting(&lock_path, holder.trim());
                 lock.lock().with_context(|| format!("locking {}", lock_path.display()))?;
             }
             Err(fs::TryLockError::Error(e)) => {
                 return Err(e).with_context(|| format!("locking {}", lock_path.display()))
             }
         }
+        // Who holds it, for the next run's waiting message (best effort: the lock is the
+        // file lock, not this text).
+        let me: Vec<String> = std::env::args().collect();
+        let _ = lock.set_len(0).and_then(|_| {
+            (&lock).write_all(format!("pid {} ({})", std::process::id(), me.join(" ")).as_bytes())
+        });
         Ok(Store { root, _lock: lock })
     }
 
@@ -179,7 +188,7 @@ mod tests {
     #[test]
     fn an_edited_truncated_or_moved_entry_is_never_served() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), |_| panic!("nobody else holds the lock")).unwrap();
+        let store = Store::open(dir.path(), |_, _| panic!("nobody else holds the lock")).unwrap();
         let (k1, k2) = (Store::key("a", "c", "bench"), Store::key("b", "c", "bench"));
         store.put("bench", &k1, &serde_json::json!({"time_us": 12.5})).unwrap();
         assert_eq!(store.get::<serde_json::Value>("bench", &k1).unwrap()["time_us"], 12.5);
@@ -204,7 +213,7 @@ mod tests {
     #[test]
     fn put_get_round_trip_and_keys_separate_inputs() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), |_| panic!("nobody else holds the lock")).unwrap();
+        let store = Store::open(dir.path(), |_, _| panic!("nobody else holds the lock")).unwrap();
         let k1 = Store::key("abc", "chip-a", "bench");
         let k2 = Store::key("abc", "chip-b", "bench");
         let k3 = Store::key("abd", "chip-a", "bench");
@@ -222,28 +231,29 @@ mod tests {
     #[test]
     fn second_open_waits_for_the_first() {
         let dir = tempfile::tempdir().unwrap();
-        let first = Store::open(dir.path(), |_| {}).unwrap();
+        let first = Store::open(dir.path(), |_, _| {}).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let path = dir.path().to_path_buf();
         let t = std::thread::spawn(move || {
-            let waited = std::cell::Cell::new(false);
-            let _second = Store::open(&path, |_| waited.set(true)).unwrap();
-            tx.send(waited.get()).unwrap();
+            let holder = std::cell::RefCell::new(None);
+            let _second =
+                Store::open(&path, |_, who| *holder.borrow_mut() = Some(who.to_string())).unwrap();
+            tx.send(holder.take()).unwrap();
         });
         // The second open cannot finish while the first holds the lock.
         assert!(rx.recv_timeout(std::time::Duration::from_millis(300)).is_err());
         drop(first);
-        assert!(
-            rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap(),
-            "it said it was waiting"
-        );
+        let holder = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+        // It said it was waiting, and for whom.
+        let holder = holder.expect("it said it was waiting");
+        assert!(holder.starts_with(&format!("pid {} (", std::process::id())), "{holder}");
         t.join().unwrap();
     }
 
     #[test]
     fn journal_appends_lines() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), |_| {}).unwrap();
+        let store = Store::open(dir.path(), |_, _| {}).unwrap();
         store.append_journal("run", &serde_json::json!({"a": 1})).unwrap();
         let p = store.append_journal("run", &serde_json::json!({"a": 2})).unwrap();
         let text = fs::read_to_string(p).unwrap();

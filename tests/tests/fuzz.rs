@@ -171,7 +171,7 @@ fn the_worker_protocol_decoder_never_panics() {
 #[test]
 fn the_store_entry_reader_never_panics() {
     let dir = neuron_tune_tests::scratch_dir("fuzz-store");
-    let store = cargo_neuron_tune::store::Store::open(&dir, |_| {}).unwrap();
+    let store = cargo_neuron_tune::store::Store::open(&dir, |_, _| {}).unwrap();
     let key = cargo_neuron_tune::store::Store::key("abc", "trn2", "bench");
     store.put("bench", &key, &serde_json::json!({"time_us": 1.5, "cycles": 7})).unwrap();
     let path = dir.join("neuron-tune/bench").join(&key[..2]).join(format!("{key}.json"));

@@ -111,11 +111,13 @@ fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
 
 /// Open the variant store, saying so when another run holds its lock.
 fn open_store(target: &std::path::Path, out: &Reporter) -> Result<crate::store::Store, Failure> {
-    Ok(crate::store::Store::open(target, |lock| {
-        out.note(format!(
-            "    Blocking waiting for another cargo neuron-tune run (lock {})",
-            lock.display()
-        ))
+    Ok(crate::store::Store::open(target, |lock, holder| {
+        let who = if holder.is_empty() {
+            "another cargo neuron-tune run".into()
+        } else {
+            holder.to_string()
+        };
+        out.note(format!("    Blocking waiting for {who} (lock {})", lock.display()))
     })?)
 }
 
