@@ -261,7 +261,11 @@ pub fn run_models(
         };
         let pool = &mut c.pool;
         let with = models::evaluate(pool, &env, t, &tuned)?;
-        let without = models::evaluate(pool, &env, t, &Default::default())?;
+        // With no tuned call, the default run is the same run: not traced again.
+        let without = match &with {
+            Ok(w) if w.calls.iter().all(|c| !c.tuned) => Ok(w.clone()),
+            _ => models::evaluate(pool, &env, t, &Default::default())?,
+        };
         let (with, without) = match (with, without) {
             (Ok(a), Ok(b)) => (a, b),
             (Err(e), _) | (_, Err(e)) => {

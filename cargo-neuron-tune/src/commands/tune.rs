@@ -23,8 +23,8 @@ use crate::tuned::{TunedDb, TunedRecord};
 use crate::worker::Pool;
 use crate::workspace::{Ctx, Workspace};
 use neuron_tune_protocol::{
-    BenchResult, ChipSpec, ErrorInfo, KernelInfo, ParamValue, Params, RequestBody, ResponseBody,
-    Shape, ShapeRef, TraceResult,
+    BenchResult, ChipSpec, KernelInfo, ParamValue, Params, RequestBody, ResponseBody, Shape,
+    ShapeRef,
 };
 use neuron_tune_search::{builtin, Config, Ctx as SearchCtx, Dim, Level, Outcome, Space, Strategy};
 use std::collections::HashMap;
@@ -144,6 +144,7 @@ pub fn run(
             shape: &t.shape,
             chip: &chip,
             store: &store,
+            sim_version: &c.list.sim_version,
             seed,
             opts,
         };
@@ -174,7 +175,7 @@ pub fn run(
             time_us: best.time_us,
             program_hash: best.program_hash.clone(),
             tool_version: env!("CARGO_PKG_VERSION").into(),
-            sim_version: neuron_sim::SIM_VERSION.into(),
+            sim_version: c.list.sim_version.clone(),
         });
         // Saved after every kernel: an interrupted run keeps the winners it found.
         let path = db.save()?;
@@ -352,6 +353,8 @@ struct Job<'a> {
     shape: &'a Shape,
     chip: &'a ChipSpec,
     store: &'a Store,
+    /// The simulator version of the crate's harness: results are stored under it.
+    sim_version: &'a str,
     seed: u64,
     opts: &'a SearchOpts,
 }
@@ -424,8 +427,11 @@ fn tune_one(
             replayed.len()
         ));
     }
-    let default = measure(pool, job, defaults)?;
-    let default_time = default.as_ref().map(|b| b.time_us);
+    // The default, measured like any proposal (never pruned: there is no incumbent).
+    let default = evaluate_batch(pool, job, vec![(usize::MAX, defaults.clone())], None)?
+        .remove(&usize::MAX)
+        .filter(|e| e.status == "measured");
+    let default_time = default.as_ref().and_then(|e| e.time_us);
     let mut valid_cache: HashMap<Vec<u32>, bool> = HashMap::new();
     let mut best: Option<Best> = None;
     let (mut evaluations, mut pruned, mut invalid) = (0, 0, 0);
@@ -539,12 +545,12 @@ fn tune_one(
     }
     // The default is a known answer: a search that found nothing faster keeps it.
     let mut kept_default = false;
-    if let Some(d) = default {
-        if best.as_ref().is_none_or(|b| d.time_us < b.time_us) {
+    if let (Some(d), Some(t)) = (default, default_time) {
+        if best.as_ref().is_none_or(|b| t < b.time_us) {
             best = Some(Best {
-                params: defaults.clone(),
-                time_us: d.time_us,
-                program_hash: d.program_hash,
+                params: d.params,
+                time_us: t,
+                program_hash: d.program_hash.unwrap_or_default(),
             });
             kept_default = true;
         }
@@ -574,50 +580,6 @@ fn variant(job: &Job, params: &Params) -> Variant {
         shape: job.shape.clone(),
         params: params.clone(),
     }
-}
-
-/// Trace one parameter set at the job's shape (`Ok(Err)`: the variant cannot run).
-fn trace(
-    pool: &mut Pool,
-    job: &Job,
-    params: &Params,
-) -> Result<Result<TraceResult, ErrorInfo>, Failure> {
-    let done = pool.request(RequestBody::Trace(variant_ref(&variant(job, params), job.chip)))?;
-    match done.answer {
-        Ok(ResponseBody::Trace(t)) => Ok(Ok(t)),
-        Ok(other) => Err(unexpected(&other)),
-        Err(e) => Ok(Err(e)),
-    }
-}
-
-/// The time of a traced program: from the store, else simulated and stored.
-fn bench(
-    pool: &mut Pool,
-    job: &Job,
-    params: &Params,
-    trace: &TraceResult,
-) -> Result<Result<BenchResult, ErrorInfo>, Failure> {
-    let key = Store::key(&trace.program_hash, &chip_key(job.chip), "bench");
-    if let Some(b) = job.store.get::<BenchResult>("bench", &key) {
-        return Ok(Ok(b));
-    }
-    let done = pool.request(RequestBody::Bench(variant_ref(&variant(job, params), job.chip)))?;
-    match done.answer {
-        Ok(ResponseBody::Bench(b)) => {
-            job.store
-                .put("bench", &key, &b)
-                .map_err(|e| fail(Exit::Internal, format!("writing the store: {e:#}")))?;
-            Ok(Ok(b))
-        }
-        Ok(other) => Err(unexpected(&other)),
-        Err(e) => Ok(Err(e)),
-    }
-}
-
-/// Trace and bench one parameter set (the default, for the gain).
-fn measure(pool: &mut Pool, job: &Job, params: &Params) -> Result<Option<BenchResult>, Failure> {
-    let Ok(t) = trace(pool, job, params)? else { return Ok(None) };
-    Ok(bench(pool, job, params, &t)?.ok())
 }
 
 /// Evaluate proposals in parallel on the pool: trace each; one whose roofline bound cannot
@@ -667,7 +629,7 @@ fn evaluate_batch(
                     // lower than the incumbent), never simulated.
                     entry(n, &params, "pruned", Some(t.roofline_bound_us), Some(t.program_hash))
                 } else {
-                    let key = Store::key(&t.program_hash, &chip_text, "bench");
+                    let key = Store::key_for(&t.program_hash, &chip_text, job.sim_version, "bench");
                     match job.store.get::<BenchResult>("bench", &key) {
                         Some(b) => measured(n, &params, &b, t.program_hash),
                         None => {
@@ -679,7 +641,7 @@ fn evaluate_batch(
                 }
             }
             (Some(hash), Ok(ResponseBody::Bench(b))) => {
-                let key = Store::key(&hash, &chip_text, "bench");
+                let key = Store::key_for(&hash, &chip_text, job.sim_version, "bench");
                 job.store
                     .put("bench", &key, &b)
                     .map_err(|e| fail(Exit::Internal, format!("writing the store: {e:#}")))?;
