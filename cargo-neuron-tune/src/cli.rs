@@ -180,6 +180,15 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         results: Option<PathBuf>,
     },
+    /// Print a chip's description as TOML: a built-in (`trn1`, `trn2`, `trn3`) or a chip TOML
+    /// file, validated. Start your own chip from a built-in:
+    /// `cargo neuron-tune chip trn2 > my-chip.toml`, edit it, then pass `--chip my-chip.toml`.
+    /// The format is in docs/chip-toml.md.
+    Chip {
+        /// A built-in chip name or a chip TOML file.
+        #[arg(default_value = "trn2")]
+        chip: String,
+    },
     /// Run a search strategy on a recorded landscape (Kernel Tuner cache JSON, gzipped or
     /// not; T4 results JSON) instead of the simulator.
     Replay {

@@ -12,6 +12,7 @@
 //! * [`gate`] — the gate's judgement (throughput against the baseline, moved calls);
 //!   [`gate_report`] — its Markdown and JUnit reports; [`baseline`] — the baseline file.
 //! * [`partition`] — `--partition k/n`: a stable share of a command's work items.
+//! * [`seal`] — schema and checksum on every file the tool reads back.
 //! * [`commands`] — one module per subcommand (`tune` drives `neuron-tune-search`).
 //!
 //! It never decides correctness itself and never links user kernels: it asks the harness
@@ -30,6 +31,7 @@ pub mod interrupt;
 pub mod models;
 pub mod output;
 pub mod partition;
+pub mod seal;
 pub mod select;
 pub mod store;
 pub mod tuned;

@@ -17,6 +17,11 @@ use std::sync::Mutex;
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
+    /// `chip`: a chip description as TOML.
+    Chip {
+        name: String,
+        toml: String,
+    },
     List {
         package: String,
         kernels: Vec<KernelInfo>,

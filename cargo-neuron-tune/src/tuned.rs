@@ -3,7 +3,8 @@
 //! `tune` records, per kernel, chip and shape, the best parameters it found with their time,
 //! program hash and the tool and simulator versions that measured them; the file is meant
 //! to be committed with the kernels. It is written atomically and kept sorted, so a rerun
-//! that finds the same winners leaves it byte-identical.
+//! that finds the same winners leaves it byte-identical. It has a schema version and each
+//! record a checksum (`seal`): an edited or damaged record is refused, never used.
 
 use crate::exit::{fail, Exit, Failure};
 use crate::store::write_atomic;
@@ -27,11 +28,8 @@ pub struct TunedRecord {
     pub sim_version: String,
 }
 
-#[derive(Default, Serialize, Deserialize)]
-struct File {
-    #[serde(default)]
-    tuned: Vec<TunedRecord>,
-}
+/// The file's format: `schema`, then `[[tuned]]` records, each sealed with a checksum.
+pub const SCHEMA: u32 = 1;
 
 /// A crate's tuned database.
 pub struct TunedDb {
@@ -40,15 +38,25 @@ pub struct TunedDb {
 }
 
 impl TunedDb {
-    /// The database of the crate in `dir` (empty when there is none yet).
+    /// The database of the crate in `dir` (empty when there is none yet). A file of
+    /// another schema, or a record whose checksum does not hold, is refused (exit 2) with
+    /// the path and the record: a tuned database is never used after it was damaged.
     pub fn load(dir: &Path) -> Result<TunedDb, Failure> {
         let path = dir.join(FILE_NAME);
         let records = match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                toml::from_str::<File>(&text)
-                    .map_err(|e| fail(Exit::Config, format!("{}: {e}", path.display())))?
-                    .tuned
-            }
+            Ok(text) => crate::seal::read_sealed_toml(&text, SCHEMA, "tuned", |t| {
+                crate::seal::describe_keys(t, &["kernel", "chip", "shape"])
+            })
+            .map_err(|why| {
+                fail(
+                    Exit::Config,
+                    format!(
+                        "{}: {why}; not used. Tune that kernel again (`cargo neuron-tune tune \
+                         --kernel NAME`) after deleting the record, or delete the file",
+                        path.display()
+                    ),
+                )
+            })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(fail(Exit::Config, format!("{}: {e}", path.display()))),
         };
@@ -82,7 +90,7 @@ impl TunedDb {
 
     /// Write it (atomically); returns its path.
     pub fn save(&self) -> Result<PathBuf, Failure> {
-        let text = toml::to_string(&File { tuned: self.records.clone() })
+        let text = crate::seal::write_sealed_toml(SCHEMA, "tuned", &self.records)
             .map_err(|e| fail(Exit::Internal, format!("{}: {e}", self.path.display())))?;
         let text = format!(
             "# Written by `cargo neuron-tune tune`: the best parameters found per kernel, chip and\n\
@@ -149,5 +157,28 @@ mod tests {
         db.record(at(512, "small", 3.0));
         let small: Vec<_> = db.records().iter().filter(|r| r.shape == "small").collect();
         assert_eq!((small.len(), small[0].time_us), (1, 3.0));
+    }
+
+    #[test]
+    fn an_edited_record_or_a_file_without_schema_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = TunedDb::load(dir.path()).unwrap();
+        db.record(rec("gemm", "small", 2.0));
+        db.record(rec("softmax", "small", 3.0));
+        let path = db.save().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("schema = 1") && text.matches("checksum = ").count() == 2);
+        // A hand edit of one parameter of the second record.
+        let edited = text.replacen("bufs = 2", "bufs = 4", 2).replacen("bufs = 4", "bufs = 2", 1);
+        assert_ne!(edited, text);
+        std::fs::write(&path, &edited).unwrap();
+        let e = TunedDb::load(dir.path()).err().expect("an edited record is refused");
+        assert_eq!(e.exit, Exit::Config);
+        for w in [FILE_NAME, "tuned #2 (softmax/trn2/small)", "checksum does not match"] {
+            assert!(e.message.contains(w), "{w}: {}", e.message);
+        }
+        std::fs::write(&path, text.replace("schema = 1\n", "")).unwrap();
+        let e = TunedDb::load(dir.path()).err().expect("a file without schema is refused");
+        assert!(e.message.contains("no `schema`"), "{}", e.message);
     }
 }

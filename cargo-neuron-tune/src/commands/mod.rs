@@ -4,6 +4,7 @@ mod baseline;
 mod bench;
 mod build;
 mod check;
+mod chip;
 mod edits;
 mod gate;
 pub mod init;
@@ -98,6 +99,7 @@ fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
         Command::Merge { cargo, files, markdown, junit, results } => {
             merge::run(cargo, files, markdown.as_deref(), junit.as_deref(), results.as_deref(), ctx)
         }
+        Command::Chip { chip } => chip::run(chip, &ctx.out),
         Command::Replay { cache, search } => replay::run_replay(cache, search, &ctx.out),
         Command::New { name, template, manifest_path } => {
             new::new_kernel(name, *template, manifest_path.as_deref(), &ctx.out)

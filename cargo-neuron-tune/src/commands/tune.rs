@@ -410,10 +410,18 @@ fn tune_one(
     let journal_name = format!("tune-{key}");
     let journal_path = job.store.root().join("journals").join(format!("{journal_name}.jsonl"));
     let replayed: HashMap<usize, Entry> = if job.opts.resume {
-        std::fs::read_to_string(&journal_path)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Entry>(l).ok())
+        let read = crate::store::read_journal(&journal_path)
+            .map_err(|e| fail(Exit::Internal, format!("{e:#}")))?;
+        // An untrusted line is never used: its evaluation is made again.
+        for (line, why) in &read.rejected {
+            ctx.out.note(format!(
+                "warning: {}:{line}: not used ({why}); that evaluation is made again",
+                journal_path.display()
+            ));
+        }
+        read.lines
+            .into_iter()
+            .filter_map(|l| serde_json::from_value::<Entry>(l).ok())
             .map(|e| (e.n, e))
             .collect()
     } else {
