@@ -378,13 +378,9 @@ pub fn main(reg: Registry) -> i32 {
     if chan.write_response(&hello).is_err() {
         return 1;
     }
-    let cfg = match cfg {
-        Ok(c) => Some(c),
-        Err(e) => {
-            chan.diagnostic(&format!("error: {e}"));
-            None
-        }
-    };
+    // A configuration error is the answer to every request (the client prints it once);
+    // printing it here as well would show the user the same error twice.
+    let cfg = cfg.ok();
     let cfg_error = |id| {
         let e = reg.config().err().map(|e| e.to_string()).unwrap_or_default();
         Response::error(id, ErrorKind::Config, e)
