@@ -187,6 +187,11 @@ pub fn read_journal(path: &Path) -> Result<JournalRead> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(JournalRead::default()),
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
     };
+    Ok(parse_journal(&text))
+}
+
+/// [`read_journal`] on a journal's text.
+pub fn parse_journal(text: &str) -> JournalRead {
     let mut read = JournalRead::default();
     for (i, raw) in text.lines().enumerate() {
         let why = match serde_json::from_str::<serde_json::Value>(raw) {
@@ -207,7 +212,7 @@ pub fn read_journal(path: &Path) -> Result<JournalRead> {
         };
         read.rejected.push((i + 1, why));
     }
-    Ok(read)
+    read
 }
 
 /// Write `bytes` to `path` atomically: a temp file in the same directory, synced, renamed.
