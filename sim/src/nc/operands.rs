@@ -2,6 +2,7 @@
 //! column), the options of `activation`, an affine index expression (`iota`,
 //! `affine_select`) and a side of a DMA (HBM or tile). Plain values, checked when used.
 
+use crate::isa::Alu;
 use crate::view::*;
 
 /// A scalar operand: an immediate, or a `[P, 1]` fp32 column (one value per partition).
@@ -28,17 +29,20 @@ impl From<Tile> for Scalar {
 }
 
 /// Options of [`Nc::activation`](crate::Nc::activation): `dst = func(src * scale + bias)`, optionally
-/// `reduce = Σ dst` along the free axis (neuroncore.md §1.5 ScalarE pipeline).
+/// `reduce = reduce_op(dst)` along the free axis (neuroncore.md §1.5 ScalarE pipeline).
+/// `reduce_op` is NKI's `reduce_op`: ScalarE's accumulator registers can only add, so any
+/// other operator is refused (`ReduceOpNotAllowed`) when the instruction is issued.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ActArgs {
     pub scale: Scalar,
     pub bias: Option<TileView>,
     pub reduce: Option<TileView>,
+    pub reduce_op: Alu,
 }
 
 impl Default for ActArgs {
     fn default() -> Self {
-        ActArgs { scale: Scalar::Imm(1.0), bias: None, reduce: None }
+        ActArgs { scale: Scalar::Imm(1.0), bias: None, reduce: None, reduce_op: Alu::Add }
     }
 }
 
@@ -51,8 +55,16 @@ impl ActArgs {
         self.bias = Some(b.into());
         self
     }
+    /// Reduce with add (the only reduction ScalarE has) into `r`, one element per partition.
     pub fn reduce(mut self, r: impl Into<TileView>) -> Self {
         self.reduce = Some(r.into());
+        self
+    }
+    /// Reduce with `op` into `r`: NKI's `reduce_op=op, reduce_res=r`. Only [`Alu::Add`] is
+    /// accepted by `activation`; the others are the kernel's error, as in NKI.
+    pub fn reduce_with(mut self, op: Alu, r: impl Into<TileView>) -> Self {
+        self.reduce = Some(r.into());
+        self.reduce_op = op;
         self
     }
 }

@@ -4,7 +4,7 @@
 use super::{ActArgs, Nc, On, Scalar, VResult};
 use crate::cost;
 use crate::error::{SimResult, SourceLoc, ViolationKind as V};
-use crate::isa::{Act, Engine};
+use crate::isa::{Act, Alu, Engine};
 use crate::view::*;
 use crate::Dtype;
 use std::panic::Location;
@@ -73,6 +73,17 @@ impl Nc {
         }
         if let Some(r) = &args.reduce {
             reduce_region = Some((r, self.check_column("reduce", r, s.np)?));
+        }
+        if args.reduce_op != Alu::Add {
+            // SDK 2.33's activation page: "reduce_op must be nl.add" on every NeuronCore; a
+            // max/min takes a separate tensor_reduce (or activate2 on NeuronCore-v4).
+            return Err(V::ReduceOpNotAllowed {
+                instruction: "activation",
+                engine: eng.name(),
+                op: args.reduce_op,
+                rule: "the accumulator registers only add (neuroncore.md §2.3); reduce with \
+                       max/min through a separate tensor_reduce of the activation's output",
+            });
         }
         self.h(&[8, eng as u8, func.code()]);
         self.h_tile(&d);
