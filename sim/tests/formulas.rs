@@ -443,3 +443,23 @@ fn partition_broadcast_is_one_stream_shuffle_per_destination_quadrant() {
         assert_eq!(e.busy_cycles, parts.div_ceil(32) * MIN_II.max(n), "{parts} x {n}");
     }
 }
+
+#[test]
+fn activate2_costs_an_activation_with_or_without_its_reduce() {
+    // activate2 (NeuronCore-v4) has no published cost; the simulator charges activation's
+    // §2.3 rows (assumed, docs/neuroncore.md §2.3): max(MIN_II, N), + MIN_II with a reduce.
+    use neuron_sim::Act2Args;
+    for (n, reduce) in [(10u64, false), (10, true), (1000, false), (1000, true)] {
+        let mut nc = Nc::new(Chip::trn3(), ExecMode::TIMING);
+        let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
+        let r = sbuf(&mut nc, Dtype::F32, &[128, 1]);
+        nc.on(Engine::GpSimd).memset(x, 0.5).unwrap();
+        let mut args = Act2Args::default().ops((Alu::Multiply, 2.0.into()), (Alu::Add, 1.0.into()));
+        if reduce {
+            args = args.reduce_with(Alu::Max, r);
+        }
+        nc.activate2(x, x, Act::Exp, args).unwrap();
+        let want = MIN_II.max(n) + if reduce { MIN_II } else { 0 };
+        assert_eq!(cycles(&mut nc, Engine::Scalar), want, "N={n} reduce={reduce}");
+    }
+}

@@ -597,3 +597,74 @@ fn activation_reduces_with_add_and_refuses_other_reduce_ops() {
         assert!(e.to_string().contains(&format!("cannot reduce with {op:?}")), "{e}");
     }
 }
+
+#[test]
+fn activate2_applies_the_tensor_scalar_stage_then_the_function_then_the_reduce() {
+    // dst = func((x op0 imm0) op1 imm1), reversed operands on request; reduce_res[p] = fold
+    // of dst's row with add, max, min or absmax (nki.isa.activate2, NeuronCore-v4).
+    use neuron_sim::Act2Args;
+    let (p, f) = (4u64, 6u64);
+    let x = data((p * f) as usize, 11);
+    let col = [1.5f32, -0.5, 2.0, 0.25];
+    let cases = [
+        (Alu::Multiply, Alu::Add, false, Alu::Max),
+        (Alu::Multiply, Alu::Subtract, true, Alu::Min),
+        (Alu::Subtract, Alu::Bypass, true, Alu::AbsMax),
+        (Alu::Add, Alu::Bypass, false, Alu::Add),
+        (Alu::Bypass, Alu::Bypass, false, Alu::Max),
+    ];
+    for (op0, op1, reverse, rop) in cases {
+        let mut nc = Nc::new(Chip::trn3(), ExecMode::FUNCTIONAL);
+        let xt = load(&mut nc, "x", p, f, &x);
+        let ct = load(&mut nc, "c", p, 1, &col);
+        let sb = nc.sbuf_pool("out", 1);
+        let (yt, rt) =
+            (nc.tile(sb, Dtype::F32, &[p, f]).unwrap(), nc.tile(sb, Dtype::F32, &[p, 1]).unwrap());
+        let args = Act2Args::default()
+            .ops((op0, ct.into()), (op1, 0.75.into()))
+            .reverse(reverse, reverse)
+            .reduce_with(rop, rt);
+        nc.activate2(yt, xt, Act::Tanh, args).unwrap();
+        let (y, r) = (fetch(&mut nc, "y", yt, p, f), fetch(&mut nc, "r", rt, p, 1));
+        let stage = |op: Alu, a: f32, imm: f32| match (op, reverse) {
+            (Alu::Bypass, _) => a,
+            (Alu::Multiply, _) => a * imm,
+            (Alu::Add, _) => a + imm,
+            (Alu::Subtract, false) => a - imm,
+            (Alu::Subtract, true) => imm - a,
+            _ => unreachable!(),
+        };
+        for i in 0..p as usize {
+            let row: Vec<f32> = (0..f as usize)
+                .map(|j| stage(op1, stage(op0, x[i * 6 + j], col[i]), 0.75).tanh())
+                .collect();
+            let want = match rop {
+                Alu::Add => row.iter().sum(),
+                Alu::Max => row.iter().cloned().fold(f32::NEG_INFINITY, f32::max),
+                Alu::Min => row.iter().cloned().fold(f32::INFINITY, f32::min),
+                _ => row.iter().fold(0.0f32, |m, v| m.max(v.abs())),
+            };
+            assert_eq!(&y[i * 6..(i + 1) * 6], &row[..], "{op0:?}/{op1:?} row {i}");
+            assert_eq!(r[i], want, "{rop:?} reduce of row {i}");
+        }
+    }
+}
+
+#[test]
+fn activate2_is_refused_before_neuroncore_v4_and_with_other_ops() {
+    use neuron_sim::Act2Args;
+    let mut nc = nc(); // trn2: NeuronCore-v3
+    let xt = load(&mut nc, "x", 2, 2, &[1.0; 4]);
+    let e = nc.activate2(xt, xt, Act::Exp, Act2Args::default()).unwrap_err();
+    assert!(e.to_string().contains("activate2 is a NeuronCore-v4 instruction"), "{e}");
+    let mut nc = Nc::new(Chip::trn3(), ExecMode::FUNCTIONAL);
+    let xt = load(&mut nc, "x", 2, 2, &[1.0; 4]);
+    let sb = nc.sbuf_pool("r", 1);
+    let rt = nc.tile(sb, Dtype::F32, &[2, 1]).unwrap();
+    let pair = Act2Args::default().ops((Alu::Add, 1.0.into()), (Alu::Add, 1.0.into()));
+    let e = nc.activate2(xt, xt, Act::Exp, pair).unwrap_err();
+    assert!(e.to_string().contains("not (Add, Add)"), "{e}");
+    let mul = Act2Args::default().reduce_with(Alu::Multiply, rt);
+    let e = nc.activate2(xt, xt, Act::Exp, mul).unwrap_err();
+    assert_eq!(e.kind.name(), "reduce_op_not_allowed", "{e}");
+}

@@ -44,7 +44,7 @@ use crate::timing::{DmaChunk, Timing};
 use crate::Chip;
 use hash::{chip_toml, ProgramHasher};
 use memory::{Buf, HbmTensor, Logical, PoolState, TileKey};
-pub use operands::{Access, ActArgs, Affine, Scalar};
+pub use operands::{Access, Act2Args, ActArgs, Affine, Scalar};
 use rustc_hash::FxHashMap;
 pub(crate) use schedule::Stats;
 pub use shuffle::SHUFFLE_KEEP;

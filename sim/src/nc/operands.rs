@@ -69,6 +69,55 @@ impl ActArgs {
     }
 }
 
+/// Options of [`Nc::activate2`](crate::Nc::activate2) (NeuronCore-v4): `dst =
+/// func((src op0 imm0) op1 imm1)`, optionally `reduce = reduce_op(dst)` along the free axis.
+/// `reverse0` computes `imm0 op0 src` instead (and `reverse1` likewise for op1). The default is
+/// `(bypass, bypass)`, no reduction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Act2Args {
+    pub op0: Alu,
+    pub imm0: Scalar,
+    pub op1: Alu,
+    pub imm1: Scalar,
+    pub reverse0: bool,
+    pub reverse1: bool,
+    pub reduce_op: Alu,
+    pub reduce: Option<TileView>,
+}
+
+impl Default for Act2Args {
+    fn default() -> Self {
+        Act2Args {
+            op0: Alu::Bypass,
+            imm0: Scalar::Imm(0.0),
+            op1: Alu::Bypass,
+            imm1: Scalar::Imm(0.0),
+            reverse0: false,
+            reverse1: false,
+            reduce_op: Alu::Add,
+            reduce: None,
+        }
+    }
+}
+
+impl Act2Args {
+    /// The tensor-scalar stage: `(src op0 imm0) op1 imm1`.
+    pub fn ops(mut self, op0: (Alu, Scalar), op1: (Alu, Scalar)) -> Self {
+        (self.op0, self.imm0, self.op1, self.imm1) = (op0.0, op0.1, op1.0, op1.1);
+        self
+    }
+    /// `imm0 op0 src` and/or `imm1 op1 t` instead.
+    pub fn reverse(mut self, reverse0: bool, reverse1: bool) -> Self {
+        (self.reverse0, self.reverse1) = (reverse0, reverse1);
+        self
+    }
+    /// Reduce the activated values of each partition with `op` into `r` (`[P, 1]`).
+    pub fn reduce_with(mut self, op: Alu, r: impl Into<TileView>) -> Self {
+        (self.reduce_op, self.reduce) = (op, Some(r.into()));
+        self
+    }
+}
+
 /// An affine integer expression over a view's indices:
 /// `offset + partition * p + Σ free[i] * idx_i` (for `iota` and `affine_select`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
