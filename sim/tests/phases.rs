@@ -158,3 +158,144 @@ fn a_release_is_part_of_the_program_hash() {
     assert_ne!(hash(true), hash(false));
     assert_eq!(hash(true), hash(true));
 }
+
+mod random_phases {
+    //! Properties over random two-phase programs: the release orders every later access after
+    //! every earlier one, and changes times only, never values.
+
+    use neuron_sim::{Act, ActArgs, Alu, Chip, Dtype, Engine, ExecMode, Hbm, Nc, Pool};
+    use proptest::prelude::*;
+
+    const F: u64 = 32;
+
+    #[derive(Clone, Copy, Debug)]
+    enum Step {
+        Load { tile: usize, block: u64 },
+        Store { tile: usize, block: u64 },
+        Add { dst: usize, a: usize, b: usize },
+        Exp { dst: usize, src: usize },
+        Copy { engine: usize, dst: usize, src: usize },
+        Shuffle { dst: usize, src: usize, shift: u8 },
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        let t = 0usize..3;
+        prop_oneof![
+            (t.clone(), 0u64..4).prop_map(|(tile, block)| Step::Load { tile, block }),
+            (t.clone(), 0u64..4).prop_map(|(tile, block)| Step::Store { tile, block }),
+            (t.clone(), t.clone(), t.clone()).prop_map(|(dst, a, b)| Step::Add { dst, a, b }),
+            (t.clone(), t.clone()).prop_map(|(dst, src)| Step::Exp { dst, src }),
+            (0usize..3, t.clone(), t.clone()).prop_map(|(engine, dst, src)| Step::Copy {
+                engine,
+                dst,
+                src
+            }),
+            (t.clone(), t, 0u8..32).prop_map(|(dst, src, shift)| Step::Shuffle { dst, src, shift }),
+        ]
+    }
+
+    /// One phase: three tiles of `pool` loaded from `x` (so each is written), then `steps`.
+    fn phase(nc: &mut Nc, pool: Pool, x: Hbm, y: Hbm, steps: &[Step]) {
+        let tiles: Vec<_> = (0..3)
+            .map(|i| nc.tile_named(pool, &format!("t{i}"), Dtype::F32, &[128, F]).unwrap())
+            .collect();
+        for (i, t) in tiles.iter().enumerate() {
+            nc.dma(*t, x.cols(i as u64 * F..(i as u64 + 1) * F)).unwrap();
+        }
+        for s in steps {
+            match *s {
+                Step::Load { tile, block } => {
+                    nc.dma(tiles[tile], x.cols(block * F..(block + 1) * F))
+                }
+                Step::Store { tile, block } => {
+                    nc.dma(y.cols(block * F..(block + 1) * F), tiles[tile])
+                }
+                Step::Add { dst, a, b } => {
+                    nc.tensor_tensor(tiles[dst], tiles[a], tiles[b], Alu::Add)
+                }
+                Step::Exp { dst, src } => {
+                    nc.activation(tiles[dst], tiles[src], Act::Exp, ActArgs::default())
+                }
+                Step::Copy { engine, dst, src } => {
+                    let e = [Engine::Vector, Engine::Scalar, Engine::GpSimd][engine];
+                    nc.on(e).tensor_copy(tiles[dst], tiles[src])
+                }
+                Step::Shuffle { dst, src, shift } => {
+                    let mask = std::array::from_fn(|i| (i as u8 + shift) % 32);
+                    nc.stream_shuffle(tiles[dst], tiles[src], mask)
+                }
+            }
+            .unwrap();
+        }
+    }
+
+    struct Run {
+        out: Vec<u32>,
+        /// Trace slices (start, end) in µs of phase 1 and of phase 2.
+        slices: [Vec<(f64, f64)>; 2],
+    }
+
+    fn slices(nc: &Nc) -> Vec<(f64, f64)> {
+        let trace = nc.trace_json().unwrap_or_default();
+        let Some(events) = trace["traceEvents"].as_array() else { return Vec::new() };
+        events
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .map(|e| {
+                let ts = e["ts"].as_f64().unwrap();
+                (ts, ts + e["dur"].as_f64().unwrap())
+            })
+            .collect()
+    }
+
+    fn run(one: &[Step], two: &[Step], release: bool, mode: ExecMode) -> Run {
+        let mut nc = Nc::new(Chip::trn2(), mode);
+        let input: Vec<f32> =
+            (0..128 * 4 * F).map(|i| ((i * 7919) % 1000) as f32 / 1000.0).collect();
+        let x = nc.hbm_input("x", Dtype::F32, &[128, 4 * F], &input).unwrap();
+        let y1 = nc.hbm("y1", Dtype::F32, &[128, 4 * F]).unwrap();
+        let y2 = nc.hbm("y2", Dtype::F32, &[128, 4 * F]).unwrap();
+        let p1 = nc.sbuf_pool("one", 1);
+        phase(&mut nc, p1, x, y1, one);
+        let first = slices(&nc);
+        if release {
+            nc.release_pool(p1).unwrap();
+        }
+        let p2 = nc.sbuf_pool("two", 1);
+        phase(&mut nc, p2, x, y2, two);
+        let all = slices(&nc);
+        let second = all[first.len()..].to_vec();
+        let out =
+            nc.read_hbm(y2).map(|v| v.iter().map(|f| f.to_bits()).collect()).unwrap_or_default();
+        Run { out, slices: [first, second] }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+        /// Every phase-2 instruction touches a buffer made after the release, so none starts
+        /// before every phase-1 instruction has ended.
+        #[test]
+        fn nothing_of_the_next_phase_starts_before_the_released_phase_ends(
+            one in prop::collection::vec(step(), 0..12),
+            two in prop::collection::vec(step(), 0..12),
+        ) {
+            let r = run(&one, &two, true, ExecMode::TRACE);
+            let end = r.slices[0].iter().map(|s| s.1).fold(0.0, f64::max);
+            for (start, _) in &r.slices[1] {
+                prop_assert!(*start >= end - 1e-9, "phase-2 slice at {} µs, phase 1 ends {} µs", start, end);
+            }
+        }
+
+        /// The release orders the phases in time; the values phase 2 computes do not change.
+        #[test]
+        fn a_release_changes_no_value(
+            one in prop::collection::vec(step(), 0..12),
+            two in prop::collection::vec(step(), 0..12),
+        ) {
+            let with = run(&one, &two, true, ExecMode::FUNCTIONAL);
+            let without = run(&one, &two, false, ExecMode::FUNCTIONAL);
+            prop_assert_eq!(with.out, without.out);
+        }
+    }
+}
