@@ -303,3 +303,22 @@ fn transpose_mode_shuffle_and_activation_reduce_rules() {
     assert!(matches!(e.kind, V::ReduceOpNotAllowed { op: Alu::Max, .. }), "{e}");
     check(&e, "activation", line, &["Scalar cannot reduce with Max", "tensor_reduce"]);
 }
+
+#[test]
+fn transposes_into_one_psum_tile_from_two_affine_iterations_are_a_waw_not_an_accumulation() {
+    // Matmuls accumulating into one PSUM tile may span affine iterations; a transpose-mode
+    // matmul overwrites its dst like any write, so two iterations writing it conflict.
+    let mut nc = nc();
+    let (sb, ps) = (nc.sbuf_pool("sb", 1), nc.psum_pool("ps", 1));
+    let data = nc.tile(sb, Dtype::F32, &[32, 32]).unwrap();
+    let eye = nc.tile(sb, Dtype::F32, &[32, 32]).unwrap();
+    nc.memset(data, 1.0).unwrap();
+    // The identity: ones, kept where partition - column == 0 (affine_select).
+    nc.memset(eye, 1.0).unwrap();
+    let diagonal = neuron_sim::Affine::new2(0, 1, -1);
+    nc.affine_select(eye, eye, diagonal, neuron_sim::Cmp::Eq, 0.0).unwrap();
+    let out = nc.tile(ps, Dtype::F32, &[32, 32]).unwrap();
+    let e = nc.affine_range(0..2, |nc, _| nc.matmul_transpose(out, data, eye)).unwrap_err();
+    assert!(matches!(e.kind, V::LoopCarriedDependency(_)), "{e}");
+    assert!(e.to_string().contains("WAW"), "{e}");
+}

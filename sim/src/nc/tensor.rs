@@ -377,8 +377,10 @@ impl Nc {
         }
         let cycles = self.tensor_transpose_cycles(p, f, dt);
         self.stats.transpose_flops += 2.0 * (p * p * f) as f64;
+        // Its own name in profiles and traces, and not "nc_matmul": a transpose overwrites its
+        // dst, it does not accumulate (the loop-carried check tells the two apart by name).
         self.schedule(
-            "nc_matmul",
+            "nc_matmul(is_transpose)",
             Engine::Tensor,
             cycles,
             &[(s, rs), (m, rm)],
