@@ -322,3 +322,14 @@ fn transposes_into_one_psum_tile_from_two_affine_iterations_are_a_waw_not_an_acc
     assert!(matches!(e.kind, V::LoopCarriedDependency(_)), "{e}");
     assert!(e.to_string().contains("WAW"), "{e}");
 }
+
+#[test]
+fn a_partition_broadcast_into_an_empty_view_is_an_error() {
+    let mut nc = nc();
+    let sb = nc.sbuf_pool("sb", 1);
+    let (src, dst) =
+        (nc.tile(sb, Dtype::F32, &[1, 8]).unwrap(), nc.tile(sb, Dtype::F32, &[64, 8]).unwrap());
+    nc.memset(src, 1.0).unwrap();
+    let (e, line) = (nc.partition_broadcast(dst.parts(0..0), src).unwrap_err(), line!());
+    check(&e, "nc_stream_shuffle", line, &["dst is empty"]);
+}

@@ -46,7 +46,8 @@ impl Nc {
     ) -> SimResult<()> {
         let (d, s) = (dst.into(), src.into());
         let s0 = s.parts(0..1.min(s.np));
-        for q0 in (0..d.np).step_by(32) {
+        // `max(1)`: an empty dst still issues one shuffle, which reports it.
+        for q0 in (0..d.np.max(1)).step_by(32) {
             self.stream_shuffle(d.parts(q0..(q0 + 32).min(d.np)), s0, [0; 32])?;
         }
         Ok(())
