@@ -463,3 +463,30 @@ fn activate2_costs_an_activation_with_or_without_its_reduce() {
         assert_eq!(cycles(&mut nc, Engine::Scalar), want, "N={n} reduce={reduce}");
     }
 }
+
+#[test]
+fn transpose_mode_costs_exactly_the_plain_matmul_of_the_same_operands() {
+    // One cost path: the same operands issued as a plain nc_matmul (fp32 PSUM out) and in
+    // transpose mode cost the same TensorE cycles, fp32 included.
+    for dt in [Dtype::Bf16, Dtype::F32] {
+        for (p, f) in [(128, 128), (64, 16), (8, 100)] {
+            let busy = |transpose: bool| {
+                let mut nc = nc();
+                let pool = nc.sbuf_pool("p", 1);
+                let data = nc.tile_named(pool, "data", dt, &[p, f]).unwrap();
+                let eye = nc.tile_named(pool, "eye", dt, &[p, p]).unwrap();
+                nc.on(Engine::GpSimd).memset(data, 1.0).unwrap();
+                nc.on(Engine::GpSimd).memset(eye, 0.0).unwrap();
+                if transpose {
+                    let dst = psum(&mut nc, dt, &[f, p]);
+                    nc.matmul_transpose(dst, data, eye).unwrap();
+                } else {
+                    let dst = psum(&mut nc, Dtype::F32, &[f, p]);
+                    nc.matmul(dst, data, eye, false).unwrap();
+                }
+                cycles(&mut nc, Engine::Tensor)
+            };
+            assert_eq!(busy(true), busy(false), "{dt} P={p} F={f}");
+        }
+    }
+}

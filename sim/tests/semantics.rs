@@ -668,3 +668,25 @@ fn activate2_is_refused_before_neuroncore_v4_and_with_other_ops() {
     let e = nc.activate2(xt, xt, Act::Exp, mul).unwrap_err();
     assert_eq!(e.kind.name(), "reduce_op_not_allowed", "{e}");
 }
+
+#[test]
+fn the_new_instructions_appear_in_the_trace_under_their_names() {
+    let mut nc = Nc::new(Chip::trn3(), ExecMode::TRACE);
+    let (sb, ps) = (nc.sbuf_pool("sb", 1), nc.psum_pool("ps", 1));
+    let x = nc.tile(sb, Dtype::Bf16, &[32, 32]).unwrap();
+    let y = nc.tile(sb, Dtype::Bf16, &[32, 32]).unwrap();
+    let t = nc.tile(ps, Dtype::Bf16, &[32, 32]).unwrap();
+    nc.memset(x, 1.0).unwrap();
+    nc.matmul_transpose(t, x, x).unwrap(); // timing only: values are not checked
+    nc.stream_shuffle(y, x, [0; 32]).unwrap();
+    nc.activate2(y, x, Act::Exp, neuron_sim::Act2Args::default()).unwrap();
+    let trace = nc.trace_json().unwrap();
+    let names: Vec<&str> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["memset", "nc_matmul(is_transpose)", "nc_stream_shuffle", "activate2"]);
+}
