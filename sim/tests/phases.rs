@@ -1,6 +1,6 @@
 //! Freeing a pool between the phases of one kernel (`Nc::release_pool`): the memory is
 //! reclaimed, handles to the released tiles are errors, and the order between the old and the
-//! new buffers of that memory is kept (neuroncore.md §1.6; docs/neuroncore.md's pool note).
+//! new buffers of that memory is kept (docs/neuroncore.md §1.6, the note on phases).
 
 use neuron_sim::{Act, ActArgs, Chip, Dtype, ExecMode, Nc, Pool, ViolationKind as V};
 use serde_json::Value;
