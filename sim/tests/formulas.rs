@@ -361,3 +361,132 @@ fn reciprocal_is_max_min_ii_8n_on_vector_and_max_min_ii_n_on_scalar() {
         }
     }
 }
+
+#[test]
+fn fp32_tensor_engine_transpose_costs_an_fp32_matmul() {
+    // §2.3 nc_transpose on TensorE is a matmul of the data (stationary, N_stationary = F) by
+    // an identity (moving, N_moving = P) (nki.isa.nc_transpose): max(min(64, F), P), x4 for
+    // fp32 as every fp32 matmul (§1.4).
+    for (p, f) in [(128, 128), (16, 8), (8, 100)] {
+        let mut nc = nc();
+        let src = sbuf(&mut nc, Dtype::F32, &[p, f]);
+        let dst = psum(&mut nc, Dtype::F32, &[f, p]);
+        nc.on(Engine::GpSimd).memset(src, 1.0).unwrap();
+        nc.transpose(dst, src).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::Tensor), 4 * p.max(f.min(64)), "P={p} F={f}");
+    }
+}
+
+#[test]
+fn matmul_transpose_mode_costs_a_matmul_of_its_dtype() {
+    // nc_matmul(is_transpose=True): stationary = data [P, F], moving = identity [P, P], so
+    // §2.3's max(min(64, N_stationary), N_moving) = max(min(64, F), P); x4 for fp32 (§1.4).
+    for (dt, factor) in [(Dtype::Bf16, 1), (Dtype::F16, 1), (Dtype::F32, 4)] {
+        for (p, f) in [(128, 128), (32, 128), (16, 8), (8, 100), (128, 1)] {
+            let mut nc = nc();
+            let pool = nc.sbuf_pool("p", 1);
+            let data = nc.tile_named(pool, "data", dt, &[p, f]).unwrap();
+            let eye = nc.tile_named(pool, "eye", dt, &[p, p]).unwrap();
+            let dst = psum(&mut nc, dt, &[f, p]);
+            nc.on(Engine::GpSimd).memset(data, 1.0).unwrap();
+            nc.on(Engine::GpSimd).memset(eye, 0.0).unwrap();
+            nc.matmul_transpose(dst, data, eye).unwrap();
+            let want = factor * std::cmp::max(std::cmp::min(64, f), p);
+            assert_eq!(cycles(&mut nc, Engine::Tensor), want, "{dt} P={p} F={f}");
+        }
+    }
+}
+
+#[test]
+fn activation_with_an_add_reduce_op_adds_min_ii_and_refuses_the_others() {
+    // §2.3 activation_reduce: max(MIN_II, N) + MIN_II; reduce_op must be add (§1.5, [ACT233]).
+    for n in [10u64, 512] {
+        let mut nc = nc();
+        let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
+        let r = sbuf(&mut nc, Dtype::F32, &[128, 1]);
+        nc.on(Engine::GpSimd).memset(x, 0.5).unwrap();
+        let args = ActArgs::default().reduce_with(Alu::Add, r);
+        nc.activation(x, x, Act::Exp, args).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::Scalar), MIN_II.max(n) + MIN_II);
+    }
+}
+
+#[test]
+fn stream_shuffle_is_max_min_ii_n() {
+    // nki.isa.nc_stream_shuffle: max(MIN_II, N) VectorE cycles, N = src elements per partition.
+    for n in [16u64, 64, 1000] {
+        let mut nc = nc();
+        let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
+        let y = sbuf(&mut nc, Dtype::F32, &[128, n + 1]).cols(0..n);
+        nc.on(Engine::GpSimd).memset(x, 0.5).unwrap();
+        let mut mask = [0u8; 32];
+        for (i, m) in mask.iter_mut().enumerate() {
+            *m = 31 - i as u8;
+        }
+        nc.stream_shuffle(y, x, mask).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::Vector), MIN_II.max(n), "N={n}");
+    }
+}
+
+#[test]
+fn partition_broadcast_is_one_stream_shuffle_per_destination_quadrant() {
+    // nkilib stream_shuffle_broadcast: one nc_stream_shuffle with a zero mask per quadrant of
+    // 32 destination partitions, each max(MIN_II, N).
+    for (parts, n) in [(128u64, 16u64), (100, 1000), (32, 200), (1, 64)] {
+        let mut nc = nc();
+        let x = sbuf(&mut nc, Dtype::Bf16, &[1, n]);
+        let y = sbuf(&mut nc, Dtype::Bf16, &[parts, n + 1]).cols(0..n);
+        nc.on(Engine::GpSimd).memset(x, 0.5).unwrap();
+        nc.partition_broadcast(y, x).unwrap();
+        let e = &nc.profile().engines[Engine::Vector.index()];
+        assert_eq!(e.instruction_count, parts.div_ceil(32), "{parts} partitions");
+        assert_eq!(e.busy_cycles, parts.div_ceil(32) * MIN_II.max(n), "{parts} x {n}");
+    }
+}
+
+#[test]
+fn activate2_costs_an_activation_with_or_without_its_reduce() {
+    // activate2 (NeuronCore-v4) has no published cost; the simulator charges activation's
+    // §2.3 rows (assumed, docs/neuroncore.md §2.3): max(MIN_II, N), + MIN_II with a reduce.
+    use neuron_sim::Act2Args;
+    for (n, reduce) in [(10u64, false), (10, true), (1000, false), (1000, true)] {
+        let mut nc = Nc::new(Chip::trn3(), ExecMode::TIMING);
+        let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
+        let r = sbuf(&mut nc, Dtype::F32, &[128, 1]);
+        nc.on(Engine::GpSimd).memset(x, 0.5).unwrap();
+        let mut args = Act2Args::default().ops((Alu::Multiply, 2.0.into()), (Alu::Add, 1.0.into()));
+        if reduce {
+            args = args.reduce_with(Alu::Max, r);
+        }
+        nc.activate2(x, x, Act::Exp, args).unwrap();
+        let want = MIN_II.max(n) + if reduce { MIN_II } else { 0 };
+        assert_eq!(cycles(&mut nc, Engine::Scalar), want, "N={n} reduce={reduce}");
+    }
+}
+
+#[test]
+fn transpose_mode_costs_exactly_the_plain_matmul_of_the_same_operands() {
+    // One cost path: the same operands issued as a plain nc_matmul (fp32 PSUM out) and in
+    // transpose mode cost the same TensorE cycles, fp32 included.
+    for dt in [Dtype::Bf16, Dtype::F32] {
+        for (p, f) in [(128, 128), (64, 16), (8, 100)] {
+            let busy = |transpose: bool| {
+                let mut nc = nc();
+                let pool = nc.sbuf_pool("p", 1);
+                let data = nc.tile_named(pool, "data", dt, &[p, f]).unwrap();
+                let eye = nc.tile_named(pool, "eye", dt, &[p, p]).unwrap();
+                nc.on(Engine::GpSimd).memset(data, 1.0).unwrap();
+                nc.on(Engine::GpSimd).memset(eye, 0.0).unwrap();
+                if transpose {
+                    let dst = psum(&mut nc, dt, &[f, p]);
+                    nc.matmul_transpose(dst, data, eye).unwrap();
+                } else {
+                    let dst = psum(&mut nc, Dtype::F32, &[f, p]);
+                    nc.matmul(dst, data, eye, false).unwrap();
+                }
+                cycles(&mut nc, Engine::Tensor)
+            };
+            assert_eq!(busy(true), busy(false), "{dt} P={p} F={f}");
+        }
+    }
+}

@@ -112,6 +112,23 @@ impl Timing {
         }
     }
 
+    /// When the last access recorded for buffer `id` ends, with its critical path: from then
+    /// on its memory may hold another buffer (a pool released between phases of a kernel).
+    pub fn buffer_done(&self, id: u32) -> (u64, Crit) {
+        let all = Region { id, p0: 0, p1: u32::MAX, b0: 0, b1: u64::MAX };
+        self.deps::<Region>(&[], &[all], 0)
+    }
+
+    /// Start buffer `id` behind a write of all of it that ends at `time`: its memory held
+    /// released buffers until then, so its first accesses wait for their last (WAR/WAW across
+    /// the release). One record in the wide list; no bins are made for it.
+    pub fn inherit(&mut self, id: u32, time: u64, crit: &Crit) {
+        let b = &mut self.recs[id as usize];
+        b.latest[1] = b.latest[1].max(time);
+        b.last_write = None;
+        b.wide[1].push(Rec { p0: 0, p1: u32::MAX, b0: 0, b1: u64::MAX, time, crit: *crit });
+    }
+
     /// Earliest time the accesses may start, with the critical path of the binding constraint;
     /// `after` is a start the caller already has (its track's free time): only records later
     /// than it can bind, and a buffer with none is not scanned. Returns (`after`, zero path)
