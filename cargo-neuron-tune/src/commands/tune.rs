@@ -458,6 +458,11 @@ fn tune_one(
                 if let Some(v) = valid_cache.get(&c.0) {
                     return *v;
                 }
+                // After a failure (Ctrl-C, a broken worker) nothing more is asked: the
+                // pool may still owe an answer, and the command is ending anyway.
+                if broken.is_some() {
+                    return false;
+                }
                 let request = RequestBody::Validate {
                     kernel: job.kernel.into(),
                     shape: ShapeRef::Dims(job.shape.clone()),
