@@ -3,7 +3,7 @@
 //! The three built-in chips carry the facts of `docs/neuroncore.md`; each field names the
 //! section it comes from. Fields marked *fitted* are the few free constants of the timing
 //! model, set so the calibration kernels land on the public measurements of §4.3 (see
-//! `tests/calibration.rs`). A chip can also be read from TOML with exactly these fields,
+//! the calibration suite, `fixtures/calibration`). A chip can also be read from TOML with exactly these fields,
 //! to model a variant (another clock, a recalibrated constant); an unknown or missing field
 //! is an error.
 
