@@ -99,7 +99,8 @@ pub struct Profile {
     pub mbu_estimated_percent: f64,
     /// Useful FLOPs (matmul 2·K·M·N unless the caller set the kernel's own count).
     pub model_flops: f64,
-    /// bf16-equivalent PE FLOPs (fp32 ×4, §5 [SCHEMA] `adjusted_flops`).
+    /// PE FLOPs as neuron-profile counts them: fp32 matmuls twice, plus `transpose_flops`
+    /// (calibration.md §1.1).
     pub hardware_flops: f64,
     pub transpose_flops: f64,
     pub tflops: f64,

@@ -160,8 +160,9 @@ impl Nc {
         let flops = 2.0 * (k * mm * n) as f64;
         self.stats.matmuls += 1;
         self.stats.matmul_flops += flops;
-        // neuron-profile's adjusted (bf16-equivalent) FLOPs: fp32 x4 (§5 [SCHEMA]).
-        self.stats.hardware_flops += if fp32 { flops * 4.0 } else { flops };
+        // neuron-profile's hardware_flops count an fp32 matmul twice (calibration.md §1.1:
+        // 2 × 2·M·N·K, derived from the NKIBench matmul, swiglu and bmm counters).
+        self.stats.hardware_flops += if fp32 { flops * 2.0 } else { flops };
         self.schedule(
             "nc_matmul",
             Engine::Tensor,
@@ -247,12 +248,22 @@ impl Nc {
             }
             self.scatter_tile(&d, &t);
         }
+        // On TensorE a transpose is a matmul of the source (stationary, [P, F]) with a P x P
+        // identity (moving), and costs what that matmul costs in the source's dtype, fp32
+        // included (calibration.md §1.3, §3); neuron-profile counts it that way too, fp32
+        // twice (calibration.md §1.1: 2·128³·2 per fp32 128 x 128 transpose).
+        let fp32 = s.tile.dtype == Dtype::F32;
         let cycles = match eng {
-            Engine::Tensor => cost::transpose_tensor(p, f),
+            Engine::Tensor => {
+                let t = &self.chip.tensor;
+                cost::matmul(t.mm_min_cycles, f, p, fp32, t.fp32_factor)
+            }
             _ => cost::transpose_vector(self.chip.vector.min_ii_cycles, f),
         };
         if eng == Engine::Tensor {
-            self.stats.transpose_flops += 2.0 * (p * p * f) as f64;
+            let flops = 2.0 * (p * p * f) as f64 * if fp32 { 2.0 } else { 1.0 };
+            self.stats.transpose_flops += flops;
+            self.stats.hardware_flops += flops;
         }
         let (reads, writes) = ([(&s, rs)], [(&d, rd)]);
         self.schedule("nc_transpose", eng, cycles, &reads, &writes, SourceLoc::from_location(loc))
