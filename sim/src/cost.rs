@@ -120,9 +120,11 @@ pub fn tensor_tensor_scan(min_ii: u64, n: u64) -> u64 {
     min_ii.max(2 * n)
 }
 
-/// `reciprocal` (§2.3): `max(MIN_II, 8N)` on VectorE, `max(MIN_II, N)` on ScalarE.
-pub fn reciprocal(min_ii: u64, n: u64, vector: bool) -> u64 {
-    min_ii.max(if vector { 8 * n } else { n })
+/// `reciprocal` (§2.3): `max(MIN_II, per_elem · N)`; ScalarE's `per_elem` is 1, VectorE's
+/// the chip's `vector.reciprocal_cycles_per_elem` (documented 8, measured about 3: see
+/// `Chip`).
+pub fn reciprocal(min_ii: u64, n: u64, per_elem: u64) -> u64 {
+    min_ii.max(per_elem * n)
 }
 
 /// `nc_stream_shuffle` (§2.3; nki.isa.nc_stream_shuffle): `max(MIN_II, N)` on VectorE.

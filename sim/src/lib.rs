@@ -71,5 +71,6 @@ pub use view::{Hbm, HbmView, Mem, Pool, Tile, TileView, MAX_FREE_DIMS, MAX_HBM_D
 /// Version of the simulator's model; part of every cached result's key, so a change to the
 /// model invalidates what an older one measured. Bump it with every change to simulated
 /// times (model2: a DMA issued behind others places its chunks as one group; model3: an fp32
-/// TensorE transpose costs an fp32 matmul, 4x what it cost before).
-pub const SIM_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+model3");
+/// TensorE transpose costs an fp32 matmul; model4: DMA engines at their practical peak,
+/// VectorE/ScalarE fixed cycles, TensorE transposes priced and counted as matmuls).
+pub const SIM_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+model4");

@@ -131,7 +131,7 @@ impl Nc {
             stats: Stats::default(),
             sbuf_reserved: 0,
             psum_reserved_banks: 0,
-            freed: [(0, [0; 8]); 2],
+            freed: [(0, [0; crate::timing::CRIT_CATEGORIES.len()]); 2],
             hash,
             scratch: Vec::new(),
             scratch2: Vec::new(),

@@ -162,8 +162,9 @@ impl Nc {
         let flops = 2.0 * (k * mm * n) as f64;
         self.stats.matmuls += 1;
         self.stats.matmul_flops += flops;
-        // neuron-profile's adjusted (bf16-equivalent) FLOPs: fp32 x4 (§5 [SCHEMA]).
-        self.stats.hardware_flops += if fp32 { flops * 4.0 } else { flops };
+        // neuron-profile's hardware_flops count an fp32 matmul twice (calibration.md §1.1:
+        // 2 × 2·M·N·K, derived from the NKIBench matmul, swiglu and bmm counters).
+        self.stats.hardware_flops += if fp32 { flops * 2.0 } else { flops };
         self.schedule(
             "nc_matmul",
             Engine::Tensor,
@@ -249,12 +250,17 @@ impl Nc {
             }
             self.scatter_tile(&d, &t);
         }
+        // On TensorE a transpose is a matmul of the source (stationary, [P, F]) with a P x P
+        // identity (moving), and costs what that matmul costs in the source's dtype, fp32
+        // included (calibration.md §1.3, §3); neuron-profile counts it that way too, fp32
+        // twice (calibration.md §1.1: 2·128³·2 per fp32 128 x 128 transpose).
+        let fp32 = s.tile.dtype == Dtype::F32;
         let cycles = match eng {
             Engine::Tensor => self.tensor_transpose_cycles(p, f, s.tile.dtype),
             _ => cost::transpose_vector(self.chip.vector.min_ii_cycles, f),
         };
         if eng == Engine::Tensor {
-            self.stats.transpose_flops += 2.0 * (p * p * f) as f64;
+            self.count_transpose_flops(p, f, fp32);
         }
         let (reads, writes) = ([(&s, rs)], [(&d, rd)]);
         self.schedule("nc_transpose", eng, cycles, &reads, &writes, SourceLoc::from_location(loc))
@@ -285,6 +291,15 @@ impl Nc {
     fn tensor_transpose_cycles(&self, p: u64, f: u64, dtype: Dtype) -> u64 {
         let t = &self.chip.tensor;
         cost::transpose_tensor(t.mm_min_cycles, p, f, dtype == Dtype::F32, t.fp32_factor)
+    }
+
+    /// A TensorE transpose's FLOPs as neuron-profile counts them: the matmul by the
+    /// identity, fp32 twice (calibration.md §1.1: 2·128³·2 per fp32 128 x 128 transpose), in
+    /// both `transpose_flops` and `hardware_flops`.
+    fn count_transpose_flops(&mut self, p: u64, f: u64, fp32: bool) {
+        let flops = 2.0 * (p * p * f) as f64 * if fp32 { 2.0 } else { 1.0 };
+        self.stats.transpose_flops += flops;
+        self.stats.hardware_flops += flops;
     }
 
     /// Executes `nc_matmul(is_transpose=True)`: checks, hash, values, schedule.
@@ -376,7 +391,7 @@ impl Nc {
             self.scatter_tile(d, &t);
         }
         let cycles = self.tensor_transpose_cycles(p, f, dt);
-        self.stats.transpose_flops += 2.0 * (p * p * f) as f64;
+        self.count_transpose_flops(p, f, dt == Dtype::F32);
         // Its own name in profiles and traces, and not "nc_matmul": a transpose overwrites its
         // dst, it does not accumulate (the loop-carried check tells the two apart by name).
         self.schedule(
