@@ -115,10 +115,11 @@ pub fn check(
     seed_bytes[..8].copy_from_slice(&cfg.seed.to_le_bytes());
     let mut runner =
         TestRunner::new_with_rng(pcfg, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
-    let p2 = params.clone();
-    let valid_shapes = kernel
-        .small_shapes(params)
-        .prop_filter("shape valid for the variant", move |s| kernel.validate(&p2, s).is_ok());
+    let (p2, chip) = (params.clone(), cfg.chip.clone());
+    let valid_shapes =
+        kernel.small_shapes(params).prop_filter("shape valid for the variant", move |s| {
+            kernel.validate(&p2, s, &chip).is_ok()
+        });
     let strategy = (valid_shapes, any::<u64>(), prop::sample::select(Distribution::ALL.to_vec()));
     let worst = std::cell::RefCell::new(Metrics { cosine: 1.0, ..Metrics::default() });
     // Cases run until the first failure (shrinking runs more, not counted).

@@ -467,6 +467,7 @@ fn tune_one(
                     kernel: job.kernel.into(),
                     shape: ShapeRef::Dims(job.shape.clone()),
                     configs: vec![params_of(space, c)],
+                    chip: job.chip.clone(),
                 };
                 let ok = match pool.request(request) {
                     Ok(done) => matches!(done.answer, Ok(ResponseBody::Validate { ref verdicts })
