@@ -86,6 +86,10 @@ pub enum RequestBody {
         #[serde(default)]
         regressions: Option<PathBuf>,
     },
+    /// Correctness of one variant at each of these shapes, one seeded case each (normal
+    /// values): how `tune --goal` validates a round's winner on every shape of its key set.
+    /// Answered with `Check`; a failure names its shape.
+    CheckAt { kernel: String, params: Params, shapes: Vec<Shape>, seed: u64, chip: ChipSpec },
     /// Timing run.
     Bench(VariantRef),
     /// Timing run with the full profile (and the Perfetto trace when `trace`).
