@@ -15,6 +15,8 @@ pub const NEAR: f64 = 0.95;
 pub const STILL_IMPROVING: f64 = 0.01;
 /// More than this share of invalid evaluations makes a run invalid-heavy.
 pub const INVALID_HEAVY: f64 = 0.5;
+/// A winner slower than this factor times another shape's own winner there is over-fitted.
+pub const OVER_FITTED: f64 = 1.05;
 /// A run shorter than this (seconds) is never called slow, whatever dominates it.
 pub const SLOW_MIN_S: f64 = 5.0;
 
@@ -223,6 +225,47 @@ pub fn invalid_heavy(evals: &[Eval]) -> Option<Diagnosis> {
         ),
         evidence,
         advice,
+    })
+}
+
+/// A shape's winner measured at another shape of its key set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CrossShape {
+    /// The other shape.
+    pub shape: String,
+    /// The winner's time there, and that shape's own winner's time, µs.
+    pub time_us: f64,
+    pub own_best_us: f64,
+}
+
+/// Over-fitted: the winner loses more than 5 % against another shape's own winner there.
+pub fn over_fitted(params: &Params, cross: &[CrossShape]) -> Option<Diagnosis> {
+    let losses: Vec<String> = cross
+        .iter()
+        .filter(|c| c.time_us > OVER_FITTED * c.own_best_us)
+        .map(|c| {
+            format!(
+                "at {} it runs {:.2} µs, {:.0} % slower than that shape's winner ({:.2} µs)",
+                c.shape,
+                c.time_us,
+                100.0 * (c.time_us / c.own_best_us - 1.0),
+                c.own_best_us
+            )
+        })
+        .collect();
+    if losses.is_empty() {
+        return None;
+    }
+    Some(Diagnosis {
+        rule: "over_fitted".into(),
+        summary: format!("over-fitted: the winner {params} is fast at its own shape only"),
+        evidence: losses,
+        advice: vec![
+            "keep one tuned record per shape (the tuned database keys by shape), and tune \
+             every shape a model calls (tune --model); for a shape not tuned, do not reuse \
+             this winner"
+                .into(),
+        ],
     })
 }
 
@@ -466,6 +509,19 @@ mod tests {
         assert_eq!(slow(&Spent { build_s: 2.0, check_s: 2.0, total_s: 10.0 }), None);
         // Dominated by checks, but too short to matter.
         assert_eq!(slow(&Spent { build_s: 0.5, check_s: 3.0, total_s: 4.0 }), None);
+    }
+
+    #[test]
+    fn over_fitted_fires_above_five_percent_only() {
+        let p = Params::default();
+        let at = |t: f64| CrossShape { shape: "wide".into(), time_us: t, own_best_us: 100.0 };
+        assert_eq!(over_fitted(&p, &[at(105.0)]), None, "5 % is not more than 5 %");
+        let d = over_fitted(&p, &[at(105.0), at(150.0)]).unwrap();
+        assert_eq!(d.rule, "over_fitted");
+        assert_eq!(
+            d.evidence,
+            ["at wide it runs 150.00 µs, 50 % slower than that shape's winner (100.00 µs)"]
+        );
     }
 
     proptest! {

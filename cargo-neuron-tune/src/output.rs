@@ -111,6 +111,14 @@ pub enum Event {
         template: String,
         module: std::path::PathBuf,
     },
+    /// A diagnosis `tune` can only make once every shape of a kernel is tuned
+    /// (`over_fitted`): for the result of this kernel and shape.
+    Diagnosis {
+        kernel: String,
+        shape: String,
+        chip: String,
+        diagnosis: crate::convergence::Diagnosis,
+    },
     /// The result of a search (`tune` per kernel and shape; `replay` per landscape).
     Tune {
         kernel: String,

@@ -138,7 +138,9 @@ pub fn run(
     ));
     let mut dbs: Vec<Option<TunedDb>> = ws.crates.iter().map(|_| None).collect();
     let mut missed: Vec<String> = Vec::new();
-    for t in &targets {
+    // Each tuned target's winner (index into `targets`, params, time), for `over_fitted`.
+    let mut winners: Vec<(usize, Params, f64)> = Vec::new();
+    for (ti, t) in targets.iter().enumerate() {
         let c = &mut ws.crates[t.krate];
         let k = &t.kernel;
         let shape_name = &t.shape_name;
@@ -174,6 +176,7 @@ pub fn run(
             continue;
         };
         report(&out, t, &chip, &result, &best, seed, opts);
+        winners.push((ti, best.params.clone(), best.time_us));
         if let Some(g) = result.goal.as_ref().filter(|g| !g.met) {
             missed.push(goal_miss(&k.name, shape_name, g, &best));
         }
@@ -205,11 +208,64 @@ pub fn run(
         let path = db.save()?;
         out.status(format!("   Wrote {}", path.display()));
     }
+    over_fitting(&mut ws, &targets, &winners, &chip, &out)?;
     if missed.is_empty() {
         Ok(Exit::Ok)
     } else {
         Err(fail(Exit::GoalNotMet, missed.join("\n")))
     }
+}
+
+/// The `over_fitted` rule, once every target is tuned: each winner of a kernel tuned at
+/// several shapes is measured at the kernel's other tuned shapes (those its validity rule
+/// accepts) and compared with their own winners.
+fn over_fitting(
+    ws: &mut Workspace,
+    targets: &[Target],
+    winners: &[(usize, Params, f64)],
+    chip: &ChipSpec,
+    out: &crate::output::Reporter,
+) -> Result<(), Failure> {
+    for (ti, params, _) in winners {
+        let t = &targets[*ti];
+        let mut cross = Vec::new();
+        for (oi, _, own_best_us) in winners {
+            let o = &targets[*oi];
+            if oi == ti || o.krate != t.krate || o.kernel.name != t.kernel.name {
+                continue;
+            }
+            let v = Variant {
+                kernel: t.kernel.name.clone(),
+                shape_name: o.shape_name.clone(),
+                shape: o.shape.clone(),
+                params: params.clone(),
+            };
+            let pool = &mut ws.crates[t.krate].pool;
+            // Not valid there (or failing there): not comparable, so no evidence.
+            if let Ok(ResponseBody::Bench(b)) =
+                pool.request(RequestBody::Bench(variant_ref(&v, chip)))?.answer
+            {
+                cross.push(conv::CrossShape {
+                    shape: o.shape_name.clone(),
+                    time_us: b.time_us,
+                    own_best_us: *own_best_us,
+                });
+            }
+        }
+        if let Some(d) = conv::over_fitted(params, &cross) {
+            out.result(format!("  {:<16} {:<14} ", t.kernel.name, t.shape_name));
+            for line in conv::diagnosis_lines(&d) {
+                out.result(format!("  {:<16} {:<14} {line}", "", ""));
+            }
+            out.event(&Event::Diagnosis {
+                kernel: t.kernel.name.clone(),
+                shape: t.shape_name.clone(),
+                chip: chip.name.clone(),
+                diagnosis: d,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The message of a goal not met: how far the run got, and what limits its best.
@@ -587,6 +643,11 @@ fn tune_one(
             // here and ends the command once the ask returns.
             let mut broken: Option<Failure> = None;
             let mut oracle = |c: &Config| -> bool {
+                // After a failure (a broken worker, or Ctrl-C with the request abandoned in
+                // flight) ask nothing more: the pool has an answer outstanding.
+                if broken.is_some() {
+                    return false;
+                }
                 if let Some(v) = valid_cache.get(&c.0) {
                     return *v;
                 }
