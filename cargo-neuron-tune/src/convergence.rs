@@ -107,9 +107,10 @@ pub struct Eval<'a> {
 }
 
 /// Not converged: the best still fell by more than 1 % over the last N evaluations (or was
-/// first found inside them).
-pub fn not_converged(c: &Convergence, evaluations: usize) -> Option<Diagnosis> {
-    if evaluations == 0 {
+/// first found inside them). A run no longer than its window cannot be judged, and one whose
+/// strategy `exhausted` the space (proposed everything) has nothing left to improve.
+pub fn not_converged(c: &Convergence, evaluations: usize, exhausted: bool) -> Option<Diagnosis> {
+    if evaluations <= c.window || exhausted {
         return None;
     }
     let evidence = match c.improvement_in_window {
@@ -416,7 +417,9 @@ mod tests {
         assert_eq!(a.window, 4);
         assert!((a.improvement_in_window.unwrap() - 0.04).abs() < 1e-12);
         assert_eq!((a.pruned_fraction, a.invalid_fraction), (0.2, 0.1));
-        assert!(not_converged(&a, 10).unwrap().evidence[0].contains("improved 4.0 %"));
+        assert!(not_converged(&a, 10, false).unwrap().evidence[0].contains("improved 4.0 %"));
+        // The same run over a space the strategy exhausted: nothing left to find.
+        assert_eq!(not_converged(&a, 10, true), None);
         // Flat over the window: converged.
         let mut flat = c.clone();
         flat[7] = Some(50.0);
@@ -424,7 +427,7 @@ mod tests {
         flat[9] = Some(50.0);
         let f = analyze(&flat, 0, 0);
         assert_eq!(f.improvement_in_window, Some(0.0));
-        assert_eq!(not_converged(&f, 10), None);
+        assert_eq!(not_converged(&f, 10, false), None);
     }
 
     #[test]
@@ -432,11 +435,14 @@ mod tests {
         let c = vec![None, None, None, None, None, Some(3.0)];
         let a = analyze(&c, 0, 5);
         assert_eq!((a.evaluations_to_95, a.improvement_in_window), (Some(6), None));
-        assert_eq!(not_converged(&a, 6).unwrap().rule, "not_converged");
+        assert_eq!(not_converged(&a, 6, false).unwrap().rule, "not_converged");
+        // A run no longer than its window has no "before" to compare with.
+        let short = analyze(&c[2..], 0, 3);
+        assert_eq!((short.window, not_converged(&short, 4, false)), (4, None));
         // Nothing valid at all: no convergence figures, and nothing to say about it here.
         let none = analyze(&[None, None], 0, 2);
         assert_eq!(none.evaluations_to_95, None);
-        assert_eq!(not_converged(&none, 2), None);
+        assert_eq!(not_converged(&none, 2, false), None);
     }
 
     fn p(a: i64, b: i64) -> Params {

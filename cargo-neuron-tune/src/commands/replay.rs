@@ -56,7 +56,9 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
     let invalid = result.history.iter().filter(|t| t.outcome.value().is_none()).count();
     let convergence = crate::convergence::analyze(&result.best_so_far, 0, invalid);
     let diagnoses: Vec<_> =
-        crate::convergence::not_converged(&convergence, result.history.len()).into_iter().collect();
+        crate::convergence::not_converged(&convergence, result.history.len(), false)
+            .into_iter()
+            .collect();
     out.event(&Event::Tune {
         kernel: landscape.name().to_string(),
         shape: None,

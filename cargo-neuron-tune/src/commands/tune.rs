@@ -271,15 +271,21 @@ fn over_fitting(
 /// The message of a goal not met: how far the run got, and what limits its best.
 fn goal_miss(kernel: &str, shape: &str, g: &GoalReport, best: &Best) -> String {
     let mut m = format!(
-        "{kernel} at {shape}: goal {} not met after {} rounds: best {:.2} µs{} (the goal needs ≤ {:.2} µs)",
+        "{kernel} at {shape}: goal {} not met after {} round{}: best {:.2} µs{} (the goal needs ≤ {:.2} µs)",
         g.goal,
         g.rounds,
+        if g.rounds == 1 { "" } else { "s" },
         best.time_us,
         g.speedup.map_or(String::new(), |s| format!(", {s:.2}x the default")),
         g.target_us
     );
     if let Some(l) = &g.limit {
-        m.push_str(&format!("; limited by {}: {}", l.kind, l.summary));
+        // A verdict's summary starts with its kind ("DMA-bound: 80% of …").
+        if l.summary.starts_with(&l.kind) {
+            m.push_str(&format!("; limited by {}", l.summary));
+        } else {
+            m.push_str(&format!("; limited by {}: {}", l.kind, l.summary));
+        }
         for e in &l.evidence {
             m.push_str(&format!("\n    evidence: {e}"));
         }
@@ -395,7 +401,7 @@ fn report(
     let spent =
         conv::Spent { build_s: result.build_s, check_s: result.check_s, total_s: result.total_s };
     let diagnoses: Vec<conv::Diagnosis> = [
-        conv::not_converged(&convergence, result.evaluations),
+        conv::not_converged(&convergence, result.evaluations, result.exhausted),
         conv::invalid_heavy(&evals),
         conv::slow(&spent),
     ]
@@ -530,6 +536,8 @@ struct TuneResult {
     check_s: f64,
     total_s: f64,
     build_s: f64,
+    /// The strategy had nothing more to propose.
+    exhausted: bool,
 }
 
 fn tune_one(
@@ -617,6 +625,8 @@ fn tune_one(
     let mut history: Vec<Entry> = Vec::new();
     let mut rounds: Vec<Round> = Vec::new();
     let mut check_s = 0.0;
+    // The strategy proposed everything it will (the space is exhausted).
+    let mut exhausted = false;
     // `--goal`: winners validated on the key set (with the shapes checked), and rolled back.
     let mut validated: Vec<(Params, Vec<String>)> = Vec::new();
     let mut rejected: Vec<Params> = Vec::new();
@@ -673,7 +683,10 @@ fn tune_one(
             }
             match asked {
                 Ok(Some(c)) => batch.push(c),
-                Ok(None) => break,
+                Ok(None) => {
+                    exhausted = true;
+                    break;
+                }
                 Err(e) => return Err(fail(Exit::Config, format!("the strategy failed: {e}"))),
             }
         }
@@ -864,6 +877,7 @@ fn tune_one(
         check_s,
         total_s: start.elapsed().as_secs_f64(),
         build_s: 0.0,
+        exhausted,
     })
 }
 
