@@ -20,8 +20,9 @@ use std::path::PathBuf;
 /// calls, which the tool simulates and caches as variants), and kernels a crate's models
 /// use are served by its harness even when the crate does not list them; 4 — `list` says
 /// which simulator version the harness links (`sim_version`), so results are keyed and
-/// compared by the version that produced them.
-pub const PROTOCOL_VERSION: u32 = 4;
+/// compared by the version that produced them; 5 — `check_at` (a variant's correctness at
+/// given full-size shapes, how `tune --goal` validates a round's winner on its key set).
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// A chip: a built-in name, or the text of a chip TOML (then `name` is for display).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
