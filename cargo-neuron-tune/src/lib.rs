@@ -11,6 +11,7 @@
 //!   end (their calls benched as variants through the store, tuned or default, stale entries).
 //! * [`gate`] — the gate's judgement (throughput against the baseline, moved calls);
 //!   [`gate_report`] — its Markdown and JUnit reports; [`baseline`] — the baseline file.
+//! * [`convergence`] — a tuning run's convergence figures, diagnosis rules and goal log.
 //! * [`partition`] — `--partition k/n`: a stable share of a command's work items.
 //! * [`seal`] — schema and checksum on every file the tool reads back.
 //! * [`commands`] — one module per subcommand (`tune` drives `neuron-tune-search`).
@@ -22,6 +23,7 @@ pub mod baseline;
 pub mod cargo;
 pub mod cli;
 pub mod commands;
+pub mod convergence;
 pub mod energy;
 pub mod eval;
 pub mod exit;

@@ -26,6 +26,10 @@ pub struct TunedRecord {
     pub program_hash: String,
     pub tool_version: String,
     pub sim_version: String,
+    /// `tune --goal`: the named shapes of its key set the winner was checked correct on
+    /// (absent from older files and from runs without --goal).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub validated_shapes: Vec<String>,
 }
 
 /// The file's format: `schema`, then `[[tuned]]` records, each sealed with a checksum.
@@ -117,7 +121,43 @@ mod tests {
             program_hash: "abc".into(),
             tool_version: "0.1.0".into(),
             sim_version: "0.1.0+model2".into(),
+            validated_shapes: vec![],
         }
+    }
+
+    #[test]
+    fn validated_shapes_are_optional_so_older_files_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        // A record as written before `validated_shapes` existed (sealed as it was then).
+        let mut record: toml::Table = toml::from_str(
+            "kernel = \"gemm\"\nchip = \"trn2\"\nshape = \"small\"\n\
+             time_us = 2.0\nprogram_hash = \"abc\"\ntool_version = \"0.1.0\"\n\
+             sim_version = \"0.1.0+model2\"\n[dims]\nn = 128\n[params]\nbufs = 2\n",
+        )
+        .unwrap();
+        crate::seal::seal_toml(&mut record);
+        let old = format!(
+            "schema = {SCHEMA}\n{}",
+            toml::to_string(&toml::Table::from_iter([(
+                "tuned".to_string(),
+                toml::Value::Array(vec![toml::Value::Table(record)])
+            )]))
+            .unwrap()
+        );
+        std::fs::write(dir.path().join(FILE_NAME), old).unwrap();
+        let mut db = TunedDb::load(dir.path()).unwrap();
+        assert_eq!(db.records()[0].validated_shapes, Vec::<String>::new());
+        db.save().unwrap();
+        let text = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
+        assert!(!text.contains("validated_shapes"), "{text}");
+        // A validated record keeps its shapes through a save and a load.
+        db.record(TunedRecord {
+            validated_shapes: vec!["large".into(), "small".into()],
+            ..rec("gemm", "small", 1.0)
+        });
+        db.save().unwrap();
+        let again = TunedDb::load(dir.path()).unwrap();
+        assert_eq!(again.records()[0].validated_shapes, ["large", "small"]);
     }
 
     #[test]

@@ -184,6 +184,13 @@ impl Registry {
                     .map_err(run_err)?;
                 Ok(ResponseBody::Check(report))
             }
+            RequestBody::CheckAt { kernel, params, shapes, seed, chip } => {
+                let k = self.kernel(&kernel)?;
+                let chip = resolve_chip(&chip).map_err(bad)?;
+                let report =
+                    crate::check::check_at(&*k, &params, &shapes, seed, &chip).map_err(run_err)?;
+                Ok(ResponseBody::Check(report))
+            }
             RequestBody::Bench(v) => self.bench(cfg, &v, false, false),
             RequestBody::Profile { variant, trace } => self.bench(cfg, &variant, true, trace),
             RequestBody::Model { model, shape, chip, tuned, functional, seed } => {

@@ -21,8 +21,9 @@ use std::path::PathBuf;
 /// use are served by its harness even when the crate does not list them; 4 — `list` says
 /// which simulator version the harness links (`sim_version`), so results are keyed and
 /// compared by the version that produced them; 5 — `validate` names the chip (validity
-/// rules read its SBUF and PSUM sizes).
-pub const PROTOCOL_VERSION: u32 = 5;
+/// rules read its SBUF and PSUM sizes); 6 — `check_at` (a variant's correctness at given
+/// full-size shapes, how `tune --goal` validates a round's winner on its key set).
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// A chip: a built-in name, or the text of a chip TOML (then `name` is for display).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -88,6 +89,10 @@ pub enum RequestBody {
         #[serde(default)]
         regressions: Option<PathBuf>,
     },
+    /// Correctness of one variant at each of these shapes, one seeded case each (normal
+    /// values): how `tune --goal` validates a round's winner on every shape of its key set.
+    /// Answered with `Check`; a failure names its shape.
+    CheckAt { kernel: String, params: Params, shapes: Vec<Shape>, seed: u64, chip: ChipSpec },
     /// Timing run.
     Bench(VariantRef),
     /// Timing run with the full profile (and the Perfetto trace when `trace`).

@@ -209,6 +209,7 @@ fn the_tuned_database_baseline_and_journal_readers_never_panic() {
         program_hash: "abc".into(),
         tool_version: "0.1.0".into(),
         sim_version: "0.1.0".into(),
+        validated_shapes: vec!["small".into()],
     });
     let tuned = std::fs::read(db.save().unwrap()).unwrap();
     let baseline =
