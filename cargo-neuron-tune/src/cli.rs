@@ -180,6 +180,24 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         results: Option<PathBuf>,
     },
+    /// Write the HTML report: convergence, Pareto front, engine use, roofline, gate history,
+    /// the best variants, and Perfetto traces of the variants shown (one page, works offline).
+    Report {
+        #[command(flatten)]
+        cargo: CargoFlags,
+        /// Directory for the report and its traces (default: <target-dir>/neuron-tune/report).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Open the report in the default browser once written.
+        #[arg(long)]
+        open: bool,
+        /// Only tuning runs of this kernel (name or glob; repeatable). Default: all.
+        #[arg(long = "kernel", short = 'k', value_name = "NAME")]
+        kernels: Vec<String>,
+        /// Only tuning runs and gate history on this chip (its name). Default: all.
+        #[arg(long, value_name = "CHIP")]
+        chip: Option<String>,
+    },
     /// Run a search strategy on a recorded landscape (Kernel Tuner cache JSON, gzipped or
     /// not; T4 results JSON) instead of the simulator.
     Replay {

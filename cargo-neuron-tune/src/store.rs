@@ -151,14 +151,20 @@ impl Store {
 
     /// Append one JSON line to a journal (created if missing) and flush it to disk.
     pub fn append_journal(&self, name: &str, line: &serde_json::Value) -> Result<PathBuf> {
-        let dir = self.root.join("journals");
-        fs::create_dir_all(&dir)?;
-        let path = dir.join(format!("{name}.jsonl"));
-        let mut f = OpenOptions::new().create(true).append(true).open(&path)?;
-        writeln!(f, "{line}")?;
-        f.sync_data()?;
-        Ok(path)
+        append_journal(&self.root, name, line)
     }
+}
+
+/// [`Store::append_journal`] for a command that does not hold the store's lock (an append
+/// of one line is atomic enough for a journal: a torn last line is skipped by readers).
+pub fn append_journal(root: &Path, name: &str, line: &serde_json::Value) -> Result<PathBuf> {
+    let dir = root.join("journals");
+    fs::create_dir_all(&dir)?;
+    let path = dir.join(format!("{name}.jsonl"));
+    let mut f = OpenOptions::new().create(true).append(true).open(&path)?;
+    writeln!(f, "{line}")?;
+    f.sync_data()?;
+    Ok(path)
 }
 
 /// Write `bytes` to `path` atomically: a temp file in the same directory, synced, renamed.

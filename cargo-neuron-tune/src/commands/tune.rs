@@ -60,23 +60,53 @@ fn params_of(space: &neuron_tune_protocol::Space, c: &Config) -> Params {
     )
 }
 
-/// One journal line: an evaluation and what it gave.
+/// One journal line: an evaluation and what it gave. The report reads these.
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug)]
-struct Entry {
-    n: usize,
-    params: Params,
+pub struct Entry {
+    pub n: usize,
+    pub params: Params,
     /// `measured`, `pruned`, `invalid`, `failed_check`.
-    status: String,
-    time_us: Option<f64>,
-    program_hash: Option<String>,
+    pub status: String,
+    pub time_us: Option<f64>,
+    pub program_hash: Option<String>,
     /// SBUF peak (bytes per partition) and estimated energy (µJ) of a measured variant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    sbuf_bytes: Option<u64>,
+    pub sbuf_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    energy_uj: Option<f64>,
+    pub energy_uj: Option<f64>,
     /// The profile's verdict on a measured variant: what bounds it and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    bottleneck: Option<String>,
+    pub bottleneck: Option<String>,
+}
+
+/// What a journal's lines are about, written next to it (`<journal>.meta.json`, atomically)
+/// once the default is measured and again with the Pareto front at the end: the journal's
+/// lines alone do not say which kernel, shape, chip, strategy or seed they belong to, nor
+/// what the default gave. `report` reads it; `--resume` does not need it.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug)]
+pub struct JournalMeta {
+    pub kernel: String,
+    pub shape: String,
+    pub dims: Shape,
+    pub chip: ChipSpec,
+    /// The strategy's name, or `proposer`.
+    pub strategy: String,
+    pub seed: u64,
+    pub budget: usize,
+    /// `time` or `pareto`.
+    pub objective: String,
+    /// The harness's simulator version: the store keys of the journal's results.
+    pub sim_version: String,
+    /// The default parameters' evaluation (`n` is meaningless), if they run.
+    pub default: Option<Entry>,
+    /// `--objective pareto`: the checked front, fastest first (written at the end).
+    #[serde(default)]
+    pub front: Option<Vec<ParetoPoint>>,
+}
+
+/// The meta file of a journal.
+pub fn meta_path(journal: &std::path::Path) -> std::path::PathBuf {
+    journal.with_extension("meta.json")
 }
 
 impl Entry {
@@ -127,6 +157,20 @@ pub fn run(
         opts.budget
     ));
     let mut dbs: Vec<Option<TunedDb>> = ws.crates.iter().map(|_| None).collect();
+    // One row per tuned (kernel, shape), printed as one table at the end.
+    let mut table = crate::output::Table::new(&[
+        "kernel",
+        "shape",
+        ">best µs",
+        ">default µs",
+        ">speed-up",
+        ">evaluations",
+        ">pruned",
+        ">invalid",
+        "params",
+    ]);
+    let bar = super::bench::progress(&out, (targets.len() * opts.budget) as u64);
+    bar.set_prefix("tune");
     for t in &targets {
         let c = &mut ws.crates[t.krate];
         let k = &t.kernel;
@@ -147,13 +191,14 @@ pub fn run(
             sim_version: &c.list.sim_version,
             seed,
             opts,
+            bar: &bar,
         };
         let result = tune_one(&mut c.pool, &k.space, &k.defaults, &job, &key, ctx)?;
         let Some(best) = result.best.clone() else {
             out.note(format!("  {} at {shape_name}: no valid variant found", k.name));
             continue;
         };
-        report(&out, t, &chip, &result, &best, seed, opts);
+        bar.suspend(|| report(&out, t, &chip, &result, &best, seed, opts, &mut table));
         let db = match &mut dbs[t.krate] {
             Some(db) => db,
             slot => {
@@ -179,7 +224,12 @@ pub fn run(
         });
         // Saved after every kernel: an interrupted run keeps the winners it found.
         let path = db.save()?;
-        out.status(format!("   Wrote {}", path.display()));
+        bar.suspend(|| out.status(format!("   Wrote {}", path.display())));
+    }
+    bar.finish_and_clear();
+    if !targets.is_empty() {
+        out.result("");
+        out.table(&table, "  ");
     }
     Ok(Exit::Ok)
 }
@@ -265,7 +315,9 @@ fn model_targets(
     Ok(out)
 }
 
-/// The result lines and event of one tuned (kernel, shape).
+/// The event of one tuned (kernel, shape), its status line, its Pareto front (results)
+/// and its row of the final table.
+#[allow(clippy::too_many_arguments)]
 fn report(
     out: &crate::output::Reporter,
     t: &Target,
@@ -274,6 +326,7 @@ fn report(
     best: &Best,
     seed: u64,
     opts: &SearchOpts,
+    table: &mut crate::output::Table,
 ) {
     let k = &t.kernel;
     let gain = result.default_time.map(|d| d / best.time_us);
@@ -298,28 +351,28 @@ fn report(
     } else {
         t.shape_name.clone()
     };
-    out.result(format!(
-        "  {:<16} {:<14} {:>10.1} µs  {}{}",
+    out.status(format!(
+        "   Tuned {} {label}: {:.1} µs after {} evaluations; convergence {}",
         k.name,
-        label,
         best.time_us,
-        best.params,
-        match gain {
-            _ if result.kept_default => "  (the default: nothing evaluated beat it)".to_string(),
-            Some(g) =>
-                format!("  {g:.2}x the default ({:.1} µs)", result.default_time.unwrap_or(0.0)),
-            None => String::new(),
-        }
-    ));
-    out.result(format!(
-        "  {:<16} {:<14} {} evaluations ({} pruned by the roofline bound, {} invalid); convergence {}",
-        "",
-        "",
         result.evaluations,
-        result.pruned,
-        result.invalid,
         super::replay::curve(&result.best_so_far)
     ));
+    table.row(vec![
+        k.name.clone(),
+        label.clone(),
+        format!("{:.1}", best.time_us),
+        result.default_time.map_or("-".into(), |d| format!("{d:.1}")),
+        match gain {
+            _ if result.kept_default => "default".into(),
+            Some(g) => format!("{g:.2}x"),
+            None => "-".into(),
+        },
+        result.evaluations.to_string(),
+        result.pruned.to_string(),
+        result.invalid.to_string(),
+        best.params.to_string(),
+    ]);
     if let Some(front) = &result.front {
         out.result(format!(
             "  Pareto front of {} {}: {} variants no other beats on time, SBUF and estimated energy",
@@ -341,9 +394,7 @@ fn report(
                 p.params.to_string(),
             ]);
         }
-        for line in table.lines("    ") {
-            out.result(line);
-        }
+        out.table(&table, "    ");
     }
 }
 
@@ -357,6 +408,8 @@ struct Job<'a> {
     sim_version: &'a str,
     seed: u64,
     opts: &'a SearchOpts,
+    /// Progress over every evaluation of the run (hidden off a terminal and in JSON mode).
+    bar: &'a indicatif::ProgressBar,
 }
 
 #[derive(Clone)]
@@ -432,6 +485,29 @@ fn tune_one(
         .remove(&usize::MAX)
         .filter(|e| e.status == "measured");
     let default_time = default.as_ref().and_then(|e| e.time_us);
+    let mut meta = JournalMeta {
+        kernel: job.kernel.into(),
+        shape: job.shape_name.into(),
+        dims: job.shape.clone(),
+        chip: job.chip.clone(),
+        strategy: job
+            .opts
+            .proposer
+            .as_ref()
+            .map_or(job.opts.strategy.clone(), |_| "proposer".into()),
+        seed: job.seed,
+        budget: job.opts.budget,
+        objective: format!("{:?}", job.opts.objective).to_lowercase(),
+        sim_version: job.sim_version.into(),
+        default: default.clone(),
+        front: None,
+    };
+    let write_meta = |meta: &JournalMeta| {
+        let text = serde_json::to_string_pretty(meta).expect("meta serializes");
+        crate::store::write_atomic(&meta_path(&journal_path), text.as_bytes())
+            .map_err(|e| fail(Exit::Internal, format!("writing the journal: {e:#}")))
+    };
+    write_meta(&meta)?;
     let mut valid_cache: HashMap<Vec<u32>, bool> = HashMap::new();
     let mut best: Option<Best> = None;
     let (mut evaluations, mut pruned, mut invalid) = (0, 0, 0);
@@ -511,6 +587,7 @@ fn tune_one(
                 }
             };
             evaluations += 1;
+            job.bar.inc(1);
             history.push(entry.clone());
             match entry.status.as_str() {
                 "pruned" => pruned += 1,
@@ -559,6 +636,10 @@ fn tune_one(
         Objective::Pareto => Some(pareto(pool, job, &history)?),
         Objective::Time => None,
     };
+    if front.is_some() {
+        meta.front = front.clone();
+        write_meta(&meta)?;
+    }
     Ok(TuneResult {
         best,
         front,
@@ -685,7 +766,7 @@ impl Searcher {
 }
 
 /// A variant of the Pareto front.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ParetoPoint {
     pub params: Params,
     pub time_us: f64,
