@@ -327,6 +327,90 @@ mod tests {
         );
     }
 
+    fn bench(hash: &str, kernel_us: f64, flops: f64, hbm: u64) -> BenchResult {
+        BenchResult {
+            cycles: 0,
+            time_us: kernel_us + 10.0,
+            kernel_time_us: kernel_us,
+            tflops: 0.0,
+            bottleneck: String::new(),
+            bottleneck_summary: String::new(),
+            program_hash: hash.into(),
+            instruction_count: 0,
+            shape: Shape::default(),
+            work: Default::default(),
+            sbuf_bytes_per_partition: 0,
+            hbm_bytes: hbm,
+            hardware_flops: flops,
+            profile: None,
+            trace: None,
+        }
+    }
+
+    #[test]
+    fn a_target_gathers_its_runs_best_default_and_roofline_from_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), |_, _| {}).unwrap();
+        let chip = ChipSpec::builtin("trn2");
+        let meta = |seed: u64, default_t: f64| {
+            serde_json::json!({
+                "kernel": "k", "shape": "small", "dims": {"n": 4}, "chip": chip,
+                "strategy": "random", "seed": seed, "budget": 3, "objective": "time",
+                "sim_version": "v1",
+                "default": {"n": 0, "params": {}, "status": "measured", "time_us": default_t,
+                            "program_hash": "hd"},
+            })
+        };
+        let journals = store.root().join("journals");
+        std::fs::create_dir_all(&journals).unwrap();
+        for (seed, lines) in [
+            (1u64, vec![entry(0, "measured", Some(9.0)), entry(1, "measured", Some(6.0))]),
+            // Seed 2 found the fastest; its last line is torn (a killed run).
+            (2, vec![entry(2, "pruned", Some(3.0)), entry(3, "measured", Some(5.0))]),
+        ] {
+            let j = journals.join(format!("tune-k-small-trn2-random-{seed}.jsonl"));
+            let mut text: String =
+                lines.iter().map(|e| serde_json::to_string(e).unwrap() + "\n").collect();
+            text.push_str("{\"n\": 9, \"par");
+            std::fs::write(&j, text).unwrap();
+            std::fs::write(meta_path(&j), meta(seed, 8.0).to_string()).unwrap();
+        }
+        // A journal without meta is not shown.
+        std::fs::write(journals.join("tune-old-x-trn2-random-1.jsonl"), "").unwrap();
+        // Bench results of two of the measured programs (the others are not in the store),
+        // and one of another simulator version that must not be read.
+        let put = |hash: &str, sim: &str, b: &BenchResult| {
+            let key = Store::key_for(hash, &chip_key(&chip), sim, "bench");
+            store.put("bench", &key, b).unwrap();
+        };
+        put("h1", "v1", &bench("h1", 2.0, 4e6, 1000));
+        put("hd", "v1", &bench("hd", 8.0, 4e6, 4000));
+        put("h3", "v0", &bench("h3", 1.0, 1e6, 10));
+
+        let runs = read_runs(store.root());
+        assert_eq!(runs.len(), 2);
+        assert_eq!(runs[1].entries.len(), 2, "the torn line is skipped");
+        let data = build(&store, runs, Vec::new());
+        assert_eq!(data.targets.len(), 1);
+        let t = &data.targets[0];
+        assert_eq!(t.runs.len(), 2);
+        // The pruned 3.0 is a bound, not a time: the best is seed 2's measured 5.0.
+        assert_eq!(
+            t.best.as_ref().map(|b| (b.time_us, b.program_hash.as_str())),
+            Some((5.0, "h3"))
+        );
+        assert_eq!(t.default.as_ref().map(|d| d.time_us), Some(8.0));
+        // h1: 4e6 FLOP / 1000 B = 4000 FLOP/B at 4e6 FLOP / 2 µs = 2 TFLOP/s; hd: 1000
+        // FLOP/B at 0.5 TFLOP/s (kernel time, not the 10 µs of launch overhead).
+        let mut pts: Vec<(f64, f64)> = t.roofline.iter().map(|p| (p.intensity, p.tflops)).collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        assert_eq!(pts, [(1000.0, 0.5), (4000.0, 2.0)]);
+        // trn2's roofs: 128 x 128 x 2 FLOP x its TensorE clock; its HBM per core.
+        let c = neuron_sim::Chip::builtin("trn2").unwrap();
+        assert_eq!(t.peak_tflops, 128.0 * 128.0 * 2.0 * c.clocks.tensor_ghz * 1e9 / 1e12);
+        assert_eq!(t.hbm_gbps, c.memory.hbm_gbps_per_core);
+    }
+
     #[test]
     fn gate_history_numbers_runs_in_append_order_per_model() {
         let dir = tempfile::tempdir().unwrap();
