@@ -140,8 +140,10 @@ fn convergence(runs: &[TuneRun]) -> (Svg, usize) {
                     .collect();
                 c.draw_series(std::iter::once(Polygon::new(band, color.mix(0.2)))).map_err(err)?;
             }
-            let label =
-                format!("{s} (median of {seeds} seed{})", if *seeds == 1 { "" } else { "s" });
+            let label = format!(
+                "strategy {s}: median of {seeds} seed{}",
+                if *seeds == 1 { "" } else { "s" }
+            );
             c.draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.2)), color.stroke_width(2)))
                 .map_err(err)?
                 .label(label)
@@ -307,7 +309,20 @@ fn gate_history(s: &GateSeries) -> (Svg, usize) {
             .y_label_area_size(70)
             .build_cartesian_2d(0.5..xmax + 0.5, padded(lo, hi))
             .map_err(err)?;
-        c.configure_mesh().x_desc("gate run").y_desc("tokens/s").draw().map_err(err)?;
+        // Runs are whole numbers: a label per run, none between.
+        c.configure_mesh()
+            .x_labels(xmax as usize + 2)
+            .x_label_formatter(&|x| {
+                if x.fract() == 0.0 {
+                    format!("{x:.0}")
+                } else {
+                    String::new()
+                }
+            })
+            .x_desc("gate run")
+            .y_desc("tokens/s")
+            .draw()
+            .map_err(err)?;
         let pts: Vec<(f64, f64)> = s.points.iter().map(|&(r, v)| (r as f64, v)).collect();
         c.draw_series(LineSeries::new(pts.iter().copied(), PALETTE[2].stroke_width(2)))
             .map_err(err)?;
