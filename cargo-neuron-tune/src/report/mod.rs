@@ -34,6 +34,11 @@ pub struct Args<'a> {
 pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     let out = &ctx.out;
     let (out_dir, open) = (a.out, a.open);
+    // A bad --out is refused before anything is built or profiled.
+    if let Some(dir) = out_dir {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| fail(Exit::Config, format!("--out {}: {e}", dir.display())))?;
+    }
     let mut ws = Workspace::open(cargo, ctx)?;
     let store = crate::commands::open_store(&ws.target_dir, out)?;
     let kernel_ok = |k: &str| a.kernels.is_empty() || a.kernels.iter().any(|p| glob(p, k));
