@@ -481,6 +481,98 @@ mod tests {
         );
     }
 
+    /// A target with two seeds of one strategy (3 evaluations each, the first invalid) and
+    /// two roofline points; no profiles.
+    fn data() -> ReportData {
+        use crate::commands::tune::{Entry, JournalMeta};
+        use neuron_tune_protocol::{ChipSpec, Params};
+        let entry = |n: usize, status: &str, t: Option<f64>| Entry {
+            n,
+            params: Params::default(),
+            status: status.into(),
+            time_us: t,
+            program_hash: Some(format!("h{n}")),
+            sbuf_bytes: None,
+            energy_uj: None,
+            bottleneck: None,
+        };
+        let run = |seed: u64, times: [f64; 2]| TuneRun {
+            journal: format!("j{seed}").into(),
+            meta: JournalMeta {
+                kernel: "k<&>".into(),
+                shape: "small".into(),
+                dims: Default::default(),
+                chip: ChipSpec::builtin("trn2"),
+                strategy: "random".into(),
+                seed,
+                budget: 3,
+                objective: "time".into(),
+                sim_version: "v".into(),
+                default: None,
+                front: None,
+            },
+            entries: vec![
+                entry(0, "invalid", None),
+                entry(1, "measured", Some(times[0])),
+                entry(2, "measured", Some(times[1])),
+            ],
+        };
+        ReportData {
+            targets: vec![Target {
+                kernel: "k<&>".into(),
+                shape: "small".into(),
+                dims: Default::default(),
+                chip: ChipSpec::builtin("trn2"),
+                sim_version: "v".into(),
+                runs: vec![run(1, [9.0, 7.0]), run(2, [8.0, 8.5])],
+                best: None,
+                default: None,
+                roofline: vec![
+                    super::super::model::RooflinePoint { intensity: 10.0, tflops: 1.0 },
+                    super::super::model::RooflinePoint { intensity: 300.0, tflops: 50.0 },
+                ],
+                peak_tflops: 90.0,
+                hbm_gbps: 360.0,
+            }],
+            tuned: Vec::new(),
+            gate: Vec::new(),
+        }
+    }
+
+    /// The SVG of the figure of `kind`, and its `data-points`.
+    fn figure_of<'a>(html: &'a str, kind: &str) -> (&'a str, usize) {
+        let start = html.find(&format!("data-chart=\"{kind}\"")).expect(kind);
+        let fig = &html[start..start + html[start..].find("</figure>").unwrap()];
+        let n = fig.split("data-points=\"").nth(1).unwrap().split('"').next().unwrap();
+        (fig, n.parse().unwrap())
+    }
+
+    #[test]
+    fn the_page_is_deterministic_escaped_and_draws_each_point() {
+        let d = data();
+        let html = html(&d);
+        assert_eq!(html, super::html(&d), "same data, same page");
+        assert!(html.contains("k&lt;&amp;&gt; @ small on trn2") && !html.contains("k<&>"));
+        // Convergence: the first evaluation has no value in either seed, so the median line
+        // has 2 points (evaluations 2 and 3), each a circle; two seeds draw a band.
+        let (fig, n) = figure_of(&html, "convergence");
+        assert_eq!(n, 2);
+        assert_eq!(fig.matches("<circle").count(), 2, "{fig}");
+        assert!(fig.contains("<polygon"), "a seed band");
+        assert!(fig.contains("strategy random: median of 2 seeds"));
+        let (fig, n) = figure_of(&html, "roofline");
+        assert_eq!((n, fig.matches("<circle").count()), (2, 2));
+        // No profile: the engine chart says there is nothing, rather than drawing empty axes.
+        let (fig, n) = figure_of(&html, "utilization");
+        assert_eq!(n, 0);
+        assert!(!fig.contains("<svg") && fig.contains("nothing to draw"));
+        // No Pareto run: no Pareto chart; no gate run: said so.
+        assert!(!html.contains("data-chart=\"pareto\""));
+        assert!(html.contains("No gate runs yet"));
+        // Offline: nothing to fetch.
+        assert!(!html.contains("<script") && !html.contains("<link") && !html.contains("src="));
+    }
+
     #[test]
     fn a_gate_series_draws_one_circle_per_run() {
         let s = GateSeries {
