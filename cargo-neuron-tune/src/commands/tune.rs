@@ -523,6 +523,12 @@ fn tune_one(
             // here and ends the command once the ask returns.
             let mut broken: Option<Failure> = None;
             let mut oracle = |c: &Config| -> bool {
+                // Once the pool failed (a broken worker, or Ctrl-C with the request still
+                // outstanding), it is asked nothing more: the ask ends and the failure is
+                // returned.
+                if broken.is_some() {
+                    return false;
+                }
                 if let Some(v) = valid_cache.get(&c.0) {
                     return *v;
                 }
