@@ -3,7 +3,8 @@
 //! Per model, shape and chip, what `cargo neuron-tune baseline save` measured: throughput,
 //! end-to-end time, and every distinct kernel call (parameters, whether tuned, time per
 //! call, calls, program hash), with the tool and simulator versions. `gate --baseline`
-//! compares against it. The file has a schema version, is kept sorted (models by model,
+//! compares against it. The file has a schema version, each entry a checksum (an edited
+//! or damaged entry is refused, never compared against), is kept sorted (models by model,
 //! shape, chip; calls by kernel and shape) and written atomically, so saving the same
 //! measurements again leaves it byte-identical.
 
@@ -16,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 pub const FILE_NAME: &str = "neuron-tune.baseline.toml";
 
-/// The schema this tool writes and reads.
-pub const SCHEMA: u32 = 1;
+/// The schema this tool writes and reads (2: each entry sealed with a checksum).
+pub const SCHEMA: u32 = 2;
 
 /// One distinct kernel call of a model, as measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -118,14 +119,6 @@ impl BaselineEntry {
     }
 }
 
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct File {
-    schema: u32,
-    #[serde(default)]
-    model: Vec<BaselineEntry>,
-}
-
 /// A baseline file.
 #[derive(Debug)]
 pub struct Baseline {
@@ -152,26 +145,44 @@ impl Baseline {
     /// The baseline at `path`, or an empty one if there is no file yet.
     pub fn load_or_empty(path: &Path) -> Result<Baseline, Failure> {
         let entries = match std::fs::read_to_string(path) {
-            Ok(text) => {
-                let file: File = toml::from_str(&text)
-                    .map_err(|e| fail(Exit::Config, format!("{}: {e}", path.display())))?;
-                if file.schema != SCHEMA {
-                    return Err(fail(
-                        Exit::Config,
-                        format!(
-                            "{}: baseline schema {} (this tool reads schema {SCHEMA}); save it \
-                             again with `cargo neuron-tune baseline save`",
-                            path.display(),
-                            file.schema
-                        ),
-                    ));
-                }
-                file.model
-            }
+            Ok(text) => Baseline::parse(path, &text)?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(fail(Exit::Config, format!("{}: {e}", path.display()))),
         };
         Ok(Baseline { path: path.to_path_buf(), entries })
+    }
+
+    /// The baseline `baseline save` adds to. A file that cannot be trusted (another schema,
+    /// a broken seal) is replaced rather than refused — saving is how it is repaired — and
+    /// the returned warning says that its entries are gone.
+    pub fn load_for_save(path: &Path) -> Result<(Baseline, Option<String>), Failure> {
+        match Baseline::load_or_empty(path) {
+            Ok(b) => Ok((b, None)),
+            Err(f) if f.exit == Exit::Config && path.is_file() => Ok((
+                Baseline { path: path.to_path_buf(), entries: Vec::new() },
+                Some(format!(
+                    "warning: {}; replacing the file: it will hold only the models measured now",
+                    f.message.split("; not used").next().unwrap_or(&f.message)
+                )),
+            )),
+            Err(f) => Err(f),
+        }
+    }
+
+    fn parse(path: &Path, text: &str) -> Result<Vec<BaselineEntry>, Failure> {
+        crate::seal::read_sealed_toml(text, SCHEMA, "model", |t| {
+            crate::seal::describe_keys(t, &["model", "shape", "chip"])
+        })
+        .map_err(|why| {
+            fail(
+                Exit::Config,
+                format!(
+                    "{}: {why}; not used. Save it again with `cargo neuron-tune baseline \
+                     save` (on the revision it should describe)",
+                    path.display()
+                ),
+            )
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -196,7 +207,7 @@ impl Baseline {
 
     /// The file's text.
     pub fn to_toml(&self) -> Result<String, Failure> {
-        let text = toml::to_string(&File { schema: SCHEMA, model: self.entries.clone() })
+        let text = crate::seal::write_sealed_toml(SCHEMA, "model", &self.entries)
             .map_err(|e| fail(Exit::Internal, format!("{}: {e}", self.path.display())))?;
         Ok(format!(
             "# Written by `cargo neuron-tune baseline save`: end-to-end model throughput per model,\n\
@@ -260,7 +271,7 @@ mod tests {
         assert_eq!(b.entries()[0].calls[0].kernel, "add", "calls sorted");
         b.save().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.contains("schema = 1"), "{text}");
+        assert!(text.contains("schema = 2"), "{text}");
         let again = Baseline::load(&path).unwrap();
         assert_eq!(again.entries(), b.entries());
         again.save().unwrap();
@@ -279,5 +290,31 @@ mod tests {
         std::fs::write(&path, "schema = 99\n").unwrap();
         let e = Baseline::load(&path).unwrap_err();
         assert!(e.message.contains("schema 99"), "{}", e.message);
+    }
+
+    #[test]
+    fn an_edited_entry_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        let mut b = Baseline::load_or_empty(&path).unwrap();
+        b.record(BaselineEntry::from_run(&run("qwen3", "tiny", 31.9), "sim1"));
+        b.save().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        // Someone makes the baseline look slower, so that a regression passes the gate.
+        let tps = b.entries()[0].tokens_per_s.to_string();
+        assert!(text.contains(&tps), "{text}");
+        std::fs::write(&path, text.replace(&tps, "1000.0")).unwrap();
+        let e = Baseline::load(&path).unwrap_err();
+        assert_eq!(e.exit, Exit::Config);
+        for w in
+            [FILE_NAME, "model #1 (qwen3/tiny/trn2)", "checksum does not match", "baseline save"]
+        {
+            assert!(e.message.contains(w), "{w}: {}", e.message);
+        }
+        // `baseline save` repairs it: it starts over, saying so.
+        let (b, warning) = Baseline::load_for_save(&path).unwrap();
+        assert!(b.entries().is_empty());
+        assert!(warning.unwrap().contains("model #1 (qwen3/tiny/trn2)"));
+        assert_eq!(Baseline::load_for_save(&dir.path().join("none.toml")).unwrap().1, None);
     }
 }

@@ -134,6 +134,8 @@ pub enum Command {
         select: Selection,
         #[command(flatten)]
         search: SearchOpts,
+        #[command(flatten)]
+        goal: GoalOpts,
         /// Tune every distinct kernel call of this model (name or glob; repeatable) at the
         /// shapes it calls them with, instead of the kernels' named shapes. `--shape` then
         /// names the model's shapes; `--kernel` narrows which calls.
@@ -197,6 +199,15 @@ pub enum Command {
         /// Only tuning runs and gate history on this chip (its name). Default: all.
         #[arg(long, value_name = "CHIP")]
         chip: Option<String>,
+    },
+    /// Print a chip's description as TOML: a built-in (`trn1`, `trn2`, `trn3`) or a chip TOML
+    /// file, validated. Start your own chip from a built-in:
+    /// `cargo neuron-tune chip trn2 > my-chip.toml`, edit it, then pass `--chip my-chip.toml`.
+    /// The format is in docs/chip-toml.md.
+    Chip {
+        /// A built-in chip name or a chip TOML file.
+        #[arg(default_value = "trn2")]
+        chip: String,
     },
     /// Run a search strategy on a recorded landscape (Kernel Tuner cache JSON, gzipped or
     /// not; T4 results JSON) instead of the simulator.
@@ -351,6 +362,72 @@ pub struct SearchOpts {
     pub objective: Objective,
 }
 
+/// `tune --goal`: search in rounds until a target is met.
+#[derive(Args, Debug, Clone, Default)]
+pub struct GoalOpts {
+    /// Stop as soon as the best variant meets this: a speed-up over the default (`20%`:
+    /// the default's time / the best's ≥ 1.20) or a time (`5ms`, `250us`, `1.5s`). Not met
+    /// by the end: exit 6, saying how far it got and what limits the best variant.
+    #[arg(long, value_name = "PCT|TIME", value_parser = parse_goal, help_heading = "Goal")]
+    pub goal: Option<Goal>,
+    /// With --goal: at most this many rounds (a round is one batch of 4 proposals, then a
+    /// decision). --budget still caps the evaluations.
+    #[arg(long, value_name = "N", value_parser = positive, requires = "goal",
+          help_heading = "Goal")]
+    pub max_rounds: Option<usize>,
+}
+
+/// What `--goal` asks for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Goal {
+    /// A speed-up over the default, as a fraction (`20%` → 0.2).
+    Speedup(f64),
+    /// A kernel time (µs, launch overhead included, like every reported time).
+    TimeUs(f64),
+}
+
+impl Goal {
+    /// The time the best variant must reach, given the default's.
+    pub fn target_us(self, default_us: Option<f64>) -> Option<f64> {
+        match self {
+            Goal::Speedup(p) => default_us.map(|d| d / (1.0 + p)),
+            Goal::TimeUs(t) => Some(t),
+        }
+    }
+}
+
+impl std::fmt::Display for Goal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Goal::Speedup(p) => write!(f, "{}% faster than the default", 100.0 * p),
+            Goal::TimeUs(t) => write!(f, "{t} µs"),
+        }
+    }
+}
+
+/// `20%`, `5ms`, `250us`, `250µs`, `1.5s`.
+pub fn parse_goal(text: &str) -> Result<Goal, String> {
+    let t = text.trim();
+    let number = |s: &str| -> Result<f64, String> {
+        match s.trim().parse::<f64>() {
+            Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+            Ok(_) => Err(format!("`{text}`: must be more than 0")),
+            Err(_) => Err(format!(
+                "`{text}`: expected a speed-up such as `20%` or a time such as `5ms`, `250us`"
+            )),
+        }
+    };
+    if let Some(p) = t.strip_suffix('%') {
+        return Ok(Goal::Speedup(number(p)? / 100.0));
+    }
+    for (unit, scale) in [("us", 1.0), ("µs", 1.0), ("ms", 1e3), ("s", 1e6)] {
+        if let Some(v) = t.strip_suffix(unit) {
+            return Ok(Goal::TimeUs(number(v)? * scale));
+        }
+    }
+    Err(format!("`{text}`: expected a speed-up such as `20%` or a time such as `5ms`, `250us`"))
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Objective {
     #[value(alias = "latency")]
@@ -389,6 +466,22 @@ impl Cli {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn goals_parse_as_documented() {
+        assert_eq!(parse_goal("20%"), Ok(Goal::Speedup(0.2)));
+        assert_eq!(parse_goal("5ms"), Ok(Goal::TimeUs(5000.0)));
+        assert_eq!(parse_goal("250us"), Ok(Goal::TimeUs(250.0)));
+        assert_eq!(parse_goal("250µs"), Ok(Goal::TimeUs(250.0)));
+        assert_eq!(parse_goal("1.5s"), Ok(Goal::TimeUs(1.5e6)));
+        for bad in ["", "20", "fast", "-5%", "0ms", "nan%"] {
+            assert!(parse_goal(bad).is_err(), "{bad}");
+        }
+        // 20 % faster than a 120 µs default is 100 µs.
+        assert!((Goal::Speedup(0.2).target_us(Some(120.0)).unwrap() - 100.0).abs() < 1e-9);
+        assert_eq!(Goal::Speedup(0.2).target_us(None), None);
+        assert_eq!(Goal::TimeUs(7.0).target_us(None), Some(7.0));
+    }
+
     use super::*;
     use clap::CommandFactory;
 

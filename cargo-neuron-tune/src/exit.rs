@@ -17,18 +17,22 @@ pub enum Exit {
     Check = 4,
     /// A performance regression (gate).
     Regression = 5,
+    /// `tune --goal`: the goal was not met within the rounds and budget (the best found is
+    /// still recorded).
+    GoalNotMet = 6,
     /// Stopped by Ctrl-C (everything finished is kept).
     Interrupted = 130,
 }
 
 impl Exit {
-    pub const ALL: [Exit; 7] = [
+    pub const ALL: [Exit; 8] = [
         Exit::Ok,
         Exit::Internal,
         Exit::Config,
         Exit::Build,
         Exit::Check,
         Exit::Regression,
+        Exit::GoalNotMet,
         Exit::Interrupted,
     ];
 
@@ -46,6 +50,9 @@ impl Exit {
                 "a correctness check failed (the shrunk failing case is printed), or a variant crashed or hung"
             }
             Exit::Regression => "a performance regression (gate)",
+            Exit::GoalNotMet => {
+                "tune --goal: the goal was not met (how far it got and what limits it are printed)"
+            }
             Exit::Interrupted => "interrupted by Ctrl-C (finished results are kept; rerun to continue)",
         }
     }
@@ -97,7 +104,7 @@ mod tests {
     #[test]
     fn codes_are_the_documented_numbers() {
         let codes: Vec<u8> = Exit::ALL.iter().map(|e| e.code()).collect();
-        assert_eq!(codes, [0, 1, 2, 3, 4, 5, 130]);
+        assert_eq!(codes, [0, 1, 2, 3, 4, 5, 6, 130]);
         assert!(Exit::help_table().contains("  5    a performance regression"));
     }
 }

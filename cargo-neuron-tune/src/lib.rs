@@ -11,7 +11,9 @@
 //!   end (their calls benched as variants through the store, tuned or default, stale entries).
 //! * [`gate`] — the gate's judgement (throughput against the baseline, moved calls);
 //!   [`gate_report`] — its Markdown and JUnit reports; [`baseline`] — the baseline file.
+//! * [`convergence`] — a tuning run's convergence figures, diagnosis rules and goal log.
 //! * [`partition`] — `--partition k/n`: a stable share of a command's work items.
+//! * [`seal`] — schema and checksum on every file the tool reads back.
 //! * [`commands`] — one module per subcommand (`tune` drives `neuron-tune-search`).
 //! * [`report`] — the HTML report: its data model (store, journals, tuned databases, gate
 //!   history) and its rendering (inline SVG charts).
@@ -23,6 +25,7 @@ pub mod baseline;
 pub mod cargo;
 pub mod cli;
 pub mod commands;
+pub mod convergence;
 pub mod energy;
 pub mod eval;
 pub mod exit;
@@ -33,6 +36,7 @@ pub mod models;
 pub mod output;
 pub mod partition;
 pub mod report;
+pub mod seal;
 pub mod select;
 pub mod store;
 pub mod tuned;

@@ -324,7 +324,7 @@ mod tests {
 
     fn list(models: &[(&str, &[&str])]) -> ListDoc {
         ListDoc {
-            protocol: 4,
+            protocol: neuron_tune_protocol::PROTOCOL_VERSION,
             harness_version: "0".into(),
             sim_version: "0".into(),
             crate_name: "c".into(),

@@ -17,6 +17,11 @@ use std::sync::Mutex;
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
+    /// `chip`: a chip description as TOML.
+    Chip {
+        name: String,
+        toml: String,
+    },
     List {
         package: String,
         kernels: Vec<KernelInfo>,
@@ -111,6 +116,14 @@ pub enum Event {
         template: String,
         module: std::path::PathBuf,
     },
+    /// A diagnosis `tune` can only make once every shape of a kernel is tuned
+    /// (`over_fitted`): for the result of this kernel and shape.
+    Diagnosis {
+        kernel: String,
+        shape: String,
+        chip: String,
+        diagnosis: crate::convergence::Diagnosis,
+    },
     /// The result of a search (`tune` per kernel and shape; `replay` per landscape).
     Tune {
         kernel: String,
@@ -132,6 +145,16 @@ pub enum Event {
         /// energy_uj_estimate), fastest first.
         #[serde(skip_serializing_if = "Option::is_none")]
         pareto: Option<serde_json::Value>,
+        /// How the run converged (docs/tuning-loop.md).
+        convergence: Box<crate::convergence::Convergence>,
+        /// The diagnosis rules that fired, each with evidence and advice.
+        diagnoses: Vec<crate::convergence::Diagnosis>,
+        /// `tune --goal`: the decision log, one entry per round.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        rounds: Vec<crate::convergence::Round>,
+        /// `tune --goal`: the goal, whether it was met, and what limits the best variant.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        goal: Option<crate::convergence::GoalReport>,
     },
     /// A model end to end (`bench --model`): throughput with the tuned parameters and with
     /// the defaults, each with its per-call breakdown.

@@ -27,9 +27,10 @@ struct Entry {
     value: String,
 }
 
-fn checksum(text: &str) -> String {
-    format!("{:032x}", xxhash_rust::xxh3::xxh3_128(text.as_bytes()))
-}
+use crate::seal::checksum;
+
+/// The format of journal lines (each line carries it, and a checksum of itself).
+pub const JOURNAL_SCHEMA: u64 = 1;
 
 /// The value text of a sealed entry, or why it cannot be trusted.
 pub fn open_entry(text: &str, key: &str) -> std::result::Result<String, String> {
@@ -149,22 +150,75 @@ impl Store {
         write_atomic(&path, serde_json::to_string_pretty(&entry)?.as_bytes())
     }
 
-    /// Append one JSON line to a journal (created if missing) and flush it to disk.
+    /// Append one JSON object as a line of a journal (created if missing), sealed with the
+    /// journal schema and a checksum, and flush it to disk.
     pub fn append_journal(&self, name: &str, line: &serde_json::Value) -> Result<PathBuf> {
         append_journal(&self.root, name, line)
     }
 }
 
 /// [`Store::append_journal`] for a command that does not hold the store's lock (an append
-/// of one line is atomic enough for a journal: a torn last line is skipped by readers).
+/// of one line is atomic enough for a journal: a torn last line is rejected by readers).
 pub fn append_journal(root: &Path, name: &str, line: &serde_json::Value) -> Result<PathBuf> {
     let dir = root.join("journals");
     fs::create_dir_all(&dir)?;
     let path = dir.join(format!("{name}.jsonl"));
+    let mut line = line.clone();
+    if let serde_json::Value::Object(obj) = &mut line {
+        obj.insert("schema".into(), JOURNAL_SCHEMA.into());
+    }
+    crate::seal::seal_json(&mut line);
     let mut f = OpenOptions::new().create(true).append(true).open(&path)?;
     writeln!(f, "{line}")?;
     f.sync_data()?;
     Ok(path)
+}
+
+/// A journal as read back: the lines that can be trusted, and those that cannot.
+#[derive(Debug, Default)]
+pub struct JournalRead {
+    /// Trusted lines in file order, their seal and schema taken off.
+    pub lines: Vec<serde_json::Value>,
+    /// `(line number, why)` of every line that is not used. The last line of a journal
+    /// killed mid-write is one of them (torn), which is expected after SIGKILL.
+    pub rejected: Vec<(usize, String)>,
+}
+
+/// Read the journal at `path` (a missing file is an empty journal). A line that is not
+/// JSON, not sealed, of another schema or whose checksum does not match is never used:
+/// it is listed in `rejected`, so the evaluation it records is made again.
+pub fn read_journal(path: &Path) -> Result<JournalRead> {
+    let text = match fs::read(path) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(JournalRead::default()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    Ok(parse_journal(&text))
+}
+
+/// [`read_journal`] on a journal's text.
+pub fn parse_journal(text: &str) -> JournalRead {
+    let mut read = JournalRead::default();
+    for (i, raw) in text.lines().enumerate() {
+        let why = match serde_json::from_str::<serde_json::Value>(raw) {
+            Err(e) => format!("not JSON ({e})"),
+            Ok(mut v) => match crate::seal::unseal_json(&mut v) {
+                Err(why) => why,
+                Ok(()) => match v.as_object_mut().and_then(|o| o.remove("schema")) {
+                    Some(s) if s == JOURNAL_SCHEMA => {
+                        read.lines.push(v);
+                        continue;
+                    }
+                    s => format!(
+                        "journal schema {} (this tool reads {JOURNAL_SCHEMA})",
+                        s.map_or("none".to_string(), |s| s.to_string())
+                    ),
+                },
+            },
+        };
+        read.rejected.push((i + 1, why));
+    }
+    read
 }
 
 /// Write `bytes` to `path` atomically: a temp file in the same directory, synced, renamed.
@@ -257,12 +311,28 @@ mod tests {
     }
 
     #[test]
-    fn journal_appends_lines() {
+    fn journal_appends_sealed_lines_and_reads_back_only_trusted_ones() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), |_, _| {}).unwrap();
         store.append_journal("run", &serde_json::json!({"a": 1})).unwrap();
-        let p = store.append_journal("run", &serde_json::json!({"a": 2})).unwrap();
-        let text = fs::read_to_string(p).unwrap();
-        assert_eq!(text, "{\"a\":1}\n{\"a\":2}\n");
+        store.append_journal("run", &serde_json::json!({"a": 2})).unwrap();
+        let p = store.append_journal("run", &serde_json::json!({"a": 3})).unwrap();
+        let text = fs::read_to_string(&p).unwrap();
+        assert_eq!(text.lines().count(), 3);
+        let read = read_journal(&p).unwrap();
+        assert_eq!(read.lines, [1, 2, 3].map(|a| serde_json::json!({ "a": a })));
+        assert!(read.rejected.is_empty());
+        // Line 2 edited into other valid JSON, line 3 torn (as SIGKILL mid-write leaves it).
+        let lines: Vec<&str> = text.lines().collect();
+        let torn = &lines[2][..lines[2].len() / 2];
+        fs::write(&p, format!("{}\n{}\n{torn}", lines[0], lines[1].replace("\"a\":2", "\"a\":7")))
+            .unwrap();
+        let read = read_journal(&p).unwrap();
+        assert_eq!(read.lines, [serde_json::json!({"a": 1})]);
+        assert_eq!(read.rejected.iter().map(|r| r.0).collect::<Vec<_>>(), [2, 3]);
+        assert!(read.rejected[0].1.contains("checksum"), "{:?}", read.rejected);
+        assert!(read.rejected[1].1.contains("not JSON"), "{:?}", read.rejected);
+        // A missing journal is an empty one.
+        assert!(read_journal(&dir.path().join("nope.jsonl")).unwrap().lines.is_empty());
     }
 }

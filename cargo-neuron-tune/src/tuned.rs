@@ -3,7 +3,8 @@
 //! `tune` records, per kernel, chip and shape, the best parameters it found with their time,
 //! program hash and the tool and simulator versions that measured them; the file is meant
 //! to be committed with the kernels. It is written atomically and kept sorted, so a rerun
-//! that finds the same winners leaves it byte-identical.
+//! that finds the same winners leaves it byte-identical. It has a schema version and each
+//! record a checksum (`seal`): an edited or damaged record is refused, never used.
 
 use crate::exit::{fail, Exit, Failure};
 use crate::store::write_atomic;
@@ -25,13 +26,14 @@ pub struct TunedRecord {
     pub program_hash: String,
     pub tool_version: String,
     pub sim_version: String,
+    /// `tune --goal`: the named shapes of its key set the winner was checked correct on
+    /// (absent from older files and from runs without --goal).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub validated_shapes: Vec<String>,
 }
 
-#[derive(Default, Serialize, Deserialize)]
-struct File {
-    #[serde(default)]
-    tuned: Vec<TunedRecord>,
-}
+/// The file's format: `schema`, then `[[tuned]]` records, each sealed with a checksum.
+pub const SCHEMA: u32 = 1;
 
 /// A crate's tuned database.
 pub struct TunedDb {
@@ -40,15 +42,25 @@ pub struct TunedDb {
 }
 
 impl TunedDb {
-    /// The database of the crate in `dir` (empty when there is none yet).
+    /// The database of the crate in `dir` (empty when there is none yet). A file of
+    /// another schema, or a record whose checksum does not hold, is refused (exit 2) with
+    /// the path and the record: a tuned database is never used after it was damaged.
     pub fn load(dir: &Path) -> Result<TunedDb, Failure> {
         let path = dir.join(FILE_NAME);
         let records = match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                toml::from_str::<File>(&text)
-                    .map_err(|e| fail(Exit::Config, format!("{}: {e}", path.display())))?
-                    .tuned
-            }
+            Ok(text) => crate::seal::read_sealed_toml(&text, SCHEMA, "tuned", |t| {
+                crate::seal::describe_keys(t, &["kernel", "chip", "shape"])
+            })
+            .map_err(|why| {
+                fail(
+                    Exit::Config,
+                    format!(
+                        "{}: {why}; not used. Tune that kernel again (`cargo neuron-tune tune \
+                         --kernel NAME`) after deleting the record, or delete the file",
+                        path.display()
+                    ),
+                )
+            })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(fail(Exit::Config, format!("{}: {e}", path.display()))),
         };
@@ -82,7 +94,7 @@ impl TunedDb {
 
     /// Write it (atomically); returns its path.
     pub fn save(&self) -> Result<PathBuf, Failure> {
-        let text = toml::to_string(&File { tuned: self.records.clone() })
+        let text = crate::seal::write_sealed_toml(SCHEMA, "tuned", &self.records)
             .map_err(|e| fail(Exit::Internal, format!("{}: {e}", self.path.display())))?;
         let text = format!(
             "# Written by `cargo neuron-tune tune`: the best parameters found per kernel, chip and\n\
@@ -109,7 +121,43 @@ mod tests {
             program_hash: "abc".into(),
             tool_version: "0.1.0".into(),
             sim_version: "0.1.0+model2".into(),
+            validated_shapes: vec![],
         }
+    }
+
+    #[test]
+    fn validated_shapes_are_optional_so_older_files_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        // A record as written before `validated_shapes` existed (sealed as it was then).
+        let mut record: toml::Table = toml::from_str(
+            "kernel = \"gemm\"\nchip = \"trn2\"\nshape = \"small\"\n\
+             time_us = 2.0\nprogram_hash = \"abc\"\ntool_version = \"0.1.0\"\n\
+             sim_version = \"0.1.0+model2\"\n[dims]\nn = 128\n[params]\nbufs = 2\n",
+        )
+        .unwrap();
+        crate::seal::seal_toml(&mut record);
+        let old = format!(
+            "schema = {SCHEMA}\n{}",
+            toml::to_string(&toml::Table::from_iter([(
+                "tuned".to_string(),
+                toml::Value::Array(vec![toml::Value::Table(record)])
+            )]))
+            .unwrap()
+        );
+        std::fs::write(dir.path().join(FILE_NAME), old).unwrap();
+        let mut db = TunedDb::load(dir.path()).unwrap();
+        assert_eq!(db.records()[0].validated_shapes, Vec::<String>::new());
+        db.save().unwrap();
+        let text = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
+        assert!(!text.contains("validated_shapes"), "{text}");
+        // A validated record keeps its shapes through a save and a load.
+        db.record(TunedRecord {
+            validated_shapes: vec!["large".into(), "small".into()],
+            ..rec("gemm", "small", 1.0)
+        });
+        db.save().unwrap();
+        let again = TunedDb::load(dir.path()).unwrap();
+        assert_eq!(again.records()[0].validated_shapes, ["large", "small"]);
     }
 
     #[test]
@@ -149,5 +197,28 @@ mod tests {
         db.record(at(512, "small", 3.0));
         let small: Vec<_> = db.records().iter().filter(|r| r.shape == "small").collect();
         assert_eq!((small.len(), small[0].time_us), (1, 3.0));
+    }
+
+    #[test]
+    fn an_edited_record_or_a_file_without_schema_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = TunedDb::load(dir.path()).unwrap();
+        db.record(rec("gemm", "small", 2.0));
+        db.record(rec("softmax", "small", 3.0));
+        let path = db.save().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("schema = 1") && text.matches("checksum = ").count() == 2);
+        // A hand edit of one parameter of the second record.
+        let edited = text.replacen("bufs = 2", "bufs = 4", 2).replacen("bufs = 4", "bufs = 2", 1);
+        assert_ne!(edited, text);
+        std::fs::write(&path, &edited).unwrap();
+        let e = TunedDb::load(dir.path()).err().expect("an edited record is refused");
+        assert_eq!(e.exit, Exit::Config);
+        for w in [FILE_NAME, "tuned #2 (softmax/trn2/small)", "checksum does not match"] {
+            assert!(e.message.contains(w), "{w}: {}", e.message);
+        }
+        std::fs::write(&path, text.replace("schema = 1\n", "")).unwrap();
+        let e = TunedDb::load(dir.path()).err().expect("a file without schema is refused");
+        assert!(e.message.contains("no `schema`"), "{}", e.message);
     }
 }

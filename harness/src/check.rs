@@ -87,6 +87,78 @@ fn case(
     }
 }
 
+/// Check `params` of `kernel` at each of `shapes` (full size, not drawn): one case per
+/// shape, its input drawn from `seed` with normal values; the first failure is reported
+/// with its shape. Nothing is shrunk or persisted: the shapes are the point.
+pub fn check_at(
+    kernel: &dyn Kernel,
+    params: &Params,
+    shapes: &[Shape],
+    seed: u64,
+    chip: &Chip,
+) -> Result<CheckReport, RunError> {
+    params.check(&kernel.params()).map_err(|e| RunError::Invalid(e.to_string()))?;
+    let mut w = Metrics { cosine: 1.0, ..Metrics::default() };
+    for (i, shape) in shapes.iter().enumerate() {
+        match case(kernel, params, shape, seed, Distribution::Normal, chip) {
+            Ok(m) => {
+                w.max_abs_err = w.max_abs_err.max(m.max_abs_err);
+                w.max_rel_err = w.max_rel_err.max(m.max_rel_err);
+                w.mse = w.mse.max(m.mse);
+                w.cosine = w.cosine.min(m.cosine);
+                w.effective_atol = w.effective_atol.max(m.effective_atol);
+            }
+            Err((message, metrics)) => {
+                let m = metrics.unwrap_or(Metrics {
+                    max_abs_err: f64::MAX,
+                    max_rel_err: f64::MAX,
+                    mse: f64::MAX,
+                    cosine: 0.0,
+                    mismatches: 0,
+                    effective_atol: 0.0,
+                    elements: 0,
+                });
+                let m = Metrics {
+                    max_abs_err: finite(m.max_abs_err),
+                    max_rel_err: finite(m.max_rel_err),
+                    mse: finite(m.mse),
+                    ..m
+                };
+                return Ok(CheckReport {
+                    passed: false,
+                    cases: i as u32 + 1,
+                    seed,
+                    max_abs_err: m.max_abs_err,
+                    max_rel_err: m.max_rel_err,
+                    mse: m.mse,
+                    cosine: m.cosine,
+                    effective_atol: m.effective_atol,
+                    failure: Some(CheckFailure {
+                        shape: shape.clone(),
+                        input_seed: seed,
+                        distribution: Distribution::Normal,
+                        message,
+                        metrics: metrics.map(|_| m),
+                    }),
+                    tolerance: Some(kernel.tolerance()),
+                });
+            }
+        }
+    }
+    Ok(CheckReport {
+        passed: true,
+        cases: shapes.len() as u32,
+        seed,
+        max_abs_err: w.max_abs_err,
+        max_rel_err: w.max_rel_err,
+        mse: w.mse,
+        cosine: w.cosine,
+        failure: None,
+        tolerance: Some(kernel.tolerance()),
+        effective_atol: w.effective_atol,
+    })
+}
+
 /// JSON has no infinity: a NaN or infinite error (e.g. an output never written) is
 /// reported as `f64::MAX`.
 fn finite(x: f64) -> f64 {
@@ -115,10 +187,11 @@ pub fn check(
     seed_bytes[..8].copy_from_slice(&cfg.seed.to_le_bytes());
     let mut runner =
         TestRunner::new_with_rng(pcfg, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
-    let p2 = params.clone();
-    let valid_shapes = kernel
-        .small_shapes(params)
-        .prop_filter("shape valid for the variant", move |s| kernel.validate(&p2, s).is_ok());
+    let (p2, chip) = (params.clone(), cfg.chip.clone());
+    let valid_shapes =
+        kernel.small_shapes(params).prop_filter("shape valid for the variant", move |s| {
+            kernel.validate(&p2, s, &chip).is_ok()
+        });
     let strategy = (valid_shapes, any::<u64>(), prop::sample::select(Distribution::ALL.to_vec()));
     let worst = std::cell::RefCell::new(Metrics { cosine: 1.0, ..Metrics::default() });
     // Cases run until the first failure (shrinking runs more, not counted).

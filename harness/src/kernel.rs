@@ -99,8 +99,9 @@ pub trait Kernel: Send + Sync {
     }
     /// Declared parameters with defaults.
     fn params(&self) -> Vec<ParamSpec>;
-    /// Which parameter values work for a shape (divisibility, SBUF fit, …).
-    fn validate(&self, _params: &Params, _shape: &Shape) -> Result<(), String> {
+    /// Which parameter values work for a shape on a chip (divisibility, SBUF and PSUM fit:
+    /// read the sizes from `chip.memory`, they differ between chips).
+    fn validate(&self, _params: &Params, _shape: &Shape, _chip: &Chip) -> Result<(), String> {
         Ok(())
     }
     /// Named shapes (tuning keys); TOML `shapes` may add to or replace them.
@@ -209,7 +210,7 @@ pub fn run_variant(
     // Everything that runs kernel code is inside `catch_panic`, the validity rule and the
     // tensor list included: a panic there is the kernel's, never the worker's.
     let body = || -> Result<VariantRun, RunError> {
-        kernel.validate(params, shape).map_err(RunError::Invalid)?;
+        kernel.validate(params, shape, chip).map_err(RunError::Invalid)?;
         let specs = kernel.tensors(shape);
         let n_inputs = specs.iter().filter(|s| s.role == Role::Input).count();
         if let Some(v) = inputs.filter(|_| mode.functional) {

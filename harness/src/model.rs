@@ -288,7 +288,7 @@ pub fn evaluate_functional(
         for call in &b.calls {
             let (params, _) = params_for(&*call.kernel, &call.shape, tuned, defaults);
             call.kernel
-                .validate(&params, &call.shape)
+                .validate(&params, &call.shape, chip)
                 .map_err(|e| in_call(RunError::Invalid(e), &*call.kernel, &call.shape, &params))?;
             let args: Vec<_> = call.args.iter().map(|a| handles[a.0]).collect();
             call.kernel

@@ -19,6 +19,7 @@
 
 use crate::kernel::Kernel;
 use crate::params::{ParamValue, Params, Shape};
+use neuron_sim::Chip;
 use neuron_tune_protocol::{Space, ValidCount};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -83,15 +84,15 @@ impl KernelConfig {
         Space::new(self.space.clone())
     }
 
-    /// How many configurations of the space the kernel's rule accepts for `shape`: counted
+    /// How many configurations of the space the kernel's rule accepts for `shape` on `chip`: counted
     /// when the space has at most [`COUNT_LIMIT`] configurations, else estimated from
     /// [`COUNT_LIMIT`] evenly spread ones (a space of 10¹² is never walked). A validity rule
     /// that panics counts the configuration as invalid.
-    pub fn count_valid(&self, kernel: &dyn Kernel, shape: &Shape) -> ValidCount {
+    pub fn count_valid(&self, kernel: &dyn Kernel, shape: &Shape, chip: &Chip) -> ValidCount {
         let space = self.space();
         let n = space.len();
         let valid = |p: &Params| {
-            crate::kernel::catch_panic(|| kernel.validate(p, shape).is_ok()).unwrap_or(false)
+            crate::kernel::catch_panic(|| kernel.validate(p, shape, chip).is_ok()).unwrap_or(false)
         };
         if n <= COUNT_LIMIT {
             let valid = space.iter().filter(|p| valid(p)).count() as u64;

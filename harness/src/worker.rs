@@ -91,13 +91,15 @@ impl Registry {
     }
 
     /// The `list` document. Model shapes and every validity rule are kernel code: a panic
-    /// there is an error answer naming the kernel or model.
+    /// there is an error answer naming the kernel or model. Valid variants are counted on
+    /// trn2, the command line's default chip (`list` names no chip).
     pub fn list(&self, cfg: &CrateConfig) -> Result<ListDoc, Refusal> {
         let mut kernels = Vec::new();
+        let chip = Chip::trn2();
         for k in &self.kernels {
             let kc = &cfg.kernels[k.name()];
             let valid_variants = catch_panic(|| {
-                kc.shapes.iter().map(|(n, s)| (n.clone(), kc.count_valid(&**k, s))).collect()
+                kc.shapes.iter().map(|(n, s)| (n.clone(), kc.count_valid(&**k, s, &chip))).collect()
             })
             .map_err(|m| refuse(ErrorKind::Panic, format!("kernel `{}`: {m}", k.name())))?;
             kernels.push(KernelInfo {
@@ -144,15 +146,16 @@ impl Registry {
             }
             RequestBody::Shutdown => Ok(ResponseBody::Shutdown),
             RequestBody::List => self.list(cfg).map(ResponseBody::List),
-            RequestBody::Validate { kernel, shape, configs } => {
+            RequestBody::Validate { kernel, shape, configs, chip } => {
                 let k = self.kernel(&kernel)?;
+                let chip = resolve_chip(&chip).map_err(bad)?;
                 let shape = resolve_shape(cfg, &*k, &shape).map_err(bad)?;
                 let specs = k.params();
                 let verdicts = configs
                     .iter()
                     .map(|p| {
                         p.check(&specs).map_err(|e| e.to_string())?;
-                        catch_panic(|| k.validate(p, &shape))
+                        catch_panic(|| k.validate(p, &shape, &chip))
                             .unwrap_or_else(|m| Err(format!("validity rule panicked: {m}")))
                     })
                     .map(|r| r.err())
@@ -179,6 +182,13 @@ impl Registry {
                 let chip = resolve_chip(&chip).map_err(bad)?;
                 let report = check(&*k, &params, &CheckConfig { cases, seed, chip, regressions })
                     .map_err(run_err)?;
+                Ok(ResponseBody::Check(report))
+            }
+            RequestBody::CheckAt { kernel, params, shapes, seed, chip } => {
+                let k = self.kernel(&kernel)?;
+                let chip = resolve_chip(&chip).map_err(bad)?;
+                let report =
+                    crate::check::check_at(&*k, &params, &shapes, seed, &chip).map_err(run_err)?;
                 Ok(ResponseBody::Check(report))
             }
             RequestBody::Bench(v) => self.bench(cfg, &v, false, false),
@@ -378,13 +388,9 @@ pub fn main(reg: Registry) -> i32 {
     if chan.write_response(&hello).is_err() {
         return 1;
     }
-    let cfg = match cfg {
-        Ok(c) => Some(c),
-        Err(e) => {
-            chan.diagnostic(&format!("error: {e}"));
-            None
-        }
-    };
+    // A configuration error is the answer to every request (the client prints it once);
+    // printing it here as well would show the user the same error twice.
+    let cfg = cfg.ok();
     let cfg_error = |id| {
         let e = reg.config().err().map(|e| e.to_string()).unwrap_or_default();
         Response::error(id, ErrorKind::Config, e)

@@ -118,3 +118,58 @@ fn a_reference_with_missing_or_short_outputs_fails_the_check_and_says_so() {
         assert!(failure.message.contains(words), "{failure:?}");
     }
 }
+
+/// `y = x` that copies only the first 64 columns: right exactly when `cols ≤ 64`.
+struct FirstColumns;
+
+impl Kernel for FirstColumns {
+    fn name(&self) -> &str {
+        "first_columns"
+    }
+    fn params(&self) -> Vec<ParamSpec> {
+        vec![ParamSpec::int("bufs", 1, "buffers")]
+    }
+    fn shapes(&self) -> Vec<(String, Shape)> {
+        vec![("small".into(), Shape::new(&[("rows", 128), ("cols", 64)]))]
+    }
+    fn small_shapes(&self, _: &Params) -> BoxedStrategy<Shape> {
+        (1u64..=128, 1u64..=64).prop_map(|(r, c)| Shape::new(&[("rows", r), ("cols", c)])).boxed()
+    }
+    fn tensors(&self, sh: &Shape) -> Vec<TensorSpec> {
+        let d = [sh.dim("rows"), sh.dim("cols")];
+        vec![TensorSpec::input("x", Dtype::Bf16, &d), TensorSpec::output("y", Dtype::Bf16, &d)]
+    }
+    fn run(&self, nc: &mut Nc, _: &Params, sh: &Shape, t: &[Hbm]) -> SimResult<()> {
+        let (rows, w) = (sh.dim("rows"), sh.dim("cols").min(64));
+        let pool = nc.sbuf_pool("io", 1);
+        let tile = nc.tile(pool, Dtype::Bf16, &[128, 64])?;
+        let v = tile.parts(0..rows as u32).cols(0..w);
+        nc.dma(v, t[0].slice(&[0..rows, 0..w]))?;
+        nc.dma(t[1].slice(&[0..rows, 0..w]), v)
+    }
+    fn reference(&self, _: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {
+        vec![i[0].clone()]
+    }
+    fn work(&self, sh: &Shape) -> Work {
+        Work { flops: 0.0, bytes: 4.0 * (sh.dim("rows") * sh.dim("cols")) as f64 }
+    }
+}
+
+#[test]
+fn check_at_runs_each_given_shape_and_names_the_first_wrong_one() {
+    use neuron_tune_harness::check::check_at;
+    let shape = |r: u64, c: u64| Shape::new(&[("rows", r), ("cols", c)]);
+    let p = Params::defaults(&FirstColumns.params());
+    let chip = Chip::trn2();
+    let ok = check_at(&FirstColumns, &p, &[shape(128, 64), shape(7, 30)], 3, &chip).unwrap();
+    assert!(ok.passed, "{:?}", ok.failure);
+    assert_eq!(ok.cases, 2);
+    // The second shape has 100 columns: the last 36 are never written.
+    let shapes = [shape(128, 64), shape(16, 100), shape(8, 200)];
+    let bad = check_at(&FirstColumns, &p, &shapes, 3, &chip).unwrap();
+    assert!(!bad.passed);
+    assert_eq!(bad.cases, 2, "stops at the first wrong shape");
+    let failure = bad.failure.expect("a failure");
+    assert_eq!(failure.shape, shape(16, 100));
+    assert_eq!(failure.distribution, Distribution::Normal);
+}

@@ -19,7 +19,7 @@ impl Kernel for K {
             ParamSpec::choice("engine", &["vector", "scalar"], "vector", ""),
         ]
     }
-    fn validate(&self, p: &Params, _: &Shape) -> Result<(), String> {
+    fn validate(&self, p: &Params, _: &Shape, _: &neuron_sim::Chip) -> Result<(), String> {
         (p.int("bufs").unwrap() <= 4).then_some(()).ok_or_else(|| "bufs > 4".into())
     }
     fn shapes(&self) -> Vec<(String, Shape)> {

@@ -20,8 +20,10 @@ use std::path::PathBuf;
 /// calls, which the tool simulates and caches as variants), and kernels a crate's models
 /// use are served by its harness even when the crate does not list them; 4 — `list` says
 /// which simulator version the harness links (`sim_version`), so results are keyed and
-/// compared by the version that produced them.
-pub const PROTOCOL_VERSION: u32 = 4;
+/// compared by the version that produced them; 5 — `validate` names the chip (validity
+/// rules read its SBUF and PSUM sizes); 6 — `check_at` (a variant's correctness at given
+/// full-size shapes, how `tune --goal` validates a round's winner on its key set).
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// A chip: a built-in name, or the text of a chip TOML (then `name` is for display).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -71,8 +73,9 @@ pub enum RequestBody {
     Hello { protocol: u32 },
     /// Kernels, parameters, spaces, shapes and models ([`ListDoc`]).
     List,
-    /// Which of these configurations the kernel's validity rule accepts for a shape.
-    Validate { kernel: String, shape: ShapeRef, configs: Vec<Params> },
+    /// Which of these configurations the kernel's validity rule accepts for a shape on a
+    /// chip (SBUF and PSUM sizes differ between chips).
+    Validate { kernel: String, shape: ShapeRef, configs: Vec<Params>, chip: ChipSpec },
     /// Trace a variant without simulating: program hash and footprint.
     Trace(VariantRef),
     /// Property-based correctness check over the kernel's small shapes.
@@ -86,6 +89,10 @@ pub enum RequestBody {
         #[serde(default)]
         regressions: Option<PathBuf>,
     },
+    /// Correctness of one variant at each of these shapes, one seeded case each (normal
+    /// values): how `tune --goal` validates a round's winner on every shape of its key set.
+    /// Answered with `Check`; a failure names its shape.
+    CheckAt { kernel: String, params: Params, shapes: Vec<Shape>, seed: u64, chip: ChipSpec },
     /// Timing run.
     Bench(VariantRef),
     /// Timing run with the full profile (and the Perfetto trace when `trace`).

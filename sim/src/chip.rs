@@ -3,7 +3,7 @@
 //! The three built-in chips carry the facts of `docs/neuroncore.md`; each field names the
 //! section it comes from. Fields marked *fitted* are the few free constants of the timing
 //! model, set so the calibration kernels land on the public measurements of §4.3 (see
-//! `tests/calibration.rs`). A chip can also be read from TOML with exactly these fields,
+//! the calibration suite, `fixtures/calibration`). A chip can also be read from TOML with exactly these fields,
 //! to model a variant (another clock, a recalibrated constant); an unknown or missing field
 //! is an error.
 
@@ -80,10 +80,22 @@ pub struct TensorEngine {
 pub struct ComputeEngine {
     /// MIN_II, the minimum initiation interval in cycles (§2.3: ≈64).
     pub min_ii_cycles: u64,
+    /// Fixed cycles every instruction pays on top of its §2.3 formula: starting a tensor
+    /// access costs about 60 cycles (§1.8 [A1]). The measured ScalarE busy time per PSUM
+    /// eviction of the NKIBench matmul and bmm (calibration.md §1.7, §1.8: N + 53 to N + 62
+    /// cycles) agrees.
+    pub fixed_cycles: u64,
     /// Extra cycles before a dependent instruction can use the result: VectorE "+~100"
-    /// (§2.3 "Other documented facts"), ScalarE 264 − 64 = 200 (§2.3, [PERF] 189 ns
-    /// back-to-back dependent instructions at 1.4 GHz).
+    /// (§2.3 "Other documented facts"), ScalarE 264 − 64 − 60 = 140 (§2.3, [PERF] 189 ns
+    /// between back-to-back dependent one-element instructions at 1.4 GHz, less MIN_II and
+    /// the fixed cost).
     pub latency_cycles: u64,
+    /// VectorE `reciprocal` cycles per element. §2.3 documents `max(MIN_II, 8N)` ("about 8x
+    /// slower than ScalarE") [SHARED], but the NKIBench silu and swiglu (calibration.md §1.4,
+    /// §1.9) leave VectorE only 2.5N and 3.1N per fp32 [128 x 512] reciprocal beside their
+    /// multiplies: *fitted* over the calibration suite at 3 (docs/calibration-results.md).
+    /// Unused on ScalarE (its reciprocal is `max(MIN_II, N)`).
+    pub reciprocal_cycles_per_elem: u64,
     /// Speed-up of bf16/fp16 SBUF-only copies and tensor_scalar ("performance mode"):
     /// 1 on v2; VectorE 4x on v3/v4 (§1.5); ScalarE 2x on v4 (§1.5).
     pub perf_mode_16bit: u64,
@@ -109,7 +121,9 @@ pub struct Dma {
     /// A transfer uses one engine per this many partitions, up to all engines
     /// (§1.7: "with 128 partitions each engine usually owns 8 partitions").
     pub partitions_per_engine: u32,
-    /// Streaming rate of one engine in bytes/ns (§1.7 [DMAOV]).
+    /// Streaming rate of one engine in bytes/ns: the practical peak per engine of §1.7
+    /// [DMABW] (TRN1 17, TRN2 23, TRN3 33 B/ns), what an engine moves with large descriptors;
+    /// the theoretical rate (27.2 / 38.4 GB/s [DMAOV]) is never reached.
     pub engine_gbps: f64,
     /// *fitted* Latency from a DMA's trigger to its first byte (trigger, descriptor fetch,
     /// completion semaphore; §1.7 [DMABW] "~1,300 ns semaphore-to-start"), paid per
@@ -118,6 +132,9 @@ pub struct Dma {
     /// *fitted* Cost per DMA descriptor (one contiguous run of bytes) on its engine
     /// (§1.7 "overhead exists per buffer and per transfer"). This is what makes small
     /// per-partition transfers inefficient: efficiency = b / (b + descriptor_ns × rate).
+    /// trn2's 16 ns gives 73 % at 1 KiB and 92 % at 4 KiB (the §4.3 descriptor-size curve,
+    /// 259 → 354 GB/s); trn1's 4 ns is fitted over the calibration suite
+    /// (docs/calibration-results.md).
     pub descriptor_ns: f64,
     /// Largest bytes per descriptor; a longer contiguous run is split.
     pub max_descriptor_bytes: u64,
@@ -166,13 +183,17 @@ impl Chip {
                 latency_cycles: 64,   // assumed = MM_INIT_LATENCY (§2.4)
             },
             vector: ComputeEngine {
-                min_ii_cycles: 64,   // §2.3 MIN_II
-                latency_cycles: 100, // §2.3 "+~100 if dependent" [A1]
-                perf_mode_16bit: 1,  // v2 has no performance mode (§1.5)
+                min_ii_cycles: 64,             // §2.3 MIN_II
+                fixed_cycles: 60,              // §1.8 access start [A1]
+                reciprocal_cycles_per_elem: 3, // fitted (docs/calibration-results.md)
+                latency_cycles: 100,           // §2.3 "+~100 if dependent" [A1]
+                perf_mode_16bit: 1,            // v2 has no performance mode (§1.5)
             },
             scalar: ComputeEngine {
-                min_ii_cycles: 64,   // §2.3 MIN_II
-                latency_cycles: 200, // §2.3: dependent every 264 cycles = 64 + 200 [PERF]
+                min_ii_cycles: 64,             // §2.3 MIN_II
+                fixed_cycles: 60,              // §1.8 access start [A1]
+                reciprocal_cycles_per_elem: 1, // unused: ScalarE's reciprocal is N (§2.3)
+                latency_cycles: 140, // §2.3: dependent every 264 cycles = 64 + 60 + 140 [PERF]
                 perf_mode_16bit: 1,
             },
             gpsimd: GpSimdEngine {
@@ -183,9 +204,9 @@ impl Chip {
             dma: Dma {
                 engines: 16,              // §1.7 [DMAOV]
                 partitions_per_engine: 8, // §1.7 [DMAOV]
-                engine_gbps: 28.99,       // §1.7: the NC-v2 guide says 27 GiB/s per engine [A1]
+                engine_gbps: 17.0,        // §1.7 practical peak per engine, TRN1 [DMABW]
                 fixed_ns: 1300.0,         // §1.7 [DMABW] ~1,300 ns semaphore-to-start
-                descriptor_ns: 2.0,       // fitted, §4.3 tiled GEMM
+                descriptor_ns: 4.0,       // fitted over the calibration suite
                 max_descriptor_bytes: 65_536,
             },
             launch_overhead_ns: 11_000.0, // fitted on trn2 (§4.3); assumed equal on trn1
@@ -222,17 +243,25 @@ impl Chip {
             },
             vector: ComputeEngine {
                 min_ii_cycles: 64,
+                fixed_cycles: 60, // §1.8 (NC-v2 figure; none published for v3)
+                reciprocal_cycles_per_elem: 3, // the trn1 fit, assumed
                 latency_cycles: 100,
                 perf_mode_16bit: 4, // §1.5 NC-v3 VectorE performance mode 4x
             },
-            scalar: ComputeEngine { min_ii_cycles: 64, latency_cycles: 200, perf_mode_16bit: 1 },
+            scalar: ComputeEngine {
+                min_ii_cycles: 64,
+                fixed_cycles: 60,
+                reciprocal_cycles_per_elem: 1,
+                latency_cycles: 140,
+                perf_mode_16bit: 1,
+            },
             gpsimd: GpSimdEngine { min_ii_cycles: 64, start_cycles: 150, latency_cycles: 100 },
             dma: Dma {
                 engines: 16,
                 partitions_per_engine: 8,
-                engine_gbps: 27.2,   // §1.7 theoretical per engine (NC-v3) [DMAOV]
-                fixed_ns: 1300.0,    // §1.7 [DMABW]; matches the §4.3 vector-add ladder
-                descriptor_ns: 16.0, // fitted, §4.3 vector-add ladder (128 vs 1 partition)
+                engine_gbps: 23.0, // §1.7 practical peak per engine, TRN2 [DMABW, DMAOV]
+                fixed_ns: 1300.0,  // §1.7 [DMABW]; matches the §4.3 vector-add ladder
+                descriptor_ns: 16.0, // fitted over the calibration suite
                 max_descriptor_bytes: 65_536,
             },
             launch_overhead_ns: 11_000.0, // fitted, §4.3 [128 x 200] vector add
@@ -256,7 +285,7 @@ impl Chip {
         c.memory.hbm_gbps_per_core = 612.0; // derived: 4.9 TB/s (§1.1 [HW-trn3]) / 8 cores
         c.tensor.moving_fmax = 4096; // §2.1: v4 N up to 4096 (fp32 dst) = all 8 banks
         c.scalar.perf_mode_16bit = 2; // §1.5: NC-v4 ScalarE up to 2x for bf16/fp16
-        c.dma.engine_gbps = 38.4; // §1.7 theoretical per engine (NC-v4) [DMAOV]
+        c.dma.engine_gbps = 33.0; // §1.7 practical peak per engine, TRN3 [DMABW]
         c
     }
 
@@ -307,6 +336,7 @@ impl Chip {
             ("tensor.fp32_factor", self.tensor.fp32_factor),
             ("vector.perf_mode_16bit", self.vector.perf_mode_16bit),
             ("scalar.perf_mode_16bit", self.scalar.perf_mode_16bit),
+            ("vector.reciprocal_cycles_per_elem", self.vector.reciprocal_cycles_per_elem),
         ];
         for (field, v) in counts {
             if v == 0 {

@@ -18,9 +18,18 @@ pub fn matmul(mm_min: u64, n_stationary: u64, n_moving: u64, fp32: bool, fp32_fa
     }
 }
 
-/// `nc_transpose` on TensorE (§2.3): `max(P, min(64, F))` cycles back to back.
-pub fn transpose_tensor(partitions: u64, free: u64) -> u64 {
-    partitions.max(free.min(64))
+/// A transpose on TensorE — `nc_transpose(engine=tensor)` or `nc_matmul(is_transpose=True)`,
+/// both a matmul of the data `[P, F]` (stationary) by an identity `[P, P]` (moving) — costs
+/// that matmul (§2.3 nc_transpose's `max(P, min(64, F))` is [`matmul`] with
+/// `N_stationary = F`, `N_moving = P`), fp32 included.
+pub fn transpose_tensor(
+    mm_min: u64,
+    partitions: u64,
+    free: u64,
+    fp32: bool,
+    fp32_factor: u64,
+) -> u64 {
+    matmul(mm_min, free, partitions, fp32, fp32_factor)
 }
 
 /// `nc_transpose` on VectorE (§2.3): `max(MIN_II, N)`.
@@ -111,7 +120,14 @@ pub fn tensor_tensor_scan(min_ii: u64, n: u64) -> u64 {
     min_ii.max(2 * n)
 }
 
-/// `reciprocal` (§2.3): `max(MIN_II, 8N)` on VectorE, `max(MIN_II, N)` on ScalarE.
-pub fn reciprocal(min_ii: u64, n: u64, vector: bool) -> u64 {
-    min_ii.max(if vector { 8 * n } else { n })
+/// `reciprocal` (§2.3): `max(MIN_II, per_elem · N)`; ScalarE's `per_elem` is 1, VectorE's
+/// the chip's `vector.reciprocal_cycles_per_elem` (documented 8, measured about 3: see
+/// `Chip`).
+pub fn reciprocal(min_ii: u64, n: u64, per_elem: u64) -> u64 {
+    min_ii.max(per_elem * n)
+}
+
+/// `nc_stream_shuffle` (§2.3; nki.isa.nc_stream_shuffle): `max(MIN_II, N)` on VectorE.
+pub fn stream_shuffle(min_ii: u64, n: u64) -> u64 {
+    min_ii.max(n)
 }

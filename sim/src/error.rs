@@ -93,12 +93,23 @@ pub enum ViolationKind {
     ShapeMismatch(String),
     #[error("{operand} has free size {elems} elements in {memory}, more than the {max} allowed")]
     FreeSizeTooLarge { operand: &'static str, elems: u64, memory: &'static str, max: u64 },
-    #[error(
-        "tile `{tile}` was used after its buffer was reused by a later allocation of the same \
-         tile (pool `{pool}` has bufs = {bufs}); raise bufs or finish using it before \
-         allocating the next one"
-    )]
-    StaleTile { tile: String, pool: String, bufs: u32 },
+    #[error("{}", stale_message(.tile, .pool, *.bufs, *.released))]
+    StaleTile {
+        tile: String,
+        pool: String,
+        bufs: u32,
+        /// The pool was released ([`Nc::release_pool`](crate::Nc::release_pool)): its
+        /// memory may hold another phase's tiles, rather than a later buffer of the ring.
+        released: bool,
+    },
+    /// A reduction an instruction's engine cannot do (e.g. `activation` reduces with add only).
+    #[error("{engine} cannot reduce with {op:?} in {instruction}: {rule}")]
+    ReduceOpNotAllowed {
+        instruction: &'static str,
+        engine: &'static str,
+        op: crate::Alu,
+        rule: &'static str,
+    },
     #[error("bad access pattern: {0}")]
     BadAccessPattern(String),
     /// An access in one iteration of an `affine_range` loop conflicts with an access of an
@@ -190,6 +201,21 @@ fn iterations(first: u64, last: u64) -> String {
     }
 }
 
+fn stale_message(tile: &str, pool: &str, bufs: u32, released: bool) -> String {
+    if released {
+        format!(
+            "tile `{tile}` was used after its pool `{pool}` was released (its memory belongs to \
+             the next phase's pools); finish using it before release_pool"
+        )
+    } else {
+        format!(
+            "tile `{tile}` was used after its buffer was reused by a later allocation of the \
+             same tile (pool `{pool}` has bufs = {bufs}); raise bufs or finish using it before \
+             allocating the next one"
+        )
+    }
+}
+
 fn sbuf_capacity_message(memory: &str, needed: u64, capacity: u64, pools: &[PoolUse]) -> String {
     let unit = if memory == "PSUM" { "banks" } else { "bytes per partition" };
     let mut s = format!("{memory} over capacity: needs {needed} {unit}, has {capacity}");
@@ -226,6 +252,7 @@ impl ViolationKind {
             ViolationKind::ShapeMismatch { .. } => "shape_mismatch",
             ViolationKind::FreeSizeTooLarge { .. } => "free_size_too_large",
             ViolationKind::StaleTile { .. } => "stale_tile",
+            ViolationKind::ReduceOpNotAllowed { .. } => "reduce_op_not_allowed",
             ViolationKind::BadAccessPattern { .. } => "bad_access_pattern",
             ViolationKind::LoopCarriedDependency { .. } => "loop_carried_dependency",
             ViolationKind::Invalid(_) => "invalid",

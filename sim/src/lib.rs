@@ -63,12 +63,14 @@ pub use error::{
     Hazard, LoopCarried, PoolUse, SimError, SimResult, SourceLoc, TileUse, ViolationKind,
 };
 pub use isa::{Act, Alu, Cmp, Engine};
-pub use nc::{Access, ActArgs, Affine, ExecMode, Nc, On, Scalar};
+pub use nc::{Access, Act2Args, ActArgs, Affine, ExecMode, Nc, On, Scalar, SHUFFLE_KEEP};
 pub use profile::{EngineProfile, LineProfile, Profile, Scheduling, Verdict};
 pub use timing::{CRIT_CATEGORIES, WINDOW_INSTRUCTIONS, WINDOW_ITERATIONS};
 pub use view::{Hbm, HbmView, Mem, Pool, Tile, TileView, MAX_FREE_DIMS, MAX_HBM_DIMS};
 
 /// Version of the simulator's model; part of every cached result's key, so a change to the
 /// model invalidates what an older one measured. Bump it with every change to simulated
-/// times (model2: a DMA issued behind others places its chunks as one group).
-pub const SIM_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+model2");
+/// times (model2: a DMA issued behind others places its chunks as one group; model3: an fp32
+/// TensorE transpose costs an fp32 matmul; model4: DMA engines at their practical peak,
+/// VectorE/ScalarE fixed cycles, TensorE transposes priced and counted as matmuls).
+pub const SIM_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+model4");

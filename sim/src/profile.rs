@@ -8,8 +8,8 @@
 use crate::isa::Engine;
 use crate::nc::Nc;
 use crate::timing::{
-    CAT_DMA, CAT_DMA_FIXED, CAT_LATENCY, CAT_WAIT, CRIT_CATEGORIES, WINDOW_INSTRUCTIONS,
-    WINDOW_ITERATIONS,
+    CAT_DMA, CAT_DMA_FIXED, CAT_HBM, CAT_LATENCY, CAT_PORT, CAT_QUEUE, CRIT_CATEGORIES,
+    WINDOW_INSTRUCTIONS, WINDOW_ITERATIONS,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -99,7 +99,8 @@ pub struct Profile {
     pub mbu_estimated_percent: f64,
     /// Useful FLOPs (matmul 2·K·M·N unless the caller set the kernel's own count).
     pub model_flops: f64,
-    /// bf16-equivalent PE FLOPs (fp32 ×4, §5 [SCHEMA] `adjusted_flops`).
+    /// PE FLOPs as neuron-profile counts them: fp32 matmuls twice, plus `transpose_flops`
+    /// (calibration.md §1.1).
     pub hardware_flops: f64,
     pub transpose_flops: f64,
     pub tflops: f64,
@@ -146,7 +147,7 @@ impl Nc {
         let st = &self.stats;
         let (kernel_ps, tracks, crit) = match &self.timing {
             Some(t) => (t.end, t.tracks.clone(), t.end_crit),
-            None => (0, vec![Default::default(); 4 + chip.dma.engines as usize], [0; 8]),
+            None => (0, vec![Default::default(); 4 + chip.dma.engines as usize], [0; 10]),
         };
         let kernel_us = kernel_ps as f64 / 1e6;
         let launch_us = chip.launch_overhead_ns / 1e3;
@@ -271,7 +272,7 @@ impl Nc {
 
 /// Decide the bottleneck from the critical path (which work the end time waited for) and
 /// back it with utilization numbers.
-fn verdict(p: &Profile, crit: &[u32; 8], timed: bool) -> Verdict {
+fn verdict(p: &Profile, crit: &[u32; 10], timed: bool) -> Verdict {
     if !timed || p.kernel_time_us == 0.0 {
         return Verdict {
             kind: "Unknown".into(),
@@ -282,11 +283,14 @@ fn verdict(p: &Profile, crit: &[u32; 8], timed: bool) -> Verdict {
     }
     let total: u64 = crit.iter().map(|&c| c as u64).sum::<u64>().max(1);
     let share = |i: usize| 100.0 * crit[i] as f64 / total as f64;
-    let dma_share = share(CAT_DMA) + share(CAT_WAIT);
-    let mut best = (0usize, share(0));
+    // Waiting is charged to what was waited for: a busy DMA queue and HBM bandwidth to the
+    // DMA side, a NeuronCore-v2 shared port to VectorE (the engine in both shared ports).
+    let dma_share = share(CAT_DMA) + share(CAT_QUEUE) + share(CAT_HBM);
+    let engine_share = |i: usize| share(i) + if i == 1 { share(CAT_PORT) } else { 0.0 };
+    let mut best = (0usize, engine_share(0));
     for i in 1..4 {
-        if share(i) > best.1 {
-            best = (i, share(i));
+        if engine_share(i) > best.1 {
+            best = (i, engine_share(i));
         }
     }
     let engine_names = ["Tensor", "Vector", "Scalar", "GpSimd"];
@@ -313,6 +317,12 @@ fn verdict(p: &Profile, crit: &[u32; 8], timed: bool) -> Verdict {
         "HBM {:.0} GB/s ({:.0}% of peak); {:.1} TFLOP/s ({:.0}% MFU); roofline bound {:.1} µs vs {:.1} µs achieved",
         p.hbm_bandwidth_gbps, p.mbu_estimated_percent, p.tflops, p.mfu_estimated_percent, p.roofline_bound_us, p.kernel_time_us
     ));
+    if crit[CAT_PORT] > 0 {
+        evidence.push(format!(
+            "{:.0}% of the critical path waits for a shared SBUF/PSUM port (NeuronCore-v2, §1.8), charged to VectorE",
+            share(CAT_PORT)
+        ));
+    }
     let mut advice = Vec::new();
     let small = bpp > 0.0 && bpp < 2048.0;
     let (kind, summary) = if p.launch_overhead_us > 2.0 * p.kernel_time_us {
@@ -328,7 +338,20 @@ fn verdict(p: &Profile, crit: &[u32; 8], timed: bool) -> Verdict {
         && dma_share >= share(CAT_DMA_FIXED)
         && dma_share >= share(CAT_LATENCY)
     {
-        let mut s = format!("DMA-bound: HBM at {:.0}% of peak", p.mbu_estimated_percent);
+        let mut s = if share(CAT_HBM) > share(CAT_DMA) + share(CAT_QUEUE) {
+            format!(
+                "DMA-bound: waiting for HBM bandwidth ({:.0}% of the critical path), HBM at {:.0}% of peak",
+                share(CAT_HBM),
+                p.mbu_estimated_percent
+            )
+        } else {
+            format!(
+                "DMA-bound: DMA queues transferring {:.0}% and busy with other transfers {:.0}% of the critical path (HBM at {:.0}% of peak)",
+                share(CAT_DMA),
+                share(CAT_QUEUE),
+                p.mbu_estimated_percent
+            )
+        };
         if small {
             s.push_str(&format!(
                 "; transfers average {bpp:.0} B per partition, below the 2 KiB the hardware needs"

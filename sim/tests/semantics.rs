@@ -474,3 +474,219 @@ fn reciprocal_is_one_over_x_on_both_engines_rounded_on_write() {
         }
     }
 }
+
+#[test]
+fn matmul_transpose_mode_moves_data_through_an_identity_bit_exactly() {
+    // nc_matmul(is_transpose=True): dst[F, P] = data[P, F]ᵀ in data's dtype, bit-exact (NaN
+    // and Inf included on NeuronCore-v3+, neuroncore.md §1.4).
+    let (p, f) = (48u64, 20u64);
+    let mut x = data((p * f) as usize, 5);
+    x[7] = f32::INFINITY;
+    x[100] = -0.0;
+    let eye: Vec<f32> =
+        (0..p * p).map(|k| if k / p == k % p { 1.0 } else { 0.0 }).collect::<Vec<_>>();
+    for dt in [Dtype::F32, Dtype::Bf16] {
+        let mut nc = nc();
+        let xh = nc.hbm_input("x", dt, &[p, f], &x).unwrap();
+        let eh = nc.hbm_input("eye", dt, &[p, p], &eye).unwrap();
+        let oh = nc.hbm("o", dt, &[f, p]).unwrap();
+        let sb = nc.sbuf_pool("sb", 1);
+        let ps = nc.psum_pool("ps", 1);
+        let (xt, et) = (nc.tile(sb, dt, &[p, f]).unwrap(), nc.tile(sb, dt, &[p, p]).unwrap());
+        nc.dma(xt, xh).unwrap();
+        nc.dma(et, eh).unwrap();
+        let tp = nc.tile(ps, dt, &[f, p]).unwrap();
+        nc.matmul_transpose(tp, xt, et).unwrap();
+        let o = nc.tile(sb, dt, &[f, p]).unwrap();
+        nc.tensor_copy(o, tp).unwrap();
+        nc.dma(oh, o).unwrap();
+        let got = out(&nc, oh);
+        for i in 0..p as usize {
+            for j in 0..f as usize {
+                let want = dt.round(x[i * f as usize + j]);
+                let g = got[j * p as usize + i];
+                assert_eq!(g.to_bits(), want.to_bits(), "{dt} dst[{j}][{i}] = {g}, want {want}");
+            }
+        }
+    }
+}
+
+#[test]
+fn matmul_transpose_mode_refuses_a_moving_tensor_that_is_not_an_identity() {
+    let p = 4u64;
+    let mut nc = nc();
+    let x = load(&mut nc, "x", p, 3, &data(12, 1));
+    let not_eye = load(&mut nc, "m", p, p, &[1.0; 16]);
+    let ps = nc.psum_pool("ps", 1);
+    let tp = nc.tile(ps, Dtype::F32, &[3, p]).unwrap();
+    let e = nc.matmul_transpose(tp, x, not_eye).unwrap_err();
+    assert_eq!(e.instruction, "nc_matmul");
+    assert!(e.to_string().contains("identity moving tensor; moving[0][1] is 1"), "{e}");
+}
+
+#[test]
+fn stream_shuffle_copies_partitions_within_each_quadrant_by_the_mask() {
+    // dst partition q*32+i = src partition q*32+mask[i]; 255 leaves dst's partition as it was.
+    let (p, f) = (64u64, 3u64);
+    let x = data((p * f) as usize, 9);
+    let mut mask = [0u8; 32];
+    for (i, m) in mask.iter_mut().enumerate() {
+        *m = if i % 5 == 4 { neuron_sim::SHUFFLE_KEEP } else { ((i * 7) % 32) as u8 };
+    }
+    let mut nc = nc();
+    let xt = load(&mut nc, "x", p, f, &x);
+    let sb = nc.sbuf_pool("out", 1);
+    let yt = nc.tile(sb, Dtype::F32, &[p, f]).unwrap();
+    nc.memset(yt, -9.0).unwrap();
+    nc.stream_shuffle(yt, xt, mask).unwrap();
+    let y = fetch(&mut nc, "y", yt, p, f);
+    for d in 0..p as usize {
+        let (q, i) = (d / 32, d % 32);
+        for j in 0..f as usize {
+            let want = match mask[i] {
+                neuron_sim::SHUFFLE_KEEP => -9.0,
+                m => x[(q * 32 + m as usize) * f as usize + j],
+            };
+            assert_eq!(y[d * f as usize + j], want, "dst partition {d}, element {j}");
+        }
+    }
+}
+
+#[test]
+fn partition_broadcast_copies_the_first_partition_to_every_partition() {
+    for parts in [128u64, 100, 7] {
+        let f = 5u64;
+        let x = data(f as usize, 3);
+        let mut nc = nc();
+        let xt = load(&mut nc, "x", 1, f, &x);
+        let sb = nc.sbuf_pool("out", 1);
+        let yt = nc.tile(sb, Dtype::F32, &[parts, f]).unwrap();
+        nc.partition_broadcast(yt, xt).unwrap();
+        let y = fetch(&mut nc, "y", yt, parts, f);
+        for d in 0..parts as usize {
+            assert_eq!(&y[d * f as usize..(d + 1) * f as usize], &x[..], "partition {d}");
+        }
+    }
+}
+
+#[test]
+fn activation_reduces_with_add_and_refuses_other_reduce_ops() {
+    // reduce_res[p] = Σ_j f(x[p, j] * scale) (reduce_op = add, the only one ScalarE has);
+    // max/min are the kernel's error, naming the instruction and its line (SDK 2.33
+    // nki.isa.activation: "reduce_op must be nl.add").
+    let (p, f) = (3u64, 4u64);
+    let x = data((p * f) as usize, 4);
+    let mut nc = nc();
+    let xt = load(&mut nc, "x", p, f, &x);
+    let sb = nc.sbuf_pool("out", 1);
+    let (yt, rt) =
+        (nc.tile(sb, Dtype::F32, &[p, f]).unwrap(), nc.tile(sb, Dtype::F32, &[p, 1]).unwrap());
+    let args = ActArgs::default().scale(0.5).reduce_with(Alu::Add, rt);
+    nc.activation(yt, xt, Act::Square, args).unwrap();
+    let r = fetch(&mut nc, "r", rt, p, 1);
+    for i in 0..p as usize {
+        let want: f32 = (0..f as usize).map(|j| (x[i * 4 + j] * 0.5) * (x[i * 4 + j] * 0.5)).sum();
+        assert_eq!(r[i], want, "partition {i}");
+    }
+    for op in [Alu::Max, Alu::Min, Alu::Multiply, Alu::AbsMax] {
+        let args = ActArgs::default().reduce_with(op, rt);
+        let line = line!() + 1;
+        let e = nc.activation(yt, xt, Act::Exp, args).unwrap_err();
+        assert_eq!((e.instruction, e.loc.line), ("activation", line));
+        assert_eq!(e.kind.name(), "reduce_op_not_allowed", "{op:?}");
+        assert!(e.to_string().contains(&format!("cannot reduce with {op:?}")), "{e}");
+    }
+}
+
+#[test]
+fn activate2_applies_the_tensor_scalar_stage_then_the_function_then_the_reduce() {
+    // dst = func((x op0 imm0) op1 imm1), reversed operands on request; reduce_res[p] = fold
+    // of dst's row with add, max, min or absmax (nki.isa.activate2, NeuronCore-v4).
+    use neuron_sim::Act2Args;
+    let (p, f) = (4u64, 6u64);
+    let x = data((p * f) as usize, 11);
+    let col = [1.5f32, -0.5, 2.0, 0.25];
+    let cases = [
+        (Alu::Multiply, Alu::Add, false, Alu::Max),
+        (Alu::Multiply, Alu::Subtract, true, Alu::Min),
+        (Alu::Subtract, Alu::Bypass, true, Alu::AbsMax),
+        (Alu::Add, Alu::Bypass, false, Alu::Add),
+        (Alu::Bypass, Alu::Bypass, false, Alu::Max),
+    ];
+    for (op0, op1, reverse, rop) in cases {
+        let mut nc = Nc::new(Chip::trn3(), ExecMode::FUNCTIONAL);
+        let xt = load(&mut nc, "x", p, f, &x);
+        let ct = load(&mut nc, "c", p, 1, &col);
+        let sb = nc.sbuf_pool("out", 1);
+        let (yt, rt) =
+            (nc.tile(sb, Dtype::F32, &[p, f]).unwrap(), nc.tile(sb, Dtype::F32, &[p, 1]).unwrap());
+        let args = Act2Args::default()
+            .ops((op0, ct.into()), (op1, 0.75.into()))
+            .reverse(reverse, reverse)
+            .reduce_with(rop, rt);
+        nc.activate2(yt, xt, Act::Tanh, args).unwrap();
+        let (y, r) = (fetch(&mut nc, "y", yt, p, f), fetch(&mut nc, "r", rt, p, 1));
+        let stage = |op: Alu, a: f32, imm: f32| match (op, reverse) {
+            (Alu::Bypass, _) => a,
+            (Alu::Multiply, _) => a * imm,
+            (Alu::Add, _) => a + imm,
+            (Alu::Subtract, false) => a - imm,
+            (Alu::Subtract, true) => imm - a,
+            _ => unreachable!(),
+        };
+        for i in 0..p as usize {
+            let row: Vec<f32> = (0..f as usize)
+                .map(|j| stage(op1, stage(op0, x[i * 6 + j], col[i]), 0.75).tanh())
+                .collect();
+            let want = match rop {
+                Alu::Add => row.iter().sum(),
+                Alu::Max => row.iter().cloned().fold(f32::NEG_INFINITY, f32::max),
+                Alu::Min => row.iter().cloned().fold(f32::INFINITY, f32::min),
+                _ => row.iter().fold(0.0f32, |m, v| m.max(v.abs())),
+            };
+            assert_eq!(&y[i * 6..(i + 1) * 6], &row[..], "{op0:?}/{op1:?} row {i}");
+            assert_eq!(r[i], want, "{rop:?} reduce of row {i}");
+        }
+    }
+}
+
+#[test]
+fn activate2_is_refused_before_neuroncore_v4_and_with_other_ops() {
+    use neuron_sim::Act2Args;
+    let mut nc = nc(); // trn2: NeuronCore-v3
+    let xt = load(&mut nc, "x", 2, 2, &[1.0; 4]);
+    let e = nc.activate2(xt, xt, Act::Exp, Act2Args::default()).unwrap_err();
+    assert!(e.to_string().contains("activate2 is a NeuronCore-v4 instruction"), "{e}");
+    let mut nc = Nc::new(Chip::trn3(), ExecMode::FUNCTIONAL);
+    let xt = load(&mut nc, "x", 2, 2, &[1.0; 4]);
+    let sb = nc.sbuf_pool("r", 1);
+    let rt = nc.tile(sb, Dtype::F32, &[2, 1]).unwrap();
+    let pair = Act2Args::default().ops((Alu::Add, 1.0.into()), (Alu::Add, 1.0.into()));
+    let e = nc.activate2(xt, xt, Act::Exp, pair).unwrap_err();
+    assert!(e.to_string().contains("not (Add, Add)"), "{e}");
+    let mul = Act2Args::default().reduce_with(Alu::Multiply, rt);
+    let e = nc.activate2(xt, xt, Act::Exp, mul).unwrap_err();
+    assert_eq!(e.kind.name(), "reduce_op_not_allowed", "{e}");
+}
+
+#[test]
+fn the_new_instructions_appear_in_the_trace_under_their_names() {
+    let mut nc = Nc::new(Chip::trn3(), ExecMode::TRACE);
+    let (sb, ps) = (nc.sbuf_pool("sb", 1), nc.psum_pool("ps", 1));
+    let x = nc.tile(sb, Dtype::Bf16, &[32, 32]).unwrap();
+    let y = nc.tile(sb, Dtype::Bf16, &[32, 32]).unwrap();
+    let t = nc.tile(ps, Dtype::Bf16, &[32, 32]).unwrap();
+    nc.memset(x, 1.0).unwrap();
+    nc.matmul_transpose(t, x, x).unwrap(); // timing only: values are not checked
+    nc.stream_shuffle(y, x, [0; 32]).unwrap();
+    nc.activate2(y, x, Act::Exp, neuron_sim::Act2Args::default()).unwrap();
+    let trace = nc.trace_json().unwrap();
+    let names: Vec<&str> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["memset", "nc_matmul(is_transpose)", "nc_stream_shuffle", "activate2"]);
+}

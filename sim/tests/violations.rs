@@ -258,3 +258,78 @@ fn new_vector_instructions_check_their_operands() {
     let (e, line) = (nc.reciprocal(b, a).unwrap_err(), line!());
     check(&e, "reciprocal", line, &["dst is [128 x [4]] but src is [128 x [8]]"]);
 }
+
+#[test]
+fn transpose_mode_shuffle_and_activation_reduce_rules() {
+    use neuron_sim::{Act, ActArgs};
+    let mut nc = nc();
+    let (sb, ps) = (nc.sbuf_pool("sb", 1), nc.psum_pool("ps", 1));
+    let data = nc.tile(sb, Dtype::F32, &[64, 16]).unwrap();
+    let eye = nc.tile(sb, Dtype::F32, &[64, 64]).unwrap();
+    let eye_bf = nc.tile(sb, Dtype::Bf16, &[64, 64]).unwrap();
+    let sq = nc.tile(sb, Dtype::F32, &[128, 16]).unwrap();
+    let bf = nc.tile(sb, Dtype::Bf16, &[128, 16]).unwrap();
+    let col = nc.tile(sb, Dtype::F32, &[128, 1]).unwrap();
+    let out = nc.tile(ps, Dtype::F32, &[16, 64]).unwrap();
+    for t in [data, eye, sq, col] {
+        nc.memset(t, 0.0).unwrap();
+    }
+    // nc_matmul(is_transpose): moving is a [P, P] identity of data's dtype; dst [F, P] in PSUM.
+    let (e, line) =
+        (nc.matmul_transpose(out, data, eye.parts(0..64).cols(0..8)).unwrap_err(), line!());
+    check(&e, "nc_matmul", line, &["by a [64 x 64] identity, moving is [64 x 8]"]);
+    let (e, line) = (nc.matmul_transpose(out, data, eye_bf).unwrap_err(), line!());
+    assert!(matches!(e.kind, V::DtypeNotAllowed { operand: "moving", .. }), "{e}");
+    check(&e, "nc_matmul", line, &["transpose mode keeps the dtype"]);
+    let (e, line) = (nc.matmul_transpose(sq.parts(0..16), data, eye).unwrap_err(), line!());
+    assert!(matches!(e.kind, V::MemoryNotAllowed { operand: "dst", .. }), "{e}");
+    check(&e, "nc_matmul", line, &["only to PSUM"]);
+    // nc_stream_shuffle: a mask entry is 0..31 or 255; dtypes match; start partitions follow
+    // the active partition count; a copied source partition exists.
+    let (e, line) = (nc.stream_shuffle(sq, sq, [40; 32]).unwrap_err(), line!());
+    check(&e, "nc_stream_shuffle", line, &["shuffle_mask[0] is 40"]);
+    let (e, line) = (nc.stream_shuffle(bf, sq, [0; 32]).unwrap_err(), line!());
+    check(&e, "nc_stream_shuffle", line, &["dst must match src"]);
+    let (e, line) =
+        (nc.stream_shuffle(sq.parts(0..64), sq.parts(32..64), [0; 32]).unwrap_err(), line!());
+    assert!(matches!(e.kind, V::BadStartPartition { operand: "src", start: 32, partitions: 64 }));
+    check(&e, "nc_stream_shuffle", line, &["starts at partition 32"]);
+    let (e, line) =
+        (nc.stream_shuffle(sq.parts(0..32), sq.parts(0..4), [5; 32]).unwrap_err(), line!());
+    check(&e, "nc_stream_shuffle", line, &["copy src partition 5, but src has 4 partitions"]);
+    // activation: the reduction adds; max is refused, with what to do instead.
+    let args = ActArgs::default().reduce_with(Alu::Max, col);
+    let (e, line) = (nc.activation(sq, sq, Act::Exp, args).unwrap_err(), line!());
+    assert!(matches!(e.kind, V::ReduceOpNotAllowed { op: Alu::Max, .. }), "{e}");
+    check(&e, "activation", line, &["Scalar cannot reduce with Max", "tensor_reduce"]);
+}
+
+#[test]
+fn transposes_into_one_psum_tile_from_two_affine_iterations_are_a_waw_not_an_accumulation() {
+    // Matmuls accumulating into one PSUM tile may span affine iterations; a transpose-mode
+    // matmul overwrites its dst like any write, so two iterations writing it conflict.
+    let mut nc = nc();
+    let (sb, ps) = (nc.sbuf_pool("sb", 1), nc.psum_pool("ps", 1));
+    let data = nc.tile(sb, Dtype::F32, &[32, 32]).unwrap();
+    let eye = nc.tile(sb, Dtype::F32, &[32, 32]).unwrap();
+    nc.memset(data, 1.0).unwrap();
+    // The identity: ones, kept where partition - column == 0 (affine_select).
+    nc.memset(eye, 1.0).unwrap();
+    let diagonal = neuron_sim::Affine::new2(0, 1, -1);
+    nc.affine_select(eye, eye, diagonal, neuron_sim::Cmp::Eq, 0.0).unwrap();
+    let out = nc.tile(ps, Dtype::F32, &[32, 32]).unwrap();
+    let e = nc.affine_range(0..2, |nc, _| nc.matmul_transpose(out, data, eye)).unwrap_err();
+    assert!(matches!(e.kind, V::LoopCarriedDependency(_)), "{e}");
+    assert!(e.to_string().contains("WAW"), "{e}");
+}
+
+#[test]
+fn a_partition_broadcast_into_an_empty_view_is_an_error() {
+    let mut nc = nc();
+    let sb = nc.sbuf_pool("sb", 1);
+    let (src, dst) =
+        (nc.tile(sb, Dtype::F32, &[1, 8]).unwrap(), nc.tile(sb, Dtype::F32, &[64, 8]).unwrap());
+    nc.memset(src, 1.0).unwrap();
+    let (e, line) = (nc.partition_broadcast(dst.parts(0..0), src).unwrap_err(), line!());
+    check(&e, "nc_stream_shuffle", line, &["dst is empty"]);
+}

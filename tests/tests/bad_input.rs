@@ -55,6 +55,24 @@ const CASES: &[Case] = &[
         words: &["--timeout"],
     },
     Case {
+        what: "a goal that is neither a percentage nor a time",
+        args: &["tune", "-p", K, "--goal", "fast"],
+        code: 2,
+        words: &["--goal", "`fast`: expected a speed-up such as `20%` or a time such as `5ms`"],
+    },
+    Case {
+        what: "a goal of no improvement",
+        args: &["tune", "-p", K, "--goal", "0%"],
+        code: 2,
+        words: &["--goal", "`0%`: must be more than 0"],
+    },
+    Case {
+        what: "--max-rounds without a goal",
+        args: &["tune", "-p", K, "--max-rounds", "3"],
+        code: 2,
+        words: &["--max-rounds", "--goal"],
+    },
+    Case {
         what: "zero budget",
         args: &["tune", "-p", K, "--budget", "0"],
         code: 2,

@@ -193,3 +193,47 @@ fn the_kernel_tuner_cache_reader_never_panics() {
         let _ = neuron_tune_search::Landscape::parse(b, "fuzz");
     });
 }
+
+#[test]
+fn the_tuned_database_baseline_and_journal_readers_never_panic() {
+    // Seeds: a real sealed tuned database, the committed baseline, a real journal.
+    let dir = neuron_tune_tests::scratch_dir("fuzz-sealed");
+    let mut db = cargo_neuron_tune::tuned::TunedDb::load(&dir).unwrap();
+    db.record(cargo_neuron_tune::tuned::TunedRecord {
+        kernel: "gemm".into(),
+        chip: "trn2".into(),
+        shape: "small".into(),
+        dims: neuron_tune_protocol::Shape::new(&[("m", 128), ("n", 512)]),
+        params: neuron_tune_protocol::Params::new().with("bufs", 2).with("evict", "scalar"),
+        time_us: 12.5,
+        program_hash: "abc".into(),
+        tool_version: "0.1.0".into(),
+        sim_version: "0.1.0".into(),
+        validated_shapes: vec!["small".into()],
+    });
+    let tuned = std::fs::read(db.save().unwrap()).unwrap();
+    let baseline =
+        std::fs::read(neuron_tune_tests::root().join("fixtures/neuron-tune.baseline.toml"))
+            .unwrap();
+    let store = cargo_neuron_tune::store::Store::open(&dir, |_, _| {}).unwrap();
+    store.append_journal("j", &serde_json::json!({"n": 0, "status": "measured"})).unwrap();
+    let journal_path =
+        store.append_journal("j", &serde_json::json!({"n": 1, "time_us": 2.5})).unwrap();
+    let journal = std::fs::read(&journal_path).unwrap();
+    use cargo_neuron_tune::{baseline, seal, tuned};
+    let name = |t: &toml::Table| seal::describe_keys(t, &["kernel", "chip", "shape"]);
+    assert!(seal::read_sealed_toml::<tuned::TunedRecord>(
+        &text(&tuned),
+        tuned::SCHEMA,
+        "tuned",
+        name
+    )
+    .is_ok());
+    fuzz("sealed file readers", vec![tuned, baseline, journal], |b| {
+        let t = text(b);
+        let _ = seal::read_sealed_toml::<tuned::TunedRecord>(&t, tuned::SCHEMA, "tuned", name);
+        let _ =
+            seal::read_sealed_toml::<baseline::BaselineEntry>(&t, baseline::SCHEMA, "model", name);
+        let _ = cargo_neuron_tune::store::parse_journal(&t);
+    });
+}

@@ -172,7 +172,7 @@ fn the_gate_fails_a_slower_kernel_naming_it_and_its_models_and_passes_after_the_
     let saved = events(&out, "baseline").pop().unwrap();
     assert_eq!(saved["entries"].as_array().unwrap().len(), 2, "{saved}");
     let text = std::fs::read_to_string(ws.join("neuron-tune.baseline.toml")).unwrap();
-    assert!(text.contains("schema = 1") && text.contains("program_hash"), "{text}");
+    assert!(text.contains("schema = 2") && text.contains("program_hash"), "{text}");
     git(&ws, &["add", "neuron-tune.baseline.toml"]);
     commit(&ws, "baseline");
     let (code, out, _) = run(&ws, &["baseline", "show"]);

@@ -2,7 +2,9 @@
 //! workers, streaming results, protocol errors, and spaces too large to enumerate
 //! (`fixtures/broken/noisy` and `fixtures/broken/bad_protocol`).
 
-use neuron_tune_protocol::{ParamValue, Params, RequestBody, ResponseBody, ShapeRef, Space};
+use neuron_tune_protocol::{
+    ChipSpec, ParamValue, Params, RequestBody, ResponseBody, ShapeRef, Space,
+};
 use neuron_tune_tests::{broken_manifest, build_broken, cli_command, cli_env, events, Worker};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -247,6 +249,7 @@ fn a_space_of_ten_to_the_twelve_lists_samples_and_benches_at_once() {
             kernel: "huge".into(),
             shape: ShapeRef::Named("small".into()),
             configs: batch.clone(),
+            chip: ChipSpec::builtin("trn2"),
         };
         let ResponseBody::Validate { verdicts } = w.result(id, req) else { panic!() };
         id += 1;

@@ -2,7 +2,8 @@
 //!
 //! Each landscape in `fixtures/landscapes/` (Kernel Tuner caches and T4 results, the
 //! `.T1.json` problem descriptions skipped) is replayed with every built-in strategy over
-//! `--seeds N` seeds (default 50), 200 evaluations each. The table gives the mean fraction of
+//! `--seeds N` seeds (default 50), 200 evaluations each (`--landscape SUBSTRING` and
+//! `--strategy a,b` restrict the run to a subset, for iterating on a strategy). The table gives the mean fraction of
 //! the optimum reached (optimal time / best time found) after 25, 50, 100 and 200
 //! evaluations, beside valid-only random search computed exactly from order statistics.
 //!
@@ -60,6 +61,17 @@ fn replay(landscape: &Landscape, strategy: &str, seeds: u64) -> [f64; 4] {
     sums.map(|s| s / seeds as f64)
 }
 
+/// The value after `flag`, if the flag is given; an error if the value is missing.
+fn flag_value<'a>(args: &'a [String], flag: &str) -> Result<Option<&'a str>, ExitCode> {
+    match args.iter().position(|a| a == flag) {
+        None => Ok(None),
+        Some(i) => args.get(i + 1).map(|v| Some(v.as_str())).ok_or_else(|| {
+            eprintln!("xtask: bench-search: {flag} needs a value");
+            ExitCode::from(2)
+        }),
+    }
+}
+
 /// Parse `--seeds N`.
 fn seeds(args: &[String]) -> Result<u64, ExitCode> {
     match args.iter().position(|a| a == "--seeds") {
@@ -82,6 +94,22 @@ pub fn bench_search(args: &[String]) -> Result<(), ExitCode> {
         return crate::run("bench-search (release build)", &all);
     }
     let seeds = seeds(args)?;
+    // Subset mode for iterating on a strategy: `--landscape SUBSTRING`, `--strategy a,b`.
+    let only_landscape = flag_value(args, "--landscape")?;
+    let strategies: Vec<&str> = match flag_value(args, "--strategy")? {
+        None => BUILTIN.to_vec(),
+        Some(list) => {
+            let names: Vec<&str> = list.split(',').collect();
+            if let Some(bad) = names.iter().find(|n| !BUILTIN.contains(n)) {
+                eprintln!(
+                    "xtask: bench-search: unknown strategy `{bad}` (built-in: {})",
+                    BUILTIN.join(", ")
+                );
+                return Err(ExitCode::from(2));
+            }
+            names
+        }
+    };
     let dir = landscapes_dir();
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .map_err(|e| {
@@ -91,10 +119,16 @@ pub fn bench_search(args: &[String]) -> Result<(), ExitCode> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            (name.ends_with(".json") || name.ends_with(".json.gz")) && !name.contains(".T1.")
+            (name.ends_with(".json") || name.ends_with(".json.gz"))
+                && !name.contains(".T1.")
+                && only_landscape.is_none_or(|l| name.contains(l))
         })
         .collect();
     files.sort();
+    if files.is_empty() {
+        eprintln!("xtask: bench-search: no landscape in {} matches", dir.display());
+        return Err(ExitCode::from(2));
+    }
     let started = Instant::now();
     let mut misses = Vec::new();
     println!(
@@ -126,8 +160,8 @@ pub fn bench_search(args: &[String]) -> Result<(), ExitCode> {
         row("random*", &exact, "");
         // Two threads: the machine's cores. Each strategy is independent and deterministic.
         let results: Vec<(&str, [f64; 4])> = std::thread::scope(|scope| {
-            let handles: Vec<_> = BUILTIN
-                .chunks(BUILTIN.len().div_ceil(2))
+            let handles: Vec<_> = strategies
+                .chunks(strategies.len().div_ceil(2))
                 .map(|chunk| {
                     let landscape = &landscape;
                     scope.spawn(move || {

@@ -12,6 +12,9 @@
 //!
 //! * `cargo xtask bench-search` — every search strategy replayed on the recorded landscapes
 //!   in `fixtures/landscapes/`, against exact random search (see `bench_search.rs`).
+//! * `cargo xtask calibrate` — the calibration suite (`fixtures/calibration`): simulated
+//!   against measured latency and busy time per published kernel, the MAPE; exit 1 when a
+//!   threshold of issue 13 is missed (`--quick` leaves out the Mamba scaling table).
 //! * `cargo xtask tune-gemm` — the GEMM fixture's whole space at `qwen3_mlp_up` on trn1, its
 //!   best variant's TensorE share, and the default `tune` for a few seeds against that best
 //!   (see `tune_gemm.rs`).
@@ -226,11 +229,17 @@ fn main() -> ExitCode {
         Some("bench-gate") => gate::bench_gate(&args[1..]),
         Some("bench") if args.get(1).is_some_and(|a| a == "--report") => bench_report(),
         Some("bench-search") => bench_search::bench_search(&args[1..]),
+        Some("calibrate") => {
+            let mut a = vec!["run", "--release", "--locked", "-p", "neuron-calibration"];
+            a.extend(["--bin", "calibrate", "--"]);
+            a.extend(args[1..].iter().map(String::as_str));
+            run("calibration", &a)
+        }
         Some("tune-gemm") => tune_gemm::tune_gemm(&args[1..]),
         Some("bench") => run("benchmarks", &["bench", "-p", "neuron-sim", "--bench", "sim"])
             .and_then(|_| bench_report()),
         _ => {
-            eprintln!("usage: cargo xtask <ci|test|fuzz|bless|bench|bench-search|bench-gate|tune-gemm>\n  ci     format check, clippy -D warnings, all tests, the gate against fixtures/neuron-tune.baseline.toml\n  bless  save fixtures/neuron-tune.baseline.toml again (--tuned: re-tune the fixture kernels first)\n  bench-gate  the gate's speed at prefill_16k (--baseline and --base-ref HEAD, warm; --cold: first run on an empty store)\n  test   all tests\n  fuzz   the parsers of untrusted input on 10^6 mutated inputs each (FUZZ_CASES=N to change)\n  bench  the simulator's criterion benchmarks (--report: the last run's table only)\n  bench-search  search strategies replayed on the landscapes (--seeds N, default 50)\n  tune-gemm     the GEMM fixture's space swept at qwen3_mlp_up on trn1 vs the default tune\n                (--seeds 1,2,3,4,5 --budget 100 --shape qwen3_mlp_up --chip trn1 --force)");
+            eprintln!("usage: cargo xtask <ci|test|fuzz|bless|bench|bench-search|bench-gate|calibrate|tune-gemm>\n  ci     format check, clippy -D warnings, all tests, the gate against fixtures/neuron-tune.baseline.toml\n  bless  save fixtures/neuron-tune.baseline.toml again (--tuned: re-tune the fixture kernels first)\n  bench-gate  the gate's speed at prefill_16k (--baseline and --base-ref HEAD, warm; --cold: first run on an empty store)\n  test   all tests\n  fuzz   the parsers of untrusted input on 10^6 mutated inputs each (FUZZ_CASES=N to change)\n  bench  the simulator's criterion benchmarks (--report: the last run's table only)\n  bench-search  search strategies replayed on the landscapes (--seeds N, default 50;\n                --landscape SUBSTRING, --strategy a,b: a subset)\n  calibrate     the calibration suite against published device figures (--quick: no Mamba scaling table)\n  tune-gemm     the GEMM fixture's space swept at qwen3_mlp_up on trn1 vs the default tune\n                (--seeds 1,2,3,4,5 --budget 100 --shape qwen3_mlp_up --chip trn1 --force)");
             Err(ExitCode::from(2))
         }
     };

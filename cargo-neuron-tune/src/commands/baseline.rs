@@ -32,7 +32,10 @@ pub fn save(
     let chip = chip_spec(chip)?;
     let mut ws = Workspace::open(cargo, ctx)?;
     let path = file.map_or_else(|| ws.root.join(baseline::FILE_NAME), Path::to_path_buf);
-    let mut b = Baseline::load_or_empty(&path)?;
+    let (mut b, replaced) = Baseline::load_for_save(&path)?;
+    if let Some(warning) = replaced {
+        ctx.out.note(warning);
+    }
     let store = open_store(&ws.target_dir, &ctx.out)?;
     let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
     let targets = models::select_models(&lists, patterns, shapes)?;

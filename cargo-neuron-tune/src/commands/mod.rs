@@ -4,6 +4,7 @@ mod baseline;
 mod bench;
 mod build;
 mod check;
+mod chip;
 mod edits;
 mod gate;
 pub mod init;
@@ -71,12 +72,12 @@ fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
             },
             ctx,
         ),
-        Command::Tune { cargo, select, search, models, parts } => match &parts.results {
-            None => tune::run(cargo, select, models, search, parts.partition, ctx),
+        Command::Tune { cargo, select, search, goal, models, parts } => match &parts.results {
+            None => tune::run(cargo, select, models, search, goal, parts.partition, ctx),
             Some(path) => {
                 // The run's results are the tuned records it added or changed.
                 let before = merge::tuned_snapshot(cargo)?;
-                let exit = tune::run(cargo, select, models, search, parts.partition, ctx)?;
+                let exit = tune::run(cargo, select, models, search, goal, parts.partition, ctx)?;
                 let records =
                     merge::tuned_snapshot(cargo)?.into_iter().filter(|r| !before.contains(r));
                 let results =
@@ -108,6 +109,7 @@ fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
             },
             ctx,
         ),
+        Command::Chip { chip } => chip::run(chip, &ctx.out),
         Command::Replay { cache, search } => replay::run_replay(cache, search, &ctx.out),
         Command::New { name, template, manifest_path } => {
             new::new_kernel(name, *template, manifest_path.as_deref(), &ctx.out)

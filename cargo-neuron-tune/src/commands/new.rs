@@ -18,7 +18,7 @@ fn camel(name: &str) -> String {
     name.split('_').filter(|s| !s.is_empty()).map(|s| s[..1].to_uppercase() + &s[1..]).collect()
 }
 
-const PRELUDE: &str = r#"use neuron_sim::{Act, ActArgs, Alu, Dtype, Hbm, Nc, Scalar, SimResult};
+const PRELUDE: &str = r#"use neuron_sim::{Act, ActArgs, Alu, Chip, Dtype, Hbm, Nc, Scalar, SimResult};
 use neuron_tune_harness::proptest::prelude::*;
 use neuron_tune_harness::{Kernel, ParamSpec, Params, Shape, TensorSpec, Work};
 "#;
@@ -36,9 +36,10 @@ impl Kernel for __NAME__ {
     fn params(&self) -> Vec<ParamSpec> {
         vec![ParamSpec::int("bufs", 2, "buffers"), ParamSpec::int("cols_per_tile", 512, "columns per tile")]
     }
-    fn validate(&self, p: &Params, _: &Shape) -> Result<(), String> {
+    fn validate(&self, p: &Params, _: &Shape, chip: &Chip) -> Result<(), String> {
         let (b, c) = (p.uint("bufs").map_err(|e| e.to_string())?, p.uint("cols_per_tile").map_err(|e| e.to_string())?);
-        if b * c * 2 > 160 * 1024 { return Err(format!("bufs x cols_per_tile = {} elements does not fit SBUF", b * c)); }
+        let sbuf = chip.memory.sbuf_bytes_per_partition;
+        if b * c * 2 > sbuf { return Err(format!("bufs x cols_per_tile = {} bf16 elements per partition do not fit {}'s {sbuf} bytes of SBUF", b * c, chip.name)); }
         Ok(())
     }
     fn shapes(&self) -> Vec<(String, Shape)> { vec![("small".into(), Shape::new(&[("rows", 256), ("cols", 1024)]))] }
@@ -86,9 +87,10 @@ impl Kernel for __NAME__ {
     fn name(&self) -> &str { "__name__" }
     fn doc(&self) -> &str { "row sums of a matrix" }
     fn params(&self) -> Vec<ParamSpec> { vec![ParamSpec::int("bufs", 2, "buffers")] }
-    fn validate(&self, p: &Params, s: &Shape) -> Result<(), String> {
+    fn validate(&self, p: &Params, s: &Shape, chip: &Chip) -> Result<(), String> {
         let (b, c) = (p.uint("bufs").map_err(|e| e.to_string())?, s.get("cols")?);
-        if b * c * 4 > 160 * 1024 { return Err(format!("cols = {c} with bufs = {b} does not fit SBUF")); }
+        let sbuf = chip.memory.sbuf_bytes_per_partition;
+        if b * (c * 4 + 4) > sbuf { return Err(format!("cols = {c} with bufs = {b} does not fit {}'s {sbuf} bytes of SBUF per partition", chip.name)); }
         Ok(())
     }
     fn shapes(&self) -> Vec<(String, Shape)> { vec![("small".into(), Shape::new(&[("rows", 512), ("cols", 2048)]))] }
@@ -138,7 +140,7 @@ impl Kernel for __NAME__ {
     fn params(&self) -> Vec<ParamSpec> {
         vec![ParamSpec::int("tile_n", 512, "moving free size (≤ 512)"), ParamSpec::int("bufs", 2, "buffers of the operand tiles")]
     }
-    fn validate(&self, p: &Params, s: &Shape) -> Result<(), String> {
+    fn validate(&self, p: &Params, s: &Shape, _: &Chip) -> Result<(), String> {
         let tn = p.uint("tile_n").map_err(|e| e.to_string())?;
         let (m, k, n) = (s.get("m")?, s.get("k")?, s.get("n")?);
         if tn > 512 || m % 128 != 0 || k % 128 != 0 || n % tn != 0 {
@@ -208,7 +210,7 @@ impl Kernel for __NAME__ {
     fn name(&self) -> &str { "__name__" }
     fn doc(&self) -> &str { "single-head attention, S ≤ 512" }
     fn params(&self) -> Vec<ParamSpec> { vec![ParamSpec::int("bufs", 2, "buffers")] }
-    fn validate(&self, _: &Params, s: &Shape) -> Result<(), String> {
+    fn validate(&self, _: &Params, s: &Shape, _: &Chip) -> Result<(), String> {
         let (seq, d) = (s.get("seq")?, s.get("head_dim")?);
         if seq % 128 != 0 || seq > 512 || d > 128 { return Err(format!("seq = {seq} must be a multiple of 128 up to 512, head_dim ≤ 128")); }
         Ok(())

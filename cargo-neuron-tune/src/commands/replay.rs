@@ -53,6 +53,12 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
         return Err(fail(Exit::Check, "no valid configuration was found within the budget"));
     };
     let best_params = landscape.space().to_json(best);
+    let invalid = result.history.iter().filter(|t| t.outcome.value().is_none()).count();
+    let convergence = crate::convergence::analyze(&result.best_so_far, 0, invalid);
+    let diagnoses: Vec<_> =
+        crate::convergence::not_converged(&convergence, result.history.len(), false)
+            .into_iter()
+            .collect();
     out.event(&Event::Tune {
         kernel: landscape.name().to_string(),
         shape: None,
@@ -62,12 +68,16 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
         default_time: None,
         evaluations: result.history.len(),
         pruned: 0,
-        invalid: result.history.iter().filter(|t| t.outcome.value().is_none()).count(),
+        invalid,
         seed,
         strategy: opts.strategy.clone(),
         best_so_far: result.best_so_far.clone(),
         journal: None,
         pareto: None,
+        convergence: Box::new(convergence.clone()),
+        diagnoses: diagnoses.clone(),
+        rounds: vec![],
+        goal: None,
     });
     out.result(format!(
         "  best {best_time:.6} after {} evaluations: {}",
@@ -80,6 +90,12 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
         100.0 * optimum / best_time
     ));
     out.result(format!("  convergence (best so far): {}", curve(&result.best_so_far)));
+    out.result(format!("  {}", crate::convergence::describe(&convergence)));
+    for d in &diagnoses {
+        for line in crate::convergence::diagnosis_lines(d) {
+            out.result(format!("  {line}"));
+        }
+    }
     Ok(Exit::Ok)
 }
 

@@ -13,7 +13,8 @@
 
 use super::{default_seed, open_store};
 use crate::cargo::CargoFlags;
-use crate::cli::{Objective, SearchOpts, Selection};
+use crate::cli::{GoalOpts, Objective, SearchOpts, Selection};
+use crate::convergence::{self as conv, GoalReport, Limit, Round};
 use crate::eval::{chip_key, stream, unexpected, variant_ref, Next};
 use crate::exit::{fail, Exit, Failure};
 use crate::output::Event;
@@ -77,6 +78,9 @@ pub struct Entry {
     /// The profile's verdict on a measured variant: what bounds it and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bottleneck: Option<String>,
+    /// Why an invalid variant was refused (the harness's error), for the diagnosis.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// What a journal's lines are about, written next to it (`<journal>.meta.json`, atomically)
@@ -125,6 +129,9 @@ struct Target {
     kernel: KernelInfo,
     shape_name: String,
     shape: Shape,
+    /// The shapes a `--goal` round's winner must be right on: the kernel's selected named
+    /// shapes (a model's call: its own shape).
+    key_shapes: Vec<(String, Shape)>,
 }
 
 pub fn run(
@@ -132,10 +139,13 @@ pub fn run(
     s: &Selection,
     models: &[String],
     opts: &SearchOpts,
+    goal: &GoalOpts,
     partition: Option<crate::partition::Partition>,
     ctx: &Ctx,
 ) -> Result<Exit, Failure> {
+    let build_start = Instant::now();
     let mut ws = Workspace::open(cargo, ctx)?;
+    let build_s = build_start.elapsed().as_secs_f64();
     let store = open_store(&ws.target_dir, &ctx.out)?;
     let chip = chip_spec(&s.chip)?;
     let mut targets = if models.is_empty() {
@@ -171,7 +181,10 @@ pub fn run(
     ]);
     let bar = super::bench::progress(&out, (targets.len() * opts.budget) as u64);
     bar.set_prefix("tune");
-    for t in &targets {
+    let mut missed: Vec<String> = Vec::new();
+    // Each tuned target's winner (index into `targets`, params, time), for `over_fitted`.
+    let mut winners: Vec<(usize, Params, f64)> = Vec::new();
+    for (ti, t) in targets.iter().enumerate() {
         let c = &mut ws.crates[t.krate];
         let k = &t.kernel;
         let shape_name = &t.shape_name;
@@ -192,13 +205,26 @@ pub fn run(
             seed,
             opts,
             bar: &bar,
+            goal,
+            key_shapes: &t.key_shapes,
         };
-        let result = tune_one(&mut c.pool, &k.space, &k.defaults, &job, &key, ctx)?;
+        let mut result = tune_one(&mut c.pool, &k.space, &k.defaults, &job, &key, ctx)?;
+        result.build_s = build_s;
         let Some(best) = result.best.clone() else {
             out.note(format!("  {} at {shape_name}: no valid variant found", k.name));
+            if let Some(g) = &goal.goal {
+                missed.push(format!(
+                    "{} at {shape_name}: goal {g} not met: no valid variant found",
+                    k.name
+                ));
+            }
             continue;
         };
         bar.suspend(|| report(&out, t, &chip, &result, &best, seed, opts, &mut table));
+        winners.push((ti, best.params.clone(), best.time_us));
+        if let Some(g) = result.goal.as_ref().filter(|g| !g.met) {
+            missed.push(goal_miss(&k.name, shape_name, g, &best));
+        }
         let db = match &mut dbs[t.krate] {
             Some(db) => db,
             slot => {
@@ -221,6 +247,7 @@ pub fn run(
             program_hash: best.program_hash.clone(),
             tool_version: env!("CARGO_PKG_VERSION").into(),
             sim_version: c.list.sim_version.clone(),
+            validated_shapes: result.validated.clone().unwrap_or_default(),
         });
         // Saved after every kernel: an interrupted run keeps the winners it found.
         let path = db.save()?;
@@ -231,7 +258,92 @@ pub fn run(
         out.result("");
         out.table(&table, "  ");
     }
-    Ok(Exit::Ok)
+    over_fitting(&mut ws, &targets, &winners, &chip, &out)?;
+    if missed.is_empty() {
+        Ok(Exit::Ok)
+    } else {
+        Err(fail(Exit::GoalNotMet, missed.join("\n")))
+    }
+}
+
+/// The `over_fitted` rule, once every target is tuned: each winner of a kernel tuned at
+/// several shapes is measured at the kernel's other tuned shapes (those its validity rule
+/// accepts) and compared with their own winners.
+fn over_fitting(
+    ws: &mut Workspace,
+    targets: &[Target],
+    winners: &[(usize, Params, f64)],
+    chip: &ChipSpec,
+    out: &crate::output::Reporter,
+) -> Result<(), Failure> {
+    for (ti, params, _) in winners {
+        let t = &targets[*ti];
+        let mut cross = Vec::new();
+        for (oi, _, own_best_us) in winners {
+            let o = &targets[*oi];
+            if oi == ti || o.krate != t.krate || o.kernel.name != t.kernel.name {
+                continue;
+            }
+            let v = Variant {
+                kernel: t.kernel.name.clone(),
+                shape_name: o.shape_name.clone(),
+                shape: o.shape.clone(),
+                params: params.clone(),
+            };
+            let pool = &mut ws.crates[t.krate].pool;
+            // Not valid there (or failing there): not comparable, so no evidence.
+            if let Ok(ResponseBody::Bench(b)) =
+                pool.request(RequestBody::Bench(variant_ref(&v, chip)))?.answer
+            {
+                cross.push(conv::CrossShape {
+                    shape: o.shape_name.clone(),
+                    time_us: b.time_us,
+                    own_best_us: *own_best_us,
+                });
+            }
+        }
+        if let Some(d) = conv::over_fitted(params, &cross) {
+            out.result(format!("  {:<16} {:<14} ", t.kernel.name, t.shape_name));
+            for line in conv::diagnosis_lines(&d) {
+                out.result(format!("  {:<16} {:<14} {line}", "", ""));
+            }
+            out.event(&Event::Diagnosis {
+                kernel: t.kernel.name.clone(),
+                shape: t.shape_name.clone(),
+                chip: chip.name.clone(),
+                diagnosis: d,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The message of a goal not met: how far the run got, and what limits its best.
+fn goal_miss(kernel: &str, shape: &str, g: &GoalReport, best: &Best) -> String {
+    let mut m = format!(
+        "{kernel} at {shape}: goal {} not met after {} round{}: best {:.2} µs{} (the goal needs ≤ {:.2} µs)",
+        g.goal,
+        g.rounds,
+        if g.rounds == 1 { "" } else { "s" },
+        best.time_us,
+        g.speedup.map_or(String::new(), |s| format!(", {s:.2}x the default")),
+        g.target_us
+    );
+    if let Some(l) = &g.limit {
+        // A verdict's summary starts with its kind ("DMA-bound: 80% of …").
+        if l.summary.starts_with(&l.kind) {
+            m.push_str(&format!("; limited by {}", l.summary));
+        } else {
+            m.push_str(&format!("; limited by {}: {}", l.kind, l.summary));
+        }
+        for e in &l.evidence {
+            m.push_str(&format!("\n    evidence: {e}"));
+        }
+        for a in &l.advice {
+            m.push_str(&format!("\n    advice: {a}"));
+        }
+    }
+    m
 }
 
 /// A shape label as a file-name part.
@@ -255,6 +367,7 @@ fn kernel_targets(
                     kernel: k.kernel.clone(),
                     shape_name: shape_name.clone(),
                     shape: shape.clone(),
+                    key_shapes: k.shapes.clone(),
                 });
             }
         }
@@ -304,10 +417,12 @@ fn model_targets(
                     ),
                 ));
             };
+            let shape_name = format!("{}@{}", m.model, m.shape_name);
             out.push(Target {
                 krate,
                 kernel,
-                shape_name: format!("{}@{}", m.model, m.shape_name),
+                key_shapes: vec![(shape_name.clone(), call.shape.clone())],
+                shape_name,
                 shape: call.shape,
             });
         }
@@ -330,6 +445,22 @@ fn report(
 ) {
     let k = &t.kernel;
     let gain = result.default_time.map(|d| d / best.time_us);
+    let convergence = conv::analyze(&result.best_so_far, result.pruned, result.invalid);
+    let evals: Vec<conv::Eval> = result
+        .history
+        .iter()
+        .map(|e| conv::Eval { params: &e.params, status: &e.status, error: e.error.as_deref() })
+        .collect();
+    let spent =
+        conv::Spent { build_s: result.build_s, check_s: result.check_s, total_s: result.total_s };
+    let diagnoses: Vec<conv::Diagnosis> = [
+        conv::not_converged(&convergence, result.evaluations, result.exhausted),
+        conv::invalid_heavy(&evals),
+        conv::slow(&spent),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     out.event(&Event::Tune {
         kernel: k.name.clone(),
         shape: Some(t.shape_name.clone()),
@@ -345,6 +476,10 @@ fn report(
         best_so_far: result.best_so_far.clone(),
         journal: Some(result.journal.clone()),
         pareto: result.front.as_ref().map(|f| serde_json::to_value(f).expect("points serialize")),
+        convergence: Box::new(convergence.clone()),
+        diagnoses: diagnoses.clone(),
+        rounds: result.rounds.clone(),
+        goal: result.goal.clone(),
     });
     let label = if t.shape_name.contains('@') {
         format!("{} {}", t.shape_name, t.shape)
@@ -373,6 +508,15 @@ fn report(
         result.invalid.to_string(),
         best.params.to_string(),
     ]);
+    out.result(format!("  {:<16} {:<14} {}", "", "", conv::describe(&convergence)));
+    for r in &result.rounds {
+        out.result(format!("  {:<16} {:<14} {}", "", "", r.line()));
+    }
+    for d in &diagnoses {
+        for line in conv::diagnosis_lines(d) {
+            out.result(format!("  {:<16} {:<14} {line}", "", ""));
+        }
+    }
     if let Some(front) = &result.front {
         out.result(format!(
             "  Pareto front of {} {}: {} variants no other beats on time, SBUF and estimated energy",
@@ -410,6 +554,8 @@ struct Job<'a> {
     opts: &'a SearchOpts,
     /// Progress over every evaluation of the run (hidden off a terminal and in JSON mode).
     bar: &'a indicatif::ProgressBar,
+    goal: &'a GoalOpts,
+    key_shapes: &'a [(String, Shape)],
 }
 
 #[derive(Clone)]
@@ -431,6 +577,20 @@ struct TuneResult {
     invalid: usize,
     best_so_far: Vec<Option<f64>>,
     journal: std::path::PathBuf,
+    /// Every evaluation, in order (for the diagnosis).
+    history: Vec<Entry>,
+    /// `--goal`: the decision log and how it ended.
+    rounds: Vec<Round>,
+    goal: Option<GoalReport>,
+    /// `--goal`: the key-set shapes the best was validated on (`None`: not validated).
+    validated: Option<Vec<String>>,
+    /// Wall time in correctness checks, of the whole search, and of the command's harness
+    /// builds (s).
+    check_s: f64,
+    total_s: f64,
+    build_s: f64,
+    /// The strategy had nothing more to propose.
+    exhausted: bool,
 }
 
 fn tune_one(
@@ -463,10 +623,18 @@ fn tune_one(
     let journal_name = format!("tune-{key}");
     let journal_path = job.store.root().join("journals").join(format!("{journal_name}.jsonl"));
     let replayed: HashMap<usize, Entry> = if job.opts.resume {
-        std::fs::read_to_string(&journal_path)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Entry>(l).ok())
+        let read = crate::store::read_journal(&journal_path)
+            .map_err(|e| fail(Exit::Internal, format!("{e:#}")))?;
+        // An untrusted line is never used: its evaluation is made again.
+        for (line, why) in &read.rejected {
+            ctx.out.note(format!(
+                "warning: {}:{line}: not used ({why}); that evaluation is made again",
+                journal_path.display()
+            ));
+        }
+        read.lines
+            .into_iter()
+            .filter_map(|l| serde_json::from_value::<Entry>(l).ok())
             .map(|e| (e.n, e))
             .collect()
     } else {
@@ -508,14 +676,60 @@ fn tune_one(
             .map_err(|e| fail(Exit::Internal, format!("writing the journal: {e:#}")))
     };
     write_meta(&meta)?;
+    // `--goal`: the time to reach (a speed-up needs the default's time).
+    let target = match job.goal.goal {
+        None => None,
+        Some(g) => Some(g.target_us(default_time).ok_or_else(|| {
+            fail(
+                Exit::Config,
+                format!(
+                    "--goal {g}: the default parameters of {} at {} did not measure, so there is \
+                     no time to improve on; give a time instead (e.g. --goal 5ms)",
+                    job.kernel, job.shape_name
+                ),
+            )
+        })?),
+    };
+    // Rounds already in the journal (`--resume`): not written twice.
+    let journaled_rounds: Vec<usize> = if job.opts.resume {
+        std::fs::read_to_string(&journal_path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Round>(l).ok())
+            .filter(|r| r.line == "round")
+            .map(|r| r.round)
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut valid_cache: HashMap<Vec<u32>, bool> = HashMap::new();
     let mut best: Option<Best> = None;
     let (mut evaluations, mut pruned, mut invalid) = (0, 0, 0);
     let mut best_so_far = Vec::new();
     let mut history: Vec<Entry> = Vec::new();
+    let mut rounds: Vec<Round> = Vec::new();
+    let mut check_s = 0.0;
+    // The strategy proposed everything it will (the space is exhausted).
+    let mut exhausted = false;
+    // `--goal`: winners validated on the key set (with the shapes checked), and rolled back.
+    let mut validated: Vec<(Params, Vec<String>)> = Vec::new();
+    let mut rejected: Vec<Params> = Vec::new();
     let start = Instant::now();
     let mut since_improvement = 0;
-    'rounds: loop {
+    // The best the goal is judged on: the search's or the default's, whichever is faster.
+    let overall = |best: &Option<Best>| -> Option<(f64, Params)> {
+        let d = default.as_ref().and_then(|d| Some((d.time_us?, d.params.clone())));
+        let b = best.as_ref().map(|b| (b.time_us, b.params.clone()));
+        match (b, d) {
+            (Some(b), Some(d)) => Some(if d.0 < b.0 { d } else { b }),
+            (b, d) => b.or(d),
+        }
+    };
+    let met = |best: &Option<Best>| {
+        target.is_some_and(|t| overall(best).is_some_and(|(time, _)| time <= t))
+    };
+    let mut goal_met = met(&best);
+    'rounds: while !goal_met && job.goal.max_rounds.is_none_or(|m| rounds.len() < m) {
         // Ask a batch; the oracle asks the harness (nothing else is in flight).
         let mut batch = Vec::new();
         while batch.len() < BATCH && evaluations + batch.len() < job.opts.budget {
@@ -523,9 +737,8 @@ fn tune_one(
             // here and ends the command once the ask returns.
             let mut broken: Option<Failure> = None;
             let mut oracle = |c: &Config| -> bool {
-                // Once the pool failed (a broken worker, or Ctrl-C with the request still
-                // outstanding), it is asked nothing more: the ask ends and the failure is
-                // returned.
+                // After a failure (a broken worker, or Ctrl-C with the request abandoned in
+                // flight) ask nothing more: the pool has an answer outstanding.
                 if broken.is_some() {
                     return false;
                 }
@@ -536,6 +749,7 @@ fn tune_one(
                     kernel: job.kernel.into(),
                     shape: ShapeRef::Dims(job.shape.clone()),
                     configs: vec![params_of(space, c)],
+                    chip: job.chip.clone(),
                 };
                 let ok = match pool.request(request) {
                     Ok(done) => matches!(done.answer, Ok(ResponseBody::Validate { ref verdicts })
@@ -554,7 +768,10 @@ fn tune_one(
             }
             match asked {
                 Ok(Some(c)) => batch.push(c),
-                Ok(None) => break,
+                Ok(None) => {
+                    exhausted = true;
+                    break;
+                }
                 Err(e) => return Err(fail(Exit::Config, format!("the strategy failed: {e}"))),
             }
         }
@@ -572,6 +789,9 @@ fn tune_one(
             .filter(|(n, p)| replayed.get(n).is_none_or(|e| &e.params != p))
             .collect();
         let mut measured = evaluate_batch(pool, job, fresh, best.as_ref().map(|b| b.time_us))?;
+        let best_before = best.clone();
+        let mut proposals = 0;
+        let mut stop = false;
         for (i, c) in batch.into_iter().enumerate() {
             let n = evaluations;
             let entry = match replayed.get(&n).filter(|e| e.params == params[i]) {
@@ -581,9 +801,13 @@ fn tune_one(
                     let incumbent = best.as_ref().map(|b| b.time_us);
                     if e.status == "measured"
                         && incumbent.is_none_or(|b| e.time_us.is_some_and(|t| t < b))
-                        && !passes_check(pool, job, &e.params)?
                     {
-                        e.status = "failed_check".into();
+                        let checking = Instant::now();
+                        let passed = passes_check(pool, job, &e.params)?;
+                        check_s += checking.elapsed().as_secs_f64();
+                        if !passed {
+                            e.status = "failed_check".into();
+                        }
                     }
                     let line = serde_json::to_value(&e).expect("entries serialize");
                     job.store
@@ -594,6 +818,7 @@ fn tune_one(
             };
             evaluations += 1;
             job.bar.inc(1);
+            proposals += 1;
             history.push(entry.clone());
             match entry.status.as_str() {
                 "pruned" => pruned += 1,
@@ -619,11 +844,71 @@ fn tune_one(
             if job.opts.early_stop.is_some_and(|w| since_improvement >= w)
                 || job.opts.time.is_some_and(|t| start.elapsed() >= Duration::from_secs_f64(t))
             {
-                break 'rounds;
+                stop = true;
+                break;
             }
         }
-        if evaluations >= job.opts.budget {
-            break;
+        // `--goal`: the round's winner must be right on every shape of its key set, or it
+        // is rolled back to the round's next best (or the best before the round).
+        let mut rolled: Vec<String> = Vec::new();
+        let first = history.len() - proposals;
+        while target.is_some() {
+            let Some(b) = best.clone() else { break };
+            if best_before.as_ref().is_some_and(|p| p.params == b.params)
+                || validated.iter().any(|(p, _)| *p == b.params)
+            {
+                break;
+            }
+            let checking = Instant::now();
+            let verdict = validate_on_key_set(pool, job, &b.params)?;
+            check_s += checking.elapsed().as_secs_f64();
+            match verdict {
+                Ok(names) => validated.push((b.params.clone(), names)),
+                Err(why) => {
+                    rolled.push(format!("{} ({:.2} µs) {why}", b.params, b.time_us));
+                    rejected.push(b.params.clone());
+                    invalid += 1;
+                    best = best_before.clone();
+                    for (j, e) in history[first..].iter_mut().enumerate() {
+                        if rejected.contains(&e.params) && e.status == "measured" {
+                            e.status = "rolled_back".into();
+                        }
+                        if e.status == "measured"
+                            && e.time_us
+                                .is_some_and(|t| best.as_ref().is_none_or(|x| t < x.time_us))
+                        {
+                            best = Some(Best {
+                                params: e.params.clone(),
+                                time_us: e.time_us.unwrap_or(f64::MAX),
+                                program_hash: e.program_hash.clone().unwrap_or_default(),
+                            });
+                        }
+                        best_so_far[first + j] = best.as_ref().map(|x| x.time_us);
+                    }
+                }
+            }
+        }
+        goal_met = met(&best);
+        if target.is_some() {
+            let round = decide(
+                rounds.len() + 1,
+                proposals,
+                &history[first..],
+                best_before.as_ref(),
+                overall(&best),
+                goal_met,
+                &rolled,
+            );
+            if !journaled_rounds.contains(&round.round) {
+                let line = serde_json::to_value(&round).expect("rounds serialize");
+                job.store
+                    .append_journal(&journal_name, &line)
+                    .map_err(|e| fail(Exit::Internal, format!("writing the journal: {e:#}")))?;
+            }
+            rounds.push(round);
+        }
+        if stop || evaluations >= job.opts.budget {
+            break 'rounds;
         }
     }
     // The default is a known answer: a search that found nothing faster keeps it.
@@ -646,6 +931,25 @@ fn tune_one(
         meta.front = front.clone();
         write_meta(&meta)?;
     }
+    let goal = match (job.goal.goal, target) {
+        (Some(g), Some(target_us)) => Some(GoalReport {
+            goal: g.to_string(),
+            target_us,
+            met: goal_met,
+            rounds: rounds.len(),
+            speedup: default_time.zip(best.as_ref()).map(|(d, b)| d / b.time_us),
+            // What limits the best: its profile's verdict (only asked when it matters).
+            limit: match (&best, goal_met) {
+                (Some(b), false) => limit_of(pool, job, &b.params)?,
+                _ => None,
+            },
+        }),
+        _ => None,
+    };
+    let validated_best = best
+        .as_ref()
+        .and_then(|b| validated.iter().find(|(p, _)| *p == b.params))
+        .map(|(_, names)| names.clone());
     Ok(TuneResult {
         best,
         front,
@@ -656,6 +960,151 @@ fn tune_one(
         invalid,
         best_so_far,
         journal: journal_path,
+        validated: validated_best,
+        history,
+        rounds,
+        goal,
+        check_s,
+        total_s: start.elapsed().as_secs_f64(),
+        build_s: 0.0,
+        exhausted,
+    })
+}
+
+/// The decision of one round: a new best is kept; a would-be winner that failed its
+/// correctness check is rolled back (the previous best stays); otherwise nothing changed.
+fn decide(
+    round: usize,
+    proposals: usize,
+    entries: &[Entry],
+    before: Option<&Best>,
+    after: Option<(f64, Params)>,
+    goal_met: bool,
+    rolled: &[String],
+) -> Round {
+    let mut failed: Vec<String> = entries
+        .iter()
+        .filter(|e| e.status == "failed_check")
+        .map(|e| {
+            format!(
+                "{} ({}) failed its correctness check",
+                e.params,
+                e.time_us.map_or(String::new(), |t| format!("{t:.2} µs"))
+            )
+        })
+        .collect();
+    failed.extend(rolled.iter().cloned());
+    let new_best = entries
+        .iter()
+        .filter(|e| e.status == "measured")
+        .filter_map(|e| Some((e.time_us?, e)))
+        .filter(|(t, _)| before.is_none_or(|b| *t < b.time_us))
+        .min_by(|a, b| a.0.total_cmp(&b.0));
+    let previous = before.map_or("the default".to_string(), |b| format!("{:.2} µs", b.time_us));
+    let (decision, mut reason) = match new_best {
+        Some((t, e)) if !rolled.is_empty() => (
+            "rolled_back",
+            format!(
+                "rolled back {}; the best is now {t:.2} µs {} (was {previous})",
+                failed.join("; "),
+                e.params
+            ),
+        ),
+        Some((t, e)) => ("kept", format!("new best {t:.2} µs {} (was {previous})", e.params)),
+        None if !failed.is_empty() => {
+            ("rolled_back", format!("{}; the best stays {previous}", failed.join("; ")))
+        }
+        None => {
+            let counts = |s: &str| entries.iter().filter(|e| e.status == s).count();
+            (
+                "no_improvement",
+                format!(
+                    "nothing beat {previous} ({} slower, {} pruned, {} invalid)",
+                    counts("measured"),
+                    counts("pruned"),
+                    counts("invalid")
+                ),
+            )
+        }
+    };
+    if decision == "kept" && !failed.is_empty() {
+        // Would-be winners that failed the property check before the round's decision.
+        reason.push_str(&format!("; rolled back {}", failed.join("; ")));
+    }
+    Round {
+        line: "round".into(),
+        round,
+        proposals,
+        best_time_us: after.as_ref().map(|a| a.0),
+        best_params: after.map(|a| a.1),
+        decision: decision.into(),
+        reason,
+        goal_met,
+    }
+}
+
+/// `--goal`'s validation of a round's winner: right on every shape of its key set that its
+/// validity rule accepts? `Ok(the shapes checked)`, or `Err(why)` naming the failing shape.
+fn validate_on_key_set(
+    pool: &mut Pool,
+    job: &Job,
+    params: &Params,
+) -> Result<Result<Vec<String>, String>, Failure> {
+    let (mut names, mut shapes) = (Vec::new(), Vec::new());
+    for (name, shape) in job.key_shapes {
+        let done = pool.request(RequestBody::Validate {
+            kernel: job.kernel.into(),
+            shape: ShapeRef::Dims(shape.clone()),
+            configs: vec![params.clone()],
+            chip: job.chip.clone(),
+        })?;
+        if matches!(done.answer, Ok(ResponseBody::Validate { ref verdicts })
+            if verdicts.first().is_some_and(|v| v.is_none()))
+        {
+            names.push(name.clone());
+            shapes.push(shape.clone());
+        }
+    }
+    let done = pool.request(RequestBody::CheckAt {
+        kernel: job.kernel.into(),
+        params: params.clone(),
+        shapes,
+        seed: job.seed,
+        chip: job.chip.clone(),
+    })?;
+    Ok(match done.answer {
+        Ok(ResponseBody::Check(r)) if r.passed => Ok(names),
+        Ok(ResponseBody::Check(r)) => Err(match r.failure {
+            Some(f) => {
+                let name = job
+                    .key_shapes
+                    .iter()
+                    .find(|(_, s)| *s == f.shape)
+                    .map_or("?", |(n, _)| n.as_str());
+                format!("wrong at shape {name} ({}): {}", f.shape, f.message)
+            }
+            None => "failed on its key set".to_string(),
+        }),
+        Ok(other) => return Err(unexpected(&other)),
+        Err(e) => Err(format!("failed on its key set: {e}")),
+    })
+}
+
+/// The profile verdict of a variant: what bounds it, and the evidence.
+fn limit_of(pool: &mut Pool, job: &Job, params: &Params) -> Result<Option<Limit>, Failure> {
+    let done = pool.request(RequestBody::Profile {
+        variant: variant_ref(&variant(job, params), job.chip),
+        trace: false,
+    })?;
+    Ok(match done.answer {
+        Ok(ResponseBody::Bench(b)) => b.profile.map(|p| Limit {
+            kind: p.bottleneck.kind,
+            summary: p.bottleneck.summary,
+            evidence: p.bottleneck.evidence,
+            advice: p.bottleneck.advice,
+        }),
+        Ok(other) => return Err(unexpected(&other)),
+        Err(_) => None,
     })
 }
 
@@ -694,6 +1143,7 @@ fn evaluate_batch(
                 sbuf_bytes: None,
                 energy_uj: None,
                 bottleneck: None,
+                error: None,
             }
         };
     let measured = |n: usize, params: &Params, b: &BenchResult, hash: String| Entry {
@@ -709,7 +1159,9 @@ fn evaluate_batch(
     };
     stream(pool, items, first, |(n, params, hash), answer| {
         let e = match (hash, answer.answer) {
-            (_, Err(_)) => entry(n, &params, "invalid", None, None),
+            (_, Err(e)) => {
+                Entry { error: Some(e.to_string()), ..entry(n, &params, "invalid", None, None) }
+            }
             (None, Ok(ResponseBody::Trace(t))) => {
                 if pruning && incumbent.is_some_and(|best| t.roofline_bound_us >= best) {
                     // Provably no better: told to the strategy as its bound (a value no

@@ -139,10 +139,12 @@ pub fn read_runs(store_root: &Path) -> Vec<TuneRun> {
         else {
             continue;
         };
-        let entries = std::fs::read_to_string(&journal)
+        // Only sealed lines are trusted (a damaged or torn line is never shown).
+        let entries = crate::store::read_journal(&journal)
+            .map(|j| j.lines)
             .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Entry>(l).ok())
+            .into_iter()
+            .filter_map(|l| serde_json::from_value::<Entry>(l).ok())
             .collect();
         runs.push(TuneRun { journal, meta, entries });
     }
@@ -172,11 +174,12 @@ pub fn read_gate_history(store_root: &Path) -> Vec<GateSeries> {
         chip: String,
         tokens_per_s: f64,
     }
-    let text =
-        std::fs::read_to_string(store_root.join("journals/gate-history.jsonl")).unwrap_or_default();
+    let lines = crate::store::read_journal(&store_root.join("journals/gate-history.jsonl"))
+        .map(|j| j.lines)
+        .unwrap_or_default();
     let mut runs: Vec<String> = Vec::new();
     let mut series: BTreeMap<(String, String, String), Vec<(usize, f64)>> = BTreeMap::new();
-    for l in text.lines().filter_map(|l| serde_json::from_str::<Line>(l).ok()) {
+    for l in lines.into_iter().filter_map(|l| serde_json::from_value::<Line>(l).ok()) {
         if runs.last() != Some(&l.run) {
             runs.push(l.run.clone());
         }
@@ -297,6 +300,7 @@ mod tests {
             sbuf_bytes: None,
             energy_uj: None,
             bottleneck: None,
+            error: None,
         }
     }
 
@@ -368,11 +372,13 @@ mod tests {
             // Seed 2 found the fastest; its last line is torn (a killed run).
             (2, vec![entry(2, "pruned", Some(3.0)), entry(3, "measured", Some(5.0))]),
         ] {
-            let j = journals.join(format!("tune-k-small-trn2-random-{seed}.jsonl"));
-            let mut text: String =
-                lines.iter().map(|e| serde_json::to_string(e).unwrap() + "\n").collect();
-            text.push_str("{\"n\": 9, \"par");
-            std::fs::write(&j, text).unwrap();
+            let name = format!("tune-k-small-trn2-random-{seed}");
+            let mut j = PathBuf::new();
+            for e in &lines {
+                j = store.append_journal(&name, &serde_json::to_value(e).unwrap()).unwrap();
+            }
+            let mut f = std::fs::OpenOptions::new().append(true).open(&j).unwrap();
+            std::io::Write::write_all(&mut f, b"{\"n\": 9, \"par").unwrap();
             std::fs::write(meta_path(&j), meta(seed, 8.0).to_string()).unwrap();
         }
         // A journal without meta is not shown.
@@ -421,15 +427,24 @@ mod tests {
                 "{{\"run\":\"{run}\",\"model\":\"{model}\",\"shape\":\"s\",\"chip\":\"trn2\",\"tokens_per_s\":{tps},\"total_us\":1.0}}\n"
             )
         };
-        let text = [
+        let history = j.join("gate-history.jsonl");
+        for (i, l) in [
             line("100-1", "a", 10.0),
             line("100-1", "b", 20.0),
-            "{torn\n".to_string(),
             line("200-7", "a", 11.0),
             line("300-2", "b", 21.0),
         ]
-        .concat();
-        std::fs::write(j.join("gate-history.jsonl"), text).unwrap();
+        .iter()
+        .enumerate()
+        {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            crate::store::append_journal(dir.path(), "gate-history", &v).unwrap();
+            if i == 1 {
+                // A torn line (a killed run) is never read.
+                let mut f = std::fs::OpenOptions::new().append(true).open(&history).unwrap();
+                std::io::Write::write_all(&mut f, b"{torn\n").unwrap();
+            }
+        }
         let s = read_gate_history(dir.path());
         assert_eq!(s.len(), 2);
         assert_eq!((s[0].model.as_str(), s[0].points.clone()), ("a", vec![(1, 10.0), (2, 11.0)]));

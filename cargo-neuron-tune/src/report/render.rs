@@ -495,6 +495,7 @@ mod tests {
             sbuf_bytes: None,
             energy_uj: None,
             bottleneck: None,
+            error: None,
         };
         let run = |seed: u64, times: [f64; 2]| TuneRun {
             journal: format!("j{seed}").into(),

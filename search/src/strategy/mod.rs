@@ -19,7 +19,8 @@
 //! * `genetic` — a steady-state genetic algorithm (tournament selection, uniform crossover,
 //!   ordinal-aware mutation).
 //! * `default` — a portfolio: a short random warm-up, then an iterated local search (first
-//!   improvement over TPE-ranked neighbours, two-dimension kicks at confirmed local optima),
+//!   improvement over neighbours ranked by TPE for adjacent moves and by a main-effects model,
+//!   [`additive::Additive`], for far ones; two-dimension kicks at confirmed local optima),
 //!   with TPE proposing when the local search has nothing to offer.
 
 use std::collections::HashSet;
@@ -28,6 +29,7 @@ use crate::rng::Rng;
 use crate::space::{Config, Oracle, Space, UniformSampler, DEFAULT_MAX_REJECTIONS};
 use crate::SearchError;
 
+pub mod additive;
 pub mod anneal;
 pub mod bayes;
 pub mod genetic;

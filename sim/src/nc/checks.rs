@@ -42,7 +42,12 @@ impl Nc {
         if b.gen != v.tile.gen {
             let lt = &self.logicals[b.logical as usize];
             let p = &self.pools[lt.pool as usize];
-            return Err(V::StaleTile { tile: lt.name.clone(), pool: p.name.clone(), bufs: p.bufs });
+            return Err(V::StaleTile {
+                tile: lt.name.clone(),
+                pool: p.name.clone(),
+                bufs: p.bufs,
+                released: p.released,
+            });
         }
         let max = self.chip.memory.partitions as u64;
         if v.np as u64 > max {

@@ -225,4 +225,39 @@ mod tests {
             }
         }
     }
+
+    /// Transpose mode, the shuffles and their look-alikes hash under encodings of their own.
+    #[test]
+    fn transposes_and_shuffles_hash_apart_from_their_look_alikes() {
+        use crate::{Dtype, Engine};
+        let hash = |k: usize| {
+            let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+            let (p, ps) = (nc.sbuf_pool("p", 1), nc.psum_pool("ps", 1));
+            let a = nc.tile(p, Dtype::F32, &[32, 32]).unwrap();
+            let eye = nc.tile(p, Dtype::F32, &[32, 32]).unwrap();
+            let s = nc.tile(p, Dtype::F32, &[32, 32]).unwrap();
+            let d = nc.tile(ps, Dtype::F32, &[32, 32]).unwrap();
+            let mut mask = [0u8; 32];
+            match k {
+                0 => nc.transpose(d, a),
+                1 => nc.matmul_transpose(d, a, eye),
+                2 => nc.matmul(d, a, eye, false),
+                3 => nc.stream_shuffle(s, a, mask),
+                4 => {
+                    mask[31] = 1;
+                    nc.stream_shuffle(s, a, mask)
+                }
+                5 => nc.on(Engine::Vector).transpose(s, a),
+                _ => nc.tensor_copy(s, a),
+            }
+            .unwrap();
+            nc.program_hash()
+        };
+        let hashes: Vec<String> = (0..7).map(hash).collect();
+        for i in 0..hashes.len() {
+            for j in 0..i {
+                assert_ne!(hashes[i], hashes[j], "programs {i} and {j}");
+            }
+        }
+    }
 }

@@ -206,15 +206,73 @@ impl Nc {
     /// next kernel issued on this core (as when a model runs kernels one after another).
     /// Tiles of released pools become stale: using one is a
     /// [`ViolationKind::StaleTile`](crate::ViolationKind::StaleTile) error. HBM tensors stay.
+    /// As with [`Nc::release_pool`], buffers made afterwards wait for the last access to the
+    /// released ones.
     pub fn release_pools(&mut self) {
-        for p in &mut self.pools {
-            p.released = true;
-        }
-        for b in &mut self.bufs {
-            b.gen += 1;
+        for p in 0..self.pools.len() {
+            if !self.pools[p].released {
+                self.free_pool(p as u32);
+            }
         }
         self.sbuf_reserved = 0;
         self.psum_reserved_banks = 0;
+    }
+
+    /// Free `pool` between two phases of one kernel (a pool's scope ending in NKI): its SBUF or
+    /// PSUM no longer counts against capacity, so the next phase's pools may use it. Handles
+    /// to its tiles become stale ([`ViolationKind::StaleTile`](crate::ViolationKind::StaleTile)
+    /// errors), as does allocating from it. The ordering across the free is kept: the
+    /// simulator does not place buffers at addresses, so every buffer made after the release
+    /// in the same memory may be the released memory, and its first access waits until the
+    /// last read or write of the released buffers has ended (write-after-read and
+    /// write-after-write across the free). Not inside an `affine_range` loop, whose
+    /// instructions are not placed yet.
+    #[track_caller]
+    pub fn release_pool(&mut self, pool: Pool) -> SimResult<()> {
+        self.issue("release_pool", |nc, _| {
+            let p = &nc.pools[pool.id as usize];
+            if p.released {
+                return Err(V::Invalid(format!("pool `{}` was already released", p.name)));
+            }
+            if nc.loops.active() || nc.timing.as_ref().is_some_and(|t| t.window_open()) {
+                return Err(V::Invalid(format!(
+                    "pool `{}` released inside an affine_range loop; release it after the loop",
+                    p.name
+                )));
+            }
+            nc.free_pool(pool.id);
+            nc.h(&[42]);
+            nc.h64(pool.id as u64);
+            let total = nc.reserved(pool.mem);
+            if nc.mode.trace && pool.mem == Mem::Sbuf {
+                let t = nc.timing.as_ref().map_or(0, |t| t.frontier());
+                nc.sbuf_counter.push((t, total));
+            }
+            Ok(())
+        })
+    }
+
+    /// Mark pool `id` released, make its tiles stale and note when its buffers' memory is
+    /// free in time (the latest end of any access to them).
+    fn free_pool(&mut self, id: u32) {
+        let pool = &mut self.pools[id as usize];
+        pool.released = true;
+        let slot = match pool.mem {
+            Mem::Sbuf => 0,
+            Mem::Psum => 1,
+        };
+        for lt in self.logicals.iter().filter(|lt| lt.pool == id) {
+            for &b in &lt.ring {
+                let buf = &mut self.bufs[b as usize];
+                buf.gen += 1;
+                if let Some(t) = &self.timing {
+                    let done = t.buffer_done(buf.tid);
+                    if done.0 > self.freed[slot].0 {
+                        self.freed[slot] = done;
+                    }
+                }
+            }
+        }
     }
 
     /// Allocate the logical tile of this call site in `pool`: the next buffer of its ring.
@@ -263,6 +321,15 @@ impl Nc {
                 max: self.chip.memory.partitions as u64,
             }));
         }
+        let p = &self.pools[pool.id as usize];
+        if p.released {
+            return Err(err(V::StaleTile {
+                tile: name.map(str::to_string).unwrap_or_else(|| format!("{sloc}")),
+                pool: p.name.clone(),
+                bufs: p.bufs,
+                released: true,
+            }));
+        }
         let free = Dims::<MAX_FREE_DIMS>::contiguous(&shape[1..]);
         let bytes = free.elems() * dtype.size() as u64;
         let lid = match self.tile_index.get(&(pool.id, key.clone())) {
@@ -301,6 +368,10 @@ impl Nc {
             let b = self.bufs.len() as u32;
             self.logicals[lid as usize].ring.push(b);
             let tid = self.new_tid(bytes);
+            let (time, crit) = self.freed[(pool.mem == Mem::Psum) as usize];
+            if let (Some(t), true) = (&mut self.timing, time > 0) {
+                t.inherit(tid, time, &crit);
+            }
             self.bufs.push(Buf {
                 logical: lid,
                 gen: 0,
@@ -333,7 +404,8 @@ impl Nc {
         Ok(Tile::new(buf_id, gen, dtype, pool.mem, parts as u32, free))
     }
 
-    fn check_capacity(&mut self, mem: Mem) -> VResult<()> {
+    /// SBUF bytes per partition (PSUM banks) the pools not released reserve now.
+    fn reserved(&self, mem: Mem) -> u64 {
         let bank = self.chip.memory.psum_bank_bytes_per_partition;
         let cost = |lt: &Logical, bufs: u32| -> u64 {
             match mem {
@@ -348,6 +420,12 @@ impl Nc {
                 total += cost(lt, p.bufs);
             }
         }
+        total
+    }
+
+    fn check_capacity(&mut self, mem: Mem) -> VResult<()> {
+        let bank = self.chip.memory.psum_bank_bytes_per_partition;
+        let total = self.reserved(mem);
         let capacity = match mem {
             Mem::Sbuf => self.chip.memory.sbuf_bytes_per_partition,
             Mem::Psum => self.chip.memory.psum_banks as u64,
@@ -377,14 +455,15 @@ impl Nc {
             return Err(V::OverCapacity { memory: mem.name(), needed: total, capacity, pools });
         }
         match mem {
+            // Peaks: without a release_pool the total never falls, so this is the total.
             Mem::Sbuf => {
-                self.sbuf_reserved = total;
+                self.sbuf_reserved = self.sbuf_reserved.max(total);
                 if self.mode.trace {
                     let t = self.timing.as_ref().map_or(0, |t| t.frontier());
                     self.sbuf_counter.push((t, total));
                 }
             }
-            Mem::Psum => self.psum_reserved_banks = total,
+            Mem::Psum => self.psum_reserved_banks = self.psum_reserved_banks.max(total),
         }
         Ok(())
     }

@@ -21,7 +21,8 @@
 //! * [`values`] — the functional model's reads and writes of tiles and tensors;
 //! * [`schedule`] — the timing front end: engine constants, cost inputs, per-line counters;
 //! * one file per engine family of instructions: [`dma`], [`tensor`] (TensorE),
-//!   [`scalar`] (ScalarE), [`vector`] (VectorE, some also on ScalarE or GpSimd), [`gpsimd`].
+//!   [`scalar`] (ScalarE), [`vector`] (VectorE, some also on ScalarE or GpSimd), [`shuffle`]
+//!   (VectorE's cross-partition movement), [`gpsimd`].
 
 mod affine;
 mod checks;
@@ -32,6 +33,7 @@ mod memory;
 mod operands;
 mod scalar;
 mod schedule;
+mod shuffle;
 mod tensor;
 mod values;
 mod vector;
@@ -42,9 +44,10 @@ use crate::timing::{DmaChunk, Timing};
 use crate::Chip;
 use hash::{chip_toml, ProgramHasher};
 use memory::{Buf, HbmTensor, Logical, PoolState, TileKey};
-pub use operands::{Access, ActArgs, Affine, Scalar};
+pub use operands::{Access, Act2Args, ActArgs, Affine, Scalar};
 use rustc_hash::FxHashMap;
 pub(crate) use schedule::Stats;
+pub use shuffle::SHUFFLE_KEEP;
 use std::panic::Location;
 
 /// Which models run. Values and times are independent: the functional model never looks at
@@ -78,8 +81,13 @@ pub struct Nc {
     next_tid: u32,
     pub(crate) timing: Option<Timing>,
     pub(crate) stats: Stats,
+    /// Peak SBUF bytes per partition and PSUM banks reserved (since the last `release_pools`).
     pub(crate) sbuf_reserved: u64,
     pub(crate) psum_reserved_banks: u64,
+    /// Per memory (SBUF, PSUM): when the last access to a buffer of a pool released by
+    /// [`Nc::release_pool`] ends, and its critical path. Buffers made after a release start
+    /// behind it (their memory may be the released one).
+    freed: [(u64, crate::timing::Crit); 2],
     /// Streaming hash of the program's encoding.
     hash: ProgramHasher,
     scratch: Vec<i64>,
@@ -123,6 +131,7 @@ impl Nc {
             stats: Stats::default(),
             sbuf_reserved: 0,
             psum_reserved_banks: 0,
+            freed: [(0, [0; crate::timing::CRIT_CATEGORIES.len()]); 2],
             hash,
             scratch: Vec::new(),
             scratch2: Vec::new(),

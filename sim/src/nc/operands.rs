@@ -2,6 +2,7 @@
 //! column), the options of `activation`, an affine index expression (`iota`,
 //! `affine_select`) and a side of a DMA (HBM or tile). Plain values, checked when used.
 
+use crate::isa::Alu;
 use crate::view::*;
 
 /// A scalar operand: an immediate, or a `[P, 1]` fp32 column (one value per partition).
@@ -28,17 +29,20 @@ impl From<Tile> for Scalar {
 }
 
 /// Options of [`Nc::activation`](crate::Nc::activation): `dst = func(src * scale + bias)`, optionally
-/// `reduce = Σ dst` along the free axis (neuroncore.md §1.5 ScalarE pipeline).
+/// `reduce = reduce_op(dst)` along the free axis (neuroncore.md §1.5 ScalarE pipeline).
+/// `reduce_op` is NKI's `reduce_op`: ScalarE's accumulator registers can only add, so any
+/// other operator is refused (`ReduceOpNotAllowed`) when the instruction is issued.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ActArgs {
     pub scale: Scalar,
     pub bias: Option<TileView>,
     pub reduce: Option<TileView>,
+    pub reduce_op: Alu,
 }
 
 impl Default for ActArgs {
     fn default() -> Self {
-        ActArgs { scale: Scalar::Imm(1.0), bias: None, reduce: None }
+        ActArgs { scale: Scalar::Imm(1.0), bias: None, reduce: None, reduce_op: Alu::Add }
     }
 }
 
@@ -51,8 +55,65 @@ impl ActArgs {
         self.bias = Some(b.into());
         self
     }
+    /// Reduce with add (the only reduction ScalarE has) into `r`, one element per partition.
     pub fn reduce(mut self, r: impl Into<TileView>) -> Self {
         self.reduce = Some(r.into());
+        self
+    }
+    /// Reduce with `op` into `r`: NKI's `reduce_op=op, reduce_res=r`. Only [`Alu::Add`] is
+    /// accepted by `activation`; the others are the kernel's error, as in NKI.
+    pub fn reduce_with(mut self, op: Alu, r: impl Into<TileView>) -> Self {
+        self.reduce = Some(r.into());
+        self.reduce_op = op;
+        self
+    }
+}
+
+/// Options of [`Nc::activate2`](crate::Nc::activate2) (NeuronCore-v4): `dst =
+/// func((src op0 imm0) op1 imm1)`, optionally `reduce = reduce_op(dst)` along the free axis.
+/// `reverse0` computes `imm0 op0 src` instead (and `reverse1` likewise for op1). The default is
+/// `(bypass, bypass)`, no reduction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Act2Args {
+    pub op0: Alu,
+    pub imm0: Scalar,
+    pub op1: Alu,
+    pub imm1: Scalar,
+    pub reverse0: bool,
+    pub reverse1: bool,
+    pub reduce_op: Alu,
+    pub reduce: Option<TileView>,
+}
+
+impl Default for Act2Args {
+    fn default() -> Self {
+        Act2Args {
+            op0: Alu::Bypass,
+            imm0: Scalar::Imm(0.0),
+            op1: Alu::Bypass,
+            imm1: Scalar::Imm(0.0),
+            reverse0: false,
+            reverse1: false,
+            reduce_op: Alu::Add,
+            reduce: None,
+        }
+    }
+}
+
+impl Act2Args {
+    /// The tensor-scalar stage: `(src op0 imm0) op1 imm1`.
+    pub fn ops(mut self, op0: (Alu, Scalar), op1: (Alu, Scalar)) -> Self {
+        (self.op0, self.imm0, self.op1, self.imm1) = (op0.0, op0.1, op1.0, op1.1);
+        self
+    }
+    /// `imm0 op0 src` and/or `imm1 op1 t` instead.
+    pub fn reverse(mut self, reverse0: bool, reverse1: bool) -> Self {
+        (self.reverse0, self.reverse1) = (reverse0, reverse1);
+        self
+    }
+    /// Reduce the activated values of each partition with `op` into `r` (`[P, 1]`).
+    pub fn reduce_with(mut self, op: Alu, r: impl Into<TileView>) -> Self {
+        (self.reduce_op, self.reduce) = (op, Some(r.into()));
         self
     }
 }

@@ -1,10 +1,12 @@
-//! ScalarE instructions: `activation` (`func(src * scale + bias)` with an optional
-//! reduction along the free axis; also on GpSimd from NeuronCore-v4).
+//! ScalarE instructions: `activation` (`func(src * scale + bias)` with an optional add
+//! reduction along the free axis; also on GpSimd from NeuronCore-v4) and NeuronCore-v4's
+//! `activate2` (a tensor-scalar stage, the function, and a reduction by add, max, min or
+//! absmax).
 
-use super::{ActArgs, Nc, On, Scalar, VResult};
+use super::{Act2Args, ActArgs, Nc, On, Scalar, VResult};
 use crate::cost;
 use crate::error::{SimResult, SourceLoc, ViolationKind as V};
-use crate::isa::{Act, Engine};
+use crate::isa::{Act, Alu, Engine};
 use crate::view::*;
 use crate::Dtype;
 use std::panic::Location;
@@ -74,6 +76,17 @@ impl Nc {
         if let Some(r) = &args.reduce {
             reduce_region = Some((r, self.check_column("reduce", r, s.np)?));
         }
+        if args.reduce_op != Alu::Add {
+            // SDK 2.33's activation page: "reduce_op must be nl.add" on every NeuronCore; a
+            // max/min takes a separate tensor_reduce (or activate2 on NeuronCore-v4).
+            return Err(V::ReduceOpNotAllowed {
+                instruction: "activation",
+                engine: eng.name(),
+                op: args.reduce_op,
+                rule: "the accumulator registers only add (neuroncore.md §2.3); reduce with \
+                       max/min through a separate tensor_reduce of the activation's output",
+            });
+        }
         self.h(&[8, eng as u8, func.code()]);
         self.h_tile(&d);
         self.h_tile(&s);
@@ -122,6 +135,143 @@ impl Nc {
         }
         let (reads, writes) = (&reads[..nr], &writes[..nw]);
         self.schedule("activation", eng, cycles, reads, writes, SourceLoc::from_location(loc))
+    }
+}
+
+impl Nc {
+    /// `activate2` on ScalarE, NeuronCore-v4 only: `dst = func((src op0 imm0) op1 imm1)`,
+    /// optionally reducing each partition's results with `reduce_op` into `args.reduce`. The
+    /// tensor-scalar stage takes six (op0, op1) pairs: (multiply, add), (multiply, subtract),
+    /// (multiply, bypass), (add, bypass), (subtract, bypass), (bypass, bypass); the reduction
+    /// add, max, min or absmax (nki.isa.activate2, SDK 2.33; neuroncore.md §2.3). Its cost is
+    /// not published: the simulator charges `activation`'s, `max(MIN_II, N)` plus `MIN_II`
+    /// with a reduction **(assumed)**.
+    #[track_caller]
+    pub fn activate2(
+        &mut self,
+        dst: impl Into<TileView>,
+        src: impl Into<TileView>,
+        func: Act,
+        args: Act2Args,
+    ) -> SimResult<()> {
+        let (d, s) = (dst.into(), src.into());
+        self.issue("activate2", |nc, loc| nc.exec_activate2(d, s, func, args, loc))
+    }
+
+    /// Executes `activate2`: checks, hash, values, schedule (see [`Nc::issue`]).
+    fn exec_activate2(
+        &mut self,
+        d: TileView,
+        s: TileView,
+        func: Act,
+        args: Act2Args,
+        loc: &'static Location<'static>,
+    ) -> VResult<()> {
+        let eng = Engine::Scalar;
+        if self.chip.neuroncore_version < 4 {
+            return Err(V::Invalid(format!(
+                "activate2 is a NeuronCore-v4 instruction; {} is NeuronCore-v{} (reduce with \
+                 max/min through a tensor_reduce of an activation's output there)",
+                self.chip.name, self.chip.neuroncore_version
+            )));
+        }
+        let rs = self.check_tile("src", &s)?;
+        let rd = self.check_tile("dst", &d)?;
+        self.check_free_size("src", &s)?;
+        self.same_shape("dst", &d, "src", &s)?;
+        if s.tile.dtype == Dtype::I32 {
+            return Err(V::DtypeNotAllowed {
+                engine: eng.name(),
+                operand: "src",
+                dtype: Dtype::I32,
+                rule: "the activation table takes floating-point inputs (neuroncore.md §2.2)",
+            });
+        }
+        use Alu::*;
+        if !matches!(
+            (args.op0, args.op1),
+            (Multiply, Add)
+                | (Multiply, Subtract)
+                | (Multiply, Bypass)
+                | (Add, Bypass)
+                | (Subtract, Bypass)
+                | (Bypass, Bypass)
+        ) {
+            return Err(V::Invalid(format!(
+                "activate2 takes (op0, op1) = (multiply, add | subtract | bypass), (add, bypass), \
+                 (subtract, bypass) or (bypass, bypass), not ({:?}, {:?})",
+                args.op0, args.op1
+            )));
+        }
+        let mut imm_regions = [None, None];
+        for (i, (name, imm)) in [("imm0", &args.imm0), ("imm1", &args.imm1)].into_iter().enumerate()
+        {
+            if let Scalar::Col(c) = imm {
+                imm_regions[i] = Some((c, self.check_column(name, c, s.np)?));
+            }
+        }
+        let mut reduce_region = None;
+        if let Some(r) = &args.reduce {
+            if !matches!(args.reduce_op, Add | Max | Min | AbsMax) {
+                return Err(V::ReduceOpNotAllowed {
+                    instruction: "activate2",
+                    engine: eng.name(),
+                    op: args.reduce_op,
+                    rule: "activate2 reduces with add, max, min or absmax (neuroncore.md §2.3)",
+                });
+            }
+            reduce_region = Some((r, self.check_column("reduce", r, s.np)?));
+        }
+        self.h(&[43, func.code(), args.op0.code(), args.op1.code()]);
+        self.h(&[args.reverse0 as u8, args.reverse1 as u8, args.reduce_op.code()]);
+        self.h_tile(&d);
+        self.h_tile(&s);
+        self.h_scalar(&args.imm0);
+        self.h_scalar(&args.imm1);
+        if let Some(r) = &args.reduce {
+            self.h(&[9]);
+            self.h_tile(r);
+        }
+        if self.mode.functional {
+            let (mut x, mut i0, mut i1) = (Vec::new(), Vec::new(), Vec::new());
+            self.gather_tile("src", &s, &mut x)?;
+            self.gather_scalar("imm0", &args.imm0, s.np, &mut i0)?;
+            self.gather_scalar("imm1", &args.imm1, s.np, &mut i1)?;
+            let stage = |op: Alu, reverse: bool, v: f32, imm: f32| match (op, reverse) {
+                (Bypass, _) => v,
+                (_, false) => op.apply(v, imm),
+                (_, true) => op.apply(imm, v),
+            };
+            let f = s.free.elems() as usize;
+            let mut red = vec![args.reduce_op.reduce_init(); s.np as usize];
+            for p in 0..s.np as usize {
+                for v in &mut x[p * f..(p + 1) * f] {
+                    let t = stage(args.op0, args.reverse0, *v, i0[p]);
+                    *v = func.apply(stage(args.op1, args.reverse1, t, i1[p]));
+                    red[p] = args.reduce_op.apply(red[p], *v);
+                }
+            }
+            self.scatter_tile(&d, &x);
+            if let Some(r) = &args.reduce {
+                self.scatter_tile(r, &red);
+            }
+        }
+        let n = Self::n_with_stride(&[&s, &d]);
+        let cycles = cost::activation(self.min_ii(eng), n, args.reduce.is_some(), 1);
+        let mut reads = [(&s, rs); 3];
+        let mut nr = 1;
+        for r in imm_regions.into_iter().flatten() {
+            reads[nr] = r;
+            nr += 1;
+        }
+        let mut writes = [(&d, rd); 2];
+        let mut nw = 1;
+        if let Some(r) = reduce_region {
+            writes[nw] = r;
+            nw += 1;
+        }
+        let (reads, writes) = (&reads[..nr], &writes[..nw]);
+        self.schedule("activate2", eng, cycles, reads, writes, SourceLoc::from_location(loc))
     }
 }
 

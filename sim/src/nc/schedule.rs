@@ -99,7 +99,18 @@ impl Nc {
         }
     }
 
-    /// Schedule a compute instruction on the timing model and account for it. Inside an
+    /// Fixed cycles an instruction of `e` pays besides its cost formula (the §1.8 access
+    /// start, `Chip` `fixed_cycles`; VectorE and ScalarE, whose busy times calibrate it).
+    pub(super) fn fixed_cycles(&self, e: Engine) -> u64 {
+        match e {
+            Engine::Vector => self.chip.vector.fixed_cycles,
+            Engine::Scalar => self.chip.scalar.fixed_cycles,
+            Engine::Tensor | Engine::GpSimd => 0,
+        }
+    }
+
+    /// Schedule a compute instruction on the timing model and account for it: `cycles` is
+    /// its cost formula, to which the engine's fixed cycles are added here. Inside an
     /// affine loop it is first checked against the loop's earlier iterations, then held for
     /// the list scheduler instead of placed at once.
     #[allow(clippy::too_many_arguments)]
@@ -123,6 +134,7 @@ impl Nc {
         if self.timing.is_none() {
             return Ok(());
         }
+        let cycles = cycles + self.fixed_cycles(engine);
         let (mut sbuf, mut psum) = (false, false);
         // Two loops, not `chain`: this runs for every compute instruction.
         for (v, _) in reads {

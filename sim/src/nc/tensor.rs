@@ -1,5 +1,7 @@
-//! TensorE instructions: `nc_matmul` (SBUF × SBUF → PSUM) and `nc_transpose` (also on
-//! VectorE, for up to 32 × 32).
+//! TensorE instructions: `nc_matmul` (SBUF × SBUF → PSUM), its transpose mode
+//! (`is_transpose=True`), and `nc_transpose` (also on VectorE, for up to 32 × 32). Both
+//! TensorE transposes are the same matmul by an identity and share one cost path
+//! ([`Nc::tensor_transpose_cycles`]).
 
 use super::{Nc, On, VResult};
 use crate::cost;
@@ -160,8 +162,9 @@ impl Nc {
         let flops = 2.0 * (k * mm * n) as f64;
         self.stats.matmuls += 1;
         self.stats.matmul_flops += flops;
-        // neuron-profile's adjusted (bf16-equivalent) FLOPs: fp32 x4 (§5 [SCHEMA]).
-        self.stats.hardware_flops += if fp32 { flops * 4.0 } else { flops };
+        // neuron-profile's hardware_flops count an fp32 matmul twice (calibration.md §1.1:
+        // 2 × 2·M·N·K, derived from the NKIBench matmul, swiglu and bmm counters).
+        self.stats.hardware_flops += if fp32 { flops * 2.0 } else { flops };
         self.schedule(
             "nc_matmul",
             Engine::Tensor,
@@ -247,15 +250,158 @@ impl Nc {
             }
             self.scatter_tile(&d, &t);
         }
+        // On TensorE a transpose is a matmul of the source (stationary, [P, F]) with a P x P
+        // identity (moving), and costs what that matmul costs in the source's dtype, fp32
+        // included (calibration.md §1.3, §3); neuron-profile counts it that way too, fp32
+        // twice (calibration.md §1.1: 2·128³·2 per fp32 128 x 128 transpose).
+        let fp32 = s.tile.dtype == Dtype::F32;
         let cycles = match eng {
-            Engine::Tensor => cost::transpose_tensor(p, f),
+            Engine::Tensor => self.tensor_transpose_cycles(p, f, s.tile.dtype),
             _ => cost::transpose_vector(self.chip.vector.min_ii_cycles, f),
         };
         if eng == Engine::Tensor {
-            self.stats.transpose_flops += 2.0 * (p * p * f) as f64;
+            self.count_transpose_flops(p, f, fp32);
         }
         let (reads, writes) = ([(&s, rs)], [(&d, rd)]);
         self.schedule("nc_transpose", eng, cycles, &reads, &writes, SourceLoc::from_location(loc))
+    }
+}
+
+impl Nc {
+    /// `nc_matmul(dst, stationary=data, moving=identity, is_transpose=True)`: TensorE moves
+    /// `data[P, F]` through the PE array as a transpose, `dst[F, P] = dataᵀ`, bit-exact and in
+    /// data's dtype (neuroncore.md §1.4 [A2]; nki.isa.nc_transpose: "a matrix multiplication
+    /// between data as the stationary tensor and an identity matrix as the moving tensor").
+    /// `identity` must be a `[P, P]` identity of data's dtype in SBUF (checked when values are
+    /// computed); `dst` is in PSUM with data's dtype. It costs a matmul of that dtype:
+    /// `max(min(64, F), P)`, ×4 for fp32 (§2.3), the same cost path as `nc_transpose`.
+    #[track_caller]
+    pub fn matmul_transpose(
+        &mut self,
+        dst: impl Into<TileView>,
+        data: impl Into<TileView>,
+        identity: impl Into<TileView>,
+    ) -> SimResult<()> {
+        let (d, s, m) = (dst.into(), data.into(), identity.into());
+        self.issue("nc_matmul", |nc, loc| nc.exec_matmul_transpose(&d, &s, &m, loc))
+    }
+
+    /// TensorE cycles of a transpose of `[p, f]` elements of `dtype`: the matmul by a `[p, p]`
+    /// identity ([`cost::transpose_tensor`]).
+    fn tensor_transpose_cycles(&self, p: u64, f: u64, dtype: Dtype) -> u64 {
+        let t = &self.chip.tensor;
+        cost::transpose_tensor(t.mm_min_cycles, p, f, dtype == Dtype::F32, t.fp32_factor)
+    }
+
+    /// A TensorE transpose's FLOPs as neuron-profile counts them: the matmul by the
+    /// identity, fp32 twice (calibration.md §1.1: 2·128³·2 per fp32 128 x 128 transpose), in
+    /// both `transpose_flops` and `hardware_flops`.
+    fn count_transpose_flops(&mut self, p: u64, f: u64, fp32: bool) {
+        let flops = 2.0 * (p * p * f) as f64 * if fp32 { 2.0 } else { 1.0 };
+        self.stats.transpose_flops += flops;
+        self.stats.hardware_flops += flops;
+    }
+
+    /// Executes `nc_matmul(is_transpose=True)`: checks, hash, values, schedule.
+    fn exec_matmul_transpose(
+        &mut self,
+        d: &TileView,
+        s: &TileView,
+        m: &TileView,
+        loc: &'static Location<'static>,
+    ) -> VResult<()> {
+        for (name, v) in [("stationary", s), ("moving", m)] {
+            if v.tile.mem != Mem::Sbuf {
+                return Err(V::MemoryNotAllowed {
+                    operand: name,
+                    memory: v.tile.mem.name(),
+                    rule: "TensorE reads its inputs only from SBUF (neuroncore.md §1.4)",
+                });
+            }
+        }
+        if d.tile.mem != Mem::Psum {
+            return Err(V::MemoryNotAllowed {
+                operand: "dst",
+                memory: d.tile.mem.name(),
+                rule: "TensorE writes its output only to PSUM (neuroncore.md §1.4)",
+            });
+        }
+        let (rs, f) = self.check_view_elems("stationary", s, true)?;
+        let (rm, n) = self.check_view_elems("moving", m, true)?;
+        let (rd, d_elems) = self.check_view_elems("dst", d, true)?;
+        let dt = s.tile.dtype;
+        if dt == Dtype::I32 {
+            return Err(V::DtypeNotAllowed {
+                engine: "Tensor",
+                operand: "stationary",
+                dtype: dt,
+                rule: "the PE array moves fp8, bf16, fp16, tf32 or fp32 (neuroncore.md §2.3)",
+            });
+        }
+        for (name, v) in [("moving", m), ("dst", d)] {
+            if v.tile.dtype != dt {
+                return Err(V::DtypeNotAllowed {
+                    engine: "Tensor",
+                    operand: name,
+                    dtype: v.tile.dtype,
+                    rule: "transpose mode keeps the dtype: the identity and dst must have the \
+                           data's dtype (neuroncore.md §1.4, §2.3)",
+                });
+            }
+        }
+        let p = s.np as u64;
+        if m.np as u64 != p || n != p {
+            return Err(V::ShapeMismatch(format!(
+                "transpose mode multiplies data [{p} x {f}] by a [{p} x {p}] identity, moving is \
+                 [{} x {n}]",
+                m.np
+            )));
+        }
+        if f > self.chip.tensor.stationary_fmax {
+            return Err(V::StationaryFreeTooLarge { m: f, max: self.chip.tensor.stationary_fmax });
+        }
+        if d.np as u64 != f || d_elems != p {
+            return Err(V::ShapeMismatch(format!(
+                "transpose of [{p} x {f}] writes [{f} x {p}], dst is [{} x {d_elems}]",
+                d.np
+            )));
+        }
+        self.h_op(&[40], &[d, s, m]);
+        if self.mode.functional {
+            let (mut a, mut eye) = (Vec::new(), Vec::new());
+            self.gather_tile("stationary", s, &mut a)?;
+            self.gather_tile("moving", m, &mut eye)?;
+            let pu = p as usize;
+            if let Some(k) = (0..pu * pu).find(|&k| eye[k] != (k / pu == k % pu) as u8 as f32) {
+                return Err(V::Invalid(format!(
+                    "nc_matmul with is_transpose needs an identity moving tensor; moving[{}][{}] \
+                     is {}",
+                    k / pu,
+                    k % pu,
+                    eye[k]
+                )));
+            }
+            let fu = f as usize;
+            let mut t = vec![0f32; a.len()];
+            for i in 0..pu {
+                for j in 0..fu {
+                    t[j * pu + i] = a[i * fu + j];
+                }
+            }
+            self.scatter_tile(d, &t);
+        }
+        let cycles = self.tensor_transpose_cycles(p, f, dt);
+        self.count_transpose_flops(p, f, dt == Dtype::F32);
+        // Its own name in profiles and traces, and not "nc_matmul": a transpose overwrites its
+        // dst, it does not accumulate (the loop-carried check tells the two apart by name).
+        self.schedule(
+            "nc_matmul(is_transpose)",
+            Engine::Tensor,
+            cycles,
+            &[(s, rs), (m, rm)],
+            &[(d, rd)],
+            SourceLoc::from_location(loc),
+        )
     }
 }
 

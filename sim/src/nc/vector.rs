@@ -689,7 +689,9 @@ impl Nc {
             self.scatter_tile(&d, &x);
         }
         let n = Self::n_with_stride(&[&s, &d]);
-        let cycles = cost::reciprocal(self.min_ii(eng), n, eng == Engine::Vector);
+        let per_elem =
+            if eng == Engine::Vector { self.chip.vector.reciprocal_cycles_per_elem } else { 1 };
+        let cycles = cost::reciprocal(self.min_ii(eng), n, per_elem);
         let (reads, writes) = ([(&s, rs)], [(&d, rd)]);
         self.schedule("reciprocal", eng, cycles, &reads, &writes, SourceLoc::from_location(loc))
     }
@@ -739,7 +741,8 @@ impl On<'_> {
         self.nc.issue("memset", |nc, loc| nc.exec_memset(engine, d, value, loc))
     }
 
-    /// `reciprocal` on the chosen engine: VectorE (more precise, `max(MIN_II, 8N)`) or
+    /// `reciprocal` on the chosen engine: VectorE (more precise, `max(MIN_II, k·N)` with the
+    /// chip's `reciprocal_cycles_per_elem` k) or
     /// ScalarE (`max(MIN_II, N)`).
     #[track_caller]
     pub fn reciprocal(self, dst: impl Into<TileView>, src: impl Into<TileView>) -> SimResult<()> {

@@ -33,9 +33,9 @@ impl Region {
 }
 
 /// An earlier access to a region, kept for dependency checks (in a list of reads or of
-/// writes). 64 bytes, aligned to a cache line: records are copied and scanned constantly.
+/// writes). 72 bytes (the critical path's 10 categories take 40): records are copied and
+/// scanned constantly, so it is kept that small and unpadded.
 #[derive(Clone, Copy, Debug)]
-#[repr(align(64))]
 struct Rec {
     p0: u32,
     p1: u32,
@@ -45,7 +45,7 @@ struct Rec {
     time: u64,
     crit: Crit,
 }
-const _: () = assert!(std::mem::size_of::<Rec>() == 64);
+const _: () = assert!(std::mem::size_of::<Rec>() == 72);
 
 /// A buffer's access records, binned by byte range so a lookup only scans records near the
 /// accessed bytes (tiles are mostly accessed in sub-blocks). A record spanning several bins
@@ -112,6 +112,23 @@ impl Timing {
         }
     }
 
+    /// When the last access recorded for buffer `id` ends, with its critical path: from then
+    /// on its memory may hold another buffer (a pool released between phases of a kernel).
+    pub fn buffer_done(&self, id: u32) -> (u64, Crit) {
+        let all = Region { id, p0: 0, p1: u32::MAX, b0: 0, b1: u64::MAX };
+        self.deps::<Region>(&[], &[all], 0)
+    }
+
+    /// Start buffer `id` behind a write of all of it that ends at `time`: its memory held
+    /// released buffers until then, so its first accesses wait for their last (WAR/WAW across
+    /// the release). One record in the wide list; no bins are made for it.
+    pub fn inherit(&mut self, id: u32, time: u64, crit: &Crit) {
+        let b = &mut self.recs[id as usize];
+        b.latest[1] = b.latest[1].max(time);
+        b.last_write = None;
+        b.wide[1].push(Rec { p0: 0, p1: u32::MAX, b0: 0, b1: u64::MAX, time, crit: *crit });
+    }
+
     /// Earliest time the accesses may start, with the critical path of the binding constraint;
     /// `after` is a start the caller already has (its track's free time): only records later
     /// than it can bind, and a buffer with none is not scanned. Returns (`after`, zero path)
@@ -125,7 +142,7 @@ impl Timing {
         for w in writes {
             self.latest_overlap(w.region(), true, &mut t, &mut binding);
         }
-        (t, binding.map_or([0; 8], |rec| rec.crit))
+        (t, binding.map_or([0; 10], |rec| rec.crit))
     }
 
     /// Raise `t` to the latest record an access to `r` depends on (writes; for a `write`,
@@ -307,7 +324,7 @@ mod tests {
     #[test]
     fn merging_records_only_adds_waits() {
         let mut list: Vec<Rec> = (0..10)
-            .map(|i| Rec { p0: 0, p1: 1, b0: i * 8, b1: i * 8 + 8, time: i * 100, crit: [0; 8] })
+            .map(|i| Rec { p0: 0, p1: 1, b0: i * 8, b1: i * 8 + 8, time: i * 100, crit: [0; 10] })
             .collect();
         merge_oldest(&mut list);
         // Every byte range of the first five is inside a merged record with time >= its own;

@@ -8,7 +8,7 @@
 //! fast paths that must give exactly what the general path gives (tests compare the two).
 
 use super::{
-    add_crit, ceil_u64, round_u64, Crit, Region, Timing, CAT_DMA, CAT_DMA_FIXED, CAT_WAIT,
+    add_crit, ceil_u64, round_u64, Crit, Region, Timing, CAT_DMA, CAT_DMA_FIXED, CAT_HBM, CAT_QUEUE,
 };
 
 /// Busy intervals of one DMA engine. Each engine serves 16 queues round-robin
@@ -293,7 +293,7 @@ impl Timing {
         ready_crit: Crit,
         out: &mut Vec<(usize, u64, u64)>,
     ) -> (u64, Crit) {
-        let (mut end, mut crit) = (0u64, [0u32; 8]);
+        let (mut end, mut crit) = (0u64, [0u32; 10]);
         // (descriptor time, own streaming time) per chunk; chunks are mostly alike.
         let mut costs = [(0u64, 0u64); 64];
         for (i, c) in chunks.iter().enumerate() {
@@ -447,15 +447,16 @@ impl Timing {
     }
 }
 
-/// The critical path of a chunk ready at `ready` and placed at (start, end) whose own work
-/// (descriptors and streaming) takes `own`: waiting for its engine or for HBM, before or
-/// during the transfer, is contention.
 #[inline]
+/// A chunk's critical path: from `ready`, the wait for a gap on its busy engine
+/// (`dma_queue_wait`), its own descriptors and streaming (`dma_transfer`), and whatever the
+/// shared HBM bandwidth stretched it by (`hbm_bandwidth`); `own` is its descriptors and
+/// streaming alone.
 fn chunk_crit(ready_crit: Crit, ready: u64, (start, end): (u64, u64), own: u64) -> Crit {
     let (mut crit, busy) = (ready_crit, end - start);
-    add_crit(&mut crit, CAT_WAIT, start - ready);
+    add_crit(&mut crit, CAT_QUEUE, start - ready);
     add_crit(&mut crit, CAT_DMA, busy.min(own));
-    add_crit(&mut crit, CAT_WAIT, busy.saturating_sub(own));
+    add_crit(&mut crit, CAT_HBM, busy.saturating_sub(own));
     crit
 }
 

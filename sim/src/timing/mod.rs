@@ -61,7 +61,10 @@ pub(crate) use window::{Meta, Window, Work};
 pub use window::{WINDOW_INSTRUCTIONS, WINDOW_ITERATIONS};
 
 /// Categories of critical-path time.
-pub const CRIT_CATEGORIES: [&str; 8] = [
+/// Waiting is charged to what was waited for: a DMA engine busy with other transfers
+/// (`dma_queue_wait`), the core's shared HBM bandwidth (`hbm_bandwidth`), or a NeuronCore-v2
+/// shared SBUF/PSUM port (`port_contention`).
+pub const CRIT_CATEGORIES: [&str; 10] = [
     "tensor",
     "vector",
     "scalar",
@@ -69,16 +72,20 @@ pub const CRIT_CATEGORIES: [&str; 8] = [
     "dma_transfer",
     "dma_fixed",
     "dependency_latency",
-    "contention",
+    "dma_queue_wait",
+    "hbm_bandwidth",
+    "port_contention",
 ];
 pub(crate) const CAT_DMA: usize = 4;
 pub(crate) const CAT_DMA_FIXED: usize = 5;
 pub(crate) const CAT_LATENCY: usize = 6;
-pub(crate) const CAT_WAIT: usize = 7;
+pub(crate) const CAT_QUEUE: usize = 7;
+pub(crate) const CAT_HBM: usize = 8;
+pub(crate) const CAT_PORT: usize = 9;
 
 /// Time along a critical path, nanoseconds per category (u32 keeps access records small;
 /// 4.29 s per category is far beyond any kernel).
-pub(crate) type Crit = [u32; 8];
+pub(crate) type Crit = [u32; 10];
 
 /// One track: a compute engine (strictly in program order) or a DMA engine.
 #[derive(Clone, Debug, Default)]
@@ -207,9 +214,9 @@ impl Timing {
             dma_engines: vec![DmaEngine::default(); dma_queues],
             next_stamp: 0,
             hbm: HbmTimeline::new(chip.memory.hbm_gbps_per_core),
-            ports: [(0, [0u32; 8]); 2],
+            ports: [(0, [0u32; 10]); 2],
             end: 0,
-            end_crit: [0; 8],
+            end_crit: [0; 10],
             dma_fixed_ps: ns_to_ps(chip.dma.fixed_ns),
             dma_desc_ps: chip.dma.descriptor_ns * 1000.0,
             dma_rate: chip.dma.engine_gbps / 1000.0,
@@ -243,7 +250,7 @@ impl Timing {
         if ports {
             for (bit, port) in self.ports.iter().enumerate() {
                 if op.ports & (1 << bit) != 0 && port.0 > start {
-                    add_crit(&mut crit, CAT_WAIT, port.0 - start);
+                    add_crit(&mut crit, CAT_PORT, port.0 - start);
                     start = port.0;
                 }
             }

@@ -1,0 +1,52 @@
+//! `chip`: print a chip description as TOML, so that a user's own chip file starts from a
+//! complete, valid one (the format is docs/chip-toml.md) rather than from a blank page.
+
+use crate::exit::{fail, Exit, Failure};
+use crate::output::{Event, Reporter};
+
+pub fn run(chip: &str, out: &Reporter) -> Result<Exit, Failure> {
+    let spec = crate::select::chip_spec(chip)?;
+    let parsed = match &spec.toml {
+        // A file: `chip_spec` validated it; print it as the simulator reads it (every field,
+        // normalised), which also shows what a hand-written file means.
+        Some(text) => neuron_sim::Chip::from_toml(text)
+            .map_err(|e| fail(Exit::Config, format!("{chip}: {e}")))?,
+        None => neuron_sim::Chip::builtin(chip).expect("chip_spec accepted a built-in name"),
+    };
+    let toml = parsed.to_toml();
+    out.event(&Event::Chip { name: spec.name.clone(), toml: toml.clone() });
+    out.result(format!(
+        "# Chip `{}` as neuron-sim reads it (docs/chip-toml.md describes every field).\n{}",
+        spec.name,
+        toml.trim_end()
+    ));
+    Ok(Exit::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every field of every built-in chip (as `section.field`) is described in the format's
+    /// documentation: adding a field to the simulator without documenting it fails here.
+    #[test]
+    fn docs_describe_every_chip_field() {
+        let doc = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/chip-toml.md"),
+        )
+        .expect("docs/chip-toml.md exists");
+        for name in neuron_sim::Chip::BUILTIN {
+            let chip = neuron_sim::Chip::builtin(name).unwrap();
+            let table: toml::Table = toml::from_str(&chip.to_toml()).unwrap();
+            let mut fields = Vec::new();
+            for (k, v) in &table {
+                match v {
+                    toml::Value::Table(t) => fields.extend(t.keys().map(|f| format!("{k}.{f}"))),
+                    _ => fields.push(k.clone()),
+                }
+            }
+            assert!(fields.len() > 20, "{fields:?}");
+            let missing: Vec<_> =
+                fields.iter().filter(|f| !doc.contains(&format!("`{f}`"))).collect();
+            assert!(missing.is_empty(), "docs/chip-toml.md does not describe {missing:?}");
+        }
+    }
+}

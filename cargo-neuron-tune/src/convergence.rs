@@ -1,0 +1,573 @@
+//! How a tuning run converged, and what went wrong with it: pure functions of the run's
+//! evaluations, so `tune` can print them with every result and tests can pin them.
+//!
+//! A run that stopped while its best was still falling, or that spent most of its budget on
+//! invalid variants, reports the same best time as one that converged; without this
+//! analysis the user cannot tell a trustworthy winner from a lucky or starved one.
+//! docs/tuning-loop.md states each figure and each rule.
+
+use neuron_tune_protocol::{ParamValue, Params};
+use serde::Serialize;
+
+/// A fraction of the final best a run must reach to count as "there" (95 %).
+pub const NEAR: f64 = 0.95;
+/// An improvement over the last window above this share means "still improving".
+pub const STILL_IMPROVING: f64 = 0.01;
+/// More than this share of invalid evaluations makes a run invalid-heavy.
+pub const INVALID_HEAVY: f64 = 0.5;
+/// A winner slower than this factor times another shape's own winner there is over-fitted.
+pub const OVER_FITTED: f64 = 1.05;
+/// A run shorter than this (seconds) is never called slow, whatever dominates it.
+pub const SLOW_MIN_S: f64 = 5.0;
+
+/// The convergence figures of one run (times: lower is better).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Convergence {
+    /// The first evaluation (1-based) whose best so far is within 95 % of the final best's
+    /// speed (`best_so_far ≤ final / 0.95`); `None` when nothing valid was found.
+    pub evaluations_to_95: Option<usize>,
+    /// N: the last fifth of the run, at least 4 evaluations (all of a shorter run).
+    pub window: usize,
+    /// How much the best fell over the last N evaluations, as a fraction of the best before
+    /// them; `None` when nothing valid was found before the window (the whole search
+    /// happened inside it).
+    pub improvement_in_window: Option<f64>,
+    pub pruned_fraction: f64,
+    pub invalid_fraction: f64,
+}
+
+/// The window of "the last N evaluations" for a run of `n`.
+pub fn window(n: usize) -> usize {
+    n.div_ceil(5).max(4).min(n)
+}
+
+/// The convergence figures of a best-so-far curve and its pruned and invalid counts.
+pub fn analyze(best_so_far: &[Option<f64>], pruned: usize, invalid: usize) -> Convergence {
+    let n = best_so_far.len();
+    let last = best_so_far.last().copied().flatten();
+    let evaluations_to_95 = last
+        .and_then(|f| best_so_far.iter().position(|b| b.is_some_and(|b| b * NEAR <= f)))
+        .map(|i| i + 1);
+    let w = window(n);
+    let before = if n > w { best_so_far[n - w - 1] } else { None };
+    let improvement_in_window = match (before, last) {
+        (Some(b), Some(f)) if b > 0.0 => Some((b - f) / b),
+        (Some(_), Some(_)) => Some(0.0),
+        _ => None,
+    };
+    let share = |k: usize| if n == 0 { 0.0 } else { k as f64 / n as f64 };
+    Convergence {
+        evaluations_to_95,
+        window: w,
+        improvement_in_window,
+        pruned_fraction: share(pruned),
+        invalid_fraction: share(invalid),
+    }
+}
+
+/// The figures in one human line.
+pub fn describe(c: &Convergence) -> String {
+    format!(
+        "95 % of the final best after {}; last {} evaluations improved it {}; {:.0} % pruned, {:.0} % invalid",
+        c.evaluations_to_95.map_or("—".to_string(), |k| format!("{k} evaluations")),
+        c.window,
+        c.improvement_in_window
+            .map_or("from nothing valid".to_string(), |i| format!("{:.1} %", 100.0 * i)),
+        100.0 * c.pruned_fraction,
+        100.0 * c.invalid_fraction
+    )
+}
+
+/// A diagnosis as human lines: the summary, then its evidence and advice indented.
+pub fn diagnosis_lines(d: &Diagnosis) -> Vec<String> {
+    let mut out = vec![format!("diagnosis {}", d.summary)];
+    out.extend(d.evidence.iter().map(|e| format!("  evidence: {e}")));
+    out.extend(d.advice.iter().map(|a| format!("  advice: {a}")));
+    out
+}
+
+/// One diagnosis rule that fired: what, the evidence, what to do.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Diagnosis {
+    /// `not_converged`, `invalid_heavy` or `slow`.
+    pub rule: String,
+    pub summary: String,
+    pub evidence: Vec<String>,
+    pub advice: Vec<String>,
+}
+
+/// One evaluation as the rules see it.
+#[derive(Clone, Debug)]
+pub struct Eval<'a> {
+    pub params: &'a Params,
+    /// `measured`, `pruned`, `invalid`, `failed_check`, `rolled_back`.
+    pub status: &'a str,
+    /// Why an invalid variant was refused (the harness's error message).
+    pub error: Option<&'a str>,
+}
+
+/// Not converged: the best still fell by more than 1 % over the last N evaluations (or was
+/// first found inside them). A run no longer than its window cannot be judged, and one whose
+/// strategy `exhausted` the space (proposed everything) has nothing left to improve.
+pub fn not_converged(c: &Convergence, evaluations: usize, exhausted: bool) -> Option<Diagnosis> {
+    if evaluations <= c.window || exhausted {
+        return None;
+    }
+    let evidence = match c.improvement_in_window {
+        Some(i) if i > STILL_IMPROVING => format!(
+            "the best improved {:.1} % over the last {} of {} evaluations",
+            100.0 * i,
+            c.window,
+            evaluations
+        ),
+        None if c.evaluations_to_95.is_some() => format!(
+            "the first valid variant came within the last {} of {} evaluations",
+            c.window, evaluations
+        ),
+        _ => return None,
+    };
+    Some(Diagnosis {
+        rule: "not_converged".into(),
+        summary: "not converged: the search was still improving when it stopped".into(),
+        evidence: vec![evidence],
+        advice: vec![
+            "raise --budget (or --max-rounds), or continue this run with --resume and a larger budget"
+                .into(),
+        ],
+    })
+}
+
+/// Which limit refused an invalid variant, from the harness's message.
+pub fn limit_of(status: &str, error: Option<&str>) -> &'static str {
+    if status == "failed_check" {
+        return "correctness check";
+    }
+    if status == "rolled_back" {
+        return "correctness on another shape of the key set";
+    }
+    let e = error.unwrap_or("");
+    if e.contains("SBUF") || e.contains("sbuf") {
+        "SBUF capacity"
+    } else if e.contains("PSUM") || e.contains("psum") {
+        "PSUM capacity"
+    } else if e.contains("invalid") || e.contains("valid") {
+        "the kernel's validity rule"
+    } else if e.is_empty() {
+        "unknown"
+    } else {
+        "a hardware rule"
+    }
+}
+
+/// Invalid-heavy: more than half the evaluations were invalid. Evidence: which limits, and
+/// the parameter values where most proposals were invalid (at least 2 proposals with the
+/// value, at least 75 % of them invalid), worst first.
+pub fn invalid_heavy(evals: &[Eval]) -> Option<Diagnosis> {
+    let n = evals.len();
+    let bad = |e: &Eval| matches!(e.status, "invalid" | "failed_check" | "rolled_back");
+    let invalid = evals.iter().filter(|e| bad(e)).count();
+    if n == 0 || invalid as f64 / n as f64 <= INVALID_HEAVY {
+        return None;
+    }
+    let mut limits: Vec<(&str, usize)> = Vec::new();
+    for e in evals.iter().filter(|e| bad(e)) {
+        let l = limit_of(e.status, e.error);
+        match limits.iter_mut().find(|(k, _)| *k == l) {
+            Some((_, c)) => *c += 1,
+            None => limits.push((l, 1)),
+        }
+    }
+    limits.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let mut evidence = vec![format!("{invalid} of {n} evaluations were invalid")];
+    evidence.extend(limits.iter().map(|(l, c)| format!("{c} refused by {l}")));
+    // (name, value) → (proposals, invalid), in first-seen order.
+    let mut by_value: Vec<(String, String, usize, usize)> = Vec::new();
+    for e in evals {
+        for (name, value) in &e.params.0 {
+            let v = show(value);
+            let i = match by_value.iter().position(|(n2, v2, _, _)| n2 == name && *v2 == v) {
+                Some(i) => i,
+                None => {
+                    by_value.push((name.clone(), v, 0, 0));
+                    by_value.len() - 1
+                }
+            };
+            by_value[i].2 += 1;
+            by_value[i].3 += usize::from(bad(e));
+        }
+    }
+    let mut culprits: Vec<&(String, String, usize, usize)> =
+        by_value.iter().filter(|(_, _, t, b)| *t >= 2 && 4 * b >= 3 * t).collect();
+    // Worst share first, then most proposals, then by name and value: deterministic.
+    culprits.sort_by(|a, b| {
+        (b.3 * a.2).cmp(&(a.3 * b.2)).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1))
+    });
+    evidence
+        .extend(culprits.iter().take(5).map(|(n, v, t, b)| format!("{n}={v}: {b} of {t} invalid")));
+    let mut advice = Vec::new();
+    if let Some((n, v, _, _)) = culprits.first() {
+        advice.push(format!(
+            "drop {n}={v} from the space, or let the kernel's validate() refuse it up front \
+             (the search then never spends an evaluation on it)"
+        ));
+    }
+    if limits.iter().any(|(l, _)| l.contains("SBUF") || l.contains("PSUM")) {
+        advice.push(
+            "count the kernel's SBUF bytes and PSUM banks in validate() so the strategy's \
+             oracle refuses what cannot fit"
+                .into(),
+        );
+    }
+    Some(Diagnosis {
+        rule: "invalid_heavy".into(),
+        summary: format!(
+            "invalid-heavy: {:.0} % of the evaluations were invalid",
+            100.0 * invalid as f64 / n as f64
+        ),
+        evidence,
+        advice,
+    })
+}
+
+/// A shape's winner measured at another shape of its key set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CrossShape {
+    /// The other shape.
+    pub shape: String,
+    /// The winner's time there, and that shape's own winner's time, µs.
+    pub time_us: f64,
+    pub own_best_us: f64,
+}
+
+/// Over-fitted: the winner loses more than 5 % against another shape's own winner there.
+pub fn over_fitted(params: &Params, cross: &[CrossShape]) -> Option<Diagnosis> {
+    let losses: Vec<String> = cross
+        .iter()
+        .filter(|c| c.time_us > OVER_FITTED * c.own_best_us)
+        .map(|c| {
+            format!(
+                "at {} it runs {:.2} µs, {:.0} % slower than that shape's winner ({:.2} µs)",
+                c.shape,
+                c.time_us,
+                100.0 * (c.time_us / c.own_best_us - 1.0),
+                c.own_best_us
+            )
+        })
+        .collect();
+    if losses.is_empty() {
+        return None;
+    }
+    Some(Diagnosis {
+        rule: "over_fitted".into(),
+        summary: format!("over-fitted: the winner {params} is fast at its own shape only"),
+        evidence: losses,
+        advice: vec![
+            "keep one tuned record per shape (the tuned database keys by shape), and tune \
+             every shape a model calls (tune --model); for a shape not tuned, do not reuse \
+             this winner"
+                .into(),
+        ],
+    })
+}
+
+/// Where a run's wall time went (seconds).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Spent {
+    /// Building the harnesses before tuning.
+    pub build_s: f64,
+    /// Correctness checks of would-be winners.
+    pub check_s: f64,
+    /// Everything of the search itself (validate, trace, simulate, the strategy).
+    pub total_s: f64,
+}
+
+/// Slow: a run of at least 5 s where builds or correctness checks took more than half of
+/// the wall time.
+pub fn slow(s: &Spent) -> Option<Diagnosis> {
+    let whole = s.build_s + s.total_s;
+    if whole < SLOW_MIN_S {
+        return None;
+    }
+    let evidence = vec![format!(
+        "of {whole:.1} s: harness builds {:.1} s ({:.0} %), correctness checks {:.1} s ({:.0} %)",
+        s.build_s,
+        100.0 * s.build_s / whole,
+        s.check_s,
+        100.0 * s.check_s / whole
+    )];
+    if s.check_s > 0.5 * whole {
+        Some(Diagnosis {
+            rule: "slow".into(),
+            summary: "slow: correctness checks took most of the run".into(),
+            evidence,
+            advice: vec!["make the kernel's check strategy draw smaller shapes (its small-shape \
+                 strategy), or its reference cheaper: every would-be winner is checked"
+                .into()],
+        })
+    } else if s.build_s > 0.5 * whole {
+        Some(Diagnosis {
+            rule: "slow".into(),
+            summary: "slow: building the harness took most of the run".into(),
+            evidence,
+            advice: vec![
+                "tune several kernels or shapes in one run (the build is shared), or keep the \
+                 target dir warm between runs; a larger --budget costs little next to the build"
+                    .into(),
+            ],
+        })
+    } else {
+        None
+    }
+}
+
+/// One round of `tune --goal` as its decision log says it (a journal line with
+/// `"line": "round"`).
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct Round {
+    /// Always `round`: tells these journal lines from evaluations.
+    pub line: String,
+    /// 1-based.
+    pub round: usize,
+    /// Proposals evaluated in the round.
+    pub proposals: usize,
+    /// The best after the round (the default included), µs.
+    pub best_time_us: Option<f64>,
+    pub best_params: Option<Params>,
+    /// `kept` (a new best), `rolled_back` (the round's winner was wrong on a shape of its
+    /// key set: the round's next best or the previous best stands), `no_improvement`.
+    pub decision: String,
+    pub reason: String,
+    /// The goal is met after this round.
+    pub goal_met: bool,
+}
+
+impl Round {
+    /// The human line of the decision log.
+    pub fn line(&self) -> String {
+        format!(
+            "round {}: {} proposals, best {}: {} — {}{}",
+            self.round,
+            self.proposals,
+            self.best_time_us.map_or("none".to_string(), |t| format!("{t:.2} µs")),
+            self.decision.replace('_', " "),
+            self.reason,
+            if self.goal_met { "; goal met" } else { "" }
+        )
+    }
+}
+
+/// How a `tune --goal` ended.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GoalReport {
+    /// As given (`20%`, `5ms`).
+    pub goal: String,
+    /// The time that meets it, µs.
+    pub target_us: f64,
+    pub met: bool,
+    pub rounds: usize,
+    /// The best's speed-up over the default (`default / best`), when the default measured.
+    pub speedup: Option<f64>,
+    /// What limits the best variant: its profile's verdict kind, summary and evidence.
+    pub limit: Option<Limit>,
+}
+
+/// The profile verdict of the best variant.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Limit {
+    pub kind: String,
+    pub summary: String,
+    pub evidence: Vec<String>,
+    pub advice: Vec<String>,
+}
+
+fn show(v: &ParamValue) -> String {
+    match v {
+        ParamValue::Int(i) => i.to_string(),
+        ParamValue::Bool(b) => b.to_string(),
+        ParamValue::Str(s) => s.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn the_window_is_a_fifth_of_the_run_at_least_four() {
+        assert_eq!(window(0), 0);
+        assert_eq!(window(3), 3);
+        assert_eq!(window(10), 4);
+        assert_eq!(window(20), 4);
+        assert_eq!(window(21), 5);
+        assert_eq!(window(100), 20);
+    }
+
+    #[test]
+    fn figures_of_a_hand_made_curve() {
+        // 10 evaluations: best 100 → 50 at eval 3 → 48 at eval 8. Final 48; 95 % of its
+        // speed is a time ≤ 48 / 0.95 = 50.53, first reached at eval 3.
+        let c: Vec<Option<f64>> = [None, Some(100.0), Some(50.0), Some(50.0), Some(50.0)]
+            .into_iter()
+            .chain([Some(50.0), Some(50.0), Some(48.0), Some(48.0), Some(48.0)])
+            .collect();
+        let a = analyze(&c, 2, 1);
+        assert_eq!(a.evaluations_to_95, Some(3));
+        // Window 4: the best before it (eval 6) was 50, now 48: fell 4 %.
+        assert_eq!(a.window, 4);
+        assert!((a.improvement_in_window.unwrap() - 0.04).abs() < 1e-12);
+        assert_eq!((a.pruned_fraction, a.invalid_fraction), (0.2, 0.1));
+        assert!(not_converged(&a, 10, false).unwrap().evidence[0].contains("improved 4.0 %"));
+        // The same run over a space the strategy exhausted: nothing left to find.
+        assert_eq!(not_converged(&a, 10, true), None);
+        // Flat over the window: converged.
+        let mut flat = c.clone();
+        flat[7] = Some(50.0);
+        flat[8] = Some(50.0);
+        flat[9] = Some(50.0);
+        let f = analyze(&flat, 0, 0);
+        assert_eq!(f.improvement_in_window, Some(0.0));
+        assert_eq!(not_converged(&f, 10, false), None);
+    }
+
+    #[test]
+    fn a_first_valid_variant_inside_the_window_is_not_converged() {
+        let c = vec![None, None, None, None, None, Some(3.0)];
+        let a = analyze(&c, 0, 5);
+        assert_eq!((a.evaluations_to_95, a.improvement_in_window), (Some(6), None));
+        assert_eq!(not_converged(&a, 6, false).unwrap().rule, "not_converged");
+        // A run no longer than its window has no "before" to compare with.
+        let short = analyze(&c[2..], 0, 3);
+        assert_eq!((short.window, not_converged(&short, 4, false)), (4, None));
+        // Nothing valid at all: no convergence figures, and nothing to say about it here.
+        let none = analyze(&[None, None], 0, 2);
+        assert_eq!(none.evaluations_to_95, None);
+        assert_eq!(not_converged(&none, 2, false), None);
+    }
+
+    fn p(a: i64, b: i64) -> Params {
+        Params(
+            [("a".into(), ParamValue::Int(a)), ("b".into(), ParamValue::Int(b))]
+                .into_iter()
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn invalid_heavy_names_the_limit_and_the_values_that_cause_it() {
+        // a=2 is always refused by SBUF, one check fails at a=1; 4 of 6 invalid.
+        let ps = [p(2, 0), p(2, 1), p(2, 2), p(1, 0), p(1, 1), p(0, 2)];
+        let sbuf = Some("hardware rule SbufCapacity: SBUF tile pool needs 300000 bytes");
+        let evals: Vec<Eval> = ps
+            .iter()
+            .enumerate()
+            .map(|(i, params)| Eval {
+                params,
+                status: match i {
+                    0..=2 => "invalid",
+                    3 => "failed_check",
+                    _ => "measured",
+                },
+                error: if i < 3 { sbuf } else { None },
+            })
+            .collect();
+        let d = invalid_heavy(&evals).unwrap();
+        assert_eq!(d.rule, "invalid_heavy");
+        assert_eq!(d.evidence[0], "4 of 6 evaluations were invalid");
+        assert_eq!(d.evidence[1], "3 refused by SBUF capacity");
+        assert_eq!(d.evidence[2], "1 refused by correctness check");
+        // a=2: 3 of 3 invalid. a=1 (1 of 2) and every b value (≤ 2 of 2 but mixed) …
+        // b=0: 2 of 2 invalid (a=2 and the failed check) also qualifies.
+        assert_eq!(d.evidence[3], "a=2: 3 of 3 invalid");
+        assert_eq!(d.evidence[4], "b=0: 2 of 2 invalid");
+        assert_eq!(d.evidence.len(), 5);
+        assert!(d.advice[0].contains("a=2"));
+        // Half invalid is not more than half.
+        let half: Vec<Eval> = evals
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, mut e)| {
+                if i == 3 {
+                    e.status = "measured";
+                }
+                e
+            })
+            .collect();
+        assert_eq!(invalid_heavy(&half), None);
+    }
+
+    #[test]
+    fn limits_are_read_from_the_harness_message() {
+        assert_eq!(limit_of("invalid", Some("PSUM has 8 banks")), "PSUM capacity");
+        assert_eq!(limit_of("invalid", Some("the SBUF is full")), "SBUF capacity");
+        assert_eq!(limit_of("invalid", Some("invalid: tile > cols")), "the kernel's validity rule");
+        assert_eq!(limit_of("invalid", Some("partition 129 out of range")), "a hardware rule");
+        assert_eq!(limit_of("failed_check", None), "correctness check");
+    }
+
+    #[test]
+    fn slow_names_what_dominates() {
+        let checks = Spent { build_s: 1.0, check_s: 8.0, total_s: 10.0 };
+        assert!(slow(&checks).unwrap().summary.contains("correctness checks"));
+        let builds = Spent { build_s: 30.0, check_s: 1.0, total_s: 10.0 };
+        assert!(slow(&builds).unwrap().summary.contains("building"));
+        assert_eq!(slow(&Spent { build_s: 2.0, check_s: 2.0, total_s: 10.0 }), None);
+        // Dominated by checks, but too short to matter.
+        assert_eq!(slow(&Spent { build_s: 0.5, check_s: 3.0, total_s: 4.0 }), None);
+    }
+
+    #[test]
+    fn over_fitted_fires_above_five_percent_only() {
+        let p = Params::default();
+        let at = |t: f64| CrossShape { shape: "wide".into(), time_us: t, own_best_us: 100.0 };
+        assert_eq!(over_fitted(&p, &[at(105.0)]), None, "5 % is not more than 5 %");
+        let d = over_fitted(&p, &[at(105.0), at(150.0)]).unwrap();
+        assert_eq!(d.rule, "over_fitted");
+        assert_eq!(
+            d.evidence,
+            ["at wide it runs 150.00 µs, 50 % slower than that shape's winner (100.00 µs)"]
+        );
+    }
+
+    proptest! {
+        /// On any monotone best-so-far curve: the 95 % point is an evaluation of the run
+        /// whose value is within 95 % and every earlier one is not; the improvement over the
+        /// window is in [0, 1); the fractions are the counts over the length.
+        #[test]
+        fn figures_agree_with_their_definitions(
+            steps in proptest::collection::vec((any::<bool>(), 0.0f64..0.5), 1..80),
+            start in 1.0f64..1e6,
+            pruned_share in 0.0f64..0.5,
+        ) {
+            let mut curve = Vec::new();
+            let mut best: Option<f64> = None;
+            for (found, drop) in &steps {
+                if *found {
+                    best = Some(best.map_or(start, |b| b * (1.0 - drop)));
+                }
+                curve.push(best);
+            }
+            let n = curve.len();
+            let pruned = (pruned_share * n as f64) as usize;
+            let a = analyze(&curve, pruned, n - pruned);
+            prop_assert_eq!(a.pruned_fraction, pruned as f64 / n as f64);
+            prop_assert!((a.pruned_fraction + a.invalid_fraction - 1.0).abs() < 1e-12);
+            prop_assert_eq!(a.window, window(n));
+            match best {
+                None => prop_assert_eq!(a.evaluations_to_95, None),
+                Some(f) => {
+                    let k = a.evaluations_to_95.unwrap();
+                    prop_assert!(k >= 1 && k <= n);
+                    prop_assert!(curve[k - 1].unwrap() * NEAR <= f);
+                    for b in &curve[..k - 1] {
+                        prop_assert!(b.is_none_or(|b| b * NEAR > f));
+                    }
+                }
+            }
+            if let Some(i) = a.improvement_in_window {
+                prop_assert!((0.0..1.0).contains(&i), "{}", i);
+            }
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! Seals: a checksum over what a file says, so that a file the tool later trusts is never
+//! used after it was edited, truncated or damaged.
+//!
+//! Every file the tool writes and reads back — store entries, journal lines, tuned
+//! databases, baselines — carries a schema version and a checksum. The checksum is xxh3-128
+//! over a *canonical* JSON text of the sealed value (object keys sorted: `serde_json`'s map
+//! is a `BTreeMap` here, and floats print in their shortest round-trip form), so a TOML
+//! file re-read and re-serialized gives the same text, and the seal survives reformatting
+//! by the TOML writer but not a changed value. A seal detects accidents and hand edits; it
+//! is not a signature (anyone can recompute it).
+
+use serde_json::{Map, Value};
+
+/// The name of the checksum field in sealed journal lines and TOML records.
+pub const FIELD: &str = "checksum";
+
+/// xxh3-128 of `text`, as 32 hex digits.
+pub fn checksum(text: &str) -> String {
+    format!("{:032x}", xxhash_rust::xxh3::xxh3_128(text.as_bytes()))
+}
+
+/// The checksum of a JSON object's canonical text, its own `checksum` field left out.
+fn checksum_of_object(obj: &Map<String, Value>) -> String {
+    let mut obj = obj.clone();
+    obj.remove(FIELD);
+    checksum(&Value::Object(obj).to_string())
+}
+
+/// Seal a JSON object (a journal line): adds its `checksum` field.
+pub fn seal_json(value: &mut Value) {
+    if let Value::Object(obj) = value {
+        let sum = checksum_of_object(obj);
+        obj.insert(FIELD.into(), Value::String(sum));
+    }
+}
+
+/// Check a sealed JSON object and take its seal off, or say why it cannot be trusted.
+pub fn unseal_json(value: &mut Value) -> Result<(), String> {
+    let Value::Object(obj) = value else { return Err("not a JSON object".into()) };
+    let Some(Value::String(sum)) = obj.get(FIELD).cloned() else {
+        return Err(format!("it has no `{FIELD}` (not written by this tool)"));
+    };
+    if checksum_of_object(obj) != sum {
+        return Err("its checksum does not match its contents (edited or damaged)".into());
+    }
+    obj.remove(FIELD);
+    Ok(())
+}
+
+/// The canonical JSON form of a TOML table.
+fn json_of_toml(table: &toml::Table) -> Map<String, Value> {
+    match serde_json::to_value(table) {
+        Ok(Value::Object(obj)) => obj,
+        // A TOML table is always a JSON object (TOML has no NaN keys or non-string keys).
+        _ => Map::new(),
+    }
+}
+
+/// Seal one record of a TOML file: adds its `checksum` key.
+pub fn seal_toml(table: &mut toml::Table) {
+    let sum = checksum_of_object(&json_of_toml(table));
+    table.insert(FIELD.into(), toml::Value::String(sum));
+}
+
+/// Check a sealed TOML record and take its seal off, or say why it cannot be trusted.
+pub fn unseal_toml(table: &mut toml::Table) -> Result<(), String> {
+    let Some(toml::Value::String(sum)) = table.get(FIELD).cloned() else {
+        return Err(format!("it has no `{FIELD}` (edited by hand, or written by an older tool)"));
+    };
+    if checksum_of_object(&json_of_toml(table)) != sum {
+        return Err("its checksum does not match its contents (edited by hand or damaged)".into());
+    }
+    table.remove(FIELD);
+    Ok(())
+}
+
+/// A TOML file of sealed records: `schema = N`, then an array of tables under `key`, each
+/// record sealed on its own (so two branches adding different records merge cleanly).
+pub fn write_sealed_toml<T: serde::Serialize>(
+    schema: u32,
+    key: &str,
+    records: &[T],
+) -> Result<String, String> {
+    let mut array = Vec::with_capacity(records.len());
+    for r in records {
+        let mut t = toml::Table::try_from(r).map_err(|e| e.to_string())?;
+        seal_toml(&mut t);
+        array.push(toml::Value::Table(t));
+    }
+    let mut root = toml::Table::new();
+    root.insert("schema".into(), toml::Value::Integer(schema.into()));
+    root.insert(key.into(), toml::Value::Array(array));
+    toml::to_string(&root).map_err(|e| e.to_string())
+}
+
+/// Read a file written by [`write_sealed_toml`]: its schema must be `schema` and every
+/// record's seal must hold. The error names the record (by `describe`) and says what is
+/// wrong; the caller adds the path and what to do.
+pub fn read_sealed_toml<T: serde::de::DeserializeOwned>(
+    text: &str,
+    schema: u32,
+    key: &str,
+    describe: impl Fn(&toml::Table) -> String,
+) -> Result<Vec<T>, String> {
+    let mut root: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
+    match root.remove("schema") {
+        Some(toml::Value::Integer(n)) if n == i64::from(schema) => {}
+        Some(v) => return Err(format!("schema {v} (this tool reads schema {schema})")),
+        None => return Err(format!("no `schema` (this tool reads schema {schema})")),
+    }
+    let records = match root.remove(key) {
+        None => Vec::new(),
+        Some(toml::Value::Array(a)) => a,
+        Some(_) => return Err(format!("`{key}` is not an array of tables")),
+    };
+    if let Some(other) = root.keys().next() {
+        return Err(format!("unknown key `{other}`"));
+    }
+    records
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let toml::Value::Table(mut t) = r else {
+                return Err(format!("{key} #{} is not a table", i + 1));
+            };
+            let what = format!("{key} #{} ({})", i + 1, describe(&t));
+            unseal_toml(&mut t).map_err(|why| format!("{what}: {why}"))?;
+            T::deserialize(toml::Value::Table(t)).map_err(|e| format!("{what}: {e}"))
+        })
+        .collect()
+}
+
+/// `a/b/c` from the string values of `keys` in a record, for naming it in a message.
+pub fn describe_keys(t: &toml::Table, keys: &[&str]) -> String {
+    keys.iter()
+        .map(|k| t.get(*k).and_then(|v| v.as_str()).unwrap_or("?"))
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_json_seal_catches_any_changed_value_and_survives_key_order() {
+        let mut v = serde_json::json!({"n": 3, "time_us": 12.25, "status": "measured"});
+        seal_json(&mut v);
+        let text = v.to_string();
+        let mut back: Value = serde_json::from_str(&text).unwrap();
+        unseal_json(&mut back).unwrap();
+        assert_eq!(back, serde_json::json!({"n": 3, "time_us": 12.25, "status": "measured"}));
+        // Another key order in the text is the same object.
+        let reordered =
+            format!(r#"{{"status":"measured","time_us":12.25,"{FIELD}":{},"n":3}}"#, v[FIELD]);
+        unseal_json(&mut serde_json::from_str(&reordered).unwrap()).unwrap();
+        let mut edited: Value = serde_json::from_str(&text.replace("12.25", "1.25")).unwrap();
+        assert!(unseal_json(&mut edited).unwrap_err().contains("does not match"));
+        let mut bare = serde_json::json!({"n": 3});
+        assert!(unseal_json(&mut bare).unwrap_err().contains("no `checksum`"));
+    }
+
+    #[test]
+    fn a_toml_seal_survives_the_toml_writer_and_catches_an_edit() {
+        let mut t: toml::Table =
+            toml::from_str("kernel = \"gemm\"\ntime_us = 6147.1\n[params]\ntile = 512\n").unwrap();
+        seal_toml(&mut t);
+        let text = toml::to_string(&t).unwrap();
+        let mut back: toml::Table = toml::from_str(&text).unwrap();
+        unseal_toml(&mut back).unwrap();
+        assert_eq!(back["params"]["tile"].as_integer(), Some(512));
+        let mut edited: toml::Table =
+            toml::from_str(&text.replace("tile = 512", "tile = 256")).unwrap();
+        assert!(unseal_toml(&mut edited).is_err());
+    }
+
+    proptest! {
+        /// Whatever the values, a sealed record written as TOML and read back unseals to
+        /// exactly what was sealed (floats included: the seal must not reject its own files).
+        #[test]
+        fn sealed_toml_round_trips(
+            time in proptest::num::f64::NORMAL | proptest::num::f64::ZERO,
+            n in any::<i64>(),
+            name in "k_[a-z]{1,10}",
+        ) {
+            let mut t = toml::Table::new();
+            t.insert("time_us".into(), toml::Value::Float(time));
+            t.insert("n".into(), toml::Value::Integer(n));
+            t.insert(name.clone(), toml::Value::String(name.clone()));
+            let original = t.clone();
+            seal_toml(&mut t);
+            let mut back: toml::Table = toml::from_str(&toml::to_string(&t).unwrap()).unwrap();
+            prop_assert_eq!(unseal_toml(&mut back), Ok(()));
+            prop_assert_eq!(back, original);
+        }
+    }
+}

@@ -1,0 +1,430 @@
+//! Every kind of bad input and fault, one after another on one store: each must end with
+//! its documented exit code and a message that says what went wrong, and must never lose a
+//! result that was finished before it.
+//!
+//! Data-driven like `bad_input.rs`, but each case also proves the store kept what it held:
+//! the entries of a seed run, read before the case, are byte-identical after it (an entry
+//! the case damaged on purpose must come back repaired, byte-identical too), and a run that
+//! failed part-way kept the results it finished (rerun, they are served from the store).
+//! The cases run in sequence in one test: several share files (the seed's entries, the
+//! scratch crate) and two mount or lock the store.
+
+use neuron_tune_tests::{
+    broken_manifest, cli_command, cli_env, events, root, scratch_dir, test_target_dir,
+    two_kernel_crate,
+};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// The store entry file of a `bench` event (built-in chip trn2).
+fn entry_of(bench: &Value) -> PathBuf {
+    let hash = bench["program_hash"].as_str().expect("bench events name their program");
+    assert_eq!(bench["chip"], "trn2");
+    let key = cargo_neuron_tune::store::Store::key(hash, "trn2", "bench");
+    test_target_dir().join("neuron-tune/bench").join(&key[..2]).join(format!("{key}.json"))
+}
+
+/// The entry files of every `bench` event of a JSON stdout, with their bytes.
+fn entries(stdout: &str) -> BTreeMap<PathBuf, Vec<u8>> {
+    events(stdout, "bench")
+        .iter()
+        .map(|b| {
+            let p = entry_of(b);
+            let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            (p, bytes)
+        })
+        .collect()
+}
+
+/// Every entry of `kept` is still there, byte for byte.
+fn assert_kept(what: &str, kept: &BTreeMap<PathBuf, Vec<u8>>) {
+    for (path, bytes) in kept {
+        let now = std::fs::read(path)
+            .unwrap_or_else(|e| panic!("{what}: lost store entry {}: {e}", path.display()));
+        assert!(&now == bytes, "{what}: store entry {} changed", path.display());
+    }
+}
+
+fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut a = args.to_vec();
+    a.extend_from_slice(&["--message-format", "json"]);
+    cli_env(&a, env)
+}
+
+/// Run a case: exit code and words (on stderr), then the seed's entries still there.
+#[track_caller]
+fn case(
+    what: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    code: i32,
+    words: &[&str],
+    kept: &BTreeMap<PathBuf, Vec<u8>>,
+) -> (String, String) {
+    let (got, out, err) = run(args, env);
+    assert_eq!(got, code, "{what}: exit code\nstderr:\n{err}");
+    for w in words {
+        assert!(err.contains(w), "{what}: stderr lacks {w:?}\nstderr:\n{err}");
+    }
+    assert_kept(what, kept);
+    (out, err)
+}
+
+/// A crate whose `triple` kernel's reference is rewritten by `edit` (its own workspace).
+fn crate_with_reference(name: &str, reference: &str) -> String {
+    let dir = two_kernel_crate(name, 3.0);
+    let main = dir.join("src/main.rs");
+    let src = std::fs::read_to_string(&main).unwrap();
+    let original = "{ vec![i[0].iter().map(|v| 3.0 * v).collect()] }";
+    assert!(src.contains(original), "the scratch crate's reference changed shape");
+    std::fs::write(&main, src.replace(original, reference)).unwrap();
+    dir.join("Cargo.toml").to_string_lossy().into_owned()
+}
+
+/// A tmpfs mounted over a directory for the life of the guard (needs root).
+struct Mount(PathBuf);
+
+impl Mount {
+    fn full_tmpfs(dir: &Path) -> Option<Mount> {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=4k", "tmpfs"])
+            .arg(dir)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            return None;
+        }
+        let m = Mount(dir.to_path_buf());
+        // Fill it: the next write finds no space, as on a full disk.
+        let _ = std::fs::write(dir.join("fill"), vec![0u8; 64 * 1024]);
+        Some(m)
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn every_fault_exits_with_its_code_says_why_and_keeps_what_was_stored() {
+    let noisy = broken_manifest("noisy");
+    let n = noisy.as_str();
+    let k = "neuron-fixtures-kernels";
+
+    // The seed: results finished before any of the faults below.
+    let (code, seed_out, err) =
+        run(&["bench", "--manifest-path", n, "--kernel", "double", "--all-variants"], &[]);
+    assert_eq!(code, 0, "{err}");
+    let seed = entries(&seed_out);
+    assert_eq!(seed.len(), 4, "double has 4 variants");
+    let mut kinds = 0;
+
+    // Bad command lines and configuration: exit 2, nothing measured, nothing lost.
+    let scratch = scratch_dir("faults");
+    let bad_chip = scratch.join("bad-chip.toml");
+    let (_, chip_toml, _) = cli_env(&["chip", "trn2"], &[]);
+    std::fs::write(&bad_chip, chip_toml.replace("[dma]\n", "[dma]\nqueues_per_engine = 16\n"))
+        .unwrap();
+    let bad_chip = bad_chip.to_str().unwrap();
+    let bad_toml = broken_manifest("bad_toml");
+    let config_cases: &[(&str, Vec<&str>, Vec<&str>)] = &[
+        (
+            "a shape no kernel has",
+            vec!["bench", "-p", k, "--shape", "nosuch"],
+            vec!["--shape nosuch", "gemm: medium, qwen3_mlp_up, small"],
+        ),
+        ("an unknown kernel", vec!["bench", "-p", k, "--kernel", "gemmm"], vec!["no such kernel"]),
+        ("zero property cases", vec!["check", "-p", k, "--cases", "0"], vec!["--cases"]),
+        ("a zero timeout", vec!["bench", "-p", k, "--timeout", "0"], vec!["--timeout"]),
+        ("a zero budget", vec!["tune", "-p", k, "--budget", "0"], vec!["--budget"]),
+        ("zero jobs", vec!["bench", "-p", k, "-j", "0"], vec!["--jobs"]),
+        (
+            "a trace into a missing directory",
+            vec!["profile", "-p", k, "add", "--shape", "small", "--trace", "/nonexistent/t.json"],
+            vec!["--trace /nonexistent/t.json", "no directory /nonexistent"],
+        ),
+        (
+            "an undeclared parameter",
+            vec!["bench", "-p", k, "--kernel", "add", "--shape", "small", "--params", "nope=1"],
+            vec!["--params for `add`", "nope"],
+        ),
+        ("an unknown chip", vec!["bench", "-p", k, "--chip", "trn9"], vec!["--chip trn9"]),
+        (
+            "a chip file with a field the simulator does not have",
+            vec!["bench", "-p", k, "--kernel", "add", "--chip", bad_chip],
+            vec![bad_chip, "queues_per_engine"],
+        ),
+        (
+            "a bad TOML search space",
+            vec!["list", "--manifest-path", &bad_toml],
+            vec!["bad_toml/Cargo.toml:22:", "no parameter `tile_rows`"],
+        ),
+        (
+            "an unknown model",
+            vec!["bench", "-p", "neuron-fixtures-qwen3", "--model", "gpt5"],
+            vec!["gpt5"],
+        ),
+    ];
+    for (what, args, words) in config_cases {
+        case(what, args, &[], 2, words, &seed);
+        kinds += 1;
+    }
+
+    // A kernel that does not compile: exit 3 with cargo's message.
+    case(
+        "a compile error",
+        &["bench", "--manifest-path", &broken_manifest("compile_error")],
+        &[],
+        3,
+        &["error"],
+        &seed,
+    );
+    kinds += 1;
+
+    // Wrong answers that could look right: exit 4, saying exactly what is wrong.
+    case(
+        "a wrong result",
+        &["check", "--manifest-path", &broken_manifest("wrong_result"), "--cases", "8"],
+        &[],
+        4,
+        &["smallest failing shape"],
+        &seed,
+    );
+    let empty_ref = crate_with_reference("faults-empty-ref", "{ let _ = i; vec![] }");
+    case(
+        "a reference that returns no outputs",
+        &["check", "--manifest-path", &empty_ref, "--kernel", "triple", "--cases", "4"],
+        &[],
+        4,
+        &["the reference returned 0 outputs; the kernel writes 1"],
+        &seed,
+    );
+    let short_ref = crate_with_reference(
+        "faults-short-ref",
+        "{ vec![i[0].iter().skip(1).map(|v| 3.0 * v).collect()] }",
+    );
+    case(
+        "a reference with a short output",
+        &["check", "--manifest-path", &short_ref, "--kernel", "triple", "--cases", "4"],
+        &[],
+        4,
+        &["the reference's output `y` has 0 elements; the tensor [1, 1] has 1"],
+        &seed,
+    );
+    kinds += 3;
+
+    // Variants that panic, hang or kill their worker: the others finish and are kept.
+    for (krate, what, words) in [
+        ("panic", "a panicking variant", &["index out of bounds"][..]),
+        ("hang", "a hanging variant", &["timed out after 5 s"][..]),
+    ] {
+        let m = broken_manifest(krate);
+        let args = ["bench", "--manifest-path", &m, "--all-variants", "--timeout", "5"];
+        let (out, _) = case(what, &args, &[], 4, words, &seed);
+        let finished = entries(&out);
+        assert_eq!(finished.len(), 1, "{what}: the other variant finished");
+        assert_kept(what, &finished);
+        kinds += 1;
+    }
+    let many = ["bench", "--manifest-path", n, "--kernel", "many", "--all-variants", "-j", "2"];
+    let (out, _) = case(
+        "a worker killed by a signal",
+        &many,
+        &[("NOISY_ABORT_AT", "3")],
+        4,
+        &["killed by signal 6 (SIGABRT"],
+        &seed,
+    );
+    assert_eq!(events(&out, "bench").len(), 499, "every other variant finished");
+    // `many`'s parameters change nothing of its program: its 499 results are one entry.
+    let finished = entries(&out);
+    assert_eq!(finished.len(), 1);
+    let (code, again, err) = run(&many, &[]);
+    assert_eq!(code, 0, "{err}");
+    let summary = &events(&again, "summary")[0];
+    assert_eq!(
+        (&summary["simulated"], &summary["cached"]),
+        (&Value::from(0), &Value::from(500)),
+        "what finished before the crash is served from the store: {summary}"
+    );
+    assert_kept("a worker killed by a signal", &finished);
+    kinds += 1;
+    case(
+        "a worker that breaks the protocol",
+        &["bench", "--force", "--manifest-path", &broken_manifest("bad_protocol")],
+        &[("BAD_PROTOCOL", "wrong_id")],
+        1,
+        &["protocol error", "harness-bad-protocol"],
+        &seed,
+    );
+    kinds += 1;
+
+    // Damaged files are never used.
+    let victim = seed.keys().next().unwrap().clone();
+    let text = std::fs::read_to_string(&victim).unwrap();
+    let edited = text.replacen("\"checksum\": \"", "\"checksum\": \"0", 1);
+    assert_ne!(edited, text);
+    std::fs::write(&victim, edited).unwrap();
+    let double = ["bench", "--manifest-path", n, "--kernel", "double", "--all-variants"];
+    let (out, _) = case(
+        "a store entry edited into other valid JSON",
+        &double,
+        &[],
+        0,
+        &[victim.to_str().unwrap(), "measuring again"],
+        &BTreeMap::new(),
+    );
+    assert_eq!(events(&out, "summary")[0]["simulated"], 1);
+    assert_kept("the damaged entry is rewritten as it was", &seed);
+    kinds += 1;
+
+    match Mount::full_tmpfs(victim.parent().unwrap()) {
+        Some(mount) => {
+            let mut forced = double.to_vec();
+            forced.push("--force");
+            case(
+                "a full disk under the store",
+                &forced,
+                &[],
+                1,
+                &["writing the store", "No space left on device"],
+                &BTreeMap::new(),
+            );
+            drop(mount);
+            assert_kept("a full disk under the store", &seed);
+            kinds += 1;
+        }
+        None => eprintln!("SKIPPED the full-disk case: mounting a tmpfs needs root"),
+    }
+
+    // A tuned database and a journal, made by a real run, then damaged.
+    let mine = two_kernel_crate("faults-tuned", 3.0).join("Cargo.toml");
+    let mine = mine.to_str().unwrap();
+    let tune =
+        ["tune", "--manifest-path", mine, "--kernel", "double", "--budget", "3", "--seed", "7"];
+    let (code, tuned_out, err) = run(&tune, &[]);
+    assert_eq!(code, 0, "{err}");
+    let result = events(&tuned_out, "tune").pop().expect("a tune result");
+    let journal = PathBuf::from(result["journal"].as_str().unwrap());
+    let lines: Vec<String> =
+        std::fs::read_to_string(&journal).unwrap().lines().map(String::from).collect();
+    assert!(lines.len() >= 2, "{lines:?}");
+    let damaged =
+        lines[1].replacen("\"n\":1", "\"n\":1 ", 1).replacen("\"status\":\"", "\"status\":\"x", 1);
+    assert_ne!(damaged, lines[1]);
+    let mut text = lines.clone();
+    text[1] = damaged;
+    std::fs::write(&journal, text.join("\n") + "\n").unwrap();
+    let mut resume = tune.to_vec();
+    resume.push("--resume");
+    let (out, _) = case(
+        "a damaged journal line",
+        &resume,
+        &[],
+        0,
+        &[&format!("{}:2: not used", journal.display()), "made again"],
+        &seed,
+    );
+    let resumed = events(&out, "tune").pop().unwrap();
+    assert_eq!(
+        (&resumed["best_params"], &resumed["best_time"]),
+        (&result["best_params"], &result["best_time"]),
+        "the damaged evaluation was made again, to the same end"
+    );
+    kinds += 1;
+
+    let db = Path::new(mine).with_file_name("neuron-tune.tuned.toml");
+    let text = std::fs::read_to_string(&db).unwrap();
+    std::fs::write(&db, text.replacen("time_us = ", "time_us = 1", 1)).unwrap();
+    case(
+        "an edited tuned database",
+        &["list", "--manifest-path", mine],
+        &[],
+        2,
+        &["neuron-tune.tuned.toml", "tuned #1 (double/trn2/", "checksum does not match"],
+        &seed,
+    );
+    kinds += 1;
+
+    let baseline = scratch.join("neuron-tune.baseline.toml");
+    let committed =
+        std::fs::read_to_string(root().join("fixtures/neuron-tune.baseline.toml")).unwrap();
+    std::fs::write(&baseline, committed.replacen("tokens_per_s = ", "tokens_per_s = 1", 1))
+        .unwrap();
+    case(
+        "an edited baseline",
+        &["baseline", "show", "--baseline", baseline.to_str().unwrap()],
+        &[],
+        2,
+        &["neuron-tune.baseline.toml", "model #1 (", "checksum does not match"],
+        &seed,
+    );
+    kinds += 1;
+
+    // Ctrl-C: finished variants are kept and the message says how to continue. The
+    // entries of `many` are removed first, so that what is there after was written by this
+    // run before it was interrupted.
+    for path in finished.keys() {
+        std::fs::remove_file(path).unwrap();
+    }
+    let slow =
+        ["bench", "--manifest-path", n, "--kernel", "many", "--all-variants", "-j", "1", "--force"];
+    let mut child = cli_command(&[&slow[..], &["--message-format", "json"]].concat())
+        .env("NOISY_SLEEP_MS", "40")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap());
+    std::thread::sleep(Duration::from_secs(4));
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let status = child.wait().unwrap();
+    let out = reader.join().unwrap();
+    let err = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
+    assert_eq!(status.code(), Some(130), "Ctrl-C: {err}");
+    assert!(err.contains("run the same command again to continue"), "{err}");
+    let finished = entries(&out);
+    let done = events(&out, "bench").len();
+    assert!(done > 0 && done < 500, "interrupted after {done} of 500 variants");
+    assert_eq!(finished.len(), 1, "written before the interrupt");
+    assert_kept("Ctrl-C", &finished);
+    assert_kept("Ctrl-C", &seed);
+    kinds += 1;
+
+    // Two runs on one target directory: the second waits, naming the first.
+    let mut first = cli_command(&[&slow[..], &["--message-format", "json"]].concat())
+        .env("NOISY_SLEEP_MS", "10")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let lock = test_target_dir().join("neuron-tune/lock");
+    while !std::fs::read_to_string(&lock).unwrap_or_default().contains(&first.id().to_string()) {
+        assert!(started.elapsed() < Duration::from_secs(60), "the first run never took the lock");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_, err) = case(
+        "a second run on the same target directory",
+        &double,
+        &[],
+        0,
+        &["Blocking waiting for pid", &first.id().to_string()],
+        &seed,
+    );
+    assert!(err.contains("cargo-neuron-tune"), "the holder's command line: {err}");
+    assert!(first.wait().unwrap().success());
+    kinds += 1;
+
+    assert!(kinds >= 20, "{kinds} kinds");
+    eprintln!("{kinds} kinds of bad input and fault checked");
+}

@@ -1,0 +1,256 @@
+//! The tuning loop end to end on `fixtures/broken/loop`: `tune --goal` with rounds and its
+//! decision log, the convergence analysis, and each diagnosis rule on a real run built to
+//! trigger it (docs/tuning-loop.md). `--strategy grid` walks each space in its listed
+//! order, so every run here is the same run.
+
+use neuron_tune_tests::{broken_manifest, cli_command, events};
+use serde_json::Value;
+
+/// `tune` on the loop fixture with `--message-format json`: (exit code, final tune event,
+/// stderr). Each run has its own seed: a run's journal is named by kernel, shape, chip,
+/// strategy and seed, and the tests run in parallel.
+fn tune(seed: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, Value, String) {
+    let manifest = broken_manifest("loop");
+    let mut a = vec!["tune", "--strategy", "grid", "--seed", seed];
+    a.extend_from_slice(args);
+    a.extend_from_slice(&["--manifest-path", &manifest, "--message-format", "json"]);
+    let mut cmd = cli_command(&a);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("the CLI runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let e = events(&stdout, "tune").pop().unwrap_or_else(|| panic!("no tune event: {stderr}"));
+    (out.status.code().unwrap_or(-1), e, stderr)
+}
+
+fn journal(e: &Value) -> Vec<Value> {
+    std::fs::read_to_string(e["journal"].as_str().unwrap())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn rules(e: &Value) -> Vec<String> {
+    e["diagnoses"].as_array().unwrap().iter().map(|d| d["rule"].as_str().unwrap().into()).collect()
+}
+
+fn repeats(v: &Value) -> i64 {
+    v["repeats"].as_i64().unwrap()
+}
+
+#[test]
+fn a_reachable_goal_stops_early_and_an_unreachable_one_names_the_limit() {
+    // `steps` gets faster as `repeats` falls (8 is the default); grid proposes 8, 7, 6, 5 in
+    // round 1. Whatever the simulated times, the goal is met exactly when the best so far
+    // reaches default / 1.2, and the run must stop at that round.
+    let (code, e, err) =
+        tune("101", &["--kernel", "steps", "--goal", "20%", "--max-rounds", "2"], &[]);
+    assert_eq!(code, 0, "{err}");
+    let default = e["default_time"].as_f64().unwrap();
+    let g = &e["goal"];
+    assert_eq!(g["met"], true, "{e}");
+    assert!((g["target_us"].as_f64().unwrap() - default / 1.2).abs() < 1e-9);
+    let rounds = e["rounds"].as_array().unwrap();
+    assert_eq!(g["rounds"].as_u64(), Some(rounds.len() as u64));
+    assert!(rounds.len() < 2, "met in fewer rounds than the budget: {rounds:?}");
+    // The journal's evaluations say the goal was met at this round and not before.
+    let lines = journal(&e);
+    let evals: Vec<&Value> = lines.iter().filter(|l| l.get("n").is_some()).collect();
+    assert_eq!(evals.len(), 4 * rounds.len());
+    let best = evals.iter().filter_map(|l| l["time_us"].as_f64()).fold(f64::INFINITY, f64::min);
+    assert!(best <= default / 1.2, "{best} vs {default}");
+    assert_eq!(e["best_time"].as_f64(), Some(best));
+    // The decision log is in the journal (kind `round`) exactly as in the event.
+    let logged: Vec<&Value> = lines.iter().filter(|l| l["line"] == "round").collect();
+    assert_eq!(logged.len(), rounds.len());
+    assert_eq!(logged[0], &rounds[0]);
+    assert_eq!(
+        (rounds[0]["decision"].as_str(), rounds[0]["goal_met"].as_bool()),
+        (Some("kept"), Some(true))
+    );
+    assert_eq!(rounds[0]["proposals"], 4);
+    assert_eq!(repeats(&e["best_params"]), 5, "the fastest of 8, 7, 6, 5");
+
+    // 10× faster than the default is out of reach (one pass, `repeats = 1`, is the floor
+    // and still pays the launch overhead): exit 6, after exactly the allowed rounds, with
+    // the best variant's verdict — the same kind its journal line records.
+    let (code, e, err) =
+        tune("102", &["--kernel", "steps", "--goal", "900%", "--max-rounds", "2"], &[]);
+    assert_eq!(code, 6, "{err}");
+    assert_eq!((e["goal"]["met"].as_bool(), e["goal"]["rounds"].as_u64()), (Some(false), Some(2)));
+    let rounds = e["rounds"].as_array().unwrap();
+    assert!(rounds.iter().all(|r| r["goal_met"] == false));
+    assert_eq!(repeats(&e["best_params"]), 1, "8 proposals in 2 rounds reach repeats = 1");
+    let lines = journal(&e);
+    let best_line = lines
+        .iter()
+        .find(|l| l["params"] == e["best_params"] && l["status"] == "measured")
+        .expect("the best is journaled");
+    let kind = best_line["bottleneck"].as_str().unwrap().split(':').next().unwrap().to_string();
+    assert_eq!(e["goal"]["limit"]["kind"].as_str(), Some(kind.as_str()));
+    assert!(err.contains("not met after 2 rounds"), "{err}");
+    assert!(err.contains(&format!("limited by {kind}")), "{err}");
+    assert!(!e["goal"]["limit"]["evidence"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn a_run_stopped_while_improving_is_diagnosed_not_converged() {
+    // Every grid proposal of `steps` beats the last: after 8 the best is still falling.
+    let (code, e, err) = tune("103", &["--kernel", "steps", "--budget", "8"], &[]);
+    assert_eq!(code, 0, "{err}");
+    let curve: Vec<f64> =
+        e["best_so_far"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert!(curve.windows(2).all(|w| w[1] < w[0]), "each proposal improved: {curve:?}");
+    let c = &e["convergence"];
+    // Window: the last max(4, 8/5) = 4 evaluations; the best before it was curve[3].
+    assert_eq!(c["window"], 4);
+    let expected = (curve[3] - curve[7]) / curve[3];
+    assert!((c["improvement_in_window"].as_f64().unwrap() - expected).abs() < 1e-12);
+    assert_eq!(rules(&e), ["not_converged"]);
+    // The fixed keys are still there.
+    for k in ["best_params", "best_time", "evaluations", "seed", "strategy"] {
+        assert!(!e[k].is_null(), "{k}");
+    }
+}
+
+#[test]
+fn a_space_mostly_over_sbuf_is_diagnosed_invalid_heavy() {
+    // 16 configurations; on trn1 every `scratch` ≥ 3 (192 KiB and more of scratch) overflows
+    // a partition's SBUF: 5 levels × 2 `bufs` = 10 of 16 invalid.
+    let (code, e, err) =
+        tune("104", &["--kernel", "overflow", "--budget", "16", "--chip", "trn1"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!((e["evaluations"].as_u64(), e["invalid"].as_u64()), (Some(16), Some(10)));
+    assert_eq!(e["convergence"]["invalid_fraction"].as_f64(), Some(10.0 / 16.0));
+    let d = e["diagnoses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["rule"] == "invalid_heavy")
+        .unwrap_or_else(|| panic!("{e}"))
+        .clone();
+    let evidence: Vec<&str> =
+        d["evidence"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(evidence[0], "10 of 16 evaluations were invalid");
+    assert_eq!(evidence[1], "10 refused by SBUF capacity");
+    // The culprits: scratch 3 to 7, each 2 of 2 (the top five shown).
+    for s in 3..=7 {
+        assert!(
+            evidence.contains(&format!("scratch={s}: 2 of 2 invalid").as_str()),
+            "{evidence:?}"
+        );
+    }
+    assert!(d["advice"][0].as_str().unwrap().contains("scratch=3"), "{d}");
+}
+
+#[test]
+fn a_run_spent_in_correctness_checks_is_diagnosed_slow() {
+    // Each of the 4 grid proposals is a would-be winner, so each is checked (8 cases of
+    // tiny shapes), and the reference sleeps 250 ms a case: ≥ 8 s of checks against a warm
+    // build and four small simulations.
+    let (code, e, err) =
+        tune("105", &["--kernel", "steps", "--budget", "4"], &[("LOOP_REFERENCE_SLEEP_MS", "250")]);
+    assert_eq!(code, 0, "{err}");
+    let slow = e["diagnoses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["rule"] == "slow")
+        .unwrap_or_else(|| panic!("{e}"))
+        .clone();
+    assert!(slow["summary"].as_str().unwrap().contains("correctness checks"), "{slow}");
+    // Without the sleep the same run is not slow (its checks draw tiny shapes).
+    let (code, e, err) = tune("106", &["--kernel", "steps", "--budget", "4"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!rules(&e).contains(&"slow".to_string()), "{e}");
+}
+
+#[test]
+fn a_winner_wrong_on_another_shape_of_its_key_set_is_rolled_back() {
+    // `tail` at both its shapes (its key set): 512-column tiles are faster, right at
+    // `aligned` (1024 columns) and pass the property check (which draws multiples of 512
+    // only), but drop the tail of `ragged` (1000 columns). Each round's winner is validated
+    // on both named shapes, rolled back, and the log names `ragged`; no correct variant
+    // beats the default by 5 %, so the goal is not met. The last event is `ragged`'s.
+    let (code, e, err) =
+        tune("107", &["--kernel", "tail", "--goal", "5%", "--max-rounds", "2"], &[]);
+    assert_eq!(e["shape"], "ragged");
+    assert_eq!(code, 6, "{err}");
+    let lines = journal(&e);
+    // The 512 variant was measured faster than the default and passed the property check.
+    let fast = lines
+        .iter()
+        .find(|l| l["params"]["cols_per_tile"] == 512)
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    assert_eq!(fast["status"], "measured");
+    assert!(fast["time_us"].as_f64().unwrap() < e["default_time"].as_f64().unwrap());
+    let r = &e["rounds"][0];
+    assert_eq!(r["decision"], "rolled_back", "{r}");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(reason.contains("cols_per_tile=512"), "{reason}");
+    assert!(reason.contains("wrong at shape ragged"), "{reason}");
+    // The winner is the correct variant, and the log in the journal says the same.
+    assert_eq!(e["best_params"]["cols_per_tile"], 128);
+    assert!(lines.iter().any(|l| l["line"] == "round" && l["decision"] == "rolled_back"));
+    assert_eq!(e["invalid"], 1, "the rolled-back winner counts as invalid");
+
+    // The tuned database records the shapes the winner was validated on (the 128 variant,
+    // as fast as the default, checked on both shapes of the key set); only this test tunes
+    // `tail`.
+    let db = std::fs::read_to_string(
+        neuron_tune_tests::root().join("fixtures/broken/loop/neuron-tune.tuned.toml"),
+    )
+    .unwrap();
+    let tail = db
+        .split("[[tuned]]")
+        .find(|r| r.contains("kernel = \"tail\"") && r.contains("shape = \"aligned\""))
+        .unwrap_or_else(|| panic!("{db}"));
+    assert!(tail.contains("validated_shapes = [\"aligned\", \"ragged\"]"), "{tail}");
+}
+
+#[test]
+fn a_winner_slow_at_another_shape_of_its_key_set_is_diagnosed_over_fitted() {
+    // `fit` runs 1 + |guess − cols/128| passes: narrow's winner is guess 2 (1 pass), wide's
+    // guess 8; each runs 7 passes at the other shape, far more than 5 % slower.
+    let manifest = broken_manifest("loop");
+    let args = [
+        "tune",
+        "--kernel",
+        "fit",
+        "--strategy",
+        "grid",
+        "--seed",
+        "109",
+        "--budget",
+        "3",
+        "--manifest-path",
+        &manifest,
+        "--message-format",
+        "json",
+    ];
+    let out = cli_command(&args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let tuned = events(&stdout, "tune");
+    let best = |shape: &str| {
+        let e = tuned.iter().find(|e| e["shape"] == shape).unwrap();
+        (e["best_params"]["guess"].as_i64().unwrap(), e["best_time"].as_f64().unwrap())
+    };
+    let ((narrow_guess, narrow_us), (wide_guess, wide_us)) = (best("narrow"), best("wide"));
+    assert_eq!((narrow_guess, wide_guess), (2, 8));
+    let diagnoses = events(&stdout, "diagnosis");
+    assert_eq!(diagnoses.len(), 2, "{diagnoses:?}");
+    for (shape, other, other_best) in [("narrow", "wide", wide_us), ("wide", "narrow", narrow_us)] {
+        let d = diagnoses.iter().find(|d| d["shape"] == shape).unwrap();
+        assert_eq!(d["diagnosis"]["rule"], "over_fitted");
+        let evidence = d["diagnosis"]["evidence"][0].as_str().unwrap();
+        assert!(evidence.starts_with(&format!("at {other} it runs ")), "{evidence}");
+        assert!(
+            evidence.ends_with(&format!("that shape's winner ({other_best:.2} µs)")),
+            "{evidence}"
+        );
+    }
+}
