@@ -182,6 +182,24 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         results: Option<PathBuf>,
     },
+    /// Write the HTML report: convergence, Pareto front, engine use, roofline, gate history,
+    /// the best variants, and Perfetto traces of the variants shown (one page, works offline).
+    Report {
+        #[command(flatten)]
+        cargo: CargoFlags,
+        /// Directory for the report and its traces (default: <target-dir>/neuron-tune/report).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Open the report in the default browser once written.
+        #[arg(long)]
+        open: bool,
+        /// Only tuning runs of this kernel (name or glob; repeatable). Default: all.
+        #[arg(long = "kernel", short = 'k', value_name = "NAME")]
+        kernels: Vec<String>,
+        /// Only tuning runs and gate history on this chip (its name). Default: all.
+        #[arg(long, value_name = "CHIP")]
+        chip: Option<String>,
+    },
     /// Print a chip's description as TOML: a built-in (`trn1`, `trn2`, `trn3`) or a chip TOML
     /// file, validated. Start your own chip from a built-in:
     /// `cargo neuron-tune chip trn2 > my-chip.toml`, edit it, then pass `--chip my-chip.toml`.

@@ -15,6 +15,8 @@
 //! * [`partition`] — `--partition k/n`: a stable share of a command's work items.
 //! * [`seal`] — schema and checksum on every file the tool reads back.
 //! * [`commands`] — one module per subcommand (`tune` drives `neuron-tune-search`).
+//! * [`report`] — the HTML report: its data model (store, journals, tuned databases, gate
+//!   history) and its rendering (inline SVG charts).
 //!
 //! It never decides correctness itself and never links user kernels: it asks the harness
 //! binary cargo built, over the worker protocol (`neuron-tune-protocol`).
@@ -33,6 +35,7 @@ pub mod interrupt;
 pub mod models;
 pub mod output;
 pub mod partition;
+pub mod report;
 pub mod seal;
 pub mod select;
 pub mod store;

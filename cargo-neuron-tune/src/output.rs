@@ -181,6 +181,14 @@ pub enum Event {
         path: std::path::PathBuf,
         entries: Vec<crate::baseline::BaselineEntry>,
     },
+    /// `report`: the page written, what it shows, and the traces written next to it.
+    Report {
+        path: std::path::PathBuf,
+        targets: usize,
+        tuned: usize,
+        gate_series: usize,
+        traces: Vec<std::path::PathBuf>,
+    },
     Summary(Summary),
     Error {
         code: u8,
@@ -230,9 +238,34 @@ pub struct Summary {
     pub seed: Option<u64>,
 }
 
+/// Whether results may carry colour, by the conventions of no-color.org and
+/// bixense.com/clicolors: `NO_COLOR` (set, not empty) never; else `CLICOLOR_FORCE` (set, not
+/// empty, not `0`) always; else only on a terminal that is not `TERM=dumb`. `env` reads a
+/// variable (a function so the rule is tested without touching the process environment).
+pub fn color_enabled(env: impl Fn(&str) -> Option<String>, stdout_is_terminal: bool) -> bool {
+    let set = |k: &str| env(k).is_some_and(|v| !v.is_empty());
+    if set("NO_COLOR") {
+        return false;
+    }
+    if set("CLICOLOR_FORCE") && env("CLICOLOR_FORCE").as_deref() != Some("0") {
+        return true;
+    }
+    stdout_is_terminal && env("TERM").as_deref() != Some("dumb")
+}
+
+/// SGR codes the tool uses.
+pub mod sgr {
+    pub const BOLD: &str = "1";
+    pub const RED: &str = "31";
+    pub const GREEN: &str = "32";
+    pub const YELLOW: &str = "33";
+}
+
 /// Where events and human lines go.
 pub struct Reporter {
     json: bool,
+    /// Results may carry colour ([`color_enabled`]; never in JSON mode).
+    color: bool,
     /// Invalid variants seen (combinations the validity rule or the hardware rejects):
     /// shown as a count with a few examples, not one line each.
     invalid: Mutex<Vec<String>>,
@@ -242,11 +275,21 @@ pub struct Reporter {
 
 impl Reporter {
     pub fn new(json: bool) -> Reporter {
-        Reporter { json, invalid: Mutex::default(), repeats: Mutex::default() }
+        use std::io::IsTerminal;
+        let color =
+            !json && color_enabled(|k| std::env::var(k).ok(), std::io::stdout().is_terminal());
+        Reporter { json, color, invalid: Mutex::default(), repeats: Mutex::default() }
     }
 
     pub fn is_json(&self) -> bool {
         self.json
+    }
+
+    /// A table as result lines (header in bold when colour is on), trailing spaces cut.
+    pub fn table(&self, t: &Table, indent: &str) {
+        for line in t.lines_colored(indent, self.color) {
+            self.result(line.trim_end());
+        }
     }
 
     /// An event: a JSON line in JSON mode, nothing otherwise (the command prints its human
@@ -355,6 +398,8 @@ pub struct Table {
     /// Per column: right-aligned.
     right: Vec<bool>,
     rows: Vec<Vec<String>>,
+    /// (row, column, SGR code) of coloured cells; row 0 is the first data row.
+    paint: Vec<(usize, usize, &'static str)>,
 }
 
 impl Table {
@@ -365,6 +410,7 @@ impl Table {
             headers: headers.iter().map(|h| h.trim_start_matches('>').to_string()).collect(),
             right: headers.iter().map(|h| h.starts_with('>')).collect(),
             rows: Vec::new(),
+            paint: Vec::new(),
         }
     }
 
@@ -372,8 +418,21 @@ impl Table {
         self.rows.push(cells);
     }
 
-    /// The lines, each indented by `indent`, the last column unpadded.
+    /// Colour cell `col` of the last row added (shown only when colour is on).
+    pub fn paint_last(&mut self, col: usize, sgr: &'static str) {
+        if let Some(r) = self.rows.len().checked_sub(1) {
+            self.paint.push((r, col, sgr));
+        }
+    }
+
+    /// The lines, each indented by `indent`, the last column unpadded; no colour.
     pub fn lines(&self, indent: &str) -> Vec<String> {
+        self.lines_colored(indent, false)
+    }
+
+    /// [`Table::lines`], with the header bold and painted cells coloured when `color`:
+    /// widths count the text only, so columns stay aligned either way.
+    pub fn lines_colored(&self, indent: &str, color: bool) -> Vec<String> {
         let n = self.headers.len();
         let width = |i: usize| {
             std::iter::once(&self.headers[i])
@@ -385,7 +444,8 @@ impl Table {
         let widths: Vec<usize> = (0..n).map(width).collect();
         std::iter::once(&self.headers)
             .chain(&self.rows)
-            .map(|cells| {
+            .enumerate()
+            .map(|(r, cells)| {
                 let mut line = indent.to_string();
                 for (i, c) in cells.iter().enumerate() {
                     let pad = widths.get(i).copied().unwrap_or(0).saturating_sub(c.chars().count());
@@ -393,6 +453,18 @@ impl Table {
                     if i > 0 {
                         line.push_str("  ");
                     }
+                    let code = match r {
+                        0 => Some(sgr::BOLD),
+                        r => self.paint.iter().find(|p| p.0 == r - 1 && p.1 == i).map(|p| p.2),
+                    };
+                    let painted;
+                    let c = match code {
+                        Some(code) if color && !c.is_empty() => {
+                            painted = format!("\x1b[{code}m{c}\x1b[0m");
+                            &painted
+                        }
+                        _ => c,
+                    };
                     if self.right.get(i).copied().unwrap_or(false) {
                         line.extend(std::iter::repeat_n(' ', pad));
                         line.push_str(c);
@@ -422,6 +494,45 @@ mod tests {
         assert!(!r.once("panic: index out of bounds", "fourth".into()));
         let counts: Vec<usize> = r.repeats.lock().unwrap().iter().map(|(_, n)| *n).collect();
         assert_eq!(counts, [2, 0]);
+    }
+
+    #[test]
+    fn no_color_wins_then_clicolor_force_then_the_terminal() {
+        use super::color_enabled;
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
+        assert!(color_enabled(env(&[]), true));
+        assert!(!color_enabled(env(&[]), false));
+        assert!(!color_enabled(env(&[("TERM", "dumb")]), true));
+        assert!(!color_enabled(env(&[("NO_COLOR", "1")]), true));
+        assert!(!color_enabled(env(&[("NO_COLOR", "1"), ("CLICOLOR_FORCE", "1")]), true));
+        // An empty NO_COLOR is unset (no-color.org).
+        assert!(color_enabled(env(&[("NO_COLOR", "")]), true));
+        assert!(color_enabled(env(&[("CLICOLOR_FORCE", "1")]), false));
+        assert!(!color_enabled(env(&[("CLICOLOR_FORCE", "0")]), false));
+    }
+
+    #[test]
+    fn coloured_tables_align_like_plain_ones() {
+        let mut t = Table::new(&["model", ">change", "verdict"]);
+        t.row(vec!["qwen3".into(), "-12.5 %".into(), "regression".into()]);
+        t.paint_last(2, super::sgr::RED);
+        t.row(vec!["qwen3_naive_long".into(), "0.0 %".into(), "unchanged".into()]);
+        let plain = t.lines("");
+        let colored = t.lines_colored("", true);
+        assert_eq!(plain, t.lines_colored("", false));
+        // Widths 16, 7, 10: `qwen3` + 11 pad + 2 gap; `change` right-aligned in 7.
+        let gap = |n: usize| " ".repeat(n);
+        assert_eq!(colored[1], format!("qwen3{}-12.5 %  \x1b[31mregression\x1b[0m", gap(13)));
+        assert_eq!(
+            colored[0],
+            format!("\x1b[1mmodel\x1b[0m{}\x1b[1mchange\x1b[0m  \x1b[1mverdict\x1b[0m", gap(14))
+        );
+        // With the escapes taken out, the coloured lines are the plain ones.
+        let strip =
+            |l: &str| l.replace("\x1b[1m", "").replace("\x1b[31m", "").replace("\x1b[0m", "");
+        assert_eq!(colored.iter().map(|l| strip(l)).collect::<Vec<_>>(), plain);
     }
 
     #[test]

@@ -153,19 +153,25 @@ impl Store {
     /// Append one JSON object as a line of a journal (created if missing), sealed with the
     /// journal schema and a checksum, and flush it to disk.
     pub fn append_journal(&self, name: &str, line: &serde_json::Value) -> Result<PathBuf> {
-        let dir = self.root.join("journals");
-        fs::create_dir_all(&dir)?;
-        let path = dir.join(format!("{name}.jsonl"));
-        let mut line = line.clone();
-        if let serde_json::Value::Object(obj) = &mut line {
-            obj.insert("schema".into(), JOURNAL_SCHEMA.into());
-        }
-        crate::seal::seal_json(&mut line);
-        let mut f = OpenOptions::new().create(true).append(true).open(&path)?;
-        writeln!(f, "{line}")?;
-        f.sync_data()?;
-        Ok(path)
+        append_journal(&self.root, name, line)
     }
+}
+
+/// [`Store::append_journal`] for a command that does not hold the store's lock (an append
+/// of one line is atomic enough for a journal: a torn last line is rejected by readers).
+pub fn append_journal(root: &Path, name: &str, line: &serde_json::Value) -> Result<PathBuf> {
+    let dir = root.join("journals");
+    fs::create_dir_all(&dir)?;
+    let path = dir.join(format!("{name}.jsonl"));
+    let mut line = line.clone();
+    if let serde_json::Value::Object(obj) = &mut line {
+        obj.insert("schema".into(), JOURNAL_SCHEMA.into());
+    }
+    crate::seal::seal_json(&mut line);
+    let mut f = OpenOptions::new().create(true).append(true).open(&path)?;
+    writeln!(f, "{line}")?;
+    f.sync_data()?;
+    Ok(path)
 }
 
 /// A journal as read back: the lines that can be trusted, and those that cannot.

@@ -16,6 +16,12 @@ const K: &str = "neuron-fixtures-kernels";
 
 const CASES: &[Case] = &[
     Case {
+        what: "a report directory that cannot be made",
+        args: &["report", "-p", K, "--out", "Cargo.toml/report"],
+        code: 2,
+        words: &["--out Cargo.toml/report", "Not a directory"],
+    },
+    Case {
         what: "a shape no selected kernel has",
         args: &["bench", "-p", K, "--shape", "nosuch"],
         code: 2,

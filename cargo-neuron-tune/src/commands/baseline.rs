@@ -113,7 +113,5 @@ fn show_entries(out: &Reporter, b: &Baseline) {
             e.sim_version.clone(),
         ]);
     }
-    for line in t.lines("  ") {
-        out.result(line.trim_end());
-    }
+    out.table(&t, "  ");
 }

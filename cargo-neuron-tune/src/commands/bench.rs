@@ -154,22 +154,28 @@ fn print_table(out: &Reporter, rows: &[(usize, Variant, Measured)]) {
     if rows.is_empty() {
         return;
     }
-    out.result(format!(
-        "\n  {:<16} {:<14} {:<44} {:>11} {:>8} {:<18} ",
-        "kernel", "shape", "params", "time µs", "TFLOP/s", "bottleneck"
-    ));
+    out.result("");
+    let mut t = crate::output::Table::new(&[
+        "kernel",
+        "shape",
+        "params",
+        ">time µs",
+        ">TFLOP/s",
+        "bottleneck",
+        "",
+    ]);
     for (_, v, m) in rows {
-        out.result(format!(
-            "  {:<16} {:<14} {:<44} {:>11.1} {:>8.2} {:<18} {}",
-            v.kernel,
-            v.shape_name,
+        t.row(vec![
+            v.kernel.clone(),
+            v.shape_name.clone(),
             v.params.to_string(),
-            m.bench.time_us,
-            m.bench.tflops,
-            m.bench.bottleneck,
-            if m.cached { "(cached)" } else { "" }
-        ));
+            format!("{:.1}", m.bench.time_us),
+            format!("{:.2}", m.bench.tflops),
+            m.bench.bottleneck.clone(),
+            if m.cached { "(cached)".into() } else { String::new() },
+        ]);
     }
+    out.table(&t, "  ");
 }
 
 /// Per kernel and shape: the fastest variant benchmarked and its gain over the default.

@@ -21,7 +21,7 @@ use crate::gate::{
     Verdict, TOP_MOVED,
 };
 use crate::models::{self, ModelTarget};
-use crate::output::{Event, GateSummary, Reporter, Summary, Table};
+use crate::output::{sgr, Event, GateSummary, Reporter, Summary, Table};
 use crate::partition::keeps;
 use crate::select::chip_spec;
 use crate::store::{write_atomic, Store};
@@ -338,6 +338,23 @@ pub(super) fn finish(
     for c in &report.comparisons {
         out.event(&Event::Gate(Box::new(c.clone())));
     }
+    // The throughput history the report charts: one line per model measured now, a run
+    // named by its start (seconds since the epoch and pid, so two runs never merge).
+    let run = format!(
+        "{}-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        std::process::id()
+    );
+    for c in report.comparisons.iter().filter(|c| c.tokens_per_s.is_some()) {
+        let line = serde_json::json!({
+            "run": run, "model": c.model, "shape": c.shape, "chip": c.chip,
+            "tokens_per_s": c.tokens_per_s, "total_us": c.total_us,
+        });
+        crate::store::append_journal(&target.join("neuron-tune"), "gate-history", &line)
+            .map_err(|e| fail(Exit::Internal, format!("writing the gate history: {e:#}")))?;
+    }
     out.event(&Event::GateSummary(Box::new(GateSummary {
         against: report.config.against.clone(),
         threshold_pct: report.config.threshold_pct,
@@ -397,10 +414,14 @@ fn print(out: &Reporter, r: &Report) {
             c.change_pct.map_or("-".into(), pct),
             c.verdict.as_str().into(),
         ]);
+        match c.verdict {
+            Verdict::Regression | Verdict::Failed => t.paint_last(6, sgr::RED),
+            Verdict::Improvement => t.paint_last(6, sgr::GREEN),
+            Verdict::NotComparable => t.paint_last(6, sgr::YELLOW),
+            Verdict::Unchanged | Verdict::New => {}
+        }
     }
-    for line in t.lines("  ") {
-        out.result(line.trim_end());
-    }
+    out.table(&t, "  ");
     if !r.moved.is_empty() {
         out.result("\n  kernel calls whose time moved most:");
         let mut t = Table::new(&[
@@ -421,9 +442,7 @@ fn print(out: &Reporter, r: &Report) {
                 m.models.join(", "),
             ]);
         }
-        for line in t.lines("  ") {
-            out.result(line.trim_end());
-        }
+        out.table(&t, "  ");
     }
     for n in &r.notes {
         out.note(format!("note: {n}"));

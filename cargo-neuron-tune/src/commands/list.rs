@@ -4,7 +4,7 @@ use crate::cargo::CargoFlags;
 use crate::eval::trace_stream;
 use crate::exit::{Exit, Failure};
 use crate::output::Event;
-use crate::output::{Reporter, TunedStatus};
+use crate::output::{sgr, Reporter, Table, TunedStatus};
 use crate::select::Variant;
 use crate::workspace::{Ctx, Workspace};
 use neuron_tune_protocol::ChipSpec;
@@ -67,6 +67,8 @@ pub fn run(cargo: &CargoFlags, ctx: &Ctx) -> Result<Exit, Failure> {
             c.list.kernels.len(),
             c.list.models.len()
         ));
+        // The name column fits the longest name, so the lines under it stay aligned.
+        let w = c.list.kernels.iter().map(|k| k.name.chars().count()).max().unwrap_or(0).max(6);
         for k in &c.list.kernels {
             let params: Vec<String> = k
                 .space
@@ -79,8 +81,8 @@ pub fn run(cargo: &CargoFlags, ctx: &Ctx) -> Result<Exit, Failure> {
                     )
                 })
                 .collect();
-            out.result(format!("  {:<18} {}", k.name, k.doc));
-            out.result(format!("  {:<18} space: {}", "", params.join("  ")));
+            out.result(format!("  {:<w$}  {}", k.name, k.doc));
+            out.result(format!("  {:<w$}  space: {}", "", params.join("  ")));
             let size = k.space.len();
             let shapes: Vec<String> = k
                 .shapes
@@ -91,27 +93,43 @@ pub fn run(cargo: &CargoFlags, ctx: &Ctx) -> Result<Exit, Failure> {
                     None => format!("{n} {s}"),
                 })
                 .collect();
-            out.result(format!("  {:<18} shapes: {}", "", shapes.join("; ")));
-            for t in tuned.iter().filter(|t| t.record.kernel == k.name) {
-                let r = &t.record;
-                out.result(format!(
-                    "  {:<18} tuned: {} {} {} {:.1} µs  {}{}",
-                    "",
-                    r.chip,
-                    r.shape,
-                    if r.shape.contains('@') { r.dims.to_string() } else { String::new() },
-                    r.time_us,
-                    r.params,
-                    match t.stale {
-                        Some(true) => "  (stale: the kernel changed since; tune it again)",
-                        None => "  (not checked: chip is not built in)",
-                        Some(false) => "",
-                    }
-                ));
-            }
+            out.result(format!("  {:<w$}  shapes: {}", "", shapes.join("; ")));
         }
-        for m in &c.list.models {
-            out.result(format!("  model {:<12} {}", m.name, m.doc));
+        if !tuned.is_empty() {
+            out.result(format!("\n  tuned ({}):", crate::tuned::FILE_NAME));
+            let mut t = Table::new(&["kernel", "chip", "shape", ">time µs", "params", "status"]);
+            for s in &tuned {
+                let r = &s.record;
+                t.row(vec![
+                    r.kernel.clone(),
+                    r.chip.clone(),
+                    if r.shape.contains('@') {
+                        format!("{} {}", r.shape, r.dims)
+                    } else {
+                        r.shape.clone()
+                    },
+                    format!("{:.1}", r.time_us),
+                    r.params.to_string(),
+                    match s.stale {
+                        Some(true) => "stale: the kernel changed since; tune it again",
+                        None => "not checked: chip is not built in",
+                        Some(false) => "current",
+                    }
+                    .into(),
+                ]);
+                if s.stale == Some(true) {
+                    t.paint_last(5, sgr::YELLOW);
+                }
+            }
+            out.table(&t, "  ");
+        }
+        if !c.list.models.is_empty() {
+            out.result("");
+            let mut t = Table::new(&["model", "description"]);
+            for m in &c.list.models {
+                t.row(vec![m.name.clone(), m.doc.clone()]);
+            }
+            out.table(&t, "  ");
         }
     }
     Ok(Exit::Ok)

@@ -13,7 +13,7 @@ pub mod merge;
 pub mod new;
 mod profile;
 mod replay;
-mod tune;
+pub mod tune;
 
 use crate::cli::{BaselineAction, Cli, Command, MessageFormat};
 use crate::exit::{Exit, Failure};
@@ -99,6 +99,16 @@ fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
         Command::Merge { cargo, files, markdown, junit, results } => {
             merge::run(cargo, files, markdown.as_deref(), junit.as_deref(), results.as_deref(), ctx)
         }
+        Command::Report { cargo, out, open, kernels, chip } => crate::report::run(
+            cargo,
+            &crate::report::Args {
+                out: out.as_deref(),
+                open: *open,
+                kernels,
+                chip: chip.as_deref(),
+            },
+            ctx,
+        ),
         Command::Chip { chip } => chip::run(chip, &ctx.out),
         Command::Replay { cache, search } => replay::run_replay(cache, search, &ctx.out),
         Command::New { name, template, manifest_path } => {
@@ -112,7 +122,10 @@ fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
 }
 
 /// Open the variant store, saying so when another run holds its lock.
-fn open_store(target: &std::path::Path, out: &Reporter) -> Result<crate::store::Store, Failure> {
+pub(crate) fn open_store(
+    target: &std::path::Path,
+    out: &Reporter,
+) -> Result<crate::store::Store, Failure> {
     Ok(crate::store::Store::open(target, |lock, holder| {
         let who = if holder.is_empty() {
             "another cargo neuron-tune run".into()

@@ -61,26 +61,56 @@ fn params_of(space: &neuron_tune_protocol::Space, c: &Config) -> Params {
     )
 }
 
-/// One journal line: an evaluation and what it gave.
+/// One journal line: an evaluation and what it gave. The report reads these.
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug)]
-struct Entry {
-    n: usize,
-    params: Params,
+pub struct Entry {
+    pub n: usize,
+    pub params: Params,
     /// `measured`, `pruned`, `invalid`, `failed_check`.
-    status: String,
-    time_us: Option<f64>,
-    program_hash: Option<String>,
+    pub status: String,
+    pub time_us: Option<f64>,
+    pub program_hash: Option<String>,
     /// SBUF peak (bytes per partition) and estimated energy (µJ) of a measured variant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    sbuf_bytes: Option<u64>,
+    pub sbuf_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    energy_uj: Option<f64>,
+    pub energy_uj: Option<f64>,
     /// The profile's verdict on a measured variant: what bounds it and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    bottleneck: Option<String>,
+    pub bottleneck: Option<String>,
     /// Why an invalid variant was refused (the harness's error), for the diagnosis.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
+    pub error: Option<String>,
+}
+
+/// What a journal's lines are about, written next to it (`<journal>.meta.json`, atomically)
+/// once the default is measured and again with the Pareto front at the end: the journal's
+/// lines alone do not say which kernel, shape, chip, strategy or seed they belong to, nor
+/// what the default gave. `report` reads it; `--resume` does not need it.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug)]
+pub struct JournalMeta {
+    pub kernel: String,
+    pub shape: String,
+    pub dims: Shape,
+    pub chip: ChipSpec,
+    /// The strategy's name, or `proposer`.
+    pub strategy: String,
+    pub seed: u64,
+    pub budget: usize,
+    /// `time` or `pareto`.
+    pub objective: String,
+    /// The harness's simulator version: the store keys of the journal's results.
+    pub sim_version: String,
+    /// The default parameters' evaluation (`n` is meaningless), if they run.
+    pub default: Option<Entry>,
+    /// `--objective pareto`: the checked front, fastest first (written at the end).
+    #[serde(default)]
+    pub front: Option<Vec<ParetoPoint>>,
+}
+
+/// The meta file of a journal.
+pub fn meta_path(journal: &std::path::Path) -> std::path::PathBuf {
+    journal.with_extension("meta.json")
 }
 
 impl Entry {
@@ -137,6 +167,20 @@ pub fn run(
         opts.budget
     ));
     let mut dbs: Vec<Option<TunedDb>> = ws.crates.iter().map(|_| None).collect();
+    // One row per tuned (kernel, shape), printed as one table at the end.
+    let mut table = crate::output::Table::new(&[
+        "kernel",
+        "shape",
+        ">best µs",
+        ">default µs",
+        ">speed-up",
+        ">evaluations",
+        ">pruned",
+        ">invalid",
+        "params",
+    ]);
+    let bar = super::bench::progress(&out, (targets.len() * opts.budget) as u64);
+    bar.set_prefix("tune");
     let mut missed: Vec<String> = Vec::new();
     // Each tuned target's winner (index into `targets`, params, time), for `over_fitted`.
     let mut winners: Vec<(usize, Params, f64)> = Vec::new();
@@ -160,6 +204,7 @@ pub fn run(
             sim_version: &c.list.sim_version,
             seed,
             opts,
+            bar: &bar,
             goal,
             key_shapes: &t.key_shapes,
         };
@@ -175,7 +220,7 @@ pub fn run(
             }
             continue;
         };
-        report(&out, t, &chip, &result, &best, seed, opts);
+        bar.suspend(|| report(&out, t, &chip, &result, &best, seed, opts, &mut table));
         winners.push((ti, best.params.clone(), best.time_us));
         if let Some(g) = result.goal.as_ref().filter(|g| !g.met) {
             missed.push(goal_miss(&k.name, shape_name, g, &best));
@@ -206,7 +251,12 @@ pub fn run(
         });
         // Saved after every kernel: an interrupted run keeps the winners it found.
         let path = db.save()?;
-        out.status(format!("   Wrote {}", path.display()));
+        bar.suspend(|| out.status(format!("   Wrote {}", path.display())));
+    }
+    bar.finish_and_clear();
+    if !targets.is_empty() {
+        out.result("");
+        out.table(&table, "  ");
     }
     over_fitting(&mut ws, &targets, &winners, &chip, &out)?;
     if missed.is_empty() {
@@ -380,7 +430,9 @@ fn model_targets(
     Ok(out)
 }
 
-/// The result lines and event of one tuned (kernel, shape).
+/// The event of one tuned (kernel, shape), its status line, its Pareto front (results)
+/// and its row of the final table.
+#[allow(clippy::too_many_arguments)]
 fn report(
     out: &crate::output::Reporter,
     t: &Target,
@@ -389,6 +441,7 @@ fn report(
     best: &Best,
     seed: u64,
     opts: &SearchOpts,
+    table: &mut crate::output::Table,
 ) {
     let k = &t.kernel;
     let gain = result.default_time.map(|d| d / best.time_us);
@@ -433,28 +486,28 @@ fn report(
     } else {
         t.shape_name.clone()
     };
-    out.result(format!(
-        "  {:<16} {:<14} {:>10.1} µs  {}{}",
+    out.status(format!(
+        "   Tuned {} {label}: {:.1} µs after {} evaluations; convergence {}",
         k.name,
-        label,
         best.time_us,
-        best.params,
-        match gain {
-            _ if result.kept_default => "  (the default: nothing evaluated beat it)".to_string(),
-            Some(g) =>
-                format!("  {g:.2}x the default ({:.1} µs)", result.default_time.unwrap_or(0.0)),
-            None => String::new(),
-        }
-    ));
-    out.result(format!(
-        "  {:<16} {:<14} {} evaluations ({} pruned by the roofline bound, {} invalid); convergence {}",
-        "",
-        "",
         result.evaluations,
-        result.pruned,
-        result.invalid,
         super::replay::curve(&result.best_so_far)
     ));
+    table.row(vec![
+        k.name.clone(),
+        label.clone(),
+        format!("{:.1}", best.time_us),
+        result.default_time.map_or("-".into(), |d| format!("{d:.1}")),
+        match gain {
+            _ if result.kept_default => "default".into(),
+            Some(g) => format!("{g:.2}x"),
+            None => "-".into(),
+        },
+        result.evaluations.to_string(),
+        result.pruned.to_string(),
+        result.invalid.to_string(),
+        best.params.to_string(),
+    ]);
     out.result(format!("  {:<16} {:<14} {}", "", "", conv::describe(&convergence)));
     for r in &result.rounds {
         out.result(format!("  {:<16} {:<14} {}", "", "", r.line()));
@@ -485,9 +538,7 @@ fn report(
                 p.params.to_string(),
             ]);
         }
-        for line in table.lines("    ") {
-            out.result(line);
-        }
+        out.table(&table, "    ");
     }
 }
 
@@ -501,6 +552,8 @@ struct Job<'a> {
     sim_version: &'a str,
     seed: u64,
     opts: &'a SearchOpts,
+    /// Progress over every evaluation of the run (hidden off a terminal and in JSON mode).
+    bar: &'a indicatif::ProgressBar,
     goal: &'a GoalOpts,
     key_shapes: &'a [(String, Shape)],
 }
@@ -600,6 +653,29 @@ fn tune_one(
         .remove(&usize::MAX)
         .filter(|e| e.status == "measured");
     let default_time = default.as_ref().and_then(|e| e.time_us);
+    let mut meta = JournalMeta {
+        kernel: job.kernel.into(),
+        shape: job.shape_name.into(),
+        dims: job.shape.clone(),
+        chip: job.chip.clone(),
+        strategy: job
+            .opts
+            .proposer
+            .as_ref()
+            .map_or(job.opts.strategy.clone(), |_| "proposer".into()),
+        seed: job.seed,
+        budget: job.opts.budget,
+        objective: format!("{:?}", job.opts.objective).to_lowercase(),
+        sim_version: job.sim_version.into(),
+        default: default.clone(),
+        front: None,
+    };
+    let write_meta = |meta: &JournalMeta| {
+        let text = serde_json::to_string_pretty(meta).expect("meta serializes");
+        crate::store::write_atomic(&meta_path(&journal_path), text.as_bytes())
+            .map_err(|e| fail(Exit::Internal, format!("writing the journal: {e:#}")))
+    };
+    write_meta(&meta)?;
     // `--goal`: the time to reach (a speed-up needs the default's time).
     let target = match job.goal.goal {
         None => None,
@@ -741,6 +817,7 @@ fn tune_one(
                 }
             };
             evaluations += 1;
+            job.bar.inc(1);
             proposals += 1;
             history.push(entry.clone());
             match entry.status.as_str() {
@@ -850,6 +927,10 @@ fn tune_one(
         Objective::Pareto => Some(pareto(pool, job, &history)?),
         Objective::Time => None,
     };
+    if front.is_some() {
+        meta.front = front.clone();
+        write_meta(&meta)?;
+    }
     let goal = match (job.goal.goal, target) {
         (Some(g), Some(target_us)) => Some(GoalReport {
             goal: g.to_string(),
@@ -1143,7 +1224,7 @@ impl Searcher {
 }
 
 /// A variant of the Pareto front.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ParetoPoint {
     pub params: Params,
     pub time_us: f64,

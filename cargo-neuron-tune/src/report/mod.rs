@@ -1,0 +1,174 @@
+//! `report`: one self-contained HTML page of what tuning and the gate found, for people who
+//! would rather look than read (DESIGN.md §6 `report`).
+//!
+//! [`model`] gathers what the store, the tune journals (and their meta files), the tuned
+//! databases and the gate history hold; [`render`] draws it. The only thing not stored by
+//! the commands that produced the data is the full profile (per-engine busy time) and the
+//! Perfetto trace of the variants the report shows (each target's best and default): the
+//! report asks the harness for those once and keeps them in the store (kind `profile`), so
+//! a second report simulates nothing.
+
+pub mod model;
+pub mod render;
+
+use crate::cargo::CargoFlags;
+use crate::eval::variant_ref;
+use crate::exit::{fail, Exit, Failure};
+use crate::output::Event;
+use crate::select::{glob, Variant};
+use crate::store::{write_atomic, Store};
+use crate::tuned::TunedDb;
+use crate::workspace::{Ctx, Workspace};
+use neuron_tune_protocol::{RequestBody, ResponseBody};
+use std::path::{Path, PathBuf};
+
+/// What `report` was asked for.
+pub struct Args<'a> {
+    pub out: Option<&'a Path>,
+    pub open: bool,
+    /// Kernel globs (empty: all).
+    pub kernels: &'a [String],
+    pub chip: Option<&'a str>,
+}
+
+pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
+    let out = &ctx.out;
+    let (out_dir, open) = (a.out, a.open);
+    // A bad --out is refused before anything is built or profiled.
+    if let Some(dir) = out_dir {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| fail(Exit::Config, format!("--out {}: {e}", dir.display())))?;
+    }
+    let mut ws = Workspace::open(cargo, ctx)?;
+    let store = crate::commands::open_store(&ws.target_dir, out)?;
+    let kernel_ok = |k: &str| a.kernels.is_empty() || a.kernels.iter().any(|p| glob(p, k));
+    let chip_ok = |c: &str| a.chip.is_none_or(|x| x == c);
+    let mut runs = model::read_runs(store.root());
+    runs.retain(|r| kernel_ok(&r.meta.kernel) && chip_ok(&r.meta.chip.name));
+    let mut tuned = Vec::new();
+    for c in &ws.crates {
+        let dir = c.krate.manifest_path.parent().map(PathBuf::from).unwrap_or_default();
+        tuned.extend(TunedDb::load(&dir)?.records().iter().cloned());
+    }
+    tuned.retain(|r| kernel_ok(&r.kernel) && chip_ok(&r.chip));
+    let data = model::build(&store, runs.clone(), tuned.clone());
+    profile_shown(&mut ws, &store, &data, ctx)?;
+    let mut data = model::build(&store, runs, tuned);
+    data.gate.retain(|g| chip_ok(&g.chip));
+    if data.targets.is_empty() && data.tuned.is_empty() && data.gate.is_empty() {
+        out.note(
+            "warning: nothing to report yet: no tune journal, tuned database or gate run \
+             (run `cargo neuron-tune tune` or `gate` first)",
+        );
+    }
+
+    let dir =
+        out_dir.map_or_else(|| ws.target_dir.join("neuron-tune").join("report"), Path::to_path_buf);
+    let io = |p: &Path, e: anyhow::Error| fail(Exit::Config, format!("{}: {e:#}", p.display()));
+    let mut traces = Vec::new();
+    for t in &data.targets {
+        for (which, s) in [("best", &t.best), ("default", &t.default)] {
+            if let Some(text) = s.as_ref().and_then(|s| s.profile.as_ref()?.trace.as_ref()) {
+                let p = dir.join(render::trace_file(t, which));
+                write_atomic(&p, text.as_bytes()).map_err(|e| io(&p, e))?;
+                traces.push(p);
+            }
+        }
+    }
+    let page = dir.join("index.html");
+    write_atomic(&page, render::html(&data).as_bytes()).map_err(|e| io(&page, e))?;
+    out.status(format!(
+        "   Wrote {} traces next to it (open them in ui.perfetto.dev)",
+        traces.len()
+    ));
+    out.event(&Event::Report {
+        path: page.clone(),
+        targets: data.targets.len(),
+        tuned: data.tuned.len(),
+        gate_series: data.gate.len(),
+        traces,
+    });
+    out.result(page.display().to_string());
+    if open {
+        open_in_browser(&page, out);
+    }
+    Ok(Exit::Ok)
+}
+
+/// Profile (with a trace) each shown variant that has no stored profile, through the
+/// harness of the crate that lists its kernel, and store it. A run whose simulator version
+/// is not the harness's is left as it is: its profile would be another simulator's.
+fn profile_shown(
+    ws: &mut Workspace,
+    store: &Store,
+    data: &model::ReportData,
+    ctx: &Ctx,
+) -> Result<(), Failure> {
+    for t in &data.targets {
+        for s in [&t.best, &t.default].into_iter().flatten().filter(|s| s.profile.is_none()) {
+            let Some(c) =
+                ws.crates.iter_mut().find(|c| c.list.kernels.iter().any(|k| k.name == t.kernel))
+            else {
+                continue;
+            };
+            if c.list.sim_version != t.sim_version {
+                ctx.out.status(format!(
+                    "   {} @ {} was tuned with simulator {} (the harness has {}): no engine chart or trace",
+                    t.kernel, t.shape, t.sim_version, c.list.sim_version
+                ));
+                continue;
+            }
+            let v = Variant {
+                kernel: t.kernel.clone(),
+                shape_name: t.shape.clone(),
+                shape: t.dims.clone(),
+                params: s.params.clone(),
+            };
+            ctx.out.status(format!("   Profiling {} {} at {}", t.kernel, s.params, t.shape));
+            let done = c
+                .pool
+                .request(RequestBody::Profile { variant: variant_ref(&v, &t.chip), trace: true })?;
+            match done.answer {
+                Ok(ResponseBody::Bench(b)) if b.program_hash == s.program_hash => {
+                    let key = Store::key_for(
+                        &s.program_hash,
+                        &crate::eval::chip_key(&t.chip),
+                        &t.sim_version,
+                        "profile",
+                    );
+                    store
+                        .put("profile", &key, &b)
+                        .map_err(|e| fail(Exit::Internal, format!("writing the store: {e:#}")))?;
+                }
+                // The kernel changed since it was tuned: its program is not the one measured.
+                Ok(ResponseBody::Bench(_)) => ctx.out.status(format!(
+                    "   {} {} at {} changed since it was tuned: no engine chart or trace",
+                    t.kernel, s.params, t.shape
+                )),
+                Ok(other) => return Err(crate::eval::unexpected(&other)),
+                Err(e) => ctx.out.note(format!(
+                    "warning: profiling {} {} at {}: {e}",
+                    t.kernel, s.params, t.shape
+                )),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `--open`: the platform's opener, in the background; failing to open is only a note.
+fn open_in_browser(page: &Path, out: &crate::output::Reporter) {
+    let opener = if cfg!(target_os = "macos") { "open" } else { "xdg-open" };
+    match std::process::Command::new(opener)
+        .arg(page)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    {
+        Ok(_) => out.status(format!("   Opened {} with {opener}", page.display())),
+        Err(e) => {
+            out.note(format!("warning: could not run {opener} to open {}: {e}", page.display()))
+        }
+    }
+}

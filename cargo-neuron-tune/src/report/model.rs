@@ -1,0 +1,453 @@
+//! The report's data: what the store, the tune journals, the tuned databases and the gate
+//! history say, gathered into plain values the renderer draws.
+//!
+//! It exists apart from the rendering so what the report shows is decided (and tested)
+//! without HTML, and so it is built from what the tool *stored* — never from anything a
+//! command printed. Everything here is a pure function of files: the same store gives the
+//! same report.
+
+use crate::commands::tune::{meta_path, Entry, JournalMeta, ParetoPoint};
+use crate::eval::chip_key;
+use crate::store::Store;
+use crate::tuned::TunedRecord;
+use neuron_tune_protocol::{BenchResult, ChipSpec, Params, Shape};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One tuning run: its journal and what it was about.
+#[derive(Clone, Debug)]
+pub struct TuneRun {
+    pub journal: PathBuf,
+    pub meta: JournalMeta,
+    /// The journal's evaluations in order (a torn or foreign line is skipped).
+    pub entries: Vec<Entry>,
+}
+
+impl TuneRun {
+    /// The best correct time after each evaluation (`None` while none was measured), as
+    /// `tune` computes it: only `measured` evaluations count (a pruned one is a bound, a
+    /// `failed_check` one is wrong).
+    pub fn best_so_far(&self) -> Vec<Option<f64>> {
+        let mut best: Option<f64> = None;
+        self.entries
+            .iter()
+            .map(|e| {
+                if let ("measured", Some(t)) = (e.status.as_str(), e.time_us) {
+                    best = Some(best.map_or(t, |b| b.min(t)));
+                }
+                best
+            })
+            .collect()
+    }
+}
+
+/// A variant the report shows in full (its engines and its trace).
+#[derive(Clone, Debug)]
+pub struct Shown {
+    pub params: Params,
+    pub time_us: f64,
+    pub program_hash: String,
+    /// Its stored profile (kind `profile` in the store, with the Perfetto trace's text);
+    /// `report` profiles the shown variants that have none before building the data.
+    pub profile: Option<BenchResult>,
+}
+
+impl Shown {
+    /// Busy percent of each engine (TensorE, VectorE, ScalarE, GpSimdE, DMA), from the
+    /// profile.
+    pub fn engines(&self) -> Option<[(&'static str, f64); 5]> {
+        let p = self.profile.as_ref()?.profile.as_ref()?;
+        Some([
+            ("TensorE", p.tensor_engine_active_time_percent),
+            ("VectorE", p.vector_engine_active_time_percent),
+            ("ScalarE", p.scalar_engine_active_time_percent),
+            ("GpSimdE", p.gpsimd_engine_active_time_percent),
+            ("DMA", p.dma_active_time_percent),
+        ])
+    }
+}
+
+/// One evaluated variant on the roofline: FLOPs per HBM byte and achieved TFLOP/s (kernel
+/// time, without launch overhead), from its stored bench result.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RooflinePoint {
+    pub intensity: f64,
+    pub tflops: f64,
+}
+
+/// One (kernel, shape, chip) with every run that tuned it.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub kernel: String,
+    pub shape: String,
+    pub dims: Shape,
+    pub chip: ChipSpec,
+    pub sim_version: String,
+    pub runs: Vec<TuneRun>,
+    /// The fastest correct variant any run measured (the default included).
+    pub best: Option<Shown>,
+    pub default: Option<Shown>,
+    /// Distinct measured programs (one point per program hash).
+    pub roofline: Vec<RooflinePoint>,
+    /// The chip's peak TFLOP/s and HBM GB/s per core (the roofs).
+    pub peak_tflops: f64,
+    pub hbm_gbps: f64,
+}
+
+impl Target {
+    /// The last Pareto run's front, if any run was one.
+    pub fn front(&self) -> Option<&[ParetoPoint]> {
+        self.runs.iter().rev().find_map(|r| r.meta.front.as_deref())
+    }
+}
+
+/// One model at one shape on one chip, through the gate runs that measured it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GateSeries {
+    pub model: String,
+    pub shape: String,
+    pub chip: String,
+    /// (run ordinal from 1 over all gate runs, tokens/s).
+    pub points: Vec<(usize, f64)>,
+}
+
+/// Everything the report shows.
+#[derive(Clone, Debug)]
+pub struct ReportData {
+    pub targets: Vec<Target>,
+    /// The tuned databases' records, sorted by kernel, chip, shape.
+    pub tuned: Vec<TunedRecord>,
+    pub gate: Vec<GateSeries>,
+}
+
+/// Every tune run whose journal has a meta file, sorted by (kernel, shape, chip, strategy,
+/// seed). Journals written before meta files existed say too little and are skipped.
+pub fn read_runs(store_root: &Path) -> Vec<TuneRun> {
+    let dir = store_root.join("journals");
+    let mut runs = Vec::new();
+    let Ok(read) = std::fs::read_dir(&dir) else { return runs };
+    let mut paths: Vec<PathBuf> = read.filter_map(|e| Some(e.ok()?.path())).collect();
+    paths.sort();
+    for journal in paths {
+        let name = journal.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if !(name.starts_with("tune-") && name.ends_with(".jsonl")) {
+            continue;
+        }
+        let Some(meta) = std::fs::read_to_string(meta_path(&journal))
+            .ok()
+            .and_then(|t| serde_json::from_str::<JournalMeta>(&t).ok())
+        else {
+            continue;
+        };
+        // Only sealed lines are trusted (a damaged or torn line is never shown).
+        let entries = crate::store::read_journal(&journal)
+            .map(|j| j.lines)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|l| serde_json::from_value::<Entry>(l).ok())
+            .collect();
+        runs.push(TuneRun { journal, meta, entries });
+    }
+    runs.sort_by(|a, b| {
+        let k = |r: &TuneRun| {
+            (
+                r.meta.kernel.clone(),
+                r.meta.shape.clone(),
+                r.meta.chip.name.clone(),
+                r.meta.strategy.clone(),
+                r.meta.seed,
+            )
+        };
+        k(a).cmp(&k(b))
+    });
+    runs
+}
+
+/// The gate history (`journals/gate-history.jsonl`): one series per (model, shape, chip),
+/// runs numbered in the order they were appended.
+pub fn read_gate_history(store_root: &Path) -> Vec<GateSeries> {
+    #[derive(serde::Deserialize)]
+    struct Line {
+        run: String,
+        model: String,
+        shape: String,
+        chip: String,
+        tokens_per_s: f64,
+    }
+    let lines = crate::store::read_journal(&store_root.join("journals/gate-history.jsonl"))
+        .map(|j| j.lines)
+        .unwrap_or_default();
+    let mut runs: Vec<String> = Vec::new();
+    let mut series: BTreeMap<(String, String, String), Vec<(usize, f64)>> = BTreeMap::new();
+    for l in lines.into_iter().filter_map(|l| serde_json::from_value::<Line>(l).ok()) {
+        if runs.last() != Some(&l.run) {
+            runs.push(l.run.clone());
+        }
+        series.entry((l.model, l.shape, l.chip)).or_default().push((runs.len(), l.tokens_per_s));
+    }
+    series
+        .into_iter()
+        .map(|((model, shape, chip), points)| GateSeries { model, shape, chip, points })
+        .collect()
+}
+
+/// The chip a run was tuned on, for its roofs.
+fn chip_of(spec: &ChipSpec) -> Option<neuron_sim::Chip> {
+    match &spec.toml {
+        Some(t) => neuron_sim::Chip::from_toml(t).ok(),
+        None => neuron_sim::Chip::builtin(&spec.name),
+    }
+}
+
+/// The measured result of a program on a chip, from the store.
+pub fn stored_bench(
+    store: &Store,
+    hash: &str,
+    chip: &ChipSpec,
+    sim_version: &str,
+    what: &str,
+) -> Option<BenchResult> {
+    store.get(what, &Store::key_for(hash, &chip_key(chip), sim_version, what))
+}
+
+/// Group runs into targets; find each target's best and default and its roofline points.
+pub fn build(store: &Store, runs: Vec<TuneRun>, tuned: Vec<TunedRecord>) -> ReportData {
+    let gate = read_gate_history(store.root());
+    let mut targets: Vec<Target> = Vec::new();
+    for run in runs {
+        let m = &run.meta;
+        let same = |t: &Target| {
+            t.kernel == m.kernel && t.shape == m.shape && t.chip == m.chip && t.dims == m.dims
+        };
+        if !targets.iter().any(same) {
+            let chip = chip_of(&m.chip);
+            targets.push(Target {
+                kernel: m.kernel.clone(),
+                shape: m.shape.clone(),
+                dims: m.dims.clone(),
+                chip: m.chip.clone(),
+                sim_version: m.sim_version.clone(),
+                runs: Vec::new(),
+                best: None,
+                default: None,
+                roofline: Vec::new(),
+                peak_tflops: chip.as_ref().map_or(0.0, |c| c.peak_bf16_flops() / 1e12),
+                hbm_gbps: chip.as_ref().map_or(0.0, |c| c.memory.hbm_gbps_per_core),
+            });
+        }
+        let t = targets.iter_mut().find(|t| same(t)).expect("just added");
+        t.runs.push(run);
+    }
+    for t in &mut targets {
+        let shown = |e: &Entry| {
+            Some(Shown {
+                params: e.params.clone(),
+                time_us: e.time_us?,
+                program_hash: e.program_hash.clone()?,
+                profile: None,
+            })
+        };
+        let measured = |e: &&Entry| e.status == "measured";
+        t.default = t.runs.iter().rev().find_map(|r| r.meta.default.as_ref().and_then(shown));
+        t.best = t
+            .runs
+            .iter()
+            .flat_map(|r| r.entries.iter().chain(&r.meta.default))
+            .filter(measured)
+            .filter_map(shown)
+            .min_by(|a, b| a.time_us.total_cmp(&b.time_us));
+        for s in [&mut t.best, &mut t.default].into_iter().flatten() {
+            s.profile = stored_bench(store, &s.program_hash, &t.chip, &t.sim_version, "profile");
+        }
+        let mut hashes: Vec<&str> = t
+            .runs
+            .iter()
+            .flat_map(|r| r.entries.iter().chain(&r.meta.default))
+            .filter(measured)
+            .filter_map(|e| e.program_hash.as_deref())
+            .collect();
+        hashes.sort_unstable();
+        hashes.dedup();
+        t.roofline = hashes
+            .iter()
+            .filter_map(|h| stored_bench(store, h, &t.chip, &t.sim_version, "bench"))
+            .filter(|b| b.hbm_bytes > 0 && b.kernel_time_us > 0.0)
+            .map(|b| RooflinePoint {
+                intensity: b.hardware_flops / b.hbm_bytes as f64,
+                tflops: b.hardware_flops / (b.kernel_time_us * 1e-6) / 1e12,
+            })
+            .collect();
+    }
+    let mut tuned = tuned;
+    tuned.sort_by(|a, b| (&a.kernel, &a.chip, &a.shape).cmp(&(&b.kernel, &b.chip, &b.shape)));
+    ReportData { targets, tuned, gate }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use neuron_tune_protocol::ParamValue;
+
+    fn entry(n: usize, status: &str, t: Option<f64>) -> Entry {
+        let mut p = Params::default();
+        p.0.insert("tile".into(), ParamValue::Int(n as i64));
+        Entry {
+            n,
+            params: p,
+            status: status.into(),
+            time_us: t,
+            program_hash: Some(format!("h{n}")),
+            sbuf_bytes: None,
+            energy_uj: None,
+            bottleneck: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn best_so_far_counts_only_measured_variants() {
+        let run = TuneRun {
+            journal: PathBuf::from("j"),
+            meta: serde_json::from_value(serde_json::json!({
+                "kernel": "k", "shape": "s", "dims": {"n": 4}, "chip": {"name": "trn2"},
+                "strategy": "random", "seed": 1, "budget": 5, "objective": "time",
+                "sim_version": "v", "default": null
+            }))
+            .unwrap(),
+            entries: vec![
+                entry(0, "invalid", None),
+                entry(1, "measured", Some(9.0)),
+                // A pruned variant's value is its roofline bound, not a time.
+                entry(2, "pruned", Some(1.0)),
+                // Faster but wrong.
+                entry(3, "failed_check", Some(2.0)),
+                entry(4, "measured", Some(7.5)),
+                entry(5, "measured", Some(8.0)),
+            ],
+        };
+        assert_eq!(
+            run.best_so_far(),
+            [None, Some(9.0), Some(9.0), Some(9.0), Some(7.5), Some(7.5)]
+        );
+    }
+
+    fn bench(hash: &str, kernel_us: f64, flops: f64, hbm: u64) -> BenchResult {
+        BenchResult {
+            cycles: 0,
+            time_us: kernel_us + 10.0,
+            kernel_time_us: kernel_us,
+            tflops: 0.0,
+            bottleneck: String::new(),
+            bottleneck_summary: String::new(),
+            program_hash: hash.into(),
+            instruction_count: 0,
+            shape: Shape::default(),
+            work: Default::default(),
+            sbuf_bytes_per_partition: 0,
+            hbm_bytes: hbm,
+            hardware_flops: flops,
+            profile: None,
+            trace: None,
+        }
+    }
+
+    #[test]
+    fn a_target_gathers_its_runs_best_default_and_roofline_from_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), |_, _| {}).unwrap();
+        let chip = ChipSpec::builtin("trn2");
+        let meta = |seed: u64, default_t: f64| {
+            serde_json::json!({
+                "kernel": "k", "shape": "small", "dims": {"n": 4}, "chip": chip,
+                "strategy": "random", "seed": seed, "budget": 3, "objective": "time",
+                "sim_version": "v1",
+                "default": {"n": 0, "params": {}, "status": "measured", "time_us": default_t,
+                            "program_hash": "hd"},
+            })
+        };
+        let journals = store.root().join("journals");
+        std::fs::create_dir_all(&journals).unwrap();
+        for (seed, lines) in [
+            (1u64, vec![entry(0, "measured", Some(9.0)), entry(1, "measured", Some(6.0))]),
+            // Seed 2 found the fastest; its last line is torn (a killed run).
+            (2, vec![entry(2, "pruned", Some(3.0)), entry(3, "measured", Some(5.0))]),
+        ] {
+            let name = format!("tune-k-small-trn2-random-{seed}");
+            let mut j = PathBuf::new();
+            for e in &lines {
+                j = store.append_journal(&name, &serde_json::to_value(e).unwrap()).unwrap();
+            }
+            let mut f = std::fs::OpenOptions::new().append(true).open(&j).unwrap();
+            std::io::Write::write_all(&mut f, b"{\"n\": 9, \"par").unwrap();
+            std::fs::write(meta_path(&j), meta(seed, 8.0).to_string()).unwrap();
+        }
+        // A journal without meta is not shown.
+        std::fs::write(journals.join("tune-old-x-trn2-random-1.jsonl"), "").unwrap();
+        // Bench results of two of the measured programs (the others are not in the store),
+        // and one of another simulator version that must not be read.
+        let put = |hash: &str, sim: &str, b: &BenchResult| {
+            let key = Store::key_for(hash, &chip_key(&chip), sim, "bench");
+            store.put("bench", &key, b).unwrap();
+        };
+        put("h1", "v1", &bench("h1", 2.0, 4e6, 1000));
+        put("hd", "v1", &bench("hd", 8.0, 4e6, 4000));
+        put("h3", "v0", &bench("h3", 1.0, 1e6, 10));
+
+        let runs = read_runs(store.root());
+        assert_eq!(runs.len(), 2);
+        assert_eq!(runs[1].entries.len(), 2, "the torn line is skipped");
+        let data = build(&store, runs, Vec::new());
+        assert_eq!(data.targets.len(), 1);
+        let t = &data.targets[0];
+        assert_eq!(t.runs.len(), 2);
+        // The pruned 3.0 is a bound, not a time: the best is seed 2's measured 5.0.
+        assert_eq!(
+            t.best.as_ref().map(|b| (b.time_us, b.program_hash.as_str())),
+            Some((5.0, "h3"))
+        );
+        assert_eq!(t.default.as_ref().map(|d| d.time_us), Some(8.0));
+        // h1: 4e6 FLOP / 1000 B = 4000 FLOP/B at 4e6 FLOP / 2 µs = 2 TFLOP/s; hd: 1000
+        // FLOP/B at 0.5 TFLOP/s (kernel time, not the 10 µs of launch overhead).
+        let mut pts: Vec<(f64, f64)> = t.roofline.iter().map(|p| (p.intensity, p.tflops)).collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        assert_eq!(pts, [(1000.0, 0.5), (4000.0, 2.0)]);
+        // trn2's roofs: 128 x 128 x 2 FLOP x its TensorE clock; its HBM per core.
+        let c = neuron_sim::Chip::builtin("trn2").unwrap();
+        assert_eq!(t.peak_tflops, 128.0 * 128.0 * 2.0 * c.clocks.tensor_ghz * 1e9 / 1e12);
+        assert_eq!(t.hbm_gbps, c.memory.hbm_gbps_per_core);
+    }
+
+    #[test]
+    fn gate_history_numbers_runs_in_append_order_per_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = dir.path().join("journals");
+        std::fs::create_dir_all(&j).unwrap();
+        let line = |run: &str, model: &str, tps: f64| {
+            format!(
+                "{{\"run\":\"{run}\",\"model\":\"{model}\",\"shape\":\"s\",\"chip\":\"trn2\",\"tokens_per_s\":{tps},\"total_us\":1.0}}\n"
+            )
+        };
+        let history = j.join("gate-history.jsonl");
+        for (i, l) in [
+            line("100-1", "a", 10.0),
+            line("100-1", "b", 20.0),
+            line("200-7", "a", 11.0),
+            line("300-2", "b", 21.0),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            crate::store::append_journal(dir.path(), "gate-history", &v).unwrap();
+            if i == 1 {
+                // A torn line (a killed run) is never read.
+                let mut f = std::fs::OpenOptions::new().append(true).open(&history).unwrap();
+                std::io::Write::write_all(&mut f, b"{torn\n").unwrap();
+            }
+        }
+        let s = read_gate_history(dir.path());
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[0].model.as_str(), s[0].points.clone()), ("a", vec![(1, 10.0), (2, 11.0)]));
+        assert_eq!((s[1].model.as_str(), s[1].points.clone()), ("b", vec![(1, 20.0), (3, 21.0)]));
+    }
+}

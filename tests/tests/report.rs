@@ -1,0 +1,238 @@
+//! `report` end to end: real tuning runs and gate runs on a copy of the fixtures, the report
+//! written, then loaded in headless Chromium, which must show every chart with its data and
+//! log no error.
+//!
+//! Chromium is Debian's (`/usr/bin/chromium`; `.ci/run` installs it). Without it the test
+//! skips with a loud message, unless `NEURON_TUNE_REQUIRE_CHROMIUM` is set (CI sets it):
+//! then it fails.
+
+use neuron_tune_tests::{cli, events, fixture_workspace, scratch_dir};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn run(ws: &Path, args: &[&str]) -> String {
+    let manifest = ws.join("Cargo.toml");
+    let mut a = args.to_vec();
+    a.extend(["--manifest-path", manifest.to_str().unwrap(), "--message-format", "json"]);
+    let (code, out, err) = cli(&a);
+    assert_eq!(code, 0, "{args:?}\n{out}\n{err}");
+    out
+}
+
+fn chromium() -> Option<PathBuf> {
+    let candidates = ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"];
+    candidates.iter().map(PathBuf::from).find(|p| p.exists())
+}
+
+/// Run Chromium headless on `page` with `extra` flags, killed after 120 s. Returns stdout
+/// and stderr.
+fn headless(exe: &Path, page: &Path, extra: &[&str], profile: &Path) -> (String, String) {
+    let mut child = Command::new(exe)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(format!("file://{}", page.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("chromium starts");
+    // Read both pipes on threads so a full pipe never blocks Chromium.
+    let mut so = child.stdout.take().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let t1 = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut so, &mut s).ok();
+        s
+    });
+    let t2 = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut se, &mut s).ok();
+        s
+    });
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("chromium did not finish within 120 s on {}", page.display());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (t1.join().unwrap(), t2.join().unwrap())
+}
+
+/// Put at the very start of the page (a copy of it): records errors (script errors,
+/// failed loads — nothing should load — and console.error) and, on load, what each chart
+/// holds, into a `<pre id="check">` that `--dump-dom` prints.
+const COLLECTOR: &str = r#"<script>
+window.__errs = [];
+window.addEventListener('error', function (e) {
+  window.__errs.push('error: ' + (e.message || (e.target && (e.target.src || e.target.href)) || e.type));
+}, true);
+window.addEventListener('unhandledrejection', function (e) { window.__errs.push('rejection: ' + e.reason); });
+(function () {
+  var orig = console.error;
+  console.error = function () { window.__errs.push('console.error: ' + Array.prototype.join.call(arguments, ' ')); orig.apply(console, arguments); };
+})();
+window.addEventListener('load', function () {
+  var charts = Array.prototype.map.call(document.querySelectorAll('figure.chart'), function (f) {
+    var s = f.querySelector('svg');
+    return {
+      kind: f.dataset.chart, marks: f.dataset.marks, points: Number(f.dataset.points), svg: !!s,
+      circles: s ? s.querySelectorAll('circle').length : 0,
+      rects: s ? s.querySelectorAll('rect').length : 0,
+      width: s ? s.getBoundingClientRect().width : 0
+    };
+  });
+  var pre = document.createElement('pre');
+  pre.id = 'check';
+  pre.textContent = JSON.stringify({ errors: window.__errs, charts: charts, title: document.title });
+  document.body.appendChild(pre);
+});
+</script>"#;
+
+#[test]
+fn the_report_of_a_real_tuning_run_renders_in_chromium_with_every_chart_drawn() {
+    let Some(exe) = chromium() else {
+        if std::env::var_os("NEURON_TUNE_REQUIRE_CHROMIUM").is_some() {
+            panic!("NEURON_TUNE_REQUIRE_CHROMIUM is set but no chromium was found (apt-get install chromium)");
+        }
+        eprintln!(
+            "\n\n!!!!! SKIPPED: no chromium (/usr/bin/chromium): the report is not rendered. \
+             Install it (apt-get install chromium) or set NEURON_TUNE_REQUIRE_CHROMIUM=1 to fail. !!!!!\n\n"
+        );
+        return;
+    };
+    let ws = fixture_workspace("report");
+    // Two seeds of one strategy (a band), a Pareto run, all small.
+    let sel = ["--kernel", "rmsnorm", "--shape", "small", "--chip", "trn1", "--budget", "10"];
+    for seed in ["15001", "15002"] {
+        let mut a = vec!["tune", "--strategy", "random", "--seed", seed];
+        a.extend_from_slice(&sel);
+        let out = run(&ws, &a);
+        assert_eq!(events(&out, "tune").len(), 1, "{out}");
+    }
+    let mut a = vec!["tune", "--objective", "pareto", "--seed", "15003"];
+    a.extend_from_slice(&sel);
+    let tuned = run(&ws, &a);
+    assert!(
+        events(&tuned, "tune")[0]["pareto"].as_array().is_some_and(|f| !f.is_empty()),
+        "{tuned}"
+    );
+    // Two gate runs of one model: a history of two points.
+    run(&ws, &["baseline", "save", "--model", "qwen3", "--shape", "tiny", "--chip", "trn1"]);
+    for _ in 0..2 {
+        run(&ws, &["gate", "--model", "qwen3", "--shape", "tiny", "--chip", "trn1"]);
+    }
+
+    let dir = scratch_dir("report-out");
+    let out = run(
+        &ws,
+        &["report", "--kernel", "rmsnorm", "--chip", "trn1", "--out", dir.to_str().unwrap()],
+    );
+    let ev = events(&out, "report").pop().unwrap_or_else(|| panic!("no report event: {out}"));
+    let page = PathBuf::from(ev["path"].as_str().unwrap());
+    assert_eq!(page, dir.join("index.html"));
+    let html = std::fs::read_to_string(&page).unwrap();
+    // Self-contained: no script, stylesheet or image fetched from anywhere.
+    for needle in ["<script", "<link", "src=\"http", "<img", "@import"] {
+        assert!(!html.contains(needle), "the report references `{needle}`");
+    }
+    // Each shown variant's trace is written next to it and linked, with how to open it.
+    let traces: Vec<&Value> = ev["traces"].as_array().unwrap().iter().collect();
+    assert!(traces.len() >= 2, "best and default traces: {ev}");
+    for t in &traces {
+        let p = Path::new(t.as_str().unwrap());
+        assert_eq!(p.parent(), Some(dir.as_path()));
+        let name = p.file_name().unwrap().to_str().unwrap();
+        assert!(html.contains(&format!("href=\"{name}\"")), "{name} is linked");
+        let trace: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        assert!(trace["traceEvents"].as_array().is_some_and(|e| !e.is_empty()), "{name}");
+    }
+    assert!(html.contains("ui.perfetto.dev"));
+    // The best-variant table comes from the copy's tuned database.
+    assert!(html.contains("<td>rmsnorm</td><td>trn1</td><td>small</td>"), "tuned table");
+
+    // Render: a copy of the page with the collector first, its DOM dumped after load.
+    let probe = dir.join("probe.html");
+    std::fs::write(&probe, html.replacen("<head>", &format!("<head>{COLLECTOR}"), 1)).unwrap();
+    let profile = scratch_dir("report-chromium-profile");
+    let (dom, log) =
+        headless(&exe, &probe, &["--virtual-time-budget=5000", "--dump-dom"], &profile);
+    let check = dom
+        .split("<pre id=\"check\">")
+        .nth(1)
+        .and_then(|s| s.split("</pre>").next())
+        .unwrap_or_else(|| panic!("the page never finished loading:\n{dom}\n{log}"));
+    let check = check
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    let check: Value = serde_json::from_str(&check).unwrap();
+    assert_eq!(check["errors"], serde_json::json!([]), "errors while loading the report");
+    // Chromium's own log of the page's console says nothing either.
+    let console: Vec<&str> = log.lines().filter(|l| l.contains("CONSOLE")).collect();
+    assert!(console.is_empty(), "console messages: {console:#?}");
+    assert_eq!(check["title"], "cargo neuron-tune report");
+
+    let charts = check["charts"].as_array().unwrap();
+    let kinds: std::collections::BTreeSet<&str> =
+        charts.iter().map(|c| c["kind"].as_str().unwrap()).collect();
+    for kind in ["convergence", "utilization", "roofline", "pareto", "gate"] {
+        assert!(kinds.contains(kind), "a {kind} chart: {charts:#?}");
+    }
+    for c in charts {
+        let n = c["points"].as_u64().unwrap();
+        assert!(c["svg"] == true && n > 0, "a chart with no data: {c}");
+        assert!(c["width"].as_f64().unwrap() > 100.0, "laid out: {c}");
+        match c["marks"].as_str().unwrap() {
+            "points" => assert!(c["circles"].as_u64().unwrap() >= n, "every point drawn: {c}"),
+            // Beyond the background.
+            _ => assert!(c["rects"].as_u64().unwrap() > n, "every bar drawn: {c}"),
+        }
+    }
+    // Both gate runs of qwen3 on trn1 are in its history (earlier tests may add more).
+    let gate = charts.iter().filter(|c| c["kind"] == "gate").map(|c| c["points"].as_u64().unwrap());
+    assert!(gate.max().unwrap() >= 2, "{charts:#?}");
+    // Engines of the default and the best: five bars each.
+    let util = charts.iter().find(|c| c["kind"] == "utilization").unwrap();
+    assert_eq!(util["points"], 10, "{util}");
+
+    // And a picture for people.
+    let shot = dir.join("report.png");
+    headless(
+        &exe,
+        &page,
+        &[
+            "--window-size=1400,2400",
+            "--hide-scrollbars",
+            &format!("--screenshot={}", shot.display()),
+        ],
+        &profile,
+    );
+    let png =
+        std::fs::read(&shot).unwrap_or_else(|e| panic!("no screenshot {}: {e}", shot.display()));
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "a real screenshot ({} bytes)",
+        png.len()
+    );
+    eprintln!("report screenshot: {}", shot.display());
+}
