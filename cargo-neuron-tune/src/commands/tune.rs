@@ -303,9 +303,9 @@ fn over_fitting(
             }
         }
         if let Some(d) = conv::over_fitted(params, &cross) {
-            out.result(format!("  {:<16} {:<14} ", t.kernel.name, t.shape_name));
+            out.result(format!("  {} at {}:", t.kernel.name, t.shape_name));
             for line in conv::diagnosis_lines(&d) {
-                out.result(format!("  {:<16} {:<14} {line}", "", ""));
+                out.result(format!("    {line}"));
             }
             out.event(&Event::Diagnosis {
                 kernel: t.kernel.name.clone(),
@@ -508,13 +508,14 @@ fn report(
         result.invalid.to_string(),
         best.params.to_string(),
     ]);
-    out.result(format!("  {:<16} {:<14} {}", "", "", conv::describe(&convergence)));
+    // How the run went, under the kernel's name (its row is in the table at the end).
+    out.result(format!("  {} {label}: {}", k.name, conv::describe(&convergence)));
     for r in &result.rounds {
-        out.result(format!("  {:<16} {:<14} {}", "", "", r.line()));
+        out.result(format!("    {}", r.line()));
     }
     for d in &diagnoses {
         for line in conv::diagnosis_lines(d) {
-            out.result(format!("  {:<16} {:<14} {line}", "", ""));
+            out.result(format!("    {line}"));
         }
     }
     if let Some(front) = &result.front {
