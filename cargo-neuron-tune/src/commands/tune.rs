@@ -693,10 +693,11 @@ fn tune_one(
     };
     // Rounds already in the journal (`--resume`): not written twice.
     let journaled_rounds: Vec<usize> = if job.opts.resume {
-        std::fs::read_to_string(&journal_path)
+        crate::store::read_journal(&journal_path)
+            .map(|j| j.lines)
             .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Round>(l).ok())
+            .into_iter()
+            .filter_map(|l| serde_json::from_value::<Round>(l).ok())
             .filter(|r| r.line == "round")
             .map(|r| r.round)
             .collect()
