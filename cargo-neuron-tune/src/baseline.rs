@@ -144,44 +144,57 @@ impl Baseline {
 
     /// The baseline at `path`, or an empty one if there is no file yet.
     pub fn load_or_empty(path: &Path) -> Result<Baseline, Failure> {
-        let entries = match std::fs::read_to_string(path) {
-            Ok(text) => Baseline::parse(path, &text)?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(fail(Exit::Config, format!("{}: {e}", path.display()))),
+        let entries = match Baseline::read(path)? {
+            None => Vec::new(),
+            Some(text) => Baseline::parse(&text).map_err(|why| {
+                fail(
+                    Exit::Config,
+                    format!(
+                        "{}: {why}; not used. Save it again with `cargo neuron-tune baseline \
+                         save` (on the revision it should describe)",
+                        path.display()
+                    ),
+                )
+            })?,
         };
         Ok(Baseline { path: path.to_path_buf(), entries })
     }
 
     /// The baseline `baseline save` adds to. A file that cannot be trusted (another schema,
     /// a broken seal) is replaced rather than refused — saving is how it is repaired — and
-    /// the returned warning says that its entries are gone.
+    /// the returned warning says that its entries are gone. A file that cannot be read is
+    /// still an error.
     pub fn load_for_save(path: &Path) -> Result<(Baseline, Option<String>), Failure> {
-        match Baseline::load_or_empty(path) {
-            Ok(b) => Ok((b, None)),
-            Err(f) if f.exit == Exit::Config && path.is_file() => Ok((
-                Baseline { path: path.to_path_buf(), entries: Vec::new() },
-                Some(format!(
-                    "warning: {}; replacing the file: it will hold only the models measured now",
-                    f.message.split("; not used").next().unwrap_or(&f.message)
-                )),
-            )),
-            Err(f) => Err(f),
+        let (entries, warning) = match Baseline::read(path)? {
+            None => (Vec::new(), None),
+            Some(text) => match Baseline::parse(&text) {
+                Ok(entries) => (entries, None),
+                Err(why) => (
+                    Vec::new(),
+                    Some(format!(
+                        "warning: {}: {why}; replacing the file: it will hold only the models \
+                         measured now",
+                        path.display()
+                    )),
+                ),
+            },
+        };
+        Ok((Baseline { path: path.to_path_buf(), entries }, warning))
+    }
+
+    /// The file's text, or `None` if there is no file yet.
+    fn read(path: &Path) -> Result<Option<String>, Failure> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Ok(Some(text)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(fail(Exit::Config, format!("{}: {e}", path.display()))),
         }
     }
 
-    fn parse(path: &Path, text: &str) -> Result<Vec<BaselineEntry>, Failure> {
+    /// The entries of a baseline file's text, or why it cannot be trusted.
+    fn parse(text: &str) -> Result<Vec<BaselineEntry>, String> {
         crate::seal::read_sealed_toml(text, SCHEMA, "model", |t| {
             crate::seal::describe_keys(t, &["model", "shape", "chip"])
-        })
-        .map_err(|why| {
-            fail(
-                Exit::Config,
-                format!(
-                    "{}: {why}; not used. Save it again with `cargo neuron-tune baseline \
-                     save` (on the revision it should describe)",
-                    path.display()
-                ),
-            )
         })
     }
 

@@ -1,5 +1,6 @@
 //! `report`: one self-contained HTML page of what tuning and the gate found, for people who
-//! would rather look than read (DESIGN.md §6 `report`).
+//! would rather look than read (what each chart shows and where its data comes from:
+//! docs/report.md).
 //!
 //! [`model`] gathers what the store, the tune journals (and their meta files), the tuned
 //! databases and the gate history hold; [`render`] draws it. The only thing not stored by

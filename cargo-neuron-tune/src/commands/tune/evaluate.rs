@@ -1,0 +1,163 @@
+//! Evaluating proposals on the harness: trace, prune against the incumbent, the store or the
+//! simulator; the correctness check of a would-be winner; the checked Pareto front.
+
+use super::*;
+
+/// The job's variant with these parameters.
+pub(super) fn variant(job: &Job, params: &Params) -> Variant {
+    Variant {
+        kernel: job.kernel.into(),
+        shape_name: job.shape_name.into(),
+        shape: job.shape.clone(),
+        params: params.clone(),
+    }
+}
+
+/// Evaluate proposals in parallel on the pool: trace each; one whose roofline bound cannot
+/// beat `incumbent` is pruned (never simulated); the rest come from the store or are
+/// simulated and stored. Statuses are `measured`, `pruned` or `invalid`; the correctness
+/// check of a would-be winner is the caller's, in proposal order.
+pub(super) fn evaluate_batch(
+    pool: &mut Pool,
+    job: &Job,
+    proposals: Vec<(usize, Params)>,
+    incumbent: Option<f64>,
+) -> Result<HashMap<usize, Entry>, Failure> {
+    let chip_text = chip_key(job.chip);
+    // A variant slower than the incumbent may still be on the Pareto front.
+    let pruning = job.opts.objective == Objective::Time;
+    let mut entries = HashMap::new();
+    let entry =
+        |n: usize, params: &Params, status: &str, time_us: Option<f64>, hash: Option<String>| {
+            Entry {
+                n,
+                params: params.clone(),
+                status: status.into(),
+                time_us,
+                program_hash: hash,
+                sbuf_bytes: None,
+                energy_uj: None,
+                bottleneck: None,
+                error: None,
+            }
+        };
+    let measured = |n: usize, params: &Params, b: &BenchResult, hash: String| Entry {
+        sbuf_bytes: Some(b.sbuf_bytes_per_partition),
+        energy_uj: Some(crate::energy::estimate_uj(b)),
+        bottleneck: Some(format!("{}: {}", b.bottleneck, b.bottleneck_summary)),
+        ..entry(n, params, "measured", Some(b.time_us), Some(hash))
+    };
+    // The program hash is known once traced: `None` while tracing.
+    let items = proposals.into_iter().map(|(n, p)| (n, p, None::<String>));
+    let first = |(_, p, _): &(usize, Params, Option<String>)| {
+        RequestBody::Trace(variant_ref(&variant(job, p), job.chip))
+    };
+    stream(pool, items, first, |(n, params, hash), answer| {
+        let e = match (hash, answer.answer) {
+            (_, Err(e)) => {
+                Entry { error: Some(e.to_string()), ..entry(n, &params, "invalid", None, None) }
+            }
+            (None, Ok(ResponseBody::Trace(t))) => {
+                if pruning && incumbent.is_some_and(|best| t.roofline_bound_us >= best) {
+                    // Provably no better: told to the strategy as its bound (a value no
+                    // lower than the incumbent), never simulated.
+                    entry(n, &params, "pruned", Some(t.roofline_bound_us), Some(t.program_hash))
+                } else {
+                    let key = Store::key_for(&t.program_hash, &chip_text, job.sim_version, "bench");
+                    match job.store.get::<BenchResult>("bench", &key) {
+                        Some(b) => measured(n, &params, &b, t.program_hash),
+                        None => {
+                            let bench =
+                                RequestBody::Bench(variant_ref(&variant(job, &params), job.chip));
+                            return Ok(Next::Then(bench, (n, params, Some(t.program_hash))));
+                        }
+                    }
+                }
+            }
+            (Some(hash), Ok(ResponseBody::Bench(b))) => {
+                let key = Store::key_for(&hash, &chip_text, job.sim_version, "bench");
+                job.store
+                    .put("bench", &key, &b)
+                    .map_err(|e| fail(Exit::Internal, format!("writing the store: {e:#}")))?;
+                measured(n, &params, &b, hash)
+            }
+            (_, Ok(other)) => return Err(unexpected(&other)),
+        };
+        entries.insert(n, e);
+        Ok(Next::Done)
+    })?;
+    Ok(entries)
+}
+
+/// The Pareto front (time, SBUF, estimated energy) of the measured variants, each checked
+/// against the CPU reference: one that fails leaves the front and the front is recomputed.
+pub(super) fn pareto(
+    pool: &mut Pool,
+    job: &Job,
+    history: &[Entry],
+) -> Result<Vec<ParetoPoint>, Failure> {
+    let mut points: Vec<ParetoPoint> = history
+        .iter()
+        .filter(|e| e.status == "measured")
+        .filter_map(|e| {
+            Some(ParetoPoint {
+                params: e.params.clone(),
+                time_us: e.time_us?,
+                sbuf_bytes_per_partition: e.sbuf_bytes?,
+                energy_uj_estimate: e.energy_uj?,
+            })
+        })
+        .collect();
+    let mut checked: Vec<Params> = Vec::new();
+    loop {
+        let objectives: Vec<Vec<f64>> = points
+            .iter()
+            .map(|p| vec![p.time_us, p.sbuf_bytes_per_partition as f64, p.energy_uj_estimate])
+            .collect();
+        let front = neuron_tune_search::pareto::pareto_front(&objectives);
+        let mut failed = None;
+        for &i in &front {
+            if checked.contains(&points[i].params) {
+                continue;
+            }
+            if passes_check(pool, job, &points[i].params)? {
+                checked.push(points[i].params.clone());
+            } else {
+                failed = Some(i);
+                break;
+            }
+        }
+        match failed {
+            Some(i) => {
+                let bad = points[i].params.clone();
+                points.retain(|p| p.params != bad);
+            }
+            None => {
+                let mut out: Vec<ParetoPoint> =
+                    front.into_iter().map(|i| points[i].clone()).collect();
+                out.sort_by(|a, b| a.time_us.total_cmp(&b.time_us));
+                // The same variant evaluated twice (a strategy may repeat) is one point.
+                out.dedup_by(|a, b| a.params == b.params);
+                return Ok(out);
+            }
+        }
+    }
+}
+
+/// The harness's correctness check of a would-be winner. Not cached across runs: a check
+/// depends on the kernel's reference and body, which no key here would capture.
+pub(super) fn passes_check(pool: &mut Pool, job: &Job, params: &Params) -> Result<bool, Failure> {
+    let done = pool.request(RequestBody::Check {
+        kernel: job.kernel.into(),
+        params: params.clone(),
+        cases: 8,
+        seed: job.seed,
+        chip: job.chip.clone(),
+        regressions: None,
+    })?;
+    match done.answer {
+        Ok(ResponseBody::Check(r)) => Ok(r.passed),
+        Ok(other) => Err(unexpected(&other)),
+        Err(_) => Ok(false),
+    }
+}

@@ -1,0 +1,226 @@
+//! `--goal`'s side of the loop: what a round decides (kept, rolled back, no improvement),
+//! the validation of a round's winner on its key set, what limits the best, and the
+//! over-fitting check across a kernel's shapes.
+
+use super::*;
+
+/// The `over_fitted` rule, once every target is tuned: each winner of a kernel tuned at
+/// several shapes is measured at the kernel's other tuned shapes (those its validity rule
+/// accepts) and compared with their own winners.
+pub(super) fn over_fitting(
+    ws: &mut Workspace,
+    targets: &[Target],
+    winners: &[(usize, Params, f64)],
+    chip: &ChipSpec,
+    out: &crate::output::Reporter,
+) -> Result<(), Failure> {
+    for (ti, params, _) in winners {
+        let t = &targets[*ti];
+        let mut cross = Vec::new();
+        for (oi, _, own_best_us) in winners {
+            let o = &targets[*oi];
+            if oi == ti || o.krate != t.krate || o.kernel.name != t.kernel.name {
+                continue;
+            }
+            let v = Variant {
+                kernel: t.kernel.name.clone(),
+                shape_name: o.shape_name.clone(),
+                shape: o.shape.clone(),
+                params: params.clone(),
+            };
+            let pool = &mut ws.crates[t.krate].pool;
+            // Not valid there (or failing there): not comparable, so no evidence.
+            if let Ok(ResponseBody::Bench(b)) =
+                pool.request(RequestBody::Bench(variant_ref(&v, chip)))?.answer
+            {
+                cross.push(conv::CrossShape {
+                    shape: o.shape_name.clone(),
+                    time_us: b.time_us,
+                    own_best_us: *own_best_us,
+                });
+            }
+        }
+        if let Some(d) = conv::over_fitted(params, &cross) {
+            out.result(format!("  {} at {}:", t.kernel.name, t.shape_name));
+            for line in conv::diagnosis_lines(&d) {
+                out.result(format!("    {line}"));
+            }
+            out.event(&Event::Diagnosis {
+                kernel: t.kernel.name.clone(),
+                shape: t.shape_name.clone(),
+                chip: chip.name.clone(),
+                diagnosis: d,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The message of a goal not met: how far the run got, and what limits its best.
+pub(super) fn goal_miss(kernel: &str, shape: &str, g: &GoalReport, best: &Best) -> String {
+    let mut m = format!(
+        "{kernel} at {shape}: goal {} not met after {} round{}: best {:.2} µs{} (the goal needs ≤ {:.2} µs)",
+        g.goal,
+        g.rounds,
+        if g.rounds == 1 { "" } else { "s" },
+        best.time_us,
+        g.speedup.map_or(String::new(), |s| format!(", {s:.2}x the default")),
+        g.target_us
+    );
+    if let Some(l) = &g.limit {
+        // A verdict's summary starts with its kind ("DMA-bound: 80% of …").
+        if l.summary.starts_with(&l.kind) {
+            m.push_str(&format!("; limited by {}", l.summary));
+        } else {
+            m.push_str(&format!("; limited by {}: {}", l.kind, l.summary));
+        }
+        for e in &l.evidence {
+            m.push_str(&format!("\n    evidence: {e}"));
+        }
+        for a in &l.advice {
+            m.push_str(&format!("\n    advice: {a}"));
+        }
+    }
+    m
+}
+
+/// The decision of one round: a new best is kept; a would-be winner that failed its
+/// correctness check is rolled back (the previous best stays); otherwise nothing changed.
+pub(super) fn decide(
+    round: usize,
+    proposals: usize,
+    entries: &[Entry],
+    before: Option<&Best>,
+    after: Option<(f64, Params)>,
+    goal_met: bool,
+    rolled: &[String],
+) -> Round {
+    let mut failed: Vec<String> = entries
+        .iter()
+        .filter(|e| e.status == "failed_check")
+        .map(|e| {
+            format!(
+                "{} ({}) failed its correctness check",
+                e.params,
+                e.time_us.map_or(String::new(), |t| format!("{t:.2} µs"))
+            )
+        })
+        .collect();
+    failed.extend(rolled.iter().cloned());
+    let new_best = entries
+        .iter()
+        .filter(|e| e.status == "measured")
+        .filter_map(|e| Some((e.time_us?, e)))
+        .filter(|(t, _)| before.is_none_or(|b| *t < b.time_us))
+        .min_by(|a, b| a.0.total_cmp(&b.0));
+    let previous = before.map_or("the default".to_string(), |b| format!("{:.2} µs", b.time_us));
+    let (decision, mut reason) = match new_best {
+        Some((t, e)) if !rolled.is_empty() => (
+            "rolled_back",
+            format!(
+                "rolled back {}; the best is now {t:.2} µs {} (was {previous})",
+                failed.join("; "),
+                e.params
+            ),
+        ),
+        Some((t, e)) => ("kept", format!("new best {t:.2} µs {} (was {previous})", e.params)),
+        None if !failed.is_empty() => {
+            ("rolled_back", format!("{}; the best stays {previous}", failed.join("; ")))
+        }
+        None => {
+            let counts = |s: &str| entries.iter().filter(|e| e.status == s).count();
+            (
+                "no_improvement",
+                format!(
+                    "nothing beat {previous} ({} slower, {} pruned, {} invalid)",
+                    counts("measured"),
+                    counts("pruned"),
+                    counts("invalid")
+                ),
+            )
+        }
+    };
+    if decision == "kept" && !failed.is_empty() {
+        // Would-be winners that failed the property check before the round's decision.
+        reason.push_str(&format!("; rolled back {}", failed.join("; ")));
+    }
+    Round {
+        line: "round".into(),
+        round,
+        proposals,
+        best_time_us: after.as_ref().map(|a| a.0),
+        best_params: after.map(|a| a.1),
+        decision: decision.into(),
+        reason,
+        goal_met,
+    }
+}
+
+/// `--goal`'s validation of a round's winner: right on every shape of its key set that its
+/// validity rule accepts? `Ok(the shapes checked)`, or `Err(why)` naming the failing shape.
+pub(super) fn validate_on_key_set(
+    pool: &mut Pool,
+    job: &Job,
+    params: &Params,
+) -> Result<Result<Vec<String>, String>, Failure> {
+    let (mut names, mut shapes) = (Vec::new(), Vec::new());
+    for (name, shape) in job.key_shapes {
+        let done = pool.request(RequestBody::Validate {
+            kernel: job.kernel.into(),
+            shape: ShapeRef::Dims(shape.clone()),
+            configs: vec![params.clone()],
+            chip: job.chip.clone(),
+        })?;
+        if matches!(done.answer, Ok(ResponseBody::Validate { ref verdicts })
+            if verdicts.first().is_some_and(|v| v.is_none()))
+        {
+            names.push(name.clone());
+            shapes.push(shape.clone());
+        }
+    }
+    let done = pool.request(RequestBody::CheckAt {
+        kernel: job.kernel.into(),
+        params: params.clone(),
+        shapes,
+        seed: job.seed,
+        chip: job.chip.clone(),
+    })?;
+    Ok(match done.answer {
+        Ok(ResponseBody::Check(r)) if r.passed => Ok(names),
+        Ok(ResponseBody::Check(r)) => Err(match r.failure {
+            Some(f) => {
+                let name = job
+                    .key_shapes
+                    .iter()
+                    .find(|(_, s)| *s == f.shape)
+                    .map_or("?", |(n, _)| n.as_str());
+                format!("wrong at shape {name} ({}): {}", f.shape, f.message)
+            }
+            None => "failed on its key set".to_string(),
+        }),
+        Ok(other) => return Err(unexpected(&other)),
+        Err(e) => Err(format!("failed on its key set: {e}")),
+    })
+}
+
+/// The profile verdict of a variant: what bounds it, and the evidence.
+pub(super) fn limit_of(
+    pool: &mut Pool,
+    job: &Job,
+    params: &Params,
+) -> Result<Option<Limit>, Failure> {
+    let done = pool.request(RequestBody::Profile {
+        variant: variant_ref(&variant(job, params), job.chip),
+        trace: false,
+    })?;
+    Ok(match done.answer {
+        Ok(ResponseBody::Bench(b)) => b.profile.map(|p| Limit {
+            kind: p.bottleneck.kind,
+            summary: p.bottleneck.summary,
+            evidence: p.bottleneck.evidence,
+            advice: p.bottleneck.advice,
+        }),
+        Ok(other) => return Err(unexpected(&other)),
+        Err(_) => None,
+    })
+}

@@ -1,0 +1,544 @@
+//! `tune`: search each selected kernel's space at each selected shape for the fastest
+//! correct variant, on the simulator.
+//!
+//! The loop per (kernel, shape): the strategy proposes a batch of [`BATCH`] configurations
+//! (its validity oracle is the harness's `validate`); each is traced; a program whose
+//! roofline bound (from the trace, no simulation) cannot beat the incumbent is pruned; the
+//! rest come from the store or are simulated on the pool in parallel; a variant that would
+//! become the best is first checked against the CPU reference, and one that fails is
+//! invalid. Outcomes are told in proposal order and the batch size does not depend on
+//! `--jobs`, so a seed replays exactly at any parallelism. Every evaluation is appended to
+//! the run's journal before the next batch; `--resume` replays the journal instead of
+//! evaluating again. The winner goes into the crate's tuned database.
+//!
+//! Files: this one selects the targets, runs them and reports; `search.rs` is the loop of one
+//! target; `evaluate.rs` evaluates proposals (and the Pareto front); `goal.rs` is `--goal`'s
+//! rounds, roll-back and the over-fitting check.
+
+use super::{default_seed, open_store};
+use crate::cargo::CargoFlags;
+use crate::cli::{GoalOpts, Objective, SearchOpts, Selection};
+use crate::convergence::{self as conv, GoalReport, Limit, Round};
+use crate::eval::{chip_key, stream, unexpected, variant_ref, Next};
+use crate::exit::{fail, Exit, Failure};
+use crate::output::Event;
+use crate::select::{check_patterns, chip_spec, glob, select, Variant};
+use crate::store::Store;
+use crate::tuned::{TunedDb, TunedRecord};
+use crate::worker::Pool;
+use crate::workspace::{Ctx, Workspace};
+use neuron_tune_protocol::{
+    BenchResult, ChipSpec, KernelInfo, ParamValue, Params, RequestBody, ResponseBody, Shape,
+    ShapeRef,
+};
+use neuron_tune_search::{builtin, Config, Ctx as SearchCtx, Dim, Level, Outcome, Space, Strategy};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+mod evaluate;
+mod goal;
+mod search;
+
+use evaluate::*;
+use goal::*;
+use search::*;
+
+/// Proposals per round, whatever `--jobs` is (so results do not depend on it).
+pub const BATCH: usize = 4;
+
+/// A kernel's protocol space as the search engine's (same dims, same level order).
+fn search_space(space: &neuron_tune_protocol::Space) -> Result<Space, Failure> {
+    let dims = space
+        .0
+        .iter()
+        .map(|(name, values)| {
+            let levels = values
+                .iter()
+                .map(|v| match v {
+                    ParamValue::Int(i) => Level::Int(*i),
+                    ParamValue::Bool(b) => Level::Bool(*b),
+                    ParamValue::Str(s) => Level::Str(s.clone()),
+                })
+                .collect();
+            Dim::new(name.clone(), levels)
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| fail(Exit::Config, e.to_string()))?;
+    Space::new(dims).map_err(|e| fail(Exit::Config, e.to_string()))
+}
+
+fn params_of(space: &neuron_tune_protocol::Space, c: &Config) -> Params {
+    Params(
+        space.0.iter().zip(&c.0).map(|((n, vs), &i)| (n.clone(), vs[i as usize].clone())).collect(),
+    )
+}
+
+/// One journal line: an evaluation and what it gave. The report reads these.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug)]
+pub struct Entry {
+    pub n: usize,
+    pub params: Params,
+    /// `measured`, `pruned`, `invalid`, `failed_check`.
+    pub status: String,
+    pub time_us: Option<f64>,
+    pub program_hash: Option<String>,
+    /// SBUF peak (bytes per partition) and estimated energy (µJ) of a measured variant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sbuf_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_uj: Option<f64>,
+    /// The profile's verdict on a measured variant: what bounds it and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bottleneck: Option<String>,
+    /// Why an invalid variant was refused (the harness's error), for the diagnosis.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What a journal's lines are about, written next to it (`<journal>.meta.json`, atomically)
+/// once the default is measured and again with the Pareto front at the end: the journal's
+/// lines alone do not say which kernel, shape, chip, strategy or seed they belong to, nor
+/// what the default gave. `report` reads it; `--resume` does not need it.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug)]
+pub struct JournalMeta {
+    pub kernel: String,
+    pub shape: String,
+    pub dims: Shape,
+    pub chip: ChipSpec,
+    /// The strategy's name, or `proposer`.
+    pub strategy: String,
+    pub seed: u64,
+    pub budget: usize,
+    /// `time` or `pareto`.
+    pub objective: String,
+    /// The harness's simulator version: the store keys of the journal's results.
+    pub sim_version: String,
+    /// The default parameters' evaluation (`n` is meaningless), if they run.
+    pub default: Option<Entry>,
+    /// `--objective pareto`: the checked front, fastest first (written at the end).
+    #[serde(default)]
+    pub front: Option<Vec<ParetoPoint>>,
+}
+
+/// The meta file of a journal.
+pub fn meta_path(journal: &std::path::Path) -> std::path::PathBuf {
+    journal.with_extension("meta.json")
+}
+
+impl Entry {
+    fn outcome(&self) -> Outcome {
+        match (self.status.as_str(), self.time_us) {
+            ("measured" | "pruned", Some(t)) => Outcome::Value(t),
+            _ => Outcome::Invalid,
+        }
+    }
+}
+
+/// One (kernel, shape) to tune: its crate (whose pool serves it and whose tuned database
+/// records it), the kernel as listed, and the shape with its label.
+struct Target {
+    krate: usize,
+    kernel: KernelInfo,
+    shape_name: String,
+    shape: Shape,
+    /// The shapes a `--goal` round's winner must be right on: the kernel's selected named
+    /// shapes (a model's call: its own shape).
+    key_shapes: Vec<(String, Shape)>,
+}
+
+pub fn run(
+    cargo: &CargoFlags,
+    s: &Selection,
+    models: &[String],
+    opts: &SearchOpts,
+    goal: &GoalOpts,
+    partition: Option<crate::partition::Partition>,
+    ctx: &Ctx,
+) -> Result<Exit, Failure> {
+    let build_start = Instant::now();
+    let mut ws = Workspace::open(cargo, ctx)?;
+    let build_s = build_start.elapsed().as_secs_f64();
+    let store = open_store(&ws.target_dir, &ctx.out)?;
+    let chip = chip_spec(&s.chip)?;
+    let mut targets = if models.is_empty() {
+        kernel_targets(&ws, s, &ctx.out)?
+    } else {
+        model_targets(&mut ws, s, models, &chip)?
+    };
+    // `--partition`: this run's share, by each (kernel, shape)'s name.
+    targets.retain(|t| {
+        let name = super::bench::item_name(&t.kernel.name, &t.shape_name, &t.shape);
+        crate::partition::keeps(partition, &name)
+    });
+    let seed = opts.seed.unwrap_or_else(default_seed);
+    let out = ctx.out.clone();
+    out.status(format!(
+        "   Tuning {} kernel shapes with strategy `{}`, seed {seed} (replay with --seed {seed}), {} evaluations each",
+        targets.len(),
+        opts.proposer.as_deref().map_or(opts.strategy.clone(), |p| format!("proposer `{p}`")),
+        opts.budget
+    ));
+    let mut dbs: Vec<Option<TunedDb>> = ws.crates.iter().map(|_| None).collect();
+    // One row per tuned (kernel, shape), printed as one table at the end.
+    let mut table = crate::output::Table::new(&[
+        "kernel",
+        "shape",
+        ">best µs",
+        ">default µs",
+        ">speed-up",
+        ">evaluations",
+        ">pruned",
+        ">invalid",
+        "params",
+    ]);
+    let bar = super::bench::progress(&out, (targets.len() * opts.budget) as u64);
+    bar.set_prefix("tune");
+    let mut missed: Vec<String> = Vec::new();
+    // Each tuned target's winner (index into `targets`, params, time), for `over_fitted`.
+    let mut winners: Vec<(usize, Params, f64)> = Vec::new();
+    for (ti, t) in targets.iter().enumerate() {
+        let c = &mut ws.crates[t.krate];
+        let k = &t.kernel;
+        let shape_name = &t.shape_name;
+        let key = format!(
+            "{}-{}-{}-{}-{seed}",
+            k.name,
+            sanitize(shape_name),
+            chip.name,
+            opts.proposer.as_ref().map_or(opts.strategy.as_str(), |_| "proposer")
+        );
+        let job = Job {
+            kernel: &k.name,
+            shape_name,
+            shape: &t.shape,
+            chip: &chip,
+            store: &store,
+            sim_version: &c.list.sim_version,
+            seed,
+            opts,
+            bar: &bar,
+            goal,
+            key_shapes: &t.key_shapes,
+        };
+        let mut result = tune_one(&mut c.pool, &k.space, &k.defaults, &job, &key, ctx)?;
+        result.build_s = build_s;
+        let Some(best) = result.best.clone() else {
+            out.note(format!("  {} at {shape_name}: no valid variant found", k.name));
+            if let Some(g) = &goal.goal {
+                missed.push(format!(
+                    "{} at {shape_name}: goal {g} not met: no valid variant found",
+                    k.name
+                ));
+            }
+            continue;
+        };
+        bar.suspend(|| report(&out, t, &chip, &result, &best, seed, opts, &mut table));
+        winners.push((ti, best.params.clone(), best.time_us));
+        if let Some(g) = result.goal.as_ref().filter(|g| !g.met) {
+            missed.push(goal_miss(&k.name, shape_name, g, &best));
+        }
+        let db = match &mut dbs[t.krate] {
+            Some(db) => db,
+            slot => {
+                let dir = c
+                    .krate
+                    .manifest_path
+                    .parent()
+                    .map(std::path::PathBuf::from)
+                    .unwrap_or_default();
+                slot.insert(TunedDb::load(&dir)?)
+            }
+        };
+        db.record(TunedRecord {
+            kernel: k.name.clone(),
+            chip: chip.name.clone(),
+            shape: shape_name.clone(),
+            dims: t.shape.clone(),
+            params: best.params.clone(),
+            time_us: best.time_us,
+            program_hash: best.program_hash.clone(),
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            sim_version: c.list.sim_version.clone(),
+            validated_shapes: result.validated.clone().unwrap_or_default(),
+        });
+        // Saved after every kernel: an interrupted run keeps the winners it found.
+        let path = db.save()?;
+        bar.suspend(|| out.status(format!("   Wrote {}", path.display())));
+    }
+    bar.finish_and_clear();
+    if !targets.is_empty() {
+        out.result("");
+        out.table(&table, "  ");
+    }
+    over_fitting(&mut ws, &targets, &winners, &chip, &out)?;
+    if missed.is_empty() {
+        Ok(Exit::Ok)
+    } else {
+        Err(fail(Exit::GoalNotMet, missed.join("\n")))
+    }
+}
+
+/// A shape label as a file-name part.
+fn sanitize(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' }).collect()
+}
+
+/// The selected kernels at their selected named shapes.
+fn kernel_targets(
+    ws: &Workspace,
+    s: &Selection,
+    out: &crate::output::Reporter,
+) -> Result<Vec<Target>, Failure> {
+    check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s, out)?;
+    let mut out = Vec::new();
+    for (i, c) in ws.crates.iter().enumerate() {
+        for k in select(&c.list, &Selection { all_variants: false, params: None, ..s.clone() })? {
+            for (shape_name, shape) in &k.shapes {
+                out.push(Target {
+                    krate: i,
+                    kernel: k.kernel.clone(),
+                    shape_name: shape_name.clone(),
+                    shape: shape.clone(),
+                    key_shapes: k.shapes.clone(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Every distinct (kernel, shape) the selected models call (with default parameters), each
+/// tuned in the crate that lists the kernel, labelled `model@shape`.
+fn model_targets(
+    ws: &mut Workspace,
+    s: &Selection,
+    patterns: &[String],
+    chip: &ChipSpec,
+) -> Result<Vec<Target>, Failure> {
+    if s.params.is_some() || s.all_variants {
+        return Err(fail(
+            Exit::Config,
+            "--model tunes what the models call: --params and --all-variants do not apply"
+                .to_string(),
+        ));
+    }
+    let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
+    let models = crate::models::select_models(&lists, patterns, &s.shapes)?;
+    let mut out: Vec<Target> = Vec::new();
+    for m in models {
+        let plan =
+            crate::models::plan(&mut ws.crates[m.krate].pool, &m, chip, &Default::default())?
+                .map_err(|e| fail(Exit::Check, e))?;
+        for call in plan.calls {
+            if !s.kernels.is_empty() && !s.kernels.iter().any(|p| glob(p, &call.kernel)) {
+                continue;
+            }
+            if out.iter().any(|t| t.kernel.name == call.kernel && t.shape == call.shape) {
+                continue;
+            }
+            let owner = ws.crates.iter().enumerate().find_map(|(i, c)| {
+                c.list.kernels.iter().find(|k| k.name == call.kernel).map(|k| (i, k.clone()))
+            });
+            let Some((krate, kernel)) = owner else {
+                return Err(fail(
+                    Exit::Config,
+                    format!(
+                        "model `{}` calls kernel `{}`, which no selected crate lists (select the \
+                         crate that defines it with -p, or drop -p)",
+                        m.model, call.kernel
+                    ),
+                ));
+            };
+            let shape_name = format!("{}@{}", m.model, m.shape_name);
+            out.push(Target {
+                krate,
+                kernel,
+                key_shapes: vec![(shape_name.clone(), call.shape.clone())],
+                shape_name,
+                shape: call.shape,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The event of one tuned (kernel, shape), its status line, its Pareto front (results)
+/// and its row of the final table.
+#[allow(clippy::too_many_arguments)]
+fn report(
+    out: &crate::output::Reporter,
+    t: &Target,
+    chip: &ChipSpec,
+    result: &TuneResult,
+    best: &Best,
+    seed: u64,
+    opts: &SearchOpts,
+    table: &mut crate::output::Table,
+) {
+    let k = &t.kernel;
+    let gain = result.default_time.map(|d| d / best.time_us);
+    let convergence = conv::analyze(&result.best_so_far, result.pruned, result.invalid);
+    let evals: Vec<conv::Eval> = result
+        .history
+        .iter()
+        .map(|e| conv::Eval { params: &e.params, status: &e.status, error: e.error.as_deref() })
+        .collect();
+    let spent =
+        conv::Spent { build_s: result.build_s, check_s: result.check_s, total_s: result.total_s };
+    let diagnoses: Vec<conv::Diagnosis> = [
+        conv::not_converged(&convergence, result.evaluations, result.exhausted),
+        conv::invalid_heavy(&evals),
+        conv::slow(&spent),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    out.event(&Event::Tune {
+        kernel: k.name.clone(),
+        shape: Some(t.shape_name.clone()),
+        chip: Some(chip.name.clone()),
+        best_params: serde_json::to_value(&best.params).expect("params serialize"),
+        best_time: best.time_us,
+        default_time: result.default_time,
+        evaluations: result.evaluations,
+        pruned: result.pruned,
+        invalid: result.invalid,
+        seed,
+        strategy: opts.proposer.as_ref().map_or(opts.strategy.clone(), |_| "proposer".into()),
+        best_so_far: result.best_so_far.clone(),
+        journal: Some(result.journal.clone()),
+        pareto: result.front.as_ref().map(|f| serde_json::to_value(f).expect("points serialize")),
+        convergence: Box::new(convergence.clone()),
+        diagnoses: diagnoses.clone(),
+        rounds: result.rounds.clone(),
+        goal: result.goal.clone(),
+    });
+    let label = if t.shape_name.contains('@') {
+        format!("{} {}", t.shape_name, t.shape)
+    } else {
+        t.shape_name.clone()
+    };
+    out.status(format!(
+        "   Tuned {} {label}: {:.1} µs after {} evaluations; convergence {}",
+        k.name,
+        best.time_us,
+        result.evaluations,
+        super::replay::curve(&result.best_so_far)
+    ));
+    table.row(vec![
+        k.name.clone(),
+        label.clone(),
+        format!("{:.1}", best.time_us),
+        result.default_time.map_or("-".into(), |d| format!("{d:.1}")),
+        match gain {
+            _ if result.kept_default => "default".into(),
+            Some(g) => format!("{g:.2}x"),
+            None => "-".into(),
+        },
+        result.evaluations.to_string(),
+        result.pruned.to_string(),
+        result.invalid.to_string(),
+        best.params.to_string(),
+    ]);
+    // How the run went, under the kernel's name (its row is in the table at the end).
+    out.result(format!("  {} {label}: {}", k.name, conv::describe(&convergence)));
+    for r in &result.rounds {
+        out.result(format!("    {}", r.line()));
+    }
+    for d in &diagnoses {
+        for line in conv::diagnosis_lines(d) {
+            out.result(format!("    {line}"));
+        }
+    }
+    if let Some(front) = &result.front {
+        out.result(format!(
+            "  Pareto front of {} {}: {} variants no other beats on time, SBUF and estimated energy",
+            k.name,
+            label,
+            front.len()
+        ));
+        let mut table = crate::output::Table::new(&[
+            ">time µs",
+            ">SBUF B/partition",
+            ">energy µJ (estimate)",
+            "params",
+        ]);
+        for p in front {
+            table.row(vec![
+                format!("{:.1}", p.time_us),
+                p.sbuf_bytes_per_partition.to_string(),
+                format!("{:.1}", p.energy_uj_estimate),
+                p.params.to_string(),
+            ]);
+        }
+        out.table(&table, "    ");
+    }
+}
+
+struct Job<'a> {
+    kernel: &'a str,
+    shape_name: &'a str,
+    shape: &'a Shape,
+    chip: &'a ChipSpec,
+    store: &'a Store,
+    /// The simulator version of the crate's harness: results are stored under it.
+    sim_version: &'a str,
+    seed: u64,
+    opts: &'a SearchOpts,
+    /// Progress over every evaluation of the run (hidden off a terminal and in JSON mode).
+    bar: &'a indicatif::ProgressBar,
+    goal: &'a GoalOpts,
+    key_shapes: &'a [(String, Shape)],
+}
+
+#[derive(Clone)]
+struct Best {
+    params: Params,
+    time_us: f64,
+    program_hash: String,
+}
+
+struct TuneResult {
+    best: Option<Best>,
+    /// `--objective pareto`: the non-dominated correct variants, fastest first.
+    front: Option<Vec<ParetoPoint>>,
+    /// No evaluated variant beat the default parameters, so `best` is the default.
+    kept_default: bool,
+    default_time: Option<f64>,
+    evaluations: usize,
+    pruned: usize,
+    invalid: usize,
+    best_so_far: Vec<Option<f64>>,
+    journal: std::path::PathBuf,
+    /// Every evaluation, in order (for the diagnosis).
+    history: Vec<Entry>,
+    /// `--goal`: the decision log and how it ended.
+    rounds: Vec<Round>,
+    goal: Option<GoalReport>,
+    /// `--goal`: the key-set shapes the best was validated on (`None`: not validated).
+    validated: Option<Vec<String>>,
+    /// Wall time in correctness checks, of the whole search, and of the command's harness
+    /// builds (s).
+    check_s: f64,
+    total_s: f64,
+    build_s: f64,
+    /// The strategy had nothing more to propose.
+    exhausted: bool,
+}
+
+/// The search: a built-in strategy, or an external proposer, which also sees the last
+/// measured variant's profile summary.
+enum Searcher {
+    Builtin(Box<dyn Strategy>),
+    External(Box<neuron_tune_search::Proposer>),
+}
+
+/// A variant of the Pareto front.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct ParetoPoint {
+    pub params: Params,
+    pub time_us: f64,
+    pub sbuf_bytes_per_partition: u64,
+    /// An estimate (docs/energy.md), not a measurement.
+    pub energy_uj_estimate: f64,
+}

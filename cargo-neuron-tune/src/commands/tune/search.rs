@@ -1,0 +1,405 @@
+//! The search loop of one (kernel, shape): batches of proposals, evaluated in parallel,
+//! told in proposal order, journaled, resumed; rounds and their decisions under `--goal`.
+
+use super::*;
+
+pub(super) fn tune_one(
+    pool: &mut Pool,
+    space: &neuron_tune_protocol::Space,
+    defaults: &Params,
+    job: &Job,
+    key: &str,
+    ctx: &Ctx,
+) -> Result<TuneResult, Failure> {
+    let sspace = search_space(space)?;
+    let mut strategy = match &job.opts.proposer {
+        Some(cmd) => {
+            let mut p = neuron_tune_search::Proposer::new(cmd.clone());
+            // One run of the program per batch.
+            p.batch = BATCH;
+            Searcher::External(Box::new(p))
+        }
+        None => Searcher::Builtin(builtin(&job.opts.strategy, job.seed).ok_or_else(|| {
+            fail(
+                Exit::Config,
+                format!(
+                    "--strategy {}: unknown (built in: {})",
+                    job.opts.strategy,
+                    neuron_tune_search::BUILTIN.join(", ")
+                ),
+            )
+        })?),
+    };
+    let journal_name = format!("tune-{key}");
+    let journal_path = job.store.root().join("journals").join(format!("{journal_name}.jsonl"));
+    let replayed: HashMap<usize, Entry> = if job.opts.resume {
+        let read = crate::store::read_journal(&journal_path)
+            .map_err(|e| fail(Exit::Internal, format!("{e:#}")))?;
+        // An untrusted line is never used: its evaluation is made again.
+        for (line, why) in &read.rejected {
+            ctx.out.note(format!(
+                "warning: {}:{line}: not used ({why}); that evaluation is made again",
+                journal_path.display()
+            ));
+        }
+        read.lines
+            .into_iter()
+            .filter_map(|l| serde_json::from_value::<Entry>(l).ok())
+            .map(|e| (e.n, e))
+            .collect()
+    } else {
+        let _ = std::fs::remove_file(&journal_path);
+        HashMap::new()
+    };
+    if job.opts.resume && !replayed.is_empty() {
+        ctx.out.status(format!(
+            "   Resuming {} from {} journaled evaluations",
+            job.kernel,
+            replayed.len()
+        ));
+    }
+    // The default, measured like any proposal (never pruned: there is no incumbent).
+    let default = evaluate_batch(pool, job, vec![(usize::MAX, defaults.clone())], None)?
+        .remove(&usize::MAX)
+        .filter(|e| e.status == "measured");
+    let default_time = default.as_ref().and_then(|e| e.time_us);
+    let mut meta = JournalMeta {
+        kernel: job.kernel.into(),
+        shape: job.shape_name.into(),
+        dims: job.shape.clone(),
+        chip: job.chip.clone(),
+        strategy: job
+            .opts
+            .proposer
+            .as_ref()
+            .map_or(job.opts.strategy.clone(), |_| "proposer".into()),
+        seed: job.seed,
+        budget: job.opts.budget,
+        objective: format!("{:?}", job.opts.objective).to_lowercase(),
+        sim_version: job.sim_version.into(),
+        default: default.clone(),
+        front: None,
+    };
+    let write_meta = |meta: &JournalMeta| {
+        let text = serde_json::to_string_pretty(meta).expect("meta serializes");
+        crate::store::write_atomic(&meta_path(&journal_path), text.as_bytes())
+            .map_err(|e| fail(Exit::Internal, format!("writing the journal: {e:#}")))
+    };
+    write_meta(&meta)?;
+    // `--goal`: the time to reach (a speed-up needs the default's time).
+    let target = match job.goal.goal {
+        None => None,
+        Some(g) => Some(g.target_us(default_time).ok_or_else(|| {
+            fail(
+                Exit::Config,
+                format!(
+                    "--goal {g}: the default parameters of {} at {} did not measure, so there is \
+                     no time to improve on; give a time instead (e.g. --goal 5ms)",
+                    job.kernel, job.shape_name
+                ),
+            )
+        })?),
+    };
+    // Rounds already in the journal (`--resume`): not written twice.
+    let journaled_rounds: Vec<usize> = if job.opts.resume {
+        crate::store::read_journal(&journal_path)
+            .map(|j| j.lines)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|l| serde_json::from_value::<Round>(l).ok())
+            .filter(|r| r.line == "round")
+            .map(|r| r.round)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut valid_cache: HashMap<Vec<u32>, bool> = HashMap::new();
+    let mut best: Option<Best> = None;
+    let (mut evaluations, mut pruned, mut invalid) = (0, 0, 0);
+    let mut best_so_far = Vec::new();
+    let mut history: Vec<Entry> = Vec::new();
+    let mut rounds: Vec<Round> = Vec::new();
+    let mut check_s = 0.0;
+    // The strategy proposed everything it will (the space is exhausted).
+    let mut exhausted = false;
+    // `--goal`: winners validated on the key set (with the shapes checked), and rolled back.
+    let mut validated: Vec<(Params, Vec<String>)> = Vec::new();
+    let mut rejected: Vec<Params> = Vec::new();
+    let start = Instant::now();
+    let mut since_improvement = 0;
+    // The best the goal is judged on: the search's or the default's, whichever is faster.
+    let overall = |best: &Option<Best>| -> Option<(f64, Params)> {
+        let d = default.as_ref().and_then(|d| Some((d.time_us?, d.params.clone())));
+        let b = best.as_ref().map(|b| (b.time_us, b.params.clone()));
+        match (b, d) {
+            (Some(b), Some(d)) => Some(if d.0 < b.0 { d } else { b }),
+            (b, d) => b.or(d),
+        }
+    };
+    let met = |best: &Option<Best>| {
+        target.is_some_and(|t| overall(best).is_some_and(|(time, _)| time <= t))
+    };
+    let mut goal_met = met(&best);
+    'rounds: while !goal_met && job.goal.max_rounds.is_none_or(|m| rounds.len() < m) {
+        // Ask a batch; the oracle asks the harness (nothing else is in flight).
+        let mut batch = Vec::new();
+        while batch.len() < BATCH && evaluations + batch.len() < job.opts.budget {
+            // The oracle answers a bool; a worker that broke the protocol meanwhile is kept
+            // here and ends the command once the ask returns.
+            let mut broken: Option<Failure> = None;
+            let mut oracle = |c: &Config| -> bool {
+                // After a failure (a broken worker, or Ctrl-C with the request abandoned in
+                // flight) ask nothing more: the pool has an answer outstanding.
+                if broken.is_some() {
+                    return false;
+                }
+                if let Some(v) = valid_cache.get(&c.0) {
+                    return *v;
+                }
+                let request = RequestBody::Validate {
+                    kernel: job.kernel.into(),
+                    shape: ShapeRef::Dims(job.shape.clone()),
+                    configs: vec![params_of(space, c)],
+                    chip: job.chip.clone(),
+                };
+                let ok = match pool.request(request) {
+                    Ok(done) => matches!(done.answer, Ok(ResponseBody::Validate { ref verdicts })
+                        if verdicts.first().is_some_and(|v| v.is_none())),
+                    Err(f) => {
+                        broken.get_or_insert(f);
+                        false
+                    }
+                };
+                valid_cache.insert(c.0.clone(), ok);
+                ok
+            };
+            let asked = strategy.get().ask(&mut SearchCtx::new(&sspace, &mut oracle));
+            if let Some(f) = broken {
+                return Err(f);
+            }
+            match asked {
+                Ok(Some(c)) => batch.push(c),
+                Ok(None) => {
+                    exhausted = true;
+                    break;
+                }
+                Err(e) => return Err(fail(Exit::Config, format!("the strategy failed: {e}"))),
+            }
+        }
+        if batch.is_empty() {
+            break;
+        }
+        // Evaluate the batch's new proposals in parallel (pruned against the incumbent of
+        // the batch's start, so the outcome does not depend on completion order), then
+        // decide winners in proposal order.
+        let params: Vec<Params> = batch.iter().map(|c| params_of(space, c)).collect();
+        let fresh: Vec<(usize, Params)> = params
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (evaluations + i, p.clone()))
+            .filter(|(n, p)| replayed.get(n).is_none_or(|e| &e.params != p))
+            .collect();
+        let mut measured = evaluate_batch(pool, job, fresh, best.as_ref().map(|b| b.time_us))?;
+        let best_before = best.clone();
+        let mut proposals = 0;
+        let mut stop = false;
+        for (i, c) in batch.into_iter().enumerate() {
+            let n = evaluations;
+            let entry = match replayed.get(&n).filter(|e| e.params == params[i]) {
+                Some(e) => e.clone(),
+                None => {
+                    let mut e = measured.remove(&n).expect("every fresh proposal is evaluated");
+                    let incumbent = best.as_ref().map(|b| b.time_us);
+                    if e.status == "measured"
+                        && incumbent.is_none_or(|b| e.time_us.is_some_and(|t| t < b))
+                    {
+                        let checking = Instant::now();
+                        let passed = passes_check(pool, job, &e.params)?;
+                        check_s += checking.elapsed().as_secs_f64();
+                        if !passed {
+                            e.status = "failed_check".into();
+                        }
+                    }
+                    let line = serde_json::to_value(&e).expect("entries serialize");
+                    job.store
+                        .append_journal(&journal_name, &line)
+                        .map_err(|e| fail(Exit::Internal, format!("writing the journal: {e:#}")))?;
+                    e
+                }
+            };
+            evaluations += 1;
+            job.bar.inc(1);
+            proposals += 1;
+            history.push(entry.clone());
+            match entry.status.as_str() {
+                "pruned" => pruned += 1,
+                "invalid" | "failed_check" => invalid += 1,
+                _ => {}
+            }
+            let outcome = entry.outcome();
+            strategy.get().tell(&c, outcome);
+            strategy.saw(&entry);
+            let improved = entry.status == "measured"
+                && best.as_ref().is_none_or(|b| entry.time_us.unwrap_or(f64::MAX) < b.time_us);
+            if improved {
+                best = Some(Best {
+                    params: entry.params.clone(),
+                    time_us: entry.time_us.unwrap_or(f64::MAX),
+                    program_hash: entry.program_hash.clone().unwrap_or_default(),
+                });
+                since_improvement = 0;
+            } else {
+                since_improvement += 1;
+            }
+            best_so_far.push(best.as_ref().map(|b| b.time_us));
+            if job.opts.early_stop.is_some_and(|w| since_improvement >= w)
+                || job.opts.time.is_some_and(|t| start.elapsed() >= Duration::from_secs_f64(t))
+            {
+                stop = true;
+                break;
+            }
+        }
+        // `--goal`: the round's winner must be right on every shape of its key set, or it
+        // is rolled back to the round's next best (or the best before the round).
+        let mut rolled: Vec<String> = Vec::new();
+        let first = history.len() - proposals;
+        while target.is_some() {
+            let Some(b) = best.clone() else { break };
+            if best_before.as_ref().is_some_and(|p| p.params == b.params)
+                || validated.iter().any(|(p, _)| *p == b.params)
+            {
+                break;
+            }
+            let checking = Instant::now();
+            let verdict = validate_on_key_set(pool, job, &b.params)?;
+            check_s += checking.elapsed().as_secs_f64();
+            match verdict {
+                Ok(names) => validated.push((b.params.clone(), names)),
+                Err(why) => {
+                    rolled.push(format!("{} ({:.2} µs) {why}", b.params, b.time_us));
+                    rejected.push(b.params.clone());
+                    invalid += 1;
+                    best = best_before.clone();
+                    for (j, e) in history[first..].iter_mut().enumerate() {
+                        if rejected.contains(&e.params) && e.status == "measured" {
+                            e.status = "rolled_back".into();
+                        }
+                        if e.status == "measured"
+                            && e.time_us
+                                .is_some_and(|t| best.as_ref().is_none_or(|x| t < x.time_us))
+                        {
+                            best = Some(Best {
+                                params: e.params.clone(),
+                                time_us: e.time_us.unwrap_or(f64::MAX),
+                                program_hash: e.program_hash.clone().unwrap_or_default(),
+                            });
+                        }
+                        best_so_far[first + j] = best.as_ref().map(|x| x.time_us);
+                    }
+                }
+            }
+        }
+        goal_met = met(&best);
+        if target.is_some() {
+            let round = decide(
+                rounds.len() + 1,
+                proposals,
+                &history[first..],
+                best_before.as_ref(),
+                overall(&best),
+                goal_met,
+                &rolled,
+            );
+            if !journaled_rounds.contains(&round.round) {
+                let line = serde_json::to_value(&round).expect("rounds serialize");
+                job.store
+                    .append_journal(&journal_name, &line)
+                    .map_err(|e| fail(Exit::Internal, format!("writing the journal: {e:#}")))?;
+            }
+            rounds.push(round);
+        }
+        if stop || evaluations >= job.opts.budget {
+            break 'rounds;
+        }
+    }
+    // The default is a known answer: a search that found nothing faster keeps it.
+    let mut kept_default = false;
+    if let (Some(d), Some(t)) = (default, default_time) {
+        if best.as_ref().is_none_or(|b| t < b.time_us) {
+            best = Some(Best {
+                params: d.params,
+                time_us: t,
+                program_hash: d.program_hash.unwrap_or_default(),
+            });
+            kept_default = true;
+        }
+    }
+    let front = match job.opts.objective {
+        Objective::Pareto => Some(pareto(pool, job, &history)?),
+        Objective::Time => None,
+    };
+    if front.is_some() {
+        meta.front = front.clone();
+        write_meta(&meta)?;
+    }
+    let goal = match (job.goal.goal, target) {
+        (Some(g), Some(target_us)) => Some(GoalReport {
+            goal: g.to_string(),
+            target_us,
+            met: goal_met,
+            rounds: rounds.len(),
+            speedup: default_time.zip(best.as_ref()).map(|(d, b)| d / b.time_us),
+            // What limits the best: its profile's verdict (only asked when it matters).
+            limit: match (&best, goal_met) {
+                (Some(b), false) => limit_of(pool, job, &b.params)?,
+                _ => None,
+            },
+        }),
+        _ => None,
+    };
+    let validated_best = best
+        .as_ref()
+        .and_then(|b| validated.iter().find(|(p, _)| *p == b.params))
+        .map(|(_, names)| names.clone());
+    Ok(TuneResult {
+        best,
+        front,
+        kept_default,
+        default_time,
+        evaluations,
+        pruned,
+        invalid,
+        best_so_far,
+        journal: journal_path,
+        validated: validated_best,
+        history,
+        rounds,
+        goal,
+        check_s,
+        total_s: start.elapsed().as_secs_f64(),
+        build_s: 0.0,
+        exhausted,
+    })
+}
+
+impl Searcher {
+    pub(super) fn get(&mut self) -> &mut dyn Strategy {
+        match self {
+            Searcher::Builtin(s) => s.as_mut(),
+            Searcher::External(p) => p.as_mut(),
+        }
+    }
+
+    /// Tell an external proposer about a measured variant (its `last_profile`).
+    pub(super) fn saw(&mut self, e: &Entry) {
+        if let (Searcher::External(p), "measured") = (self, e.status.as_str()) {
+            p.set_last_profile(serde_json::json!({
+                "params": e.params,
+                "time_us": e.time_us,
+                "bottleneck": e.bottleneck,
+                "sbuf_bytes_per_partition": e.sbuf_bytes,
+                "energy_uj_estimate": e.energy_uj,
+            }));
+        }
+    }
+}
