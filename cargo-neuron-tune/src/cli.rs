@@ -209,6 +209,16 @@ pub enum Command {
         #[arg(default_value = "trn2")]
         chip: String,
     },
+    /// Read a profile measured on a NeuronCore (`neuron-profile`'s summary JSON) and/or one
+    /// the simulator made (`cargo neuron-tune profile KERNEL --message-format json > f.json`),
+    /// and give each the same bottleneck verdict, judged from engine, DMA and HBM activity.
+    /// With two files, a field-by-field table (time, per-engine activity, DMA, HBM, FLOPs)
+    /// shows where simulator and device disagree. Fields, units and the rule: docs/analyze.md.
+    Analyze {
+        /// One or two profile files (a simulated one and a measured one, in either order).
+        #[arg(value_name = "FILE", required = true, num_args = 1..=2)]
+        files: Vec<PathBuf>,
+    },
     /// Run a search strategy on a recorded landscape (Kernel Tuner cache JSON, gzipped or
     /// not; T4 results JSON) instead of the simulator.
     Replay {

@@ -21,6 +21,7 @@
 //! It never decides correctness itself and never links user kernels: it asks the harness
 //! binary cargo built, over the worker protocol (`neuron-tune-protocol`).
 
+pub mod analyze;
 pub mod baseline;
 pub mod cargo;
 pub mod cli;

@@ -17,6 +17,15 @@ use std::sync::Mutex;
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
+    /// `analyze`: each file read with its verdict; with two files the comparison and whether
+    /// the verdicts agree.
+    Analyze {
+        files: Vec<crate::analyze::Analyzed>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        comparison: Vec<crate::analyze::Row>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        agree: Option<bool>,
+    },
     /// `chip`: a chip description as TOML.
     Chip {
         name: String,

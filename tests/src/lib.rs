@@ -148,8 +148,8 @@ pub fn cli_command(args: &[&str]) -> Command {
     let mut full: Vec<&str> = vec!["neuron-tune"];
     full.extend_from_slice(args);
     let td = test_target_dir();
-    // `new`, `replay` and `chip` build nothing.
-    if !matches!(args.first(), Some(&"new") | Some(&"replay") | Some(&"chip")) {
+    // `new`, `replay`, `chip` and `analyze` build nothing.
+    if !matches!(args.first(), Some(&"new") | Some(&"replay") | Some(&"chip") | Some(&"analyze")) {
         full.extend_from_slice(&["--target-dir", td.to_str().unwrap(), "--profile", "dev"]);
     }
     let mut cmd = Command::new(cli_exe());

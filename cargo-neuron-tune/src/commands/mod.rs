@@ -1,5 +1,6 @@
 //! The subcommands, one file each; [`run`] dispatches and maps failures to exit codes.
 
+mod analyze;
 mod baseline;
 mod bench;
 mod build;
@@ -110,6 +111,7 @@ fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
             ctx,
         ),
         Command::Chip { chip } => chip::run(chip, &ctx.out),
+        Command::Analyze { files } => analyze::run(files, &ctx.out),
         Command::Replay { cache, search } => replay::run_replay(cache, search, &ctx.out),
         Command::New { name, template, manifest_path } => {
             new::new_kernel(name, *template, manifest_path.as_deref(), &ctx.out)
