@@ -143,7 +143,7 @@ pub fn limit_of(status: &str, error: Option<&str>) -> &'static str {
         return "correctness check";
     }
     if status == "rolled_back" {
-        return "correctness on another shape of the key set";
+        return "validation: another shape of the key set or a model using the kernel";
     }
     let e = error.unwrap_or("");
     if e.contains("SBUF") || e.contains("sbuf") {

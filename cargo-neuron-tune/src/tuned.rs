@@ -30,6 +30,10 @@ pub struct TunedRecord {
     /// (absent from older files and from runs without --goal).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub validated_shapes: Vec<String>,
+    /// `tune --goal`: the models (as `model@shape`, of the selected crates) that call the
+    /// kernel at this shape and whose throughput the winner was checked not to lower.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub validated_models: Vec<String>,
 }
 
 /// The file's format: `schema`, then `[[tuned]]` records, each sealed with a checksum.
@@ -122,6 +126,7 @@ mod tests {
             tool_version: "0.1.0".into(),
             sim_version: "0.1.0+model2".into(),
             validated_shapes: vec![],
+            validated_models: vec![],
         }
     }
 
@@ -147,17 +152,20 @@ mod tests {
         std::fs::write(dir.path().join(FILE_NAME), old).unwrap();
         let mut db = TunedDb::load(dir.path()).unwrap();
         assert_eq!(db.records()[0].validated_shapes, Vec::<String>::new());
+        assert_eq!(db.records()[0].validated_models, Vec::<String>::new());
         db.save().unwrap();
         let text = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
-        assert!(!text.contains("validated_shapes"), "{text}");
-        // A validated record keeps its shapes through a save and a load.
+        assert!(!text.contains("validated_"), "{text}");
+        // A validated record keeps its shapes and models through a save and a load.
         db.record(TunedRecord {
             validated_shapes: vec!["large".into(), "small".into()],
+            validated_models: vec!["qwen3@tiny".into()],
             ..rec("gemm", "small", 1.0)
         });
         db.save().unwrap();
         let again = TunedDb::load(dir.path()).unwrap();
         assert_eq!(again.records()[0].validated_shapes, ["large", "small"]);
+        assert_eq!(again.records()[0].validated_models, ["qwen3@tiny"]);
     }
 
     #[test]

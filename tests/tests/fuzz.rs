@@ -210,6 +210,7 @@ fn the_tuned_database_baseline_and_journal_readers_never_panic() {
         tool_version: "0.1.0".into(),
         sim_version: "0.1.0".into(),
         validated_shapes: vec!["small".into()],
+        validated_models: vec!["qwen3@tiny".into()],
     });
     let tuned = std::fs::read(db.save().unwrap()).unwrap();
     let baseline =

@@ -254,3 +254,142 @@ fn a_winner_slow_at_another_shape_of_its_key_set_is_diagnosed_over_fitted() {
         );
     }
 }
+
+/// A workspace of two crates: `kernels` lists `scale` (y = 2·x computed `passes` times over,
+/// 3 by default, so fewer is faster), and `models` has a model `net` calling `scale` once at
+/// `scale`'s own shape — through its own copy of the kernel, as a models crate pinned to an
+/// older release of its kernels would: in that release `passes` counted the other way (it
+/// computes `4 − passes` times over). The tuner measures the kernels crate's program; the
+/// model runs the other one.
+fn pinned_models_workspace() -> std::path::PathBuf {
+    let dir = neuron_tune_tests::scratch_dir("pinned-models");
+    let r = neuron_tune_tests::root();
+    let common = std::fs::read_to_string(r.join("fixtures/broken/common.rs")).unwrap();
+    let scale = |name: &str, passes: &str| {
+        format!(
+            "pub struct {name};\n\
+             impl Kernel for {name} {{\n\
+                 fn name(&self) -> &str {{ \"scale\" }}\n\
+                 fn params(&self) -> Vec<ParamSpec> {{ vec![ParamSpec::int(\"passes\", 3, \"passes over the output\")] }}\n\
+                 fn shapes(&self) -> Vec<(String, Shape)> {{ vec![(\"one\".into(), Shape::new(&[(\"rows\", 1024), (\"cols\", 2048)]))] }}\n\
+                 fn small_shapes(&self, p: &Params) -> BoxedStrategy<Shape> {{ Double.small_shapes(p) }}\n\
+                 fn tensors(&self, s: &Shape) -> Vec<TensorSpec> {{ Double.tensors(s) }}\n\
+                 fn run(&self, nc: &mut Nc, p: &Params, s: &Shape, t: &[Hbm]) -> SimResult<()> {{\n\
+                     let passes = p.int(\"passes\")?;\n\
+                     for _ in 0..{passes} {{ body(nc, &Params::new().with(\"bufs\", 2).with(\"cols_per_tile\", 512), s, t[0], t[1])?; }}\n\
+                     Ok(())\n\
+                 }}\n\
+                 fn reference(&self, s: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {{ Double.reference(s, i) }}\n\
+                 fn work(&self, s: &Shape) -> Work {{ Double.work(s) }}\n\
+             }}\n"
+        )
+    };
+    let body = "fn body(nc: &mut Nc, p: &Params, sh: &Shape, x: Hbm, y: Hbm) -> SimResult<()> {\n\
+                    let pool = nc.sbuf_pool(\"io\", 2);\n    correct(nc, p, sh, x, y, pool)\n}\n";
+    let manifest = |name: &str, extra: &str| {
+        format!(
+            "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n\
+             [dependencies]\nneuron-sim = {{ path = \"{}\" }}\nneuron-tune-harness = {{ path = \"{}\" }}\n\n\
+             [[bin]]\nname = \"harness-{name}\"\npath = \"src/main.rs\"\n\n\
+             [package.metadata.neuron-tune]\nharness = \"harness-{name}\"\n{extra}",
+            r.join("sim").display(),
+            r.join("harness").display()
+        )
+    };
+    let write = |path: &str, text: String| {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(
+        "Cargo.toml",
+        "[workspace]\nresolver = \"2\"\nmembers = [\"kernels\", \"models\"]\n".into(),
+    );
+    std::fs::copy(r.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    // Slowest first, so grid proposes 3, 2, 1 in round 1.
+    write(
+        "kernels/Cargo.toml",
+        manifest(
+            "pinned-kernels",
+            "\n[package.metadata.neuron-tune.kernels.scale]\nspace = { passes = [3, 2, 1] }\n",
+        ),
+    );
+    write(
+        "kernels/src/main.rs",
+        format!(
+            "{common}\n{body}\n{}\nneuron_tune_harness::harness_main!(kernels: [Scale]);\n",
+            scale("Scale", "passes")
+        ),
+    );
+    write("models/Cargo.toml", manifest("pinned-models", ""));
+    write(
+        "models/src/main.rs",
+        format!(
+            "{common}\n{body}\n{}\n\
+             use neuron_tune_harness::{{Model, ModelBuilder}};\n\
+             struct Net;\n\
+             impl Model for Net {{\n\
+                 fn name(&self) -> &str {{ \"net\" }}\n\
+                 fn shapes(&self) -> Vec<(String, Shape)> {{ ScaleAsPinned.shapes() }}\n\
+                 fn build(&self, b: &mut ModelBuilder, s: &Shape) -> Result<(), String> {{\n\
+                     let d = [s.dim(\"rows\"), s.dim(\"cols\")];\n\
+                     let x = b.input(\"x\", Dtype::Bf16, &d);\n\
+                     let y = b.output(\"y\", Dtype::Bf16, &d);\n\
+                     let k: std::sync::Arc<dyn Kernel> = std::sync::Arc::new(ScaleAsPinned);\n\
+                     b.call(&k, s.clone(), &[x, y])\n\
+                 }}\n\
+                 fn reference(&self, s: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {{ Double.reference(s, i) }}\n\
+                 fn tokens(&self, s: &Shape) -> f64 {{ s.dim(\"rows\") as f64 }}\n\
+             }}\n\
+             neuron_tune_harness::harness_main!(kernels: [], models: [Net]);\n",
+            scale("ScaleAsPinned", "(4 - passes)")
+        ),
+    );
+    dir
+}
+
+#[test]
+fn a_winner_that_lowers_a_model_using_the_kernel_is_rolled_back() {
+    let dir = pinned_models_workspace();
+    let manifest = dir.join("Cargo.toml");
+    let run = |select: &[&str], seed: &str| {
+        let mut a = vec!["tune", "--strategy", "grid", "--seed", seed, "--kernel", "scale"];
+        a.extend_from_slice(&["--goal", "50%", "--max-rounds", "2"]);
+        a.extend_from_slice(select);
+        a.extend_from_slice(&["--manifest-path", manifest.to_str().unwrap()]);
+        a.extend_from_slice(&["--message-format", "json"]);
+        let out = cli_command(&a).output().expect("the CLI runs");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let e = events(&stdout, "tune").pop().unwrap_or_else(|| panic!("no tune event: {stderr}"));
+        (out.status.code().unwrap_or(-1), e, stderr)
+    };
+    let db = || std::fs::read_to_string(dir.join("kernels/neuron-tune.tuned.toml")).unwrap();
+
+    // With the models crate: `net` runs the pinned copy, where 1 pass means 3 and 2 means 2,
+    // against 1 for the default (nothing is tuned yet) — each would-be winner lowers its throughput and is rolled
+    // back, the log naming the model; the default's 3 passes stand and the goal is missed.
+    let (code, e, err) = run(&["--workspace"], "2");
+    assert_eq!(code, 6, "{err}");
+    let r = &e["rounds"][0];
+    assert_eq!(r["decision"], "rolled_back", "{r}");
+    let reason = r["reason"].as_str().unwrap();
+    for p in ["passes=1", "passes=2"] {
+        assert!(reason.contains(p), "{reason}");
+    }
+    assert!(reason.contains("lowers model net@one from"), "{reason}");
+    assert_eq!(e["best_params"]["passes"], 3, "{e}");
+    assert_eq!(e["goal"]["met"], false);
+    // The winner was checked against the model, and the database says so.
+    let record = db();
+    assert!(record.contains("validated_models = [\"net@one\"]"), "{record}");
+
+    // The kernels crate alone: no selected model uses the kernel; one pass is well over
+    // 1.5× faster than three, so the goal is met in round 1 (and the record replaces the
+    // one above, without models).
+    let (code, e, err) = run(&["-p", "pinned-kernels"], "1");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(e["best_params"]["passes"], 1, "{e}");
+    assert_eq!(e["rounds"][0]["decision"], "kept");
+    assert!(!db().contains("validated_models"), "{}", db());
+}

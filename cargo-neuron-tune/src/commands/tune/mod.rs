@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 
 mod evaluate;
 mod goal;
+mod model_check;
 mod search;
 
 use evaluate::*;
@@ -196,8 +197,14 @@ pub fn run(
     let mut missed: Vec<String> = Vec::new();
     // Each tuned target's winner (index into `targets`, params, time), for `over_fitted`.
     let mut winners: Vec<(usize, Params, f64)> = Vec::new();
+    // `--goal`: per target, the models whose winner must not lower their throughput.
+    let users = match goal.goal {
+        Some(_) => model_check::users(&mut ws, &chip, &targets)?,
+        None => vec![Vec::new(); targets.len()],
+    };
     for (ti, t) in targets.iter().enumerate() {
-        let c = &mut ws.crates[t.krate];
+        let (before, rest) = ws.crates.split_at_mut(t.krate);
+        let (c, after) = rest.split_first_mut().expect("a target's crate is in the workspace");
         let k = &t.kernel;
         let shape_name = &t.shape_name;
         let key = format!(
@@ -220,7 +227,22 @@ pub fn run(
             goal,
             key_shapes: &t.key_shapes,
         };
-        let mut result = tune_one(&mut c.pool, &k.space, &k.defaults, &job, &key, ctx)?;
+        let check = model_check::ModelCheck {
+            users: &users[ti],
+            kernel: &k.name,
+            shape: &t.shape,
+            chip: &chip,
+            store: &store,
+            tuned: &ws.tuned,
+            out: &ctx.out,
+            own: t.krate,
+            own_sim_version: &c.list.sim_version,
+        };
+        let mut models = |pool: &mut Pool, candidate: &Params, replaced: Option<&Params>| {
+            check.run(pool, before, after, candidate, replaced)
+        };
+        let mut result =
+            tune_one(&mut c.pool, &k.space, &k.defaults, &job, &key, ctx, &mut models)?;
         result.build_s = build_s;
         let Some(best) = result.best.clone() else {
             out.note(format!("  {} at {shape_name}: no valid variant found", k.name));
@@ -259,7 +281,8 @@ pub fn run(
             program_hash: best.program_hash.clone(),
             tool_version: env!("CARGO_PKG_VERSION").into(),
             sim_version: c.list.sim_version.clone(),
-            validated_shapes: result.validated.clone().unwrap_or_default(),
+            validated_shapes: result.validated.clone().map(|v| v.0).unwrap_or_default(),
+            validated_models: result.validated.clone().map(|v| v.1).unwrap_or_default(),
         });
         // Saved after every kernel: an interrupted run keeps the winners it found.
         let path = db.save()?;
@@ -515,8 +538,9 @@ struct TuneResult {
     /// `--goal`: the decision log and how it ended.
     rounds: Vec<Round>,
     goal: Option<GoalReport>,
-    /// `--goal`: the key-set shapes the best was validated on (`None`: not validated).
-    validated: Option<Vec<String>>,
+    /// `--goal`: the key-set shapes and the models (model@shape) the best was validated on
+    /// (`None`: not validated).
+    validated: Option<Validated>,
     /// Wall time in correctness checks, of the whole search, and of the command's harness
     /// builds (s).
     check_s: f64,
@@ -525,6 +549,16 @@ struct TuneResult {
     /// The strategy had nothing more to propose.
     exhausted: bool,
 }
+
+/// What a `--goal` winner was validated on: the key-set shapes, and the models (as
+/// `model@shape`) that call the kernel there.
+type Validated = (Vec<String>, Vec<String>);
+
+/// `--goal`'s check of a candidate against the models using the kernel (the target crate's
+/// pool, the candidate, the parameters it would replace): `Ok(Ok(models checked))` or
+/// `Ok(Err(why))` ([`model_check::ModelCheck::run`]).
+type CheckModels<'a> = dyn FnMut(&mut Pool, &Params, Option<&Params>) -> Result<Result<Vec<String>, String>, Failure>
+    + 'a;
 
 /// The search: a built-in strategy, or an external proposer, which also sees the last
 /// measured variant's profile summary.

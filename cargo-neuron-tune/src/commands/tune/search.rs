@@ -10,6 +10,7 @@ pub(super) fn tune_one(
     job: &Job,
     key: &str,
     ctx: &Ctx,
+    models: &mut CheckModels,
 ) -> Result<TuneResult, Failure> {
     let sspace = search_space(space)?;
     let mut strategy = match &job.opts.proposer {
@@ -122,8 +123,9 @@ pub(super) fn tune_one(
     let mut check_s = 0.0;
     // The strategy proposed everything it will (the space is exhausted).
     let mut exhausted = false;
-    // `--goal`: winners validated on the key set (with the shapes checked), and rolled back.
-    let mut validated: Vec<(Params, Vec<String>)> = Vec::new();
+    // `--goal`: winners validated on the key set and the models using the kernel (with the
+    // shapes and models checked), and rolled back.
+    let mut validated: Vec<(Params, Validated)> = Vec::new();
     let mut rejected: Vec<Params> = Vec::new();
     let start = Instant::now();
     let mut since_improvement = 0;
@@ -271,7 +273,13 @@ pub(super) fn tune_one(
                 break;
             }
             let checking = Instant::now();
-            let verdict = validate_on_key_set(pool, job, &b.params)?;
+            let verdict = match validate_on_key_set(pool, job, &b.params)? {
+                // The parameters it would replace: the best before the round, else what the
+                // models use today.
+                Ok(shapes) => models(pool, &b.params, best_before.as_ref().map(|p| &p.params))?
+                    .map(|models| (shapes, models)),
+                Err(why) => Err(why),
+            };
             check_s += checking.elapsed().as_secs_f64();
             match verdict {
                 Ok(names) => validated.push((b.params.clone(), names)),

@@ -1,0 +1,154 @@
+//! `--goal`'s check of a round's winner against the models that use its kernel: every model
+//! of the selected crates whose plan calls the kernel at the tuned shape is measured end to
+//! end with the winner and with the parameters the winner would replace; a winner that lowers
+//! a model's throughput, or that a model cannot run, is rolled back.
+//!
+//! With one build of the kernel a faster kernel cannot slow a model down in this simulator
+//! (a model's time is Σ calls × (kernel time + launch)). It can when the model's crate builds
+//! the kernel differently — a pinned older version of the kernel crate, other features — and
+//! that is what this check is for: the tuner measured one program, the model runs another.
+//! The calls come from the variant store when their programs were measured already, so the
+//! check costs traces, and a simulation only where the model's program differs.
+
+use super::*;
+use crate::models::{self, Bench, ModelRun, ModelTarget, TunedSet};
+use crate::output::Reporter;
+use crate::workspace::Crate;
+use neuron_tune_protocol::{Tuned, TunedEntry};
+
+/// The models (name and named shape, of the selected crates) whose plan with today's tuned
+/// parameters calls each target's kernel at its shape, per target.
+pub(super) fn users(
+    ws: &mut Workspace,
+    chip: &ChipSpec,
+    targets: &[Target],
+) -> Result<Vec<Vec<ModelTarget>>, Failure> {
+    let tuned = ws.tuned.for_chip(&chip.name);
+    let mut plans: Vec<(ModelTarget, Vec<(String, Shape)>)> = Vec::new();
+    for krate in 0..ws.crates.len() {
+        for m in ws.crates[krate].list.models.clone() {
+            for (shape_name, shape) in m.shapes {
+                let target = ModelTarget { krate, model: m.name.clone(), shape_name, shape };
+                // A model that cannot be planned calls nothing (bench and gate report why).
+                if let Ok(plan) = models::plan(&mut ws.crates[krate].pool, &target, chip, &tuned)? {
+                    let calls = plan.calls.into_iter().map(|c| (c.kernel, c.shape)).collect();
+                    plans.push((target, calls));
+                }
+            }
+        }
+    }
+    Ok(targets
+        .iter()
+        .map(|t| {
+            plans
+                .iter()
+                .filter(|(_, calls)| {
+                    calls.iter().any(|(k, s)| *k == t.kernel.name && *s == t.shape)
+                })
+                .map(|(m, _)| m.clone())
+                .collect()
+        })
+        .collect())
+}
+
+/// One target's models and what measuring them needs.
+pub(super) struct ModelCheck<'a> {
+    pub users: &'a [ModelTarget],
+    pub kernel: &'a str,
+    pub shape: &'a Shape,
+    pub chip: &'a ChipSpec,
+    pub store: &'a Store,
+    pub tuned: &'a TunedSet,
+    pub out: &'a Reporter,
+    /// The target's crate: its pool is the one the search holds.
+    pub own: usize,
+    pub own_sim_version: &'a str,
+}
+
+impl ModelCheck<'_> {
+    /// `Ok(Ok(the models checked, as model@shape))`, or `Ok(Err(why))` naming the model and
+    /// its throughput with and without `candidate`. `replaced`: the parameters the candidate
+    /// would replace (`None`: what the models use today, tuned or default).
+    pub(super) fn run(
+        &self,
+        own_pool: &mut Pool,
+        before: &mut [Crate],
+        after: &mut [Crate],
+        candidate: &Params,
+        replaced: Option<&Params>,
+    ) -> Result<Result<Vec<String>, String>, Failure> {
+        let mut checked = Vec::new();
+        for m in self.users {
+            let (pool, sim_version) = match m.krate.cmp(&self.own) {
+                std::cmp::Ordering::Equal => (&mut *own_pool, self.own_sim_version),
+                std::cmp::Ordering::Less => {
+                    let c = &mut before[m.krate];
+                    (&mut c.pool, c.list.sim_version.as_str())
+                }
+                std::cmp::Ordering::Greater => {
+                    let c = &mut after[m.krate - self.own - 1];
+                    (&mut c.pool, c.list.sim_version.as_str())
+                }
+            };
+            let bench = Bench {
+                store: self.store,
+                sim_version,
+                chip: self.chip,
+                records: self.tuned,
+                force: false,
+                out: self.out,
+            };
+            let name = format!("{}@{}", m.model, m.shape_name);
+            let base = models::evaluate(pool, &bench, m, &self.with(replaced))?;
+            let with = models::evaluate(pool, &bench, m, &self.with(Some(candidate)))?;
+            match (base, with) {
+                (_, Err(e)) => return Ok(Err(format!("breaks model {name}: {e}"))),
+                (Ok(a), Ok(b)) if lowers(&a, &b) => {
+                    return Ok(Err(format!(
+                    "lowers model {name} from {} to {} tokens/s ({} µs → {} µs for its {} call(s))",
+                    crate::gate::tokens(a.tokens_per_s),
+                    crate::gate::tokens(b.tokens_per_s),
+                    fmt_us(call_us(&a, self.kernel, self.shape)),
+                    fmt_us(call_us(&b, self.kernel, self.shape)),
+                    calls_of(&b, self.kernel, self.shape),
+                )))
+                }
+                _ => checked.push(name),
+            }
+        }
+        Ok(Ok(checked))
+    }
+
+    /// Today's tuned parameters of the chip, with this kernel at this shape set to `params`
+    /// (`None`: left as they are).
+    fn with(&self, params: Option<&Params>) -> Tuned {
+        let mut t = self.tuned.for_chip(&self.chip.name);
+        if let Some(p) = params {
+            t.0.retain(|e| !(e.kernel == self.kernel && &e.shape == self.shape));
+            t.0.push(TunedEntry {
+                kernel: self.kernel.into(),
+                shape: self.shape.clone(),
+                params: p.clone(),
+            });
+        }
+        t
+    }
+}
+
+/// `b` delivers fewer tokens per second than `a` (beyond float noise: the runs are
+/// deterministic, so any real drop is far above it).
+fn lowers(a: &ModelRun, b: &ModelRun) -> bool {
+    b.tokens_per_s < a.tokens_per_s * (1.0 - 1e-9)
+}
+
+fn call_us(r: &ModelRun, kernel: &str, shape: &Shape) -> f64 {
+    r.calls.iter().filter(|c| c.kernel == kernel && &c.shape == shape).map(|c| c.time_us).sum()
+}
+
+fn calls_of(r: &ModelRun, kernel: &str, shape: &Shape) -> u64 {
+    r.calls.iter().filter(|c| c.kernel == kernel && &c.shape == shape).map(|c| c.calls).sum()
+}
+
+fn fmt_us(us: f64) -> String {
+    format!("{us:.2}")
+}
