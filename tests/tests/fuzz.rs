@@ -238,3 +238,20 @@ fn the_tuned_database_baseline_and_journal_readers_never_panic() {
         let _ = cargo_neuron_tune::store::parse_journal(&t);
     });
 }
+
+#[test]
+fn the_profile_summary_reader_of_analyze_never_panics() {
+    // Seeds: a neuron-profile summary of the fixtures and a simulated profile event line.
+    let measured = std::fs::read(
+        neuron_tune_tests::root().join("fixtures/analyze/nkibench-silu.neuron-profile.json"),
+    )
+    .unwrap();
+    let simulated = br#"{"event":"profile","profile":{"total_time":1.2e-5,"chip":"trn2","program_hash":"ab","tensor_engine_active_time_percent":96.5,"dma_active_time_percent":"40","hbm_read_bytes":4096,"bottleneck":{"summary":"Tensor-bound"}}}"#;
+    fuzz("analyze", vec![measured, simulated.to_vec()], |b| {
+        if let Ok(s) = cargo_neuron_tune::analyze::parse(&String::from_utf8_lossy(b), "fuzz") {
+            let v = cargo_neuron_tune::analyze::verdict(&s);
+            let rows = cargo_neuron_tune::analyze::compare(&s, &s);
+            let _ = (v, cargo_neuron_tune::analyze::disagreements(&rows));
+        }
+    });
+}

@@ -118,7 +118,7 @@ pub(super) fn decide(
         Some((t, e)) if !rolled.is_empty() => (
             "rolled_back",
             format!(
-                "rolled back {}; the best is now {t:.2} µs {} (was {previous})",
+                "{}; the best is now {t:.2} µs {} (was {previous})",
                 failed.join("; "),
                 e.params
             ),
@@ -142,7 +142,7 @@ pub(super) fn decide(
     };
     if decision == "kept" && !failed.is_empty() {
         // Would-be winners that failed the property check before the round's decision.
-        reason.push_str(&format!("; rolled back {}", failed.join("; ")));
+        reason.push_str(&format!("; rolled back: {}", failed.join("; ")));
     }
     Round {
         line: "round".into(),
