@@ -159,22 +159,41 @@ pub fn parse(text: &str, name: &str) -> Result<Summary, String> {
             values.insert(f.key, v);
         }
     }
-    // An engine's activity given as time only (`<engine>_engine_active_time`, in the unit
-    // of `total_time`): its share of the run.
-    let total_s = values.get("total_time").copied();
-    for (key, _) in ENGINES {
-        if values.contains_key(key) {
-            continue;
-        }
-        let time_key = key.trim_end_matches("_percent");
-        if let (Some(t), Some(total)) = (number(obj, time_key, name)?, total_s) {
-            if total > 0.0 {
-                values.insert(key, t / total);
-                continue;
+    normalise(&mut values, origin, name)?;
+    if simulated {
+        // The simulator's activities are shares of the kernel's own span; a device's are
+        // shares of `total_time`, launch included: rescale to the device's base.
+        if let (Some(kernel), Some(&total)) =
+            (number(obj, "kernel_time_us", name)?, values.get("total_time"))
+        {
+            if total > 0.0 && kernel <= total {
+                for f in FIELDS.iter().filter(|f| f.unit == Unit::Fraction) {
+                    if let Some(v) = values.get_mut(f.key) {
+                        *v *= kernel / total;
+                    }
+                }
             }
         }
     }
-    normalise(&mut values, origin, name)?;
+    // An engine's activity given as time only (`<engine>_engine_active_time`, in the unit
+    // of `total_time`): its share of the run, a fraction already.
+    let total_s = number(obj, "total_time", name)?;
+    for (key, _) in ENGINES {
+        let time_key = key.trim_end_matches("_percent");
+        if values.contains_key(key) {
+            continue;
+        }
+        if let (Some(t), Some(total)) = (number(obj, time_key, name)?, total_s) {
+            if total > 0.0 {
+                if t > total * (1.0 + 1e-9) {
+                    return Err(format!(
+                        "{name}: field `{time_key}`: {t} is longer than `total_time` ({total})"
+                    ));
+                }
+                values.insert(key, t / total);
+            }
+        }
+    }
     let text_of = |k: &str| obj.get(k).and_then(Value::as_str).map(str::to_string);
     Ok(Summary {
         path: name.to_string(),
@@ -370,6 +389,9 @@ pub struct Row {
 /// Every field either file has, plus the derived HBM bandwidth, in table order.
 pub fn compare(a: &Summary, b: &Summary) -> Vec<Row> {
     let mut rows = Vec::new();
+    // The derived bandwidth follows the written bytes, or the read ones when neither file
+    // has written bytes.
+    let no_writes = a.get("hbm_write_bytes").is_none() && b.get("hbm_write_bytes").is_none();
     for f in FIELDS {
         let (x, y) = (a.get(f.key), b.get(f.key));
         if x.is_none() && y.is_none() {
@@ -384,7 +406,7 @@ pub fn compare(a: &Summary, b: &Summary) -> Vec<Row> {
             delta: delta(x, y, points),
             points,
         });
-        if f.key == "hbm_write_bytes" {
+        if f.key == "hbm_write_bytes" || (f.key == "hbm_read_bytes" && no_writes) {
             let (x, y) = (a.hbm_gbps(), b.hbm_gbps());
             rows.push(Row {
                 field: "hbm_bandwidth_gbps".into(),
@@ -411,8 +433,8 @@ fn delta(x: Option<f64>, y: Option<f64>, points: bool) -> Option<f64> {
 }
 
 /// The rows where the files disagree most, worst first: time, activities and HBM traffic
-/// (not counts, whose definitions differ, docs/analyze.md), a ratio beyond ±20 % or an
-/// activity more than 10 points apart.
+/// (not counts, whose definitions differ, docs/analyze.md) where one side is more than 1.2×
+/// the other (or zero against non-zero), or activities more than 10 points apart.
 pub fn disagreements(rows: &[Row]) -> Vec<&Row> {
     const JUDGED: [&str; 10] = [
         "total_time",
@@ -426,10 +448,12 @@ pub fn disagreements(rows: &[Row]) -> Vec<&Row> {
         "hbm_write_bytes",
         "hbm_bandwidth_gbps",
     ];
-    // On one scale: points / 10 and |ln ratio| / ln 1.2 both reach 1 at the threshold.
-    let score = |r: &Row| match (r.delta, r.points) {
-        (Some(d), true) => d.abs() / 10.0,
-        (Some(d), false) if d > 0.0 => d.ln().abs() / 1.2f64.ln(),
+    // On one scale: points / 10 and |ln ratio| / ln 1.2 both reach 1 at the threshold; a
+    // zero against a non-zero amount is the largest disagreement there is.
+    let score = |r: &Row| match (r.delta, r.points, r.a, r.b) {
+        (Some(d), true, _, _) => d.abs() / 10.0,
+        (Some(d), false, _, _) if d > 0.0 => d.ln().abs() / 1.2f64.ln(),
+        (_, false, Some(x), Some(y)) if (x == 0.0) != (y == 0.0) => f64::MAX,
         _ => 0.0,
     };
     let mut out: Vec<&Row> =
@@ -510,6 +534,25 @@ mod tests {
     fn engine_time_without_its_percent_is_its_share_of_the_run() {
         let s = measured(r#""total_time": 0.004, "vector_engine_active_time": 0.003"#);
         assert_eq!(s.get("vector_engine_active_time_percent"), Some(0.75));
+        // Not divided again when the file's other activities are percents.
+        let s = measured(
+            r#""total_time": 0.004, "vector_engine_active_time": 0.003, "scalar_engine_active_time_percent": 20"#,
+        );
+        assert_eq!(s.get("vector_engine_active_time_percent"), Some(0.75));
+        assert_eq!(s.get("scalar_engine_active_time_percent"), Some(0.2));
+        let e = parse(r#"{"total_time": 1, "tensor_engine_active_time": 2}"#, "t").unwrap_err();
+        assert!(e.contains("`tensor_engine_active_time`: 2 is longer than `total_time`"), "{e}");
+    }
+
+    #[test]
+    fn simulated_activities_are_shares_of_the_whole_run_launch_included() {
+        // 90 µs of kernel in a 100 µs run: VectorE busy 80 % of the kernel is 72 % of the run.
+        let s = parse(
+            r#"{"total_time": 1e-4, "kernel_time_us": 90, "program_hash": "x", "vector_engine_active_time_percent": 80}"#,
+            "s",
+        )
+        .unwrap();
+        assert!((s.get("vector_engine_active_time_percent").unwrap() - 0.72).abs() < 1e-12);
     }
 
     #[test]

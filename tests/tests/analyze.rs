@@ -19,12 +19,31 @@ fn simulated(name: &str) -> (PathBuf, neuron_sim::Profile) {
     (path, p)
 }
 
+/// A kernel's row of docs/calibration.md §1.2's table, its cells trimmed.
+fn published_row(kernel: &str) -> Vec<String> {
+    let doc = std::fs::read_to_string(root().join("docs/calibration.md")).unwrap();
+    let line = doc
+        .lines()
+        .find(|l| l.starts_with(&format!("| {kernel} ")))
+        .unwrap_or_else(|| panic!("no row for {kernel} in docs/calibration.md"));
+    line.split('|').map(|c| c.trim().to_string()).collect()
+}
+
 #[test]
 fn the_fixtures_hold_the_published_figures() {
     for (name, m) in [("silu", published::SILU), ("rope", published::ROPE)] {
         let doc: Value =
             serde_json::from_str(&std::fs::read_to_string(fixture(name)).unwrap()).unwrap();
         let s = &doc["summary"][0];
+        // HBM bytes and spill traffic as the table has them (columns: kernel, mean, ScalarE,
+        // VectorE, GpSimd, read, write, spill save / reload).
+        let row = published_row(name);
+        let bytes = |cell: &str| cell.trim().replace(',', "").parse::<u64>().unwrap();
+        assert_eq!(s["hbm_read_bytes"].as_u64(), Some(bytes(&row[6])), "{name}");
+        assert_eq!(s["hbm_write_bytes"].as_u64(), Some(bytes(&row[7])), "{name}");
+        let spill: Vec<u64> = row[8].split('/').map(bytes).collect();
+        assert_eq!(s["spill_save_bytes"].as_u64(), Some(spill[0]), "{name}");
+        assert_eq!(s["spill_reload_bytes"].as_u64(), Some(spill[1]), "{name}");
         let latency_us = s["total_time"].as_f64().unwrap() * 1e6;
         assert!((latency_us - m.latency_us).abs() < 1e-6, "{name}: {latency_us}");
         // The published busy times are the fractions times the latency, rounded to 1 µs.
@@ -59,9 +78,11 @@ fn simulated_and_measured_silu_get_one_verdict_and_a_comparison() {
     assert!((time["b"].as_f64().unwrap() - 1333.232).abs() < 1e-6);
     let ratio = p.total_time_us / 1333.232;
     assert!((time["delta"].as_f64().unwrap() - ratio).abs() < 1e-9);
-    // VectorE in points: simulated percent minus the device's 73.88 %.
+    // VectorE in points: the simulated share of the whole run (the profile's share of the
+    // kernel span, times kernel / total) minus the device's 73.88 %.
     let vector = rows.iter().find(|r| r["field"] == "vector_engine_active_time_percent").unwrap();
-    assert!((vector["delta"].as_f64().unwrap() - (busiest - 73.88)).abs() < 1e-6);
+    let of_run = busiest * p.kernel_time_us / p.total_time_us;
+    assert!((vector["delta"].as_f64().unwrap() - (of_run - 73.88)).abs() < 1e-6);
     // Fields only one side has are rows with a gap, not dropped.
     let tensor = rows.iter().find(|r| r["field"] == "tensor_engine_active_time_percent").unwrap();
     assert!(tensor["b"].is_null() && tensor["delta"].is_null());
@@ -77,14 +98,15 @@ fn rope_lists_the_time_where_simulator_and_device_disagree() {
     let (code, out, err) =
         cli(&["analyze", fixture("rope").to_str().unwrap(), sim.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
-    // Listed when the ratio is beyond ±20 % (docs/analyze.md); rope's simulated time is
-    // documented as about 30 % short (docs/calibration-results.md).
+    // Listed when one is more than 1.2× the other (docs/analyze.md): the device takes
+    // 4333 µs, the simulator about 30 % less (a documented miss, docs/calibration-results.md).
     let ratio = 4333.01 / p.total_time_us;
+    assert!(ratio > 1.2, "rope's documented miss has closed ({ratio}): pick another kernel");
     let listed = out
         .split("Where they disagree most:")
         .nth(1)
         .is_some_and(|tail| tail.lines().any(|l| l.trim_start().starts_with("· time:")));
-    assert_eq!(listed, ratio.ln().abs() > 1.2f64.ln(), "ratio {ratio}: {out}");
+    assert!(listed, "{out}");
     // Measured first here: the columns follow the order of the files.
     let header = out.lines().find(|l| l.trim_start().starts_with("field")).unwrap();
     assert!(header.find("measured").unwrap() < header.find("simulated").unwrap(), "{header}");

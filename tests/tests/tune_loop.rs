@@ -259,16 +259,20 @@ fn a_winner_slow_at_another_shape_of_its_key_set_is_diagnosed_over_fitted() {
 /// 3 by default, so fewer is faster), and `models` has a model `net` calling `scale` once at
 /// `scale`'s own shape — through its own copy of the kernel, as a models crate pinned to an
 /// older release of its kernels would: in that release `passes` counted the other way (it
-/// computes `4 − passes` times over). The tuner measures the kernels crate's program; the
-/// model runs the other one.
+/// computes `4 − passes` times over) and had to be at least 2. The tuner measures the kernels
+/// crate's program; the model runs the other one.
 fn pinned_models_workspace() -> std::path::PathBuf {
     let dir = neuron_tune_tests::scratch_dir("pinned-models");
     let r = neuron_tune_tests::root();
     let common = std::fs::read_to_string(r.join("fixtures/broken/common.rs")).unwrap();
-    let scale = |name: &str, passes: &str| {
+    let scale = |name: &str, passes: &str, least: i64| {
         format!(
             "pub struct {name};\n\
              impl Kernel for {name} {{\n\
+                 fn validate(&self, p: &Params, _: &Shape, _: &neuron_sim::Chip) -> Result<(), String> {{\n\
+                     let n = p.int(\"passes\")?;\n\
+                     if n < {least} {{ Err(format!(\"passes = {{n}}: this release needs at least {least}\")) }} else {{ Ok(()) }}\n\
+                 }}\n\
                  fn name(&self) -> &str {{ \"scale\" }}\n\
                  fn params(&self) -> Vec<ParamSpec> {{ vec![ParamSpec::int(\"passes\", 3, \"passes over the output\")] }}\n\
                  fn shapes(&self) -> Vec<(String, Shape)> {{ vec![(\"one\".into(), Shape::new(&[(\"rows\", 1024), (\"cols\", 2048)]))] }}\n\
@@ -318,7 +322,7 @@ fn pinned_models_workspace() -> std::path::PathBuf {
         "kernels/src/main.rs",
         format!(
             "{common}\n{body}\n{}\nneuron_tune_harness::harness_main!(kernels: [Scale]);\n",
-            scale("Scale", "passes")
+            scale("Scale", "passes", 1)
         ),
     );
     write("models/Cargo.toml", manifest("pinned-models", ""));
@@ -342,7 +346,7 @@ fn pinned_models_workspace() -> std::path::PathBuf {
                  fn tokens(&self, s: &Shape) -> f64 {{ s.dim(\"rows\") as f64 }}\n\
              }}\n\
              neuron_tune_harness::harness_main!(kernels: [], models: [Net]);\n",
-            scale("ScaleAsPinned", "(4 - passes)")
+            scale("ScaleAsPinned", "(4 - passes)", 2)
         ),
     );
     dir
@@ -366,18 +370,19 @@ fn a_winner_that_lowers_a_model_using_the_kernel_is_rolled_back() {
     };
     let db = || std::fs::read_to_string(dir.join("kernels/neuron-tune.tuned.toml")).unwrap();
 
-    // With the models crate: `net` runs the pinned copy, where 1 pass means 3 and 2 means 2,
-    // against 1 for the default (nothing is tuned yet) — each would-be winner lowers its throughput and is rolled
-    // back, the log naming the model; the default's 3 passes stand and the goal is missed.
+    // With the models crate: `net` runs the pinned copy, which refuses 1 pass and where 2
+    // means 2 passes against 1 for the default (nothing is tuned yet). Each would-be winner
+    // is rolled back, the log naming the model: 1 breaks it, 2 lowers its throughput; the
+    // default's 3 passes stand and the goal is missed.
     let (code, e, err) = run(&["--workspace"], "2");
     assert_eq!(code, 6, "{err}");
     let r = &e["rounds"][0];
     assert_eq!(r["decision"], "rolled_back", "{r}");
     let reason = r["reason"].as_str().unwrap();
-    for p in ["passes=1", "passes=2"] {
-        assert!(reason.contains(p), "{reason}");
-    }
-    assert!(reason.contains("lowers model net@one from"), "{reason}");
+    let (one, two) = reason.split_once("; passes=2").unwrap_or_else(|| panic!("{reason}"));
+    assert!(one.contains("passes=1") && one.contains("breaks model net@one"), "{reason}");
+    assert!(one.contains("this release needs at least 2"), "{reason}");
+    assert!(two.contains("lowers model net@one from"), "{reason}");
     assert_eq!(e["best_params"]["passes"], 3, "{e}");
     assert_eq!(e["goal"]["met"], false);
     // The winner was checked against the model, and the database says so.

@@ -30,17 +30,15 @@ pub fn run(files: &[PathBuf], out: &Reporter) -> Result<Exit, Failure> {
     let (comparison, agree) = match summaries.as_slice() {
         [a, b] => {
             let rows = analyze::compare(a, b);
-            print_comparison(out, a, b, &rows);
+            let (la, lb) = labels(a, b);
+            print_comparison(out, (&la, &lb), &rows);
             let agree = verdicts[0].kind == verdicts[1].kind;
             out.result(if agree {
                 format!("\n  The verdicts agree: {}.", verdicts[0].kind)
             } else {
                 format!(
-                    "\n  The verdicts differ: {} says {}, {} says {}.",
-                    label(a),
-                    verdicts[0].kind,
-                    label(b),
-                    verdicts[1].kind
+                    "\n  The verdicts differ: {la} says {}, {lb} says {}.",
+                    verdicts[0].kind, verdicts[1].kind
                 )
             });
             (rows, Some(agree))
@@ -59,14 +57,17 @@ pub fn run(files: &[PathBuf], out: &Reporter) -> Result<Exit, Failure> {
     Ok(Exit::Ok)
 }
 
-/// A column's name: what the file is (simulated or measured), or its path when both are alike.
-fn label(s: &Summary) -> String {
-    s.origin.as_str().to_string()
+/// The columns' names: what each file is (simulated, measured), or their paths when both
+/// are of one kind.
+fn labels(a: &Summary, b: &Summary) -> (String, String) {
+    if a.origin == b.origin {
+        (a.path.clone(), b.path.clone())
+    } else {
+        (a.origin.as_str().to_string(), b.origin.as_str().to_string())
+    }
 }
 
-fn print_comparison(out: &Reporter, a: &Summary, b: &Summary, rows: &[analyze::Row]) {
-    let (la, lb) =
-        if a.origin == b.origin { (a.path.clone(), b.path.clone()) } else { (label(a), label(b)) };
+fn print_comparison(out: &Reporter, (la, lb): (&str, &str), rows: &[analyze::Row]) {
     let ratio = format!(">{la} vs {lb}");
     let mut t = Table::new(&["field", &format!(">{la}"), &format!(">{lb}"), &ratio]);
     let cell = |field: &str, v: Option<f64>| v.map_or("—".into(), |v| analyze::show(field, v));
@@ -83,7 +84,7 @@ fn print_comparison(out: &Reporter, a: &Summary, b: &Summary, rows: &[analyze::R
     let worst = analyze::disagreements(rows);
     if worst.is_empty() {
         out.result(
-            "\n  Time, engine activity and HBM traffic agree within 20 % (activities within 10 points).",
+            "\n  Time, engine activity and HBM traffic agree within a factor of 1.2 (activities within 10 points).",
         );
     } else {
         out.result("\n  Where they disagree most:");

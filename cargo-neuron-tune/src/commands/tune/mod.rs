@@ -197,11 +197,13 @@ pub fn run(
     let mut missed: Vec<String> = Vec::new();
     // Each tuned target's winner (index into `targets`, params, time), for `over_fitted`.
     let mut winners: Vec<(usize, Params, f64)> = Vec::new();
-    // `--goal`: per target, the models whose winner must not lower their throughput.
+    // `--goal`: per target, the models whose winner must not lower their throughput, and
+    // the winners of this run (the models use them once recorded).
     let users = match goal.goal {
-        Some(_) => model_check::users(&mut ws, &chip, &targets)?,
+        Some(_) => bar.suspend(|| model_check::users(&mut ws, &chip, &targets, &out))?,
         None => vec![Vec::new(); targets.len()],
     };
+    let mut fresh: Vec<neuron_tune_protocol::TunedEntry> = Vec::new();
     for (ti, t) in targets.iter().enumerate() {
         let (before, rest) = ws.crates.split_at_mut(t.krate);
         let (c, after) = rest.split_first_mut().expect("a target's crate is in the workspace");
@@ -235,6 +237,8 @@ pub fn run(
             store: &store,
             tuned: &ws.tuned,
             out: &ctx.out,
+            fresh: &fresh,
+            skipped: Default::default(),
             own: t.krate,
             own_sim_version: &c.list.sim_version,
         };
@@ -243,6 +247,20 @@ pub fn run(
         };
         let mut result =
             tune_one(&mut c.pool, &k.space, &k.defaults, &job, &key, ctx, &mut models)?;
+        if goal.goal.is_some() {
+            bar.suspend(|| {
+                if users[ti].is_empty() {
+                    out.status(format!(
+                        "   No selected model calls {} at {shape_name}: its winners are checked on \
+                         shapes only (select the models' crates, e.g. --workspace, to check them)",
+                        k.name
+                    ));
+                }
+                for why in check.skipped.borrow().iter() {
+                    out.note(format!("warning: --goal: not checked against model {why}"));
+                }
+            });
+        }
         result.build_s = build_s;
         let Some(best) = result.best.clone() else {
             out.note(format!("  {} at {shape_name}: no valid variant found", k.name));
@@ -271,6 +289,11 @@ pub fn run(
                 slot.insert(TunedDb::load(&dir)?)
             }
         };
+        fresh.push(neuron_tune_protocol::TunedEntry {
+            kernel: k.name.clone(),
+            shape: t.shape.clone(),
+            params: best.params.clone(),
+        });
         db.record(TunedRecord {
             kernel: k.name.clone(),
             chip: chip.name.clone(),

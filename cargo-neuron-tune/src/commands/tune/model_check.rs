@@ -17,11 +17,13 @@ use crate::workspace::Crate;
 use neuron_tune_protocol::{Tuned, TunedEntry};
 
 /// The models (name and named shape, of the selected crates) whose plan with today's tuned
-/// parameters calls each target's kernel at its shape, per target.
+/// parameters calls each target's kernel at its shape, per target. A model that cannot be
+/// planned is named in a note (it calls nothing that can be checked).
 pub(super) fn users(
     ws: &mut Workspace,
     chip: &ChipSpec,
     targets: &[Target],
+    out: &Reporter,
 ) -> Result<Vec<Vec<ModelTarget>>, Failure> {
     let tuned = ws.tuned.for_chip(&chip.name);
     let mut plans: Vec<(ModelTarget, Vec<(String, Shape)>)> = Vec::new();
@@ -29,10 +31,14 @@ pub(super) fn users(
         for m in ws.crates[krate].list.models.clone() {
             for (shape_name, shape) in m.shapes {
                 let target = ModelTarget { krate, model: m.name.clone(), shape_name, shape };
-                // A model that cannot be planned calls nothing (bench and gate report why).
-                if let Ok(plan) = models::plan(&mut ws.crates[krate].pool, &target, chip, &tuned)? {
-                    let calls = plan.calls.into_iter().map(|c| (c.kernel, c.shape)).collect();
-                    plans.push((target, calls));
+                match models::plan(&mut ws.crates[krate].pool, &target, chip, &tuned)? {
+                    Ok(plan) => {
+                        let calls = plan.calls.into_iter().map(|c| (c.kernel, c.shape)).collect();
+                        plans.push((target, calls));
+                    }
+                    Err(e) => out.note(format!(
+                        "warning: --goal: winners are not checked against {e} (it cannot be planned)"
+                    )),
                 }
             }
         }
@@ -60,6 +66,11 @@ pub(super) struct ModelCheck<'a> {
     pub store: &'a Store,
     pub tuned: &'a TunedSet,
     pub out: &'a Reporter,
+    /// Winners this run has recorded already (for other targets): the models use them.
+    pub fresh: &'a [TunedEntry],
+    /// Models left out of a check, and why (a model that fails without the candidate too):
+    /// noted after the target's search, once each.
+    pub skipped: std::cell::RefCell<Vec<String>>,
     /// The target's crate: its pool is the one the search holds.
     pub own: usize,
     pub own_sim_version: &'a str,
@@ -119,17 +130,24 @@ impl ModelCheck<'_> {
         Ok(Ok(checked))
     }
 
-    /// Today's tuned parameters of the chip, with this kernel at this shape set to `params`
-    /// (`None`: left as they are).
+    /// The chip's tuned parameters (the databases', then this run's winners), with this
+    /// kernel at this shape set to `params` (`None`: left as they are).
     fn with(&self, params: Option<&Params>) -> Tuned {
         let mut t = self.tuned.for_chip(&self.chip.name);
+        let set = |t: &mut Tuned, e: TunedEntry| {
+            t.0.retain(|x| !(x.kernel == e.kernel && x.shape == e.shape));
+            t.0.push(e);
+        };
+        for e in self.fresh {
+            set(&mut t, e.clone());
+        }
         if let Some(p) = params {
-            t.0.retain(|e| !(e.kernel == self.kernel && &e.shape == self.shape));
-            t.0.push(TunedEntry {
+            let e = TunedEntry {
                 kernel: self.kernel.into(),
                 shape: self.shape.clone(),
                 params: p.clone(),
-            });
+            };
+            set(&mut t, e);
         }
         t
     }
