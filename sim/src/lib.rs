@@ -73,4 +73,4 @@ pub use view::{Hbm, HbmView, Mem, Pool, Tile, TileView, MAX_FREE_DIMS, MAX_HBM_D
 /// times (model2: a DMA issued behind others places its chunks as one group; model3: an fp32
 /// TensorE transpose costs an fp32 matmul; model4: DMA engines at their practical peak,
 /// VectorE/ScalarE fixed cycles, TensorE transposes priced and counted as matmuls).
-pub const SIM_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+model4");
+pub const SIM_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+model5");

@@ -195,6 +195,9 @@ pub(crate) struct Timing {
     dma_desc_ps: f64,
     /// Engine rate in bytes per picosecond.
     dma_rate: f64,
+    /// The engine time the last [`Timing::dma`] took, summed over its chunks (less than
+    /// their spans when a chunk shared its engine with other queues).
+    pub dma_busy: u64,
     pub trace: Option<Vec<Slice>>,
     /// Bytes moved per microsecond window (for the trace's HBM counter).
     pub hbm_counter: Option<std::collections::BTreeMap<u64, u64>>,
@@ -220,6 +223,7 @@ impl Timing {
             dma_fixed_ps: ns_to_ps(chip.dma.fixed_ns),
             dma_desc_ps: chip.dma.descriptor_ns * 1000.0,
             dma_rate: chip.dma.engine_gbps / 1000.0,
+            dma_busy: 0,
             trace: trace.then(Vec::new),
             hbm_counter: trace.then(Default::default),
             window: Window::default(),
