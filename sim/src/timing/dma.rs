@@ -1,11 +1,15 @@
 //! DMA transfers: the engines' busy intervals and where a transfer's chunks go.
 //!
-//! A transfer is split into chunks, one per queue it uses; each chunk takes the earliest
-//! idle gap of its engine that fits it (an engine serves its queues round-robin but moves
-//! one transfer at a time), paying a fixed latency, a cost per descriptor and its share of
-//! HBM bandwidth ([`super::hbm`]). Chunks that stream together are placed as one transfer,
-//! and a *uniform* transfer (equal chunks on distinct engines in one state) is placed once:
-//! fast paths that must give exactly what the general path gives (tests compare the two).
+//! A transfer is split into chunks, one per DMA engine it uses, all on one of each engine's
+//! 16 queues; it pays a fixed latency, a cost per descriptor and its share of HBM bandwidth
+//! ([`super::hbm`]). An engine serves its queues round-robin at descriptor granularity
+//! (docs/dma.md §3): a chunk takes the earliest idle gap that fits it whole, or, meeting
+//! first a block of other queues' work, interleaves with it and has its engine time charged
+//! after the block. Placement is final when it happens (dependents are timed at once), so the
+//! block's transfers keep their ends: the approximation docs/dma.md states and bounds.
+//! Chunks that stream together are placed as one transfer, and a *uniform* transfer (equal
+//! chunks on distinct engines in one state) is placed once: fast paths that must give
+//! exactly what the general path gives (tests compare the two), whole or shared.
 
 use super::{
     add_crit, ceil_u64, round_u64, Crit, Region, Timing, CAT_DMA, CAT_DMA_FIXED, CAT_HBM, CAT_QUEUE,
@@ -274,13 +278,8 @@ impl Timing {
         let mut ready_crit = dep_crit;
         add_crit(&mut ready_crit, CAT_DMA_FIXED, self.dma_fixed_ps);
         let uniform = if general_only!(self) { None } else { self.uniform_engine(chunks) };
-        // The fast path places only whole transfers; a shared one takes the general path.
-        let placed = match uniform {
+        let (end, crit) = match uniform {
             Some(proto) => self.place_uniform(chunks, proto, hbm_sides, ready, ready_crit, out),
-            None => None,
-        };
-        let (end, crit) = match placed {
-            Some(placed) => placed,
             None => self.place_chunks(chunks, hbm_sides, ready, ready_crit, out),
         };
         for r in reads {
@@ -322,8 +321,7 @@ impl Timing {
     /// computes for it, computed once. Its group covers every chunk (one engine state, so
     /// idle on all or on none), and without HBM every chunk finds the same gap on its
     /// identical engine; so each chunk gets the same (start, end) and critical path, and
-    /// every engine the same new state, inserted once and copied. `None` (nothing done) when
-    /// the transfer would share a busy block ([`Slot::Shared`]): the general path places it.
+    /// every engine the same new state, inserted once and copied (whole or shared alike).
     fn place_uniform(
         &mut self,
         chunks: &[DmaChunk],
@@ -332,46 +330,49 @@ impl Timing {
         ready: u64,
         ready_crit: Crit,
         out: &mut Vec<(usize, u64, u64)>,
-    ) -> Option<(u64, Crit)> {
+    ) -> (u64, Crit) {
         let c0 = chunks[0];
         let eq = c0.engine_queue as usize;
         let desc = round_u64(c0.descriptors as f64 * self.dma_desc_ps);
         let own = ceil_u64(c0.bytes as f64 / self.dma_rate);
         let e = &self.dma_engines[proto];
-        let whole = |slot: Slot| match slot {
-            Slot::Whole(start) => Some(start),
-            Slot::Shared { .. } => None,
-        };
-        let (start, end) = if hbm_sides > 0 {
-            // Summed chunk by chunk, as the general path does, for bit-identical rates.
-            let sides = hbm_sides as u64;
-            let (mut bytes, mut rate) = (0f64, 0f64);
-            for _ in chunks {
-                bytes += (c0.bytes * sides) as f64;
-                rate += self.dma_rate * sides as f64;
-            }
+        // Summed chunk by chunk, as the general path does, for bit-identical rates.
+        let sides = hbm_sides as u64;
+        let (mut bytes, mut rate) = (0f64, 0f64);
+        for _ in chunks {
+            bytes += (c0.bytes * sides) as f64;
+            rate += self.dma_rate * sides as f64;
+        }
+        let slot = if hbm_sides > 0 {
             let s0 = ready.max(e.floor);
-            let start = if e.busy.last().is_none_or(|&(_, b1)| b1 <= s0) {
-                s0
+            if e.busy.last().is_none_or(|&(_, b1)| b1 <= s0) {
+                Slot::Whole(s0)
             } else {
                 let hbm = &mut self.hbm;
-                whole(
-                    e.place(ready, eq, desc + own, |s| hbm.query(s + desc, bytes, rate).max(s + 1)),
-                )?
-            };
-            (start, self.hbm.transfer(start + desc, bytes, rate).max(start + 1))
+                e.place(ready, eq, desc + own, |s| hbm.query(s + desc, bytes, rate).max(s + 1))
+            }
         } else {
-            let start = whole(e.place(ready, eq, desc + own, |s| (s + desc + own).max(s + 1)))?;
-            (start, (start + desc + own).max(start + 1))
+            e.place(ready, eq, desc + own, |s| (s + desc + own).max(s + 1))
         };
-        self.insert_dma(proto, start, end, eq);
+        let (start, end, wait) = match slot {
+            Slot::Whole(start) => {
+                let end = if hbm_sides > 0 {
+                    self.hbm.transfer(start + desc, bytes, rate).max(start + 1)
+                } else {
+                    (start + desc + own).max(start + 1)
+                };
+                self.insert_dma(proto, start, end, eq);
+                (start, end, 0)
+            }
+            shared => self.share_dma(proto, eq, shared, desc + own, hbm_sides, bytes),
+        };
         let state = self.dma_engines[proto];
-        let crit = chunk_crit(ready_crit, ready, (start, end, 0), desc + own);
+        let crit = chunk_crit(ready_crit, ready, (start, end, wait), desc + own);
         for c in chunks {
             self.dma_engines[c.queue - 4] = state;
-            self.book_chunk(c, (start, end), end - start, start + desc, hbm_sides, out);
+            self.book_chunk(c, (start, end), end - start - wait, start + desc, hbm_sides, out);
         }
-        Some((end, crit))
+        (end, crit)
     }
 
     /// Account for a placed chunk: its engine's busy time (`busy`: the engine time it took,
@@ -522,8 +523,16 @@ impl Timing {
                         let end = self.hbm.transfer(start + desc, bytes, rate).max(start + 1);
                         Some((start, end, true))
                     }
-                    Slot::Shared { .. } => {
-                        grouped = [false; 64];
+                    shared => {
+                        // Identical engines share alike: placed once on the first, copied.
+                        let placed_shared =
+                            self.share_dma(first, eq, shared, desc + own, hbm_sides, bytes);
+                        for (i, c) in chunks.iter().enumerate() {
+                            if grouped[i] {
+                                placed[i] = placed_shared;
+                                self.dma_engines[c.queue - 4] = self.dma_engines[first];
+                            }
+                        }
                         None
                     }
                 }
@@ -593,30 +602,49 @@ impl Timing {
                 self.insert_dma(q, start, end, eq);
                 (start, end, 0)
             }
-            Slot::Shared { start, block, block_end, others } => {
-                let (span, rest) = Slot::shared_span(start, block, block_end, others, own);
-                let engine_end = start + span;
-                let end = if hbm_sides > 0 {
-                    self.hbm.transfer(start, bytes, bytes / span as f64).max(engine_end)
-                } else {
-                    engine_end
-                };
-                // Its engine time: alone until the block, the rest (and any HBM stretch)
-                // after it.
-                let alone = own - rest;
-                let (next, e) = (self.next_stamp + 1, &mut self.dma_engines[q]);
-                let bit = 1u16 << eq;
-                if alone > 0 {
-                    debug_assert!(!e.overlaps(start, start + alone), "shared start into busy time");
-                    e.insert(start, start + alone, bit);
-                }
-                e.charge(block_end, rest + (end - engine_end), bit);
-                e.queue_free[eq] = e.queue_free[eq].max(end);
-                e.stamp = next;
-                self.next_stamp = next;
-                (start, end, span.saturating_sub(own))
-            }
+            shared => self.share_dma(q, eq, shared, own, hbm_sides, bytes),
         }
+    }
+
+    /// Place a transfer that shares a busy block ([`Slot::Shared`]) on engine `q`, queue
+    /// `eq`, with engine time `own` and `bytes` to move through HBM (its sides counted; 0
+    /// without HBM); returns (start, end, wait) as [`Timing::place_dma`] does.
+    ///
+    /// Its bytes move through HBM at its average rate over its span; its engine time is
+    /// marked busy where it ran alone and charged after the block it shared (the block's own
+    /// transfers keep their end times: they are already timed).
+    fn share_dma(
+        &mut self,
+        q: usize,
+        eq: usize,
+        slot: Slot,
+        own: u64,
+        hbm_sides: u32,
+        bytes: f64,
+    ) -> (u64, u64, u64) {
+        let Slot::Shared { start, block, block_end, others } = slot else {
+            unreachable!("a shared slot")
+        };
+        let (span, rest) = Slot::shared_span(start, block, block_end, others, own);
+        let engine_end = start + span;
+        let end = if hbm_sides > 0 {
+            self.hbm.transfer(start, bytes, bytes / span as f64).max(engine_end)
+        } else {
+            engine_end
+        };
+        // Its engine time: alone until the block, the rest (and any HBM stretch) after it.
+        let alone = own - rest;
+        let (next, e) = (self.next_stamp + 1, &mut self.dma_engines[q]);
+        let bit = 1u16 << eq;
+        if alone > 0 {
+            debug_assert!(!e.overlaps(start, start + alone), "shared start into busy time");
+            e.insert(start, start + alone, bit);
+        }
+        e.charge(block_end, rest + (end - engine_end), bit);
+        e.queue_free[eq] = e.queue_free[eq].max(end);
+        e.stamp = next;
+        self.next_stamp = next;
+        (start, end, span.saturating_sub(own))
     }
 
     /// Mark engine `q` busy over [start, end) with a transfer of its queue `eq`; its state is

@@ -14,9 +14,10 @@
 //!   reads (WAR) and writes (WAW). A result is visible `latency` cycles after the producing
 //!   instruction ends (pipeline depth + semaphore); the engine itself is free for the next
 //!   independent instruction as soon as its initiation interval has passed.
-//! * DMA transfers split across queues by partition, pay a fixed latency and a cost per
+//! * DMA transfers split across engines by partition, pay a fixed latency and a cost per
 //!   descriptor, stream at the engine rate, and share the core's HBM bandwidth through a
-//!   timeline of fixed-width buckets ([`HbmTimeline`]).
+//!   timeline of fixed-width buckets ([`HbmTimeline`]); an engine serves its queues
+//!   round-robin, so a transfer on one queue shares an engine busy with others' (docs/dma.md).
 //! * On NeuronCore-v2, VectorE and GpSimdE share the SBUF ports and VectorE and ScalarE share
 //!   PSUM (neuroncore.md §1.8): such instructions are serialized through a port resource,
 //!   granted in program order.
@@ -27,7 +28,8 @@
 //! The model is split by what it keeps:
 //!
 //! * [`deps`] — access records per buffer region, and the dependency wait they give;
-//! * [`dma`] — the DMA engines' busy intervals and the placement of a transfer's chunks;
+//! * [`dma`] — the DMA engines' busy intervals and the placement of a transfer's chunks,
+//!   whole or shared round-robin;
 //! * [`hbm`] — the shared HBM bandwidth timeline;
 //! * [`window`] — the list scheduler of affine loops;
 //! * this module — the clock conversions, the critical-path categories, the compute
