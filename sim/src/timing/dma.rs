@@ -203,6 +203,16 @@ impl DmaEngine {
         self.fold_window();
     }
 
+    /// The first idle time from `from` on (where [`DmaEngine::charge`] starts).
+    fn first_idle(&self, from: u64) -> u64 {
+        let s = from.max(self.floor);
+        let i = self.busy.partition_point(|&(_, b1)| b1 <= s);
+        match self.busy.get(i) {
+            Some(&(b0, b1)) if b0 <= s => self.first_idle(b1),
+            _ => s,
+        }
+    }
+
     /// Charge `dur` of engine time to the earliest idle time from `from` on, in as many
     /// pieces as the gaps take (the engine time a shared transfer took from the block it
     /// shared: the block's own work is pushed back by as much).
@@ -354,7 +364,7 @@ impl Timing {
         } else {
             e.place(ready, eq, desc + own, |s| (s + desc + own).max(s + 1))
         };
-        let (start, end, wait) = match slot {
+        let (start, end, wait, busy) = match slot {
             Slot::Whole(start) => {
                 let end = if hbm_sides > 0 {
                     self.hbm.transfer(start + desc, bytes, rate).max(start + 1)
@@ -362,15 +372,15 @@ impl Timing {
                     (start + desc + own).max(start + 1)
                 };
                 self.insert_dma(proto, start, end, eq);
-                (start, end, 0)
+                (start, end, 0, end - start)
             }
-            shared => self.share_dma(proto, eq, shared, desc + own, hbm_sides, bytes),
+            shared => self.share_dma(proto, eq, shared, desc + own, hbm_sides, (bytes, rate)),
         };
         let state = self.dma_engines[proto];
         let crit = chunk_crit(ready_crit, ready, (start, end, wait), desc + own);
         for c in chunks {
             self.dma_engines[c.queue - 4] = state;
-            self.book_chunk(c, (start, end), end - start - wait, start + desc, hbm_sides, out);
+            self.book_chunk(c, (start, end), busy, start + desc, hbm_sides, out);
         }
         (end, crit)
     }
@@ -428,16 +438,15 @@ impl Timing {
         let mut ccrit = ready_crit;
         for (i, c) in chunks.iter().enumerate() {
             let (desc_ps, own_ps) = costs[i];
-            let (start, chunk_end, wait) = placed[i];
+            let (start, chunk_end, wait, busy) = placed[i];
             // A chunk placed and costed like the one before has its critical path too.
             if i == 0 || (placed[i], costs[i]) != (placed[i - 1], costs[i - 1]) {
-                ccrit = chunk_crit(ready_crit, ready, placed[i], desc_ps + own_ps);
+                ccrit = chunk_crit(ready_crit, ready, (start, chunk_end, wait), desc_ps + own_ps);
             }
             if chunk_end > end {
                 end = chunk_end;
                 crit = ccrit;
             }
-            let busy = chunk_end - start - wait;
             self.book_chunk(c, (start, chunk_end), busy, start + desc_ps, hbm_sides, out);
         }
         (end, crit)
@@ -459,16 +468,17 @@ impl Timing {
     /// one by one instead. Other chunks are placed one by one, each in the earliest gap of
     /// its engine or sharing a busy block ([`Timing::place_one`]).
     ///
-    /// Returns (start, end, wait) per chunk: `wait` is the time it lost to the other queues
-    /// it shared its engine with (0 when placed whole).
+    /// Returns (start, end, wait, busy) per chunk: `wait` is the time it lost to the other
+    /// queues it shared its engine with (0 when placed whole), `busy` the engine time it is
+    /// charged (`end - start` when placed whole).
     fn place_dma(
         &mut self,
         chunks: &[DmaChunk],
         costs: &[(u64, u64); 64],
         hbm_sides: u32,
         ready: u64,
-    ) -> [(u64, u64, u64); 64] {
-        let mut placed = [(0u64, 0u64, 0u64); 64];
+    ) -> [(u64, u64, u64, u64); 64] {
+        let mut placed = [(0u64, 0u64, 0u64, 0u64); 64];
         let mut grouped = [false; 64];
         let sides = hbm_sides as u64;
         if hbm_sides > 0 {
@@ -526,7 +536,7 @@ impl Timing {
                     shared => {
                         // Identical engines share alike: placed once on the first, copied.
                         let placed_shared =
-                            self.share_dma(first, eq, shared, desc + own, hbm_sides, bytes);
+                            self.share_dma(first, eq, shared, desc + own, hbm_sides, (bytes, rate));
                         for (i, c) in chunks.iter().enumerate() {
                             if grouped[i] {
                                 placed[i] = placed_shared;
@@ -543,7 +553,7 @@ impl Timing {
                     if !grouped[i] {
                         continue;
                     }
-                    placed[i] = (start, end, 0);
+                    placed[i] = (start, end, 0, end - start);
                     let q = c.queue - 4;
                     match inserted {
                         Some(done) if identical => self.dma_engines[q] = self.dma_engines[done],
@@ -564,7 +574,7 @@ impl Timing {
     }
 
     /// Place one chunk on its engine: whole in the earliest gap that fits it, or sharing a
-    /// busy block round-robin ([`Slot::Shared`]); returns (start, end, wait) as
+    /// busy block round-robin ([`Slot::Shared`]); returns (start, end, wait, busy) as
     /// [`Timing::place_dma`] does.
     ///
     /// A shared chunk moves its bytes through HBM at its average rate over its span; its
@@ -576,7 +586,7 @@ impl Timing {
         (desc_ps, own_ps): (u64, u64),
         hbm_sides: u32,
         ready: u64,
-    ) -> (u64, u64, u64) {
+    ) -> (u64, u64, u64, u64) {
         let sides = hbm_sides as u64;
         let (bytes, rate) = ((c.bytes * sides) as f64, self.dma_rate * sides as f64);
         let (q, eq) = (c.queue - 4, c.engine_queue as usize);
@@ -600,19 +610,23 @@ impl Timing {
                 };
                 let end = data_end.max(start + 1);
                 self.insert_dma(q, start, end, eq);
-                (start, end, 0)
+                (start, end, 0, end - start)
             }
-            shared => self.share_dma(q, eq, shared, own, hbm_sides, bytes),
+            shared => self.share_dma(q, eq, shared, own, hbm_sides, (bytes, rate)),
         }
     }
 
     /// Place a transfer that shares a busy block ([`Slot::Shared`]) on engine `q`, queue
-    /// `eq`, with engine time `own` and `bytes` to move through HBM (its sides counted; 0
-    /// without HBM); returns (start, end, wait) as [`Timing::place_dma`] does.
+    /// `eq`, with engine time `own`, and `bytes` to move through HBM at up to `rate` (its
+    /// sides counted; unused without HBM); returns (start, end, wait, busy) as
+    /// [`Timing::place_dma`] does.
     ///
-    /// Its bytes move through HBM at its average rate over its span; its engine time is
-    /// marked busy where it ran alone and charged after the block it shared (the block's own
-    /// transfers keep their end times: they are already timed).
+    /// Alone before the block, it moves its bytes there, through HBM. Inside the block it
+    /// takes a share of the block's engine time and so of the HBM bandwidth the block already
+    /// holds; what it takes is the block's work pushed back, so that engine time is charged
+    /// after the block and the same bytes go through HBM there, at the engine's rate (HBM
+    /// congestion there lengthens the charge, as it would a transfer placed there). The
+    /// block's own transfers keep their end times: they are already timed (docs/dma.md §3).
     fn share_dma(
         &mut self,
         q: usize,
@@ -620,31 +634,37 @@ impl Timing {
         slot: Slot,
         own: u64,
         hbm_sides: u32,
-        bytes: f64,
-    ) -> (u64, u64, u64) {
+        (bytes, rate): (f64, f64),
+    ) -> (u64, u64, u64, u64) {
         let Slot::Shared { start, block, block_end, others } = slot else {
             unreachable!("a shared slot")
         };
         let (span, rest) = Slot::shared_span(start, block, block_end, others, own);
-        let engine_end = start + span;
-        let end = if hbm_sides > 0 {
-            self.hbm.transfer(start, bytes, bytes / span as f64).max(engine_end)
-        } else {
-            engine_end
-        };
-        // Its engine time: alone until the block, the rest (and any HBM stretch) after it.
         let alone = own - rest;
+        let mut end = start + span;
+        let mut charge = rest;
+        if hbm_sides > 0 {
+            let alone_bytes = bytes * alone as f64 / own.max(1) as f64;
+            if alone > 0 {
+                end = end.max(self.hbm.transfer(start, alone_bytes, rate));
+            }
+            if rest > 0 {
+                let from = self.dma_engines[q].first_idle(block_end);
+                let data_end = self.hbm.transfer(from, bytes - alone_bytes, rate);
+                charge = charge.max(data_end.saturating_sub(from));
+            }
+        }
         let (next, e) = (self.next_stamp + 1, &mut self.dma_engines[q]);
         let bit = 1u16 << eq;
         if alone > 0 {
             debug_assert!(!e.overlaps(start, start + alone), "shared start into busy time");
             e.insert(start, start + alone, bit);
         }
-        e.charge(block_end, rest + (end - engine_end), bit);
+        e.charge(block_end, charge, bit);
         e.queue_free[eq] = e.queue_free[eq].max(end);
         e.stamp = next;
         self.next_stamp = next;
-        (start, end, span.saturating_sub(own))
+        (start, end, span.saturating_sub(own), alone + charge)
     }
 
     /// Mark engine `q` busy over [start, end) with a transfer of its queue `eq`; its state is
