@@ -187,6 +187,40 @@ fn a_small_transfer_on_another_queue_of_a_busy_engine_finishes_first() {
     assert!(near(late.end, late.start + late_own), "{late:?}");
 }
 
+/// Round-robin over every active queue: a small SBUF→SBUF copy (the copies' queue) on an
+/// engine busy with a 1 MiB load and, sharing it, a 16 KiB store gets one descriptor slot in
+/// three, so it ends at `fixed + 3 × its own time`, while the store (one other queue when it
+/// came) ends at `fixed + 2 × its own time`.
+#[test]
+fn a_transfer_shares_its_engine_with_every_other_active_queue() {
+    let chip = Chip::trn1();
+    let mut nc = Nc::new(chip.clone(), ExecMode::TRACE);
+    let x = nc.hbm_input("x", Dtype::F32, &[8, 32768], &[]).unwrap();
+    let y = nc.hbm("y", Dtype::F32, &[8, 512]).unwrap();
+    let pools = ["big", "out", "from", "to"].map(|n| nc.sbuf_pool(n, 1));
+    let big = nc.tile(pools[0], Dtype::F32, &[8, 32768]).unwrap();
+    let out = nc.tile(pools[1], Dtype::F32, &[8, 512]).unwrap();
+    let from = nc.tile(pools[2], Dtype::F32, &[8, 512]).unwrap();
+    let to = nc.tile(pools[3], Dtype::F32, &[8, 512]).unwrap();
+    nc.dma(big, x).unwrap();
+    nc.dma(y, out).unwrap();
+    nc.dma(to, from).unwrap();
+    let s = spans(&nc);
+    let fixed = chip.dma.fixed_ns;
+    // 16 KiB in one descriptor per partition, either way.
+    let small = engine_ns(&chip, 8, 16 << 10);
+    let store = span(&s, "hbm:y");
+    let copies: Vec<_> = s
+        .iter()
+        .filter(|x| x.operands.starts_with("dst=sbuf") && x.operands.contains(" src=sbuf"))
+        .collect();
+    assert_eq!(copies.len(), 1, "{s:#?}");
+    let copy = copies[0];
+    let near = |a: f64, b: f64| (a - b).abs() < 1.0;
+    assert!(near(store.end, fixed + 2.0 * small), "{store:?}");
+    assert!(near(copy.start, fixed) && near(copy.end, fixed + 3.0 * small), "{copy:?}");
+}
+
 /// The same transfers on one queue keep FIFO order: a small load behind a 1 MiB load on the
 /// loads' queue of the same engine waits for it, and so does a third.
 #[test]
