@@ -452,21 +452,22 @@ impl Timing {
         (end, crit)
     }
 
-    /// Place each chunk of a DMA on its engine and the HBM timeline; returns (start, end)
-    /// per chunk, already inserted into the engines' busy lists.
+    /// Place each chunk of a DMA on its engine and the HBM timeline, already inserted into
+    /// the engines' busy lists.
     ///
     /// Chunks that stream together share HBM, so they are filled as one transfer (their
     /// bytes and engine rates summed, the longest descriptor time): one pass over the HBM
-    /// timeline instead of one per queue. Two kinds of group, each with one chunk per
-    /// engine at most (an engine moves one transfer at a time):
+    /// timeline instead of one per engine. Two kinds of group, each with one chunk per
+    /// engine at most (two chunks of one transfer are on one queue, so in order):
     /// * engines idle from `max(ready, floor)` on with the same such start (the common case
     ///   when transfers are issued ahead of compute);
     /// * otherwise, engines whose busy intervals are identical (a transfer symmetric over
     ///   the queues, issued behind others): the earliest gap that fits on one fits on all.
     ///
-    /// A group placed whole; if the group would share a busy block, its chunks are placed
-    /// one by one instead. Other chunks are placed one by one, each in the earliest gap of
-    /// its engine or sharing a busy block ([`Timing::place_one`]).
+    /// A group of the second kind that meets a busy block of other queues shares it as one
+    /// ([`Timing::share_dma`] on its first engine, the state copied to the others). Other
+    /// chunks are placed one by one, each in the earliest gap of its engine or sharing a
+    /// busy block ([`Timing::place_one`]).
     ///
     /// Returns (start, end, wait, busy) per chunk: `wait` is the time it lost to the other
     /// queues it shared its engine with (0 when placed whole), `busy` the engine time it is
@@ -697,8 +698,8 @@ mod tests {
     use super::super::ComputeOp;
     use super::*;
 
-    /// Two chunks of one DMA on the same queue, and a load issued while other engines are
-    /// busy: an engine still moves one transfer at a time.
+    /// Two chunks of one DMA on the same engine, and a load issued while other engines are
+    /// busy, all on one queue: an engine moves one transfer of a queue at a time.
     #[test]
     fn dma_chunks_on_one_engine_never_overlap() {
         let chip = crate::Chip::trn2();
