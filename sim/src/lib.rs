@@ -72,5 +72,6 @@ pub use view::{Hbm, HbmView, Mem, Pool, Tile, TileView, MAX_FREE_DIMS, MAX_HBM_D
 /// model invalidates what an older one measured. Bump it with every change to simulated
 /// times (model2: a DMA issued behind others places its chunks as one group; model3: an fp32
 /// TensorE transpose costs an fp32 matmul; model4: DMA engines at their practical peak,
-/// VectorE/ScalarE fixed cycles, TensorE transposes priced and counted as matmuls).
-pub const SIM_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+model4");
+/// VectorE/ScalarE fixed cycles, TensorE transposes priced and counted as matmuls; model5: a
+/// DMA engine serves its queues round-robin, docs/dma.md).
+pub const SIM_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+model5");

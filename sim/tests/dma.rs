@@ -9,6 +9,7 @@
 //! transfer size, not only at the one a constant was fitted on.
 
 use neuron_sim::{Chip, Dtype, ExecMode, Nc};
+use proptest::prelude::*;
 
 /// Simulated time (ns) of one load of `total` bytes in runs of `run` bytes, and the time
 /// the descriptor model predicts for it.
@@ -96,4 +97,298 @@ fn the_verdict_names_the_dma_resource_waited_for() {
     assert!(hbm > dma, "HBM wait {hbm} µs vs transfer {dma} µs");
     assert_eq!(p.bottleneck.kind, "DMA-bound");
     assert!(p.bottleneck.summary.contains("waiting for HBM bandwidth"), "{}", p.bottleneck.summary);
+}
+
+/// One DMA slice of the trace: its operands, engine (0–15), start and end in ns, and bytes.
+#[derive(Clone, Debug, PartialEq)]
+struct Span {
+    operands: String,
+    engine: u64,
+    start: f64,
+    end: f64,
+    bytes: f64,
+}
+
+fn spans(nc: &Nc) -> Vec<Span> {
+    let trace = nc.trace_json().expect("a trace");
+    let events = trace["traceEvents"].as_array().expect("events");
+    events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["tid"].as_u64().unwrap() >= 4)
+        .map(|e| {
+            let ts = e["ts"].as_f64().unwrap() * 1e3;
+            Span {
+                operands: e["args"]["operands"].as_str().unwrap().to_string(),
+                engine: e["tid"].as_u64().unwrap() - 4,
+                start: ts,
+                end: ts + e["dur"].as_f64().unwrap() * 1e3,
+                bytes: e["args"]["bytes"].as_f64().unwrap_or(0.0),
+            }
+        })
+        .collect()
+}
+
+/// The slice whose operands name `what` (exactly one).
+fn span<'a>(spans: &'a [Span], what: &str) -> &'a Span {
+    let found: Vec<_> = spans.iter().filter(|s| s.operands.contains(what)).collect();
+    assert_eq!(found.len(), 1, "{what}: {spans:#?}");
+    found[0]
+}
+
+/// The engine time (ns) of one engine's share of a transfer by the descriptor model:
+/// `descriptors × descriptor_ns + bytes / rate` (neuroncore.md §1.7, docs/dma.md).
+fn engine_ns(chip: &Chip, descriptors: u64, bytes: u64) -> f64 {
+    descriptors as f64 * chip.dma.descriptor_ns + bytes as f64 / chip.dma.engine_gbps
+}
+
+/// On trn1, partitions 0–7 (DMA engine 0): a 1 MiB load ([8, 32768] fp32, runs of 128 KiB,
+/// two 64 KiB descriptors per partition) on the loads' queue, then a 16 KiB store ([8, 512]
+/// fp32, one descriptor per partition) on the stores' queue, both ready at once, then a
+/// second small load. Returns the program's DMA slices.
+fn busy_engine(chip: &Chip) -> Vec<Span> {
+    let mut nc = Nc::new(chip.clone(), ExecMode::TRACE);
+    let x = nc.hbm_input("x", Dtype::F32, &[8, 32768], &[]).unwrap();
+    let z = nc.hbm_input("z", Dtype::F32, &[8, 512], &[]).unwrap();
+    let y = nc.hbm("y", Dtype::F32, &[8, 512]).unwrap();
+    let (big, small, late) =
+        (nc.sbuf_pool("big", 1), nc.sbuf_pool("small", 1), nc.sbuf_pool("late", 1));
+    let big = nc.tile(big, Dtype::F32, &[8, 32768]).unwrap();
+    let small = nc.tile(small, Dtype::F32, &[8, 512]).unwrap();
+    let late = nc.tile(late, Dtype::F32, &[8, 512]).unwrap();
+    nc.dma(big, x).unwrap();
+    nc.dma(y, small).unwrap();
+    nc.dma(late, z).unwrap();
+    spans(&nc)
+}
+
+/// Issue 13, must-show 2: an engine serves its 16 queues round-robin at descriptor
+/// granularity (neuroncore.md §1.7), so a small store on the stores' queue of an engine busy
+/// with a 1 MiB load does not wait for the load: it takes every other descriptor slot and
+/// ends at `fixed + 2 × its own time` (one other queue active), long before the load. The
+/// load was timed first and keeps its end; the engine time the store took is charged after
+/// it, so the next load on the loads' queue (FIFO behind the big one) starts at
+/// `fixed + load + store`: the engine's total time is conserved.
+#[test]
+fn a_small_transfer_on_another_queue_of_a_busy_engine_finishes_first() {
+    let chip = Chip::trn1();
+    let s = busy_engine(&chip);
+    assert!(s.iter().all(|x| x.engine == 0), "8 partitions use engine 0: {s:#?}");
+    let fixed = chip.dma.fixed_ns;
+    let load = engine_ns(&chip, 16, 1 << 20);
+    let store = engine_ns(&chip, 8, 16 << 10);
+    let (big, small, late) = (span(&s, "hbm:x"), span(&s, "hbm:y"), span(&s, "hbm:z"));
+    let near = |a: f64, b: f64| (a - b).abs() < 1.0;
+    assert!(near(big.start, fixed) && near(big.end, fixed + load), "{big:?}, want {load} ns");
+    assert!(near(small.start, fixed), "{small:?}");
+    assert!(near(small.end, fixed + 2.0 * store), "{small:?}, want {}", fixed + 2.0 * store);
+    assert!(small.end < big.end / 10.0, "the store does not wait for the load");
+    assert!(near(late.start, fixed + load + store), "{late:?}: the store's time is charged");
+    let late_own = engine_ns(&chip, 8, 16 << 10);
+    assert!(near(late.end, late.start + late_own), "{late:?}");
+}
+
+/// Round-robin over every active queue: a small SBUF→SBUF copy (the copies' queue) on an
+/// engine busy with a 1 MiB load and, sharing it, a 16 KiB store gets one descriptor slot in
+/// three, so it ends at `fixed + 3 × its own time`, while the store (one other queue when it
+/// came) ends at `fixed + 2 × its own time`.
+#[test]
+fn a_transfer_shares_its_engine_with_every_other_active_queue() {
+    let chip = Chip::trn1();
+    let mut nc = Nc::new(chip.clone(), ExecMode::TRACE);
+    let x = nc.hbm_input("x", Dtype::F32, &[8, 32768], &[]).unwrap();
+    let y = nc.hbm("y", Dtype::F32, &[8, 512]).unwrap();
+    let pools = ["big", "out", "from", "to"].map(|n| nc.sbuf_pool(n, 1));
+    let big = nc.tile(pools[0], Dtype::F32, &[8, 32768]).unwrap();
+    let out = nc.tile(pools[1], Dtype::F32, &[8, 512]).unwrap();
+    let from = nc.tile(pools[2], Dtype::F32, &[8, 512]).unwrap();
+    let to = nc.tile(pools[3], Dtype::F32, &[8, 512]).unwrap();
+    nc.dma(big, x).unwrap();
+    nc.dma(y, out).unwrap();
+    nc.dma(to, from).unwrap();
+    let s = spans(&nc);
+    let fixed = chip.dma.fixed_ns;
+    // 16 KiB in one descriptor per partition, either way.
+    let small = engine_ns(&chip, 8, 16 << 10);
+    let store = span(&s, "hbm:y");
+    let copies: Vec<_> = s
+        .iter()
+        .filter(|x| x.operands.starts_with("dst=sbuf") && x.operands.contains(" src=sbuf"))
+        .collect();
+    assert_eq!(copies.len(), 1, "{s:#?}");
+    let copy = copies[0];
+    let near = |a: f64, b: f64| (a - b).abs() < 1.0;
+    assert!(near(store.end, fixed + 2.0 * small), "{store:?}");
+    assert!(near(copy.start, fixed) && near(copy.end, fixed + 3.0 * small), "{copy:?}");
+}
+
+/// The same transfers on one queue keep FIFO order: a small load behind a 1 MiB load on the
+/// loads' queue of the same engine waits for it, and so does a third.
+#[test]
+fn transfers_on_one_queue_keep_fifo_order() {
+    let chip = Chip::trn1();
+    let mut nc = Nc::new(chip.clone(), ExecMode::TRACE);
+    let x = nc.hbm_input("x", Dtype::F32, &[8, 32768], &[]).unwrap();
+    let a = nc.hbm_input("a", Dtype::F32, &[8, 512], &[]).unwrap();
+    let b = nc.hbm_input("b", Dtype::F32, &[8, 512], &[]).unwrap();
+    let (p0, p1, p2) = (nc.sbuf_pool("p0", 1), nc.sbuf_pool("p1", 1), nc.sbuf_pool("p2", 1));
+    let big = nc.tile(p0, Dtype::F32, &[8, 32768]).unwrap();
+    let ta = nc.tile(p1, Dtype::F32, &[8, 512]).unwrap();
+    let tb = nc.tile(p2, Dtype::F32, &[8, 512]).unwrap();
+    nc.dma(big, x).unwrap();
+    nc.dma(ta, a).unwrap();
+    nc.dma(tb, b).unwrap();
+    let s = spans(&nc);
+    let (load, small) = (engine_ns(&chip, 16, 1 << 20), engine_ns(&chip, 8, 16 << 10));
+    let fixed = chip.dma.fixed_ns;
+    let (big, first, second) = (span(&s, "hbm:x"), span(&s, "hbm:a"), span(&s, "hbm:b"));
+    let near = |a: f64, b: f64| (a - b).abs() < 1.0;
+    assert!(near(first.start, big.end) && near(first.end, fixed + load + small), "{first:?}");
+    assert!(near(second.start, first.end), "{second:?}");
+    assert!(near(second.end, fixed + load + 2.0 * small), "{second:?}");
+}
+
+/// Two 1 MiB transfers on two queues of one engine (a load and a store) share it
+/// round-robin: the one timed second ends when both have moved, at `fixed + 2 × own`, and
+/// nothing ends earlier than one of them alone: the pair takes the sum of their times.
+#[test]
+fn two_large_transfers_on_two_queues_take_the_sum_of_their_times() {
+    let chip = Chip::trn1();
+    let mut nc = Nc::new(chip.clone(), ExecMode::TRACE);
+    let x = nc.hbm_input("x", Dtype::F32, &[8, 32768], &[]).unwrap();
+    let y = nc.hbm("y", Dtype::F32, &[8, 32768]).unwrap();
+    let (p0, p1) = (nc.sbuf_pool("p0", 1), nc.sbuf_pool("p1", 1));
+    let t0 = nc.tile(p0, Dtype::F32, &[8, 16384]).unwrap();
+    let t1 = nc.tile(p1, Dtype::F32, &[8, 16384]).unwrap();
+    let x0 = x.view().slice(&[0..8, 0..16384]);
+    let y1 = y.view().slice(&[0..8, 16384..32768]);
+    nc.dma(t0, x0).unwrap();
+    nc.dma(y1, t1).unwrap();
+    let s = spans(&nc);
+    // 512 KiB each: runs of 64 KiB per partition, one descriptor each.
+    let own = engine_ns(&chip, 8, 512 << 10);
+    let fixed = chip.dma.fixed_ns;
+    let (load, store) = (span(&s, "hbm:x"), span(&s, "hbm:y"));
+    let near = |a: f64, b: f64| (a - b).abs() < 1.0;
+    assert!(near(load.end, fixed + own), "{load:?}, own {own}");
+    assert!(near(store.start, fixed) && near(store.end, fixed + 2.0 * own), "{store:?}");
+    let p = nc.profile();
+    assert!(near((p.total_time_us - p.launch_overhead_us) * 1e3, fixed + 2.0 * own));
+    // Bandwidth is conserved: 1 MiB over the engine's busy span at its rate, not faster.
+    let rate = (load.bytes + store.bytes) / (store.end.max(load.end) - fixed);
+    assert!(rate <= chip.dma.engine_gbps * (1.0 + 1e-6), "{rate} B/ns");
+    assert!(rate >= chip.dma.engine_gbps * 0.99, "{rate} B/ns: the engine idles");
+}
+
+/// The same program gives the same schedule, to the bit (its DMA slices).
+#[test]
+fn round_robin_sharing_is_deterministic() {
+    let chip = Chip::trn2();
+    let a = busy_engine(&chip);
+    let b = busy_engine(&chip);
+    assert_eq!(a, b);
+}
+
+/// A transfer of the random programs below: what it moves (its queue follows), where and
+/// how much.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Load,
+    Store,
+    /// A load, then a store of what it loaded (the store waits for the load).
+    LoadThenStore,
+    SbufCopy,
+    HbmCopy,
+}
+
+fn transfer() -> impl Strategy<Value = (Kind, u64, u64, u64)> {
+    let kind = prop_oneof![
+        Just(Kind::Load),
+        Just(Kind::Store),
+        Just(Kind::LoadThenStore),
+        Just(Kind::SbufCopy),
+        Just(Kind::HbmCopy),
+    ];
+    // (kind, first partition, partitions, fp32 elements per partition): one to three of
+    // the first three engines, 256 B to 16 KiB per partition.
+    (kind, prop_oneof![Just(0u64), Just(4), Just(8)], prop_oneof![Just(8u64), Just(16)], 6u32..13)
+        .prop_map(|(k, p0, np, log)| (k, p0, np, 1u64 << log))
+}
+
+/// Build and trace a random program of transfers on trn1 (`trn2` false) or trn2; its DMA
+/// slices and its DMA engines' busy time summed (ns).
+fn random_program(trn2: bool, list: &[(Kind, u64, u64, u64)]) -> (Chip, Vec<Span>, f64) {
+    let chip = if trn2 { Chip::trn2() } else { Chip::trn1() };
+    let mut nc = Nc::new(chip.clone(), ExecMode::TRACE);
+    for (i, &(kind, p0, np, f)) in list.iter().enumerate() {
+        let p = |nc: &mut Nc, name: &str| {
+            let pool = nc.sbuf_pool(&format!("{name}{i}"), 1);
+            let t = nc.tile(pool, Dtype::F32, &[p0 + np, f]).unwrap();
+            // One free dimension: its one range is the whole of it.
+            #[allow(clippy::single_range_in_vec_init)]
+            let free = [0..f];
+            t.slice(p0 as u32..(p0 + np) as u32, &free)
+        };
+        let src = nc.hbm_input(&format!("x{i}"), Dtype::F32, &[np, f], &[]).unwrap();
+        let dst = nc.hbm(&format!("y{i}"), Dtype::F32, &[np, f]).unwrap();
+        match kind {
+            Kind::Load => {
+                let t = p(&mut nc, "t");
+                nc.dma(t, src).unwrap();
+            }
+            Kind::Store => {
+                let t = p(&mut nc, "t");
+                nc.dma(dst, t).unwrap();
+            }
+            Kind::LoadThenStore => {
+                let t = p(&mut nc, "t");
+                nc.dma(t, src).unwrap();
+                nc.dma(dst, t).unwrap();
+            }
+            Kind::SbufCopy => {
+                let (a, b) = (p(&mut nc, "a"), p(&mut nc, "b"));
+                nc.dma(b, a).unwrap();
+            }
+            Kind::HbmCopy => nc.dma(dst, src).unwrap(),
+        }
+    }
+    let p = nc.profile();
+    let busy_ns = p.dma_active_time_percent / 100.0 * p.kernel_time_us * 1e3 * 16.0;
+    (chip, spans(&nc), busy_ns)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Round-robin sharing is honest about bandwidth: no transfer ends before its bytes
+    /// could have moved at its engine's rate (nor starts before the fixed latency), and the
+    /// engine time the DMA engines are charged covers every byte at no more than that rate
+    /// (a shared transfer's time is charged after the block it shared, on engine time that
+    /// never overlaps: checked in `timing::dma`'s unit tests). Transfers overlap on one
+    /// engine only when on different queues. The same program gives the same slices.
+    #[test]
+    fn dma_engines_never_outrun_their_rate(
+        trn2 in any::<bool>(),
+        list in prop::collection::vec(transfer(), 1..10),
+    ) {
+        let (chip, s, busy_ns) = random_program(trn2, &list);
+        let rate = chip.dma.engine_gbps;
+        for x in &s {
+            prop_assert!(x.start >= chip.dma.fixed_ns - 1e-3, "{x:?}");
+            prop_assert!(x.end - x.start >= x.bytes / rate - 1e-3, "{x:?} faster than {rate} B/ns");
+        }
+        let bytes: f64 = s.iter().map(|x| x.bytes).sum();
+        prop_assert!(bytes / rate <= busy_ns + 1e-3 * s.len() as f64, "{bytes} B in {busy_ns} ns");
+        // The queue a slice is on: one per direction (docs/dma.md).
+        let queue = |x: &Span| (x.operands.starts_with("dst=sbuf"), x.operands.contains(" src=sbuf"));
+        for (i, a) in s.iter().enumerate() {
+            for b in &s[i + 1..] {
+                let overlap = a.start < b.end - 1e-3 && b.start < a.end - 1e-3;
+                prop_assert!(
+                    !(a.engine == b.engine && queue(a) == queue(b) && overlap),
+                    "one queue, two transfers at once: {a:?} {b:?}"
+                );
+            }
+        }
+        prop_assert_eq!(&s, &random_program(trn2, &list).1);
+    }
 }

@@ -137,6 +137,15 @@ impl Nc {
             _ => 0,
         };
         let n_chunks = dp.div_ceil(ppe).clamp(1, queues);
+        // Which of each engine's 16 queues it goes on: one per direction (docs/dma.md §2:
+        // the builder has no trigger engine, so loads, stores, SBUF copies and HBM copies
+        // stand for the instruction streams that would trigger them).
+        let engine_queue = match (is_hbm(&src), is_hbm(&dst)) {
+            (true, false) => 0,
+            (false, true) => 1,
+            (false, false) => 2,
+            (true, true) => 3,
+        };
         let mut chunks = std::mem::take(&mut self.dma_chunks);
         chunks.clear();
         // Integer divisions cost tens of cycles each and this runs per chunk: when the rows
@@ -156,6 +165,7 @@ impl Nc {
             };
             chunks.push(DmaChunk {
                 queue: 4 + engine as usize,
+                engine_queue,
                 descriptors: rows * desc_pp,
                 bytes: rows * bytes_pp,
             });
@@ -196,7 +206,7 @@ impl Nc {
         let mut out = std::mem::take(&mut self.dma_out);
         let timing = self.timing.as_mut().expect("checked above");
         timing.dma(&chunks, hbm_sides, &rr, &wr, &mut out);
-        let busy = out.iter().map(|&(_, s, e)| e - s).sum();
+        let busy = timing.dma_busy;
         self.stats.add_line(sloc, "dma_copy", busy);
         if self.mode.trace {
             let args = args();

@@ -14,9 +14,10 @@
 //!   reads (WAR) and writes (WAW). A result is visible `latency` cycles after the producing
 //!   instruction ends (pipeline depth + semaphore); the engine itself is free for the next
 //!   independent instruction as soon as its initiation interval has passed.
-//! * DMA transfers split across queues by partition, pay a fixed latency and a cost per
+//! * DMA transfers split across engines by partition, pay a fixed latency and a cost per
 //!   descriptor, stream at the engine rate, and share the core's HBM bandwidth through a
-//!   timeline of fixed-width buckets ([`HbmTimeline`]).
+//!   timeline of fixed-width buckets ([`HbmTimeline`]); an engine serves its queues
+//!   round-robin, so a transfer on one queue shares an engine busy with others' (docs/dma.md).
 //! * On NeuronCore-v2, VectorE and GpSimdE share the SBUF ports and VectorE and ScalarE share
 //!   PSUM (neuroncore.md §1.8): such instructions are serialized through a port resource,
 //!   granted in program order.
@@ -27,7 +28,8 @@
 //! The model is split by what it keeps:
 //!
 //! * [`deps`] — access records per buffer region, and the dependency wait they give;
-//! * [`dma`] — the DMA engines' busy intervals and the placement of a transfer's chunks;
+//! * [`dma`] — the DMA engines' busy intervals and the placement of a transfer's chunks,
+//!   whole or shared round-robin;
 //! * [`hbm`] — the shared HBM bandwidth timeline;
 //! * [`window`] — the list scheduler of affine loops;
 //! * this module — the clock conversions, the critical-path categories, the compute
@@ -195,6 +197,9 @@ pub(crate) struct Timing {
     dma_desc_ps: f64,
     /// Engine rate in bytes per picosecond.
     dma_rate: f64,
+    /// The engine time the last [`Timing::dma`] took, summed over its chunks (less than
+    /// their spans when a chunk shared its engine with other queues).
+    pub dma_busy: u64,
     pub trace: Option<Vec<Slice>>,
     /// Bytes moved per microsecond window (for the trace's HBM counter).
     pub hbm_counter: Option<std::collections::BTreeMap<u64, u64>>,
@@ -220,6 +225,7 @@ impl Timing {
             dma_fixed_ps: ns_to_ps(chip.dma.fixed_ns),
             dma_desc_ps: chip.dma.descriptor_ns * 1000.0,
             dma_rate: chip.dma.engine_gbps / 1000.0,
+            dma_busy: 0,
             trace: trace.then(Vec::new),
             hbm_counter: trace.then(Default::default),
             window: Window::default(),

@@ -531,8 +531,7 @@ impl Timing {
             Work::Dma { hbm_sides } => {
                 let mut out = std::mem::take(&mut self.window.out);
                 self.dma(&chunks, hbm_sides, &reads, &writes, &mut out);
-                let busy = out.iter().map(|&(_, a, b)| b - a).sum();
-                self.window.line_busy.push((line, busy));
+                self.window.line_busy.push((line, self.dma_busy));
                 if let Some(tr) = &mut self.trace {
                     let args = trace_args(&mut self.window.slots[n as usize]);
                     for (i, &(q, start, end)) in out.iter().enumerate() {
@@ -617,8 +616,9 @@ mod tests {
             b0: 0,
             b1: 1024,
         };
-        let chunks: Vec<DmaChunk> =
-            (4..20).map(|queue| DmaChunk { queue, descriptors: 8, bytes: 8192 }).collect();
+        let chunks: Vec<DmaChunk> = (4..20)
+            .map(|queue| DmaChunk { queue, engine_queue: 0, descriptors: 8, bytes: 8192 })
+            .collect();
         let exp = Work::Compute { track: 2, cycles: 512, ghz: 1.2, latency_cycles: 200, ports: 0 };
         let n = 100_000u64;
         t.open_window();
