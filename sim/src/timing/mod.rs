@@ -245,8 +245,8 @@ impl Timing {
     }
 
     /// [`Timing::compute`], given what [`Timing::deps`] returns for the instruction's
-    /// accesses with no earlier start (`after` = 0) when the caller knows it is still
-    /// current (the list scheduler, [`window`]); `None` looks it up.
+    /// accesses from an `after` no later than its engine's free time, when the caller knows
+    /// it is still current (the list scheduler, [`window`]); `None` looks it up.
     pub(crate) fn compute_after<R: Operand>(
         &mut self,
         op: &ComputeOp<'_, R>,
@@ -255,8 +255,9 @@ impl Timing {
         let dur = cycles_to_ps(op.cycles, op.ghz);
         let track = &self.tracks[op.track];
         let (mut start, mut crit) = (track.free, track.crit);
-        // With `after` = 0 the binding record is the first one found with the latest time,
-        // the same one a lookup from `start` finds when that time is later than `start`.
+        // From any `after` ≤ `start`, the binding record is the first one found with the
+        // latest time, the one a lookup from `start` finds when that time is later than
+        // `start`; when it is not, neither lookup changes `start`.
         let (dep_t, dep_crit) = match known {
             Some(k) => k,
             None => self.deps(op.reads, op.writes, start),

@@ -91,9 +91,11 @@ struct Slot {
     preds: u32,
     /// When its dependencies let it start (once `preds` is 0).
     ready: u64,
-    /// A compute instruction's: the critical path of the record that binds `ready`, and
+    /// A compute instruction's: the critical path of the record that binds `ready` (zero
+    /// when none binds after `ready_after`, its engine's free time then), and
     /// [`Timing::merges`] when it was looked up (see [`Timing::make_ready`]).
     ready_crit: Crit,
+    ready_after: u64,
     ready_merges: u64,
     /// Its engine time (a compute instruction's).
     dur: u64,
@@ -118,6 +120,7 @@ impl Default for Slot {
             preds: 0,
             ready: 0,
             ready_crit: [0; 10],
+            ready_after: 0,
             ready_merges: u64::MAX,
             dur: 0,
             succs: Vec::new(),
@@ -405,16 +408,24 @@ impl Timing {
     /// predecessors, placed already, or its successors, waiting for it): their records do
     /// not overlap its accesses, and what they prune, they cover, so it overlapped none of
     /// it either. Only a merge (a bounding box over records) can add a binding record.
+    ///
+    /// A compute instruction never starts before its engine is free, and an engine's free
+    /// time only grows, so its lookup starts from its engine's free time now (records that
+    /// end earlier cannot bind it; `ready` is only used as `max(ready, free)`).
     fn make_ready(&mut self, n: u32) {
         let s = &self.window.slots[n as usize];
-        let (dep, crit) = self.deps(&s.reads, &s.writes, 0);
         let work = s.work;
+        let after = match work {
+            Work::Compute { track, .. } => self.tracks[track].free,
+            Work::Dma { .. } => 0,
+        };
+        let (dep, crit) = self.deps(&s.reads, &s.writes, after);
         let merges = self.merges;
         let w = &mut self.window;
         match work {
             Work::Compute { track, .. } => {
                 let s = &mut w.slots[n as usize];
-                (s.ready, s.ready_crit, s.ready_merges) = (dep, crit, merges);
+                (s.ready, s.ready_crit, s.ready_after, s.ready_merges) = (dep, crit, after, merges);
                 w.ready[track].push(n);
             }
             Work::Dma { .. } => {
@@ -537,8 +548,9 @@ impl Timing {
                 let s = &self.window.slots[n as usize];
                 let fresh = s.ready_merges == self.merges && !general_only!(self);
                 let known = fresh.then_some((s.ready, s.ready_crit));
+                let after = s.ready_after;
                 debug_assert!(
-                    known.is_none_or(|k| k == self.deps(&reads[..], &writes[..], 0)),
+                    known.is_none_or(|k| k == self.deps(&reads[..], &writes[..], after)),
                     "a kept dependency lookup went stale"
                 );
                 let (start, end) = self.compute_after(&op, known);
