@@ -31,7 +31,6 @@ use super::{Nc, VResult};
 use crate::error::{Hazard, LoopCarried, SimResult, SourceLoc, ViolationKind as V};
 use crate::timing::Region;
 use crate::view::*;
-use rustc_hash::FxHashMap;
 use std::panic::Location;
 
 /// Rectangles kept per buffer and loop level, for the current iteration and for the earlier
@@ -133,8 +132,37 @@ fn add_rect(list: &mut Vec<Rect>, r: Rect) {
 #[derive(Default)]
 struct BufRects {
     gen: u32,
+    /// Whether the buffer is in its level's `used` list.
+    used: bool,
+    /// The kinds of the exact rectangles in `earlier` ([`Kind::bit`]; a dropped rectangle's
+    /// kind may stay set): an access whose conflicting kinds are not among them has nothing
+    /// to scan.
+    earlier_kinds: u8,
     earlier: Vec<Rect>,
     current: Vec<Rect>,
+}
+
+impl Kind {
+    #[inline]
+    fn bit(self) -> u8 {
+        match self {
+            Kind::Read => 1,
+            Kind::Write => 2,
+            Kind::Accumulate => 4,
+        }
+    }
+
+    /// The kinds of earlier accesses an access of this kind conflicts with: a read with
+    /// writes (RAW), an accumulation with reads and writes (not with accumulations), a write
+    /// with everything.
+    #[inline]
+    fn conflicts(self) -> u8 {
+        match self {
+            Kind::Read => 2 | 4,
+            Kind::Accumulate => 1 | 2,
+            Kind::Write => 1 | 2 | 4,
+        }
+    }
 }
 
 /// One open `affine_range` loop.
@@ -145,7 +173,11 @@ struct Level {
     /// The iteration serial of the current iteration: a tile allocated at or after it is
     /// this iteration's own, which no other iteration of this loop has touched.
     iter_serial: u64,
-    bufs: FxHashMap<u32, BufRects>,
+    /// Per buffer (the timing model's ids, which are dense), its rectangles at this level:
+    /// indexed rather than hashed, since every access of the loop looks its buffer up.
+    bufs: Vec<BufRects>,
+    /// Buffers with an entry in use at this level (reset when the loop ends).
+    used: Vec<u32>,
     /// Buffers with rectangles of the current iteration.
     touched: Vec<u32>,
 }
@@ -164,8 +196,8 @@ impl Level {
         if self.own(t) {
             return None;
         }
-        let b = self.bufs.get(&t.region.id)?;
-        if b.gen != t.gen || !t.exact {
+        let b = self.bufs.get(t.region.id as usize)?;
+        if b.earlier_kinds & t.kind.conflicts() == 0 || b.gen != t.gen || !t.exact {
             return None;
         }
         b.earlier.iter().filter(|e| e.exact && e.overlaps(&t.region)).find_map(|e| {
@@ -183,10 +215,19 @@ impl Level {
         if self.own(t) {
             return;
         }
-        let b = self.bufs.entry(t.region.id).or_default();
+        let id = t.region.id as usize;
+        if self.bufs.len() <= id {
+            self.bufs.resize_with(id + 1, Default::default);
+        }
+        let b = &mut self.bufs[id];
+        if !b.used {
+            b.used = true;
+            self.used.push(t.region.id);
+        }
         if b.gen != t.gen {
             // A new allocation of a ring buffer: what the old one held is not this tile.
             b.gen = t.gen;
+            b.earlier_kinds = 0;
             b.earlier.clear();
             b.current.clear();
         }
@@ -216,13 +257,30 @@ impl Level {
     fn next_iteration(&mut self, index: u64, serial: u64) {
         self.iter_serial = serial;
         for id in self.touched.drain(..) {
-            if let Some(b) = self.bufs.get_mut(&id) {
-                for r in b.current.drain(..) {
-                    add_rect(&mut b.earlier, r);
+            let b = &mut self.bufs[id as usize];
+            for r in b.current.drain(..) {
+                if r.exact {
+                    b.earlier_kinds |= r.kind.bit();
                 }
+                add_rect(&mut b.earlier, r);
             }
         }
         self.index = index;
+    }
+
+    /// The loop ended: forget every buffer's rectangles (keeping the vectors for the next
+    /// loop that reuses this level).
+    fn reset(&mut self) {
+        for id in self.used.drain(..) {
+            let b = &mut self.bufs[id as usize];
+            b.used = false;
+            b.gen = 0;
+            b.earlier_kinds = 0;
+            b.earlier.clear();
+            b.current.clear();
+        }
+        self.touched.clear();
+        self.index = 0;
     }
 }
 
@@ -316,9 +374,7 @@ impl Nc {
         }
         self.h(&[32]);
         let mut level = self.loops.levels.pop().expect("this loop's level");
-        level.bufs.clear();
-        level.touched.clear();
-        level.index = 0;
+        level.reset();
         self.loops.spare.push(level);
         if let Some(t) = &mut self.timing {
             t.close_window();
@@ -485,6 +541,12 @@ impl Nc {
 /// Whether `(stride, size)` dims visit a dense block: sorted by stride, each stride is the
 /// product of the sizes below it (starting at `unit`), so no element is skipped or repeated.
 fn dense(dims: &[(i64, u64)], unit: i64) -> bool {
+    // Most views have one dim or none: no sort needed.
+    match dims {
+        [] => return true,
+        &[(s, size)] => return size <= 1 || s.abs() == unit,
+        _ => {}
+    }
     let mut d: [(i64, u64); MAX_HBM_DIMS] = [(0, 1); MAX_HBM_DIMS];
     let mut n = 0;
     for &(s, size) in dims {
@@ -526,8 +588,8 @@ mod tests {
             nc.memset(wide.cols(4 * i..4 * i + 4), 1.0)?;
             nc.dma(y.rows(i..i + 1), wide.cols(4 * i..4 * i + 4))?;
             let level = &nc.loops.levels[0];
-            sizes.0 = sizes.0.max(level.bufs[&tids.0].earlier.len());
-            sizes.1 = sizes.1.max(level.bufs[&tids.1].earlier.len());
+            sizes.0 = sizes.0.max(level.bufs[tids.0 as usize].earlier.len());
+            sizes.1 = sizes.1.max(level.bufs[tids.1 as usize].earlier.len());
             Ok(())
         })
         .unwrap();

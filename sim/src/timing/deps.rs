@@ -206,15 +206,16 @@ impl Timing {
             b.bins.resize_with(range.end, Default::default);
         }
         let wide = range.len() > WIDE_BINS;
+        let merges = &mut self.merges;
         prune(&mut b.wide, r, write, time);
         for bin in &mut b.bins[range] {
             prune(bin, r, write, time);
             if !wide {
-                push_rec(&mut bin[write as usize], r, time, crit);
+                push_rec(&mut bin[write as usize], r, time, crit, merges);
             }
         }
         if wide {
-            push_rec(&mut b.wide[write as usize], r, time, crit);
+            push_rec(&mut b.wide[write as usize], r, time, crit, merges);
         }
     }
 }
@@ -247,12 +248,13 @@ fn prune([reads, writes]: &mut [Vec<Rec>; 2], r: &Region, write: bool, time: u64
     }
 }
 
-/// Append a record, merging the oldest half when the list is full.
+/// Append a record, merging the oldest half when the list is full (counted in `merges`).
 #[inline(always)]
-fn push_rec(list: &mut Vec<Rec>, r: &Region, time: u64, crit: &Crit) {
+fn push_rec(list: &mut Vec<Rec>, r: &Region, time: u64, crit: &Crit, merges: &mut u64) {
     list.push(Rec { p0: r.p0, p1: r.p1, b0: r.b0, b1: r.b1, time, crit: *crit });
     if list.len() > MAX_RECS {
         merge_oldest(list);
+        *merges += 1;
     }
 }
 

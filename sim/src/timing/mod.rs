@@ -205,6 +205,9 @@ pub(crate) struct Timing {
     pub hbm_counter: Option<std::collections::BTreeMap<u64, u64>>,
     /// Instructions of affine loops held for the list scheduler ([`window`]).
     pub window: Window,
+    /// Record merges so far (a merged record may bind accesses its parts did not): the list
+    /// scheduler reuses a dependency lookup only while none happened since ([`window`]).
+    merges: u64,
     /// Tests set this to take the general path where there is a fast one (uniform DMAs,
     /// repeated writes), to compare the two; it does not exist outside tests.
     #[cfg(test)]
@@ -229,6 +232,7 @@ impl Timing {
             trace: trace.then(Vec::new),
             hbm_counter: trace.then(Default::default),
             window: Window::default(),
+            merges: 0,
             #[cfg(test)]
             general_only: false,
         }
@@ -243,10 +247,27 @@ impl Timing {
 
     /// Schedule a compute instruction; returns (start, end) in picoseconds.
     pub fn compute<R: Operand>(&mut self, op: &ComputeOp<'_, R>) -> (u64, u64) {
+        self.compute_after(op, None)
+    }
+
+    /// [`Timing::compute`], given what [`Timing::deps`] returns for the instruction's
+    /// accesses from an `after` no later than its engine's free time, when the caller knows
+    /// it is still current (the list scheduler, [`window`]); `None` looks it up.
+    pub(crate) fn compute_after<R: Operand>(
+        &mut self,
+        op: &ComputeOp<'_, R>,
+        known: Option<(u64, Crit)>,
+    ) -> (u64, u64) {
         let dur = cycles_to_ps(op.cycles, op.ghz);
         let track = &self.tracks[op.track];
         let (mut start, mut crit) = (track.free, track.crit);
-        let (dep_t, dep_crit) = self.deps(op.reads, op.writes, start);
+        // From any `after` ≤ `start`, the binding record is the first one found with the
+        // latest time, the one a lookup from `start` finds when that time is later than
+        // `start`; when it is not, neither lookup changes `start`.
+        let (dep_t, dep_crit) = match known {
+            Some(k) => k,
+            None => self.deps(op.reads, op.writes, start),
+        };
         if dep_t > start {
             start = dep_t;
             crit = dep_crit;

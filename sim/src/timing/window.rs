@@ -34,7 +34,7 @@
 //! * **Determinism.** Every choice is a minimum over (time, program order): no clocks, no
 //!   hash-map order.
 
-use super::{ComputeOp, DmaChunk, Region, Slice, Timing};
+use super::{ComputeOp, Crit, DmaChunk, Region, Slice, Timing};
 use crate::error::SourceLoc;
 use std::collections::VecDeque;
 
@@ -91,6 +91,12 @@ struct Slot {
     preds: u32,
     /// When its dependencies let it start (once `preds` is 0).
     ready: u64,
+    /// A compute instruction's: the critical path of the record that binds `ready` (zero
+    /// when none binds after `ready_after`, its engine's free time then), and
+    /// [`Timing::merges`] when it was looked up (see [`Timing::make_ready`]).
+    ready_crit: Crit,
+    ready_after: u64,
+    ready_merges: u64,
     /// Its engine time (a compute instruction's).
     dur: u64,
     /// Instructions in the window that wait for this one.
@@ -113,6 +119,9 @@ impl Default for Slot {
             meta: Meta::default(),
             preds: 0,
             ready: 0,
+            ready_crit: [0; 10],
+            ready_after: 0,
+            ready_merges: u64::MAX,
             dur: 0,
             succs: Vec::new(),
             mark: u64::MAX,
@@ -392,14 +401,31 @@ impl Timing {
 
     /// Note that a held instruction's predecessors are all placed: the time its dependencies
     /// let it start is now known.
+    ///
+    /// For a compute instruction the lookup is kept for its placement, which uses it instead
+    /// of looking again while no record has been merged since. Until it is placed, only
+    /// instructions it does not conflict with are placed (the ones it conflicts with are its
+    /// predecessors, placed already, or its successors, waiting for it): their records do
+    /// not overlap its accesses, and what they prune, they cover, so it overlapped none of
+    /// it either. Only a merge (a bounding box over records) can add a binding record.
+    ///
+    /// A compute instruction never starts before its engine is free, and an engine's free
+    /// time only grows, so its lookup starts from its engine's free time now (records that
+    /// end earlier cannot bind it; `ready` is only used as `max(ready, free)`).
     fn make_ready(&mut self, n: u32) {
         let s = &self.window.slots[n as usize];
-        let (dep, _) = self.deps(&s.reads, &s.writes, 0);
         let work = s.work;
+        let after = match work {
+            Work::Compute { track, .. } => self.tracks[track].free,
+            Work::Dma { .. } => 0,
+        };
+        let (dep, crit) = self.deps(&s.reads, &s.writes, after);
+        let merges = self.merges;
         let w = &mut self.window;
         match work {
             Work::Compute { track, .. } => {
-                w.slots[n as usize].ready = dep;
+                let s = &mut w.slots[n as usize];
+                (s.ready, s.ready_crit, s.ready_after, s.ready_merges) = (dep, crit, after, merges);
                 w.ready[track].push(n);
             }
             Work::Dma { .. } => {
@@ -519,7 +545,15 @@ impl Timing {
                     writes: &writes[..],
                     ports,
                 };
-                let (start, end) = self.compute(&op);
+                let s = &self.window.slots[n as usize];
+                let fresh = s.ready_merges == self.merges && !general_only!(self);
+                let known = fresh.then_some((s.ready, s.ready_crit));
+                let after = s.ready_after;
+                debug_assert!(
+                    known.is_none_or(|k| k == self.deps(&reads[..], &writes[..], after)),
+                    "a kept dependency lookup went stale"
+                );
+                let (start, end) = self.compute_after(&op, known);
                 if let Some(tr) = &mut self.trace {
                     let args = trace_args(&mut self.window.slots[n as usize]);
                     let dur = end - start;
@@ -597,6 +631,125 @@ impl Timing {
 mod tests {
     use super::*;
     use std::iter::once;
+
+    /// Placing a held compute instruction with the dependency lookup kept from when it
+    /// became ready gives what looking again gives: random affine loops (four engines, many
+    /// small overlapping regions of three buffers, so that record lists overflow and merge,
+    /// DMAs among them) end with the same times and critical paths either way.
+    #[test]
+    fn a_kept_dependency_lookup_places_as_a_new_one_would() {
+        let chip = crate::Chip::trn2();
+        let mut next = crate::test_rng(0x2545_f491_4f6c_dd1d);
+        let mut merged_runs = 0;
+        for _ in 0..60 {
+            let (mut kept, mut general) =
+                (Timing::new(&chip, 16, false), Timing::new(&chip, 16, false));
+            general.general_only = true;
+            for t in [&mut kept, &mut general] {
+                for id in 0..3 {
+                    t.ensure_buffer(id, 1 << 14);
+                }
+                t.open_window();
+            }
+            let region = |next: &mut dyn FnMut(u64) -> u64| {
+                // Narrow, scattered regions over few bins: few accesses cover another, so
+                // the bins' record lists fill up and merge.
+                let (p0, b0) = (next(16) as u32 * 8, next(16) * 256);
+                Region { id: next(3) as u32, p0, p1: p0 + 8, b0, b1: b0 + 256 * (1 + next(2)) }
+            };
+            for _ in 0..600 {
+                if next(8) == 0 {
+                    for t in [&mut kept, &mut general] {
+                        t.next_segment();
+                    }
+                }
+                let (r, w) = (region(&mut next), region(&mut next));
+                if next(6) == 0 {
+                    let chunks =
+                        [DmaChunk { queue: 4 + next(16) as usize, descriptors: 4, bytes: 4096 }];
+                    for t in [&mut kept, &mut general] {
+                        t.hold_dma(&chunks, 1, once(r), once(w), Meta::default());
+                    }
+                } else {
+                    let work = Work::Compute {
+                        track: next(4) as usize,
+                        cycles: 1 + next(400),
+                        ghz: 1.4,
+                        latency_cycles: next(64),
+                        ports: 0,
+                    };
+                    for t in [&mut kept, &mut general] {
+                        t.hold_compute(work, once(r), once(w), Meta::default());
+                    }
+                }
+            }
+            for t in [&mut kept, &mut general] {
+                t.close_window();
+            }
+            merged_runs += (kept.merges > 0) as u32;
+            assert_eq!((kept.end, kept.end_crit), (general.end, general.end_crit));
+            let frees = |t: &Timing| t.tracks.iter().map(|x| x.free).collect::<Vec<_>>();
+            assert_eq!(frees(&kept), frees(&general));
+        }
+        // The runs exercised both paths: merges happened (lookups not reused) in some.
+        assert!(merged_runs > 0, "no run merged records");
+    }
+
+    /// The case the merge counter exists for: an instruction becomes ready, then transfers
+    /// it does not conflict with are placed before it and their records, merged into one
+    /// bounding box, cover its region with a later time. Its placement must see the box (as
+    /// a lookup at placement does), not the lookup kept from when it became ready.
+    #[test]
+    fn a_merge_after_readiness_is_seen_at_placement() {
+        let chip = crate::Chip::trn2();
+        let run = |general: bool| {
+            let mut t = Timing::new(&chip, 16, false);
+            t.general_only = general;
+            for id in 0..3 {
+                t.ensure_buffer(id, 1 << 14);
+            }
+            let region = |id, b0, b1| Region { id, p0: 0, p1: 8, b0, b1 };
+            let vector =
+                |cycles| Work::Compute { track: 1, cycles, ghz: 1.0, latency_cycles: 0, ports: 0 };
+            t.open_window();
+            t.next_segment();
+            // VectorE is busy 20 µs, then `y` reads bytes 512..768 of buffer 0.
+            t.hold_compute(
+                vector(20_000),
+                once(region(1, 0, 64)),
+                once(region(1, 64, 128)),
+                Meta::default(),
+            );
+            t.hold_compute(
+                vector(100),
+                once(region(0, 512, 768)),
+                once(region(2, 0, 64)),
+                Meta::default(),
+            );
+            // 33 long transfers write 8-byte slices of the same bin around it, the oldest
+            // beyond it: the bin's 33rd write record merges the oldest 16 into a box over
+            // bytes 0..808, which covers `y`'s region and ends when they do.
+            for i in 0..33u64 {
+                let (b0, b1) = if i == 0 { (800, 808) } else { ((i - 1) * 8, i * 8) };
+                let chunks =
+                    [DmaChunk { queue: 4 + (i % 16) as usize, descriptors: 1, bytes: 1 << 22 }];
+                t.hold_dma(
+                    &chunks,
+                    1,
+                    once(region(1, 128, 136)),
+                    once(region(0, b0, b1)),
+                    Meta::default(),
+                );
+            }
+            t.close_window();
+            assert!(t.merges > 0, "the records were merged");
+            (t.tracks[1].free, t.end, t.end_crit)
+        };
+        let (kept, general) = (run(false), run(true));
+        assert_eq!(kept, general);
+        // The box binds: `y` ends after the transfers, far past VectorE's 20 µs.
+        assert!(kept.0 > 40_000_000, "y ends at {} ps", kept.0);
+    }
 
     /// A loop of 100 000 iterations (load a row block into a ring of two buffers, one
     /// instruction on it, store the result): the window never holds more than its iterations
