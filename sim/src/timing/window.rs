@@ -20,8 +20,8 @@
 //!   one that ends before the oldest can start — conservative backfilling: it never delays
 //!   what program order would have run first, so a loop of compute instructions never ends
 //!   later than in program order. While its oldest instruction waits for a held producer,
-//!   the engine offers nothing. The DMAs' candidate is the oldest *ready* DMA, placed in the
-//!   earliest idle gap of its queues as at issue: DMAs keep program order except that a
+//!   the engine offers nothing. The DMAs' candidate is the oldest *ready* DMA, placed as at issue
+//!   (docs/dma.md: an idle gap, or sharing a busy engine round-robin with other queues): DMAs keep program order except that a
 //!   ready transfer goes ahead of older ones still waiting for their producers (a later
 //!   tile's load ahead of an earlier tile's store). On NeuronCore-v2 a shared port is
 //!   granted in program order, as at issue.
@@ -665,8 +665,12 @@ mod tests {
                 }
                 let (r, w) = (region(&mut next), region(&mut next));
                 if next(6) == 0 {
-                    let chunks =
-                        [DmaChunk { queue: 4 + next(16) as usize, descriptors: 4, bytes: 4096 }];
+                    let chunks = [DmaChunk {
+                        queue: 4 + next(16) as usize,
+                        engine_queue: 0,
+                        descriptors: 4,
+                        bytes: 4096,
+                    }];
                     for t in [&mut kept, &mut general] {
                         t.hold_dma(&chunks, 1, once(r), once(w), Meta::default());
                     }
@@ -731,8 +735,12 @@ mod tests {
             // bytes 0..808, which covers `y`'s region and ends when they do.
             for i in 0..33u64 {
                 let (b0, b1) = if i == 0 { (800, 808) } else { ((i - 1) * 8, i * 8) };
-                let chunks =
-                    [DmaChunk { queue: 4 + (i % 16) as usize, descriptors: 1, bytes: 1 << 22 }];
+                let chunks = [DmaChunk {
+                    queue: 4 + (i % 16) as usize,
+                    engine_queue: 0,
+                    descriptors: 1,
+                    bytes: 1 << 22,
+                }];
                 t.hold_dma(
                     &chunks,
                     1,
