@@ -166,6 +166,20 @@ pub fn events(stdout: &str, kind: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// `profile` of a DMA-bound GEMM variant of the kernel fixtures: [128 x 128] output tiles
+/// with no block reuse, so every operand byte feeds one small matmul, and triple buffering
+/// hides the DMA latency: transfers are the limit.
+pub const PROFILE_DMA_BOUND_GEMM: [&str; 8] = [
+    "profile",
+    "-p",
+    "neuron-fixtures-kernels",
+    "gemm",
+    "--shape",
+    "small",
+    "--params",
+    "tile_n=128,block_m=1,block_n=1,k_tiles=8,bufs=3",
+];
+
 /// The manifest of `fixtures/broken/<name>`.
 pub fn broken_manifest(name: &str) -> String {
     root().join("fixtures/broken").join(name).join("Cargo.toml").to_string_lossy().into_owned()

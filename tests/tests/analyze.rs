@@ -115,17 +115,7 @@ fn rope_lists_the_time_where_simulator_and_device_disagree() {
 #[test]
 fn a_profile_from_the_profile_command_gets_the_verdict_its_critical_path_gives() {
     let dir = scratch_dir("analyze-profile");
-    // The DMA-bound GEMM of cli.rs: small output tiles, no block reuse.
-    let (code, out, err) = cli_json(&[
-        "profile",
-        "-p",
-        "neuron-fixtures-kernels",
-        "gemm",
-        "--shape",
-        "small",
-        "--params",
-        "tile_n=128,block_m=1,block_n=1,k_tiles=8,bufs=3",
-    ]);
+    let (code, out, err) = cli_json(&neuron_tune_tests::PROFILE_DMA_BOUND_GEMM);
     assert_eq!(code, 0, "{err}");
     let file = dir.join("gemm.jsonl");
     std::fs::write(&file, &out).unwrap();

@@ -146,20 +146,9 @@ fn changing_one_kernel_re_simulates_only_its_variants() {
 #[test]
 fn profile_writes_a_perfetto_trace_and_names_a_dma_bound_gemm() {
     let trace = neuron_tune_tests::scratch_dir("profile").join("gemm.json");
-    // [128 x 128] output tiles with no block reuse: every operand byte feeds one small
-    // matmul, and triple buffering hides the DMA latency, so transfers are the limit.
-    let (code, out, err) = cli_json(&[
-        "profile",
-        "-p",
-        "neuron-fixtures-kernels",
-        "gemm",
-        "--shape",
-        "small",
-        "--params",
-        "tile_n=128,block_m=1,block_n=1,k_tiles=8,bufs=3",
-        "--trace",
-        trace.to_str().unwrap(),
-    ]);
+    let mut args = neuron_tune_tests::PROFILE_DMA_BOUND_GEMM.to_vec();
+    args.extend_from_slice(&["--trace", trace.to_str().unwrap()]);
+    let (code, out, err) = cli_json(&args);
     assert_eq!(code, 0, "{err}");
     let p = &events(&out, "profile")[0];
     assert_eq!(p["bottleneck"], "DMA-bound", "{}", p["profile"]["bottleneck"]);

@@ -54,6 +54,20 @@ fn regex_escape(s: &str) -> String {
         .collect()
 }
 
+/// One short, seeded tune of `add`, shown as a person sees it and as JSON.
+const TUNE_ADD: [&str; 11] = [
+    "tune",
+    "--kernel",
+    "add",
+    "--shape",
+    "small",
+    "--strategy",
+    "random",
+    "--seed",
+    "7",
+    "--budget",
+    "8",
+];
 #[test]
 fn tables_of_list_bench_tune_and_gate_redirected_to_a_file_without_colour() {
     let ws = fixture_workspace("terminal");
@@ -67,24 +81,7 @@ fn tables_of_list_bench_tune_and_gate_redirected_to_a_file_without_colour() {
         &no_color,
         &dir.join("bench.txt"),
     );
-    let tune = to_file(
-        &ws,
-        &[
-            "tune",
-            "--kernel",
-            "add",
-            "--shape",
-            "small",
-            "--strategy",
-            "random",
-            "--seed",
-            "7",
-            "--budget",
-            "8",
-        ],
-        &no_color,
-        &dir.join("tune.txt"),
-    );
+    let tune = to_file(&ws, &TUNE_ADD, &no_color, &dir.join("tune.txt"));
     to_file(
         &ws,
         &["baseline", "save", "--model", "qwen3", "--shape", "tiny"],
@@ -155,21 +152,7 @@ fn tables_of_list_bench_tune_and_gate_redirected_to_a_file_without_colour() {
     // `--message-format json`: stdout is JSON lines only, even when colour is forced.
     let json = to_file(
         &ws,
-        &[
-            "tune",
-            "--kernel",
-            "add",
-            "--shape",
-            "small",
-            "--strategy",
-            "random",
-            "--seed",
-            "7",
-            "--budget",
-            "8",
-            "--message-format",
-            "json",
-        ],
+        &[&TUNE_ADD[..], &["--message-format", "json"]].concat(),
         &[("CLICOLOR_FORCE", "1")],
         &dir.join("tune.json"),
     );

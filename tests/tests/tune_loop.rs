@@ -260,12 +260,14 @@ fn a_winner_slow_at_another_shape_of_its_key_set_is_diagnosed_over_fitted() {
 /// `scale`'s own shape — through its own copy of the kernel, as a models crate pinned to an
 /// older release of its kernels would: in that release `passes` counted the other way (it
 /// computes `4 − passes` times over) and had to be at least 2. The tuner measures the kernels
-/// crate's program; the model runs the other one.
+/// crate's program; the model runs the other one. A second model, `stale`, listed first,
+/// also calls a kernel `retired` that refuses every parameter: it fails with or without the
+/// tuner's candidates, so it must be left out of the check, not held against them.
 fn pinned_models_workspace() -> std::path::PathBuf {
     let dir = neuron_tune_tests::scratch_dir("pinned-models");
     let r = neuron_tune_tests::root();
     let common = std::fs::read_to_string(r.join("fixtures/broken/common.rs")).unwrap();
-    let scale = |name: &str, passes: &str, least: i64| {
+    let scale = |name: &str, kernel: &str, passes: &str, least: i64| {
         format!(
             "pub struct {name};\n\
              impl Kernel for {name} {{\n\
@@ -273,7 +275,7 @@ fn pinned_models_workspace() -> std::path::PathBuf {
                      let n = p.int(\"passes\")?;\n\
                      if n < {least} {{ Err(format!(\"passes = {{n}}: this release needs at least {least}\")) }} else {{ Ok(()) }}\n\
                  }}\n\
-                 fn name(&self) -> &str {{ \"scale\" }}\n\
+                 fn name(&self) -> &str {{ \"{kernel}\" }}\n\
                  fn params(&self) -> Vec<ParamSpec> {{ vec![ParamSpec::int(\"passes\", 3, \"passes over the output\")] }}\n\
                  fn shapes(&self) -> Vec<(String, Shape)> {{ vec![(\"one\".into(), Shape::new(&[(\"rows\", 1024), (\"cols\", 2048)]))] }}\n\
                  fn small_shapes(&self, p: &Params) -> BoxedStrategy<Shape> {{ Double.small_shapes(p) }}\n\
@@ -322,7 +324,7 @@ fn pinned_models_workspace() -> std::path::PathBuf {
         "kernels/src/main.rs",
         format!(
             "{common}\n{body}\n{}\nneuron_tune_harness::harness_main!(kernels: [Scale]);\n",
-            scale("Scale", "passes", 1)
+            scale("Scale", "scale", "passes", 1)
         ),
     );
     write("models/Cargo.toml", manifest("pinned-models", ""));
@@ -345,8 +347,27 @@ fn pinned_models_workspace() -> std::path::PathBuf {
                  fn reference(&self, s: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {{ Double.reference(s, i) }}\n\
                  fn tokens(&self, s: &Shape) -> f64 {{ s.dim(\"rows\") as f64 }}\n\
              }}\n\
-             neuron_tune_harness::harness_main!(kernels: [], models: [Net]);\n",
-            scale("ScaleAsPinned", "(4 - passes)", 2)
+             struct Stale;\n\
+             impl Model for Stale {{\n\
+                 fn name(&self) -> &str {{ \"stale\" }}\n\
+                 fn shapes(&self) -> Vec<(String, Shape)> {{ ScaleAsPinned.shapes() }}\n\
+                 fn build(&self, b: &mut ModelBuilder, s: &Shape) -> Result<(), String> {{\n\
+                     let d = [s.dim(\"rows\"), s.dim(\"cols\")];\n\
+                     let x = b.input(\"x\", Dtype::Bf16, &d);\n\
+                     let y = b.scratch(\"y\", Dtype::Bf16, &d);\n\
+                     let z = b.output(\"z\", Dtype::Bf16, &d);\n\
+                     let k: std::sync::Arc<dyn Kernel> = std::sync::Arc::new(ScaleAsPinned);\n\
+                     b.call(&k, s.clone(), &[x, y])?;\n\
+                     let r: std::sync::Arc<dyn Kernel> = std::sync::Arc::new(Retired);\n\
+                     b.call(&r, s.clone(), &[y, z])\n\
+                 }}\n\
+                 fn reference(&self, s: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {{ Double.reference(s, i) }}\n\
+                 fn tokens(&self, s: &Shape) -> f64 {{ s.dim(\"rows\") as f64 }}\n\
+             }}\n\
+             {}\n\
+             neuron_tune_harness::harness_main!(kernels: [], models: [Stale, Net]);\n",
+            scale("ScaleAsPinned", "scale", "(4 - passes)", 2),
+            scale("Retired", "retired", "passes", 99)
         ),
     );
     dir
@@ -376,6 +397,10 @@ fn a_winner_that_lowers_a_model_using_the_kernel_is_rolled_back() {
     // default's 3 passes stand and the goal is missed.
     let (code, e, err) = run(&["--workspace"], "2");
     assert_eq!(code, 6, "{err}");
+    assert!(
+        err.contains("not checked against model stale@one fails without the candidate too"),
+        "{err}"
+    );
     let r = &e["rounds"][0];
     assert_eq!(r["decision"], "rolled_back", "{r}");
     let reason = r["reason"].as_str().unwrap();

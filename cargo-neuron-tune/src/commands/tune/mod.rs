@@ -239,6 +239,7 @@ pub fn run(
             out: &ctx.out,
             fresh: &fresh,
             skipped: Default::default(),
+            base_runs: Default::default(),
             own: t.krate,
             own_sim_version: &c.list.sim_version,
         };

@@ -57,6 +57,9 @@ pub(super) fn users(
         .collect())
 }
 
+/// Model runs without the candidate: ((index into `users`, parameters replaced), result).
+pub(super) type BaseRuns = Vec<((usize, Option<Params>), Result<ModelRun, String>)>;
+
 /// One target's models and what measuring them needs.
 pub(super) struct ModelCheck<'a> {
     pub users: &'a [ModelTarget],
@@ -71,6 +74,8 @@ pub(super) struct ModelCheck<'a> {
     /// Models left out of a check, and why (a model that fails without the candidate too):
     /// noted after the target's search, once each.
     pub skipped: std::cell::RefCell<Vec<String>>,
+    /// Each model's run without the candidate, by (model index, parameters replaced).
+    pub base_runs: std::cell::RefCell<BaseRuns>,
     /// The target's crate: its pool is the one the search holds.
     pub own: usize,
     pub own_sim_version: &'a str,
@@ -89,7 +94,7 @@ impl ModelCheck<'_> {
         replaced: Option<&Params>,
     ) -> Result<Result<Vec<String>, String>, Failure> {
         let mut checked = Vec::new();
-        for m in self.users {
+        for (i, m) in self.users.iter().enumerate() {
             let (pool, sim_version) = match m.krate.cmp(&self.own) {
                 std::cmp::Ordering::Equal => (&mut *own_pool, self.own_sim_version),
                 std::cmp::Ordering::Less => {
@@ -110,21 +115,42 @@ impl ModelCheck<'_> {
                 out: self.out,
             };
             let name = format!("{}@{}", m.model, m.shape_name);
-            let base = models::evaluate(pool, &bench, m, &self.with(replaced))?;
+            // The run without the candidate is the same for every candidate of a round (and
+            // of later rounds while the best stands): measured once per parameters replaced.
+            let key = (i, replaced.cloned());
+            let cached =
+                self.base_runs.borrow().iter().find(|(k, _)| *k == key).map(|(_, r)| r.clone());
+            let base = match cached {
+                Some(r) => r,
+                None => {
+                    let r = models::evaluate(pool, &bench, m, &self.with(replaced))?;
+                    self.base_runs.borrow_mut().push((key, r.clone()));
+                    r
+                }
+            };
             let with = models::evaluate(pool, &bench, m, &self.with(Some(candidate)))?;
             match (base, with) {
-                (_, Err(e)) => return Ok(Err(format!("breaks model {name}: {e}"))),
-                (Ok(a), Ok(b)) if lowers(&a, &b) => {
-                    return Ok(Err(format!(
-                    "lowers model {name} from {} to {} tokens/s ({} µs → {} µs for its {} call(s))",
-                    crate::gate::tokens(a.tokens_per_s),
-                    crate::gate::tokens(b.tokens_per_s),
-                    fmt_us(call_us(&a, self.kernel, self.shape)),
-                    fmt_us(call_us(&b, self.kernel, self.shape)),
-                    calls_of(&b, self.kernel, self.shape),
-                )))
+                // Failing without the candidate too: not the candidate's doing, so not held
+                // against it; the model is left out of the check (and of `validated_models`).
+                (Err(e), _) => {
+                    let why = format!("{name} fails without the candidate too: {e}");
+                    let mut skipped = self.skipped.borrow_mut();
+                    if !skipped.contains(&why) {
+                        skipped.push(why);
+                    }
                 }
-                _ => checked.push(name),
+                (Ok(_), Err(e)) => return Ok(Err(format!("breaks model {name}: {e}"))),
+                (Ok(a), Ok(b)) if lowers(&a, &b) => {
+                    let (us_a, _) = kernel_calls(&a, self.kernel, self.shape);
+                    let (us_b, calls) = kernel_calls(&b, self.kernel, self.shape);
+                    return Ok(Err(format!(
+                        "lowers model {name} from {} to {} tokens/s ({us_a:.2} → {us_b:.2} µs \
+                         per call, {calls} call(s))",
+                        crate::gate::tokens(a.tokens_per_s),
+                        crate::gate::tokens(b.tokens_per_s),
+                    )));
+                }
+                (Ok(_), Ok(_)) => checked.push(name),
             }
         }
         Ok(Ok(checked))
@@ -159,14 +185,11 @@ fn lowers(a: &ModelRun, b: &ModelRun) -> bool {
     b.tokens_per_s < a.tokens_per_s * (1.0 - 1e-9)
 }
 
-fn call_us(r: &ModelRun, kernel: &str, shape: &Shape) -> f64 {
-    r.calls.iter().filter(|c| c.kernel == kernel && &c.shape == shape).map(|c| c.time_us).sum()
-}
-
-fn calls_of(r: &ModelRun, kernel: &str, shape: &Shape) -> u64 {
-    r.calls.iter().filter(|c| c.kernel == kernel && &c.shape == shape).map(|c| c.calls).sum()
-}
-
-fn fmt_us(us: f64) -> String {
-    format!("{us:.2}")
+/// One call of `kernel` at `shape` in a model run (µs, without launch overhead), and how
+/// many calls the model makes.
+fn kernel_calls(r: &ModelRun, kernel: &str, shape: &Shape) -> (f64, u64) {
+    r.calls
+        .iter()
+        .find(|c| c.kernel == kernel && &c.shape == shape)
+        .map_or((0.0, 0), |c| (c.time_us, c.calls))
 }
