@@ -348,7 +348,8 @@ pub struct SearchOpts {
     /// search/PROPOSER.md). Replaces --strategy.
     #[arg(long, value_name = "CMD", help_heading = "Search")]
     pub proposer: Option<String>,
-    /// Evaluations per kernel and shape.
+    /// Variants simulated per kernel and shape. A proposal pruned by its roofline bound costs
+    /// no simulation and is not counted (at most 4 × budget proposals in all).
     #[arg(long, default_value_t = 100, help_heading = "Search",
           value_parser = positive)]
     pub budget: usize,

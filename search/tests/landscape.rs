@@ -101,3 +101,14 @@ fn a_key_listed_but_not_in_tune_params_is_an_error_not_a_panic() {
     let e = neuron_tune_search::Landscape::parse(doc, "x").unwrap_err().to_string();
     assert!(e.contains("tune_params.zz is missing"), "{e}");
 }
+
+#[test]
+fn the_gemm_sweep_landscape_loads_with_its_optimum() {
+    // fixtures/landscapes/README.md: 6,912 configurations, 5,152 valid, best 6235.9 µs.
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/landscapes");
+    let l = Landscape::load(format!("{dir}/gemm_qwen3_mlp_up_trn1.json.gz")).unwrap();
+    assert_eq!((l.space().len(), l.valid_values().len()), (6912, 5152));
+    let (best, time) = l.optimum();
+    assert!((time - 6235.9).abs() < 0.05, "{time}");
+    assert_eq!(l.space().describe(best).matches("accumulate=psum").count(), 1);
+}

@@ -359,3 +359,24 @@ fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+/// A file put back as it was (or removed, if it did not exist) when the guard drops: for
+/// commands that write into the repository, like `tune` into a crate's tuned database.
+pub struct KeepFile(PathBuf, Option<Vec<u8>>);
+
+impl KeepFile {
+    /// Remember `path`'s bytes now.
+    pub fn new(path: PathBuf) -> KeepFile {
+        let bytes = std::fs::read(&path).ok();
+        KeepFile(path, bytes)
+    }
+}
+
+impl Drop for KeepFile {
+    fn drop(&mut self) {
+        let _ = match &self.1 {
+            Some(bytes) => std::fs::write(&self.0, bytes),
+            None => std::fs::remove_file(&self.0),
+        };
+    }
+}

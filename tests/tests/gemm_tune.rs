@@ -14,9 +14,8 @@
 //! simulator would make the sweep of ~5400 variants and the search's checks several times
 //! slower.
 
-use neuron_tune_tests::{cli_exe, root, test_target_dir};
+use neuron_tune_tests::{cli_exe, root, test_target_dir, KeepFile};
 use serde_json::Value;
-use std::path::PathBuf;
 
 /// `cargo neuron-tune ARGS` on the kernel fixtures, release harness, JSON events.
 fn run(args: &[&str]) -> Vec<Value> {
@@ -39,18 +38,6 @@ fn of_kind(events: &[Value], kind: &str) -> Vec<Value> {
     events.iter().filter(|e| e["event"] == kind).cloned().collect()
 }
 
-/// `tune` records its winner in the crate's tuned database: put it back as it was.
-struct KeepTuned(PathBuf, Option<Vec<u8>>);
-
-impl Drop for KeepTuned {
-    fn drop(&mut self) {
-        let _ = match &self.1 {
-            Some(bytes) => std::fs::write(&self.0, bytes),
-            None => std::fs::remove_file(&self.0),
-        };
-    }
-}
-
 #[test]
 fn the_default_tune_reaches_the_gemm_spaces_best_at_the_medium_shape() {
     let sel = ["--kernel", "gemm", "--shape", "medium", "--chip", "trn1"];
@@ -65,8 +52,7 @@ fn the_default_tune_reaches_the_gemm_spaces_best_at_the_medium_shape() {
     // The space holds real gains: its best is far ahead of the plain default.
     assert!(default > 1.2 * best, "default {default} µs vs best {best} µs");
 
-    let db = root().join("fixtures/kernels/neuron-tune.tuned.toml");
-    let _keep = KeepTuned(db.clone(), std::fs::read(&db).ok());
+    let _keep = KeepFile::new(root().join("fixtures/kernels/neuron-tune.tuned.toml"));
     let mut found = Vec::new();
     for seed in ["1", "2", "3", "4", "5"] {
         let mut tune = vec!["tune", "--budget", "150", "--seed", seed, "-j", "2"];

@@ -1,6 +1,6 @@
 //! `tune` end to end on `fixtures/broken/noisy` (tiny programs, so a search is quick).
 
-use neuron_tune_tests::{broken_manifest, cli, cli_command, cli_env, events, root};
+use neuron_tune_tests::{broken_manifest, cli, cli_command, cli_env, events, root, KeepFile};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -239,4 +239,52 @@ fn ctrl_c_stops_a_tuning_run_keeps_its_journal_and_says_how_to_resume() {
         journal_lines(journal.to_str().unwrap()).iter().map(|l| l["n"].as_u64().unwrap()).collect();
     ns.sort();
     assert_eq!(ns, (0..24).collect::<Vec<u64>>(), "nothing repeated, nothing lost");
+}
+
+#[test]
+fn pruned_proposals_are_not_charged_to_the_budget() {
+    // The GEMM at its small shape on trn1 (release harness, as tests/gemm_tune.rs builds it):
+    // some proposals' roofline bounds cannot beat the incumbent.
+    let _keep = KeepFile::new(root().join("fixtures/kernels/neuron-tune.tuned.toml"));
+    let a = [
+        "tune",
+        "-p",
+        "neuron-fixtures-kernels",
+        "--release",
+        "--kernel",
+        "gemm",
+        "--shape",
+        "small",
+        "--chip",
+        "trn1",
+        "--budget",
+        "20",
+        "--seed",
+        "2",
+        "-j",
+        "2",
+        "--message-format",
+        "json",
+    ];
+    let (code, out, err) = cli_env(&a, &[]);
+    assert_eq!(code, 0, "{err}");
+    let e = final_event(&out);
+    let pruned = e["pruned"].as_u64().unwrap();
+    assert!(pruned > 0, "this seed prunes: {e}");
+    // Twenty variants simulated, and every proposal, pruned or not, journaled once.
+    assert_eq!(e["evaluations"].as_u64(), Some(20 + pruned));
+    let lines = journal_lines(e["journal"].as_str().unwrap());
+    assert_eq!(lines.len() as u64, 20 + pruned);
+    let simulated = lines.iter().filter(|l| l["status"] != "pruned").count();
+    assert_eq!(simulated, 20, "the budget counts simulations");
+    // The human status says so (the same run again: everything it simulated is in the store).
+    let (code, _, err) = cli_env(&a[..a.len() - 2], &[]);
+    assert_eq!(code, 0, "{err}");
+    let said = format!("after {} evaluations ({pruned} pruned without simulating)", 20 + pruned);
+    assert!(err.contains(&said), "{err}");
+    // A pruned variant's bound is no better than the best found.
+    let best = e["best_time"].as_f64().unwrap();
+    for l in lines.iter().filter(|l| l["status"] == "pruned") {
+        assert!(l["time_us"].as_f64().unwrap() >= best, "{l}");
+    }
 }

@@ -3,7 +3,9 @@
 //! Each landscape in `fixtures/landscapes/` (Kernel Tuner caches and T4 results, the
 //! `.T1.json` problem descriptions skipped) is replayed with every built-in strategy over
 //! `--seeds N` seeds (default 50), 200 evaluations each (`--landscape SUBSTRING` and
-//! `--strategy a,b` restrict the run to a subset, for iterating on a strategy). The table gives the mean fraction of
+//! `--strategy a,b` restrict the run to a subset, for iterating on a strategy; `--first-seed S`
+//! starts the seeds at S, for held-out seeds; `--dir DIR` replays the caches of another
+//! directory). The table gives the mean fraction of
 //! the optimum reached (optimal time / best time found) after 25, 50, 100 and 200
 //! evaluations, beside valid-only random search computed exactly from order statistics.
 //!
@@ -34,12 +36,13 @@ fn landscapes_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/landscapes")
 }
 
-/// Mean fraction of the optimum at each budget for one strategy over `seeds` seeds.
-fn replay(landscape: &Landscape, strategy: &str, seeds: u64) -> [f64; 4] {
+/// Mean fraction of the optimum at each budget for one strategy over `seeds`.
+fn replay(landscape: &Landscape, strategy: &str, seeds: std::ops::Range<u64>) -> [f64; 4] {
+    let n = seeds.end - seeds.start;
     let max = *BUDGETS.last().expect("budgets");
     let (_, opt) = landscape.optimum();
     let mut sums = [0.0; 4];
-    for seed in 0..seeds {
+    for seed in seeds {
         let mut s = builtin(strategy, seed).expect("built-in strategy");
         let mut oracle = landscape.oracle();
         let mut eval = landscape;
@@ -58,7 +61,7 @@ fn replay(landscape: &Landscape, strategy: &str, seeds: u64) -> [f64; 4] {
             *sum += best.map_or(0.0, |b| opt / b);
         }
     }
-    sums.map(|s| s / seeds as f64)
+    sums.map(|s| s / n as f64)
 }
 
 /// The value after `flag`, if the flag is given; an error if the value is missing.
@@ -93,7 +96,16 @@ pub fn bench_search(args: &[String]) -> Result<(), ExitCode> {
         all.extend(args.iter().map(String::as_str));
         return crate::run("bench-search (release build)", &all);
     }
-    let seeds = seeds(args)?;
+    let count = seeds(args)?;
+    // `--first-seed S`: seeds S..S+N, e.g. held-out seeds no setting was chosen on.
+    let first: u64 = match flag_value(args, "--first-seed")? {
+        None => 0,
+        Some(v) => v.parse().map_err(|_| {
+            eprintln!("xtask: bench-search: --first-seed needs a number");
+            ExitCode::from(2)
+        })?,
+    };
+    let seeds = first..first + count;
     // Subset mode for iterating on a strategy: `--landscape SUBSTRING`, `--strategy a,b`.
     let only_landscape = flag_value(args, "--landscape")?;
     let strategies: Vec<&str> = match flag_value(args, "--strategy")? {
@@ -110,7 +122,8 @@ pub fn bench_search(args: &[String]) -> Result<(), ExitCode> {
             names
         }
     };
-    let dir = landscapes_dir();
+    // `--dir DIR`: replay other caches (e.g. a sweep exported from `bench --all-variants`).
+    let dir = flag_value(args, "--dir")?.map_or_else(landscapes_dir, PathBuf::from);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .map_err(|e| {
             eprintln!("xtask: cannot read {}: {e}", dir.display());
@@ -132,8 +145,10 @@ pub fn bench_search(args: &[String]) -> Result<(), ExitCode> {
     let started = Instant::now();
     let mut misses = Vec::new();
     println!(
-        "Mean fraction of the optimum reached (optimal time / best time found), {seeds} seeds;\n\
-         `random*` is valid-only random search computed exactly (order statistics)."
+        "Mean fraction of the optimum reached (optimal time / best time found), seeds {}–{};\n\
+         `random*` is valid-only random search computed exactly (order statistics).",
+        seeds.start,
+        seeds.end - 1
     );
     for file in &files {
         let landscape = Landscape::load(file).map_err(|e| {
@@ -163,9 +178,12 @@ pub fn bench_search(args: &[String]) -> Result<(), ExitCode> {
             let handles: Vec<_> = strategies
                 .chunks(strategies.len().div_ceil(2))
                 .map(|chunk| {
-                    let landscape = &landscape;
+                    let (landscape, seeds) = (&landscape, seeds.clone());
                     scope.spawn(move || {
-                        chunk.iter().map(|&s| (s, replay(landscape, s, seeds))).collect::<Vec<_>>()
+                        chunk
+                            .iter()
+                            .map(|&s| (s, replay(landscape, s, seeds.clone())))
+                            .collect::<Vec<_>>()
                     })
                 })
                 .collect();

@@ -17,7 +17,8 @@
 //!
 //! Options: `--seeds 1,2,3,4,5`, `--budget 100`, `--shape qwen3_mlp_up`, `--chip trn1`,
 //! `--force` (simulate the whole space again instead of taking the store's results: the
-//! sweep's cold wall time).
+//! sweep's cold wall time), `--export-landscape FILE` (the sweep as a Kernel Tuner cache,
+//! how `fixtures/landscapes/gemm_*` was made).
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -35,6 +36,8 @@ struct Opts {
     shape: String,
     chip: String,
     force: bool,
+    /// Write the sweep as a Kernel Tuner cache (a landscape `bench-search` replays).
+    export: Option<PathBuf>,
 }
 
 fn parse(args: &[String]) -> Result<Opts, String> {
@@ -44,6 +47,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         shape: "qwen3_mlp_up".into(),
         chip: "trn1".into(),
         force: false,
+        export: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -59,6 +63,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             "--shape" => o.shape = value()?,
             "--chip" => o.chip = value()?,
             "--force" => o.force = true,
+            "--export-landscape" => o.export = Some(PathBuf::from(value()?)),
             other => return Err(format!("unknown option `{other}`")),
         }
     }
@@ -98,6 +103,43 @@ fn neuron_tune(args: &[&str]) -> Result<Vec<Value>, String> {
 fn of_kind<'a>(events: &'a [Value], kind: &str) -> impl Iterator<Item = &'a Value> {
     let kind = kind.to_string();
     events.iter().filter(move |e| e["event"] == kind.as_str())
+}
+
+/// The sweep as a Kernel Tuner cache: the space from `list` (its parameters in name order),
+/// one entry per valid variant with its time in µs; the invalid ones are absent, which a
+/// landscape reads as invalid, as the tuner's validity rule does.
+fn export_landscape(path: &Path, results: &[&Value]) -> Result<(), String> {
+    let listed = neuron_tune(&["list"])?;
+    let space = listed
+        .iter()
+        .flat_map(|e| e["kernels"].as_array().into_iter().flatten())
+        .find(|k| k["name"] == "gemm")
+        .and_then(|k| k["space"].as_object().cloned())
+        .ok_or("`list` gave no space for gemm")?;
+    let keys: Vec<&String> = space.keys().collect();
+    let mut cache = serde_json::Map::new();
+    for r in results {
+        let Some(time) = r["time_us"].as_f64() else { continue };
+        let p = &r["params"];
+        let id: Vec<String> = keys
+            .iter()
+            .map(|k| match &p[k.as_str()] {
+                Value::String(s) => s.clone(),
+                v => v.to_string(),
+            })
+            .collect();
+        let mut entry: serde_json::Map<String, Value> =
+            keys.iter().map(|k| ((*k).clone(), p[k.as_str()].clone())).collect();
+        entry.insert("time".into(), time.into());
+        cache.insert(id.join(","), Value::Object(entry));
+    }
+    let doc = serde_json::json!({
+        "tune_params_keys": keys,
+        "tune_params": space,
+        "objective": "time",
+        "cache": cache,
+    });
+    std::fs::write(path, doc.to_string()).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// `k=v,k=v` for `--params`, from a params object.
@@ -169,6 +211,10 @@ pub fn tune_gemm(args: &[String]) -> Result<(), ExitCode> {
     let (best_time, best_params) = (best.0, best.1["params"].clone());
     let summary = of_kind(&events, "summary").next().cloned().unwrap_or(Value::Null);
     let default_time = of_kind(&events, "best").next().and_then(|e| e["default_time"].as_f64());
+    if let Some(path) = &o.export {
+        export_landscape(path, &results).map_err(fail)?;
+        eprintln!("xtask: tune-gemm: wrote the sweep as a landscape to {}", path.display());
+    }
 
     // 2. TensorE's share of the best variant's kernel time.
     let mut profile = vec!["profile", "gemm", "--params"];

@@ -145,7 +145,7 @@ pub(super) fn tune_one(
     'rounds: while !goal_met && job.goal.max_rounds.is_none_or(|m| rounds.len() < m) {
         // Ask a batch; the oracle asks the harness (nothing else is in flight).
         let mut batch = Vec::new();
-        while batch.len() < BATCH && evaluations + batch.len() < job.opts.budget {
+        while batch.len() < BATCH && within_budget(evaluations + batch.len(), pruned, job) {
             // The oracle answers a bool; a worker that broke the protocol meanwhile is kept
             // here and ends the command once the ask returns.
             let mut broken: Option<Failure> = None;
@@ -230,7 +230,9 @@ pub(super) fn tune_one(
                 }
             };
             evaluations += 1;
-            job.bar.inc(1);
+            if entry.status != "pruned" {
+                job.bar.inc(1);
+            }
             proposals += 1;
             history.push(entry.clone());
             match entry.status.as_str() {
@@ -326,7 +328,7 @@ pub(super) fn tune_one(
             }
             rounds.push(round);
         }
-        if stop || evaluations >= job.opts.budget {
+        if stop || !within_budget(evaluations, pruned, job) {
             break 'rounds;
         }
     }
