@@ -348,8 +348,9 @@ pub struct SearchOpts {
     /// search/PROPOSER.md). Replaces --strategy.
     #[arg(long, value_name = "CMD", help_heading = "Search")]
     pub proposer: Option<String>,
-    /// Variants simulated per kernel and shape. A proposal pruned by its roofline bound costs
-    /// no simulation and is not counted (at most 4 × budget proposals in all).
+    /// Evaluations per kernel and shape. In `tune` these are the variants simulated (or
+    /// found invalid): a proposal pruned by its roofline bound costs no simulation and is
+    /// not counted, up to 4 × budget proposals in all.
     #[arg(long, default_value_t = 100, help_heading = "Search",
           value_parser = positive)]
     pub budget: usize,
@@ -381,8 +382,8 @@ pub struct GoalOpts {
     /// by the end: exit 6, saying how far it got and what limits the best variant.
     #[arg(long, value_name = "PCT|TIME", value_parser = parse_goal, help_heading = "Goal")]
     pub goal: Option<Goal>,
-    /// With --goal: at most this many rounds (a round is one batch of 4 proposals, then a
-    /// decision). --budget still caps the evaluations.
+    /// With --goal: at most this many rounds (a round is one batch of up to 4 proposals,
+    /// then a decision). --budget still caps the simulations.
     #[arg(long, value_name = "N", value_parser = positive, requires = "goal",
           help_heading = "Goal")]
     pub max_rounds: Option<usize>,

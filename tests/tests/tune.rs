@@ -243,14 +243,13 @@ fn ctrl_c_stops_a_tuning_run_keeps_its_journal_and_says_how_to_resume() {
 
 #[test]
 fn pruned_proposals_are_not_charged_to_the_budget() {
-    // The GEMM at its small shape on trn1 (release harness, as tests/gemm_tune.rs builds it):
-    // some proposals' roofline bounds cannot beat the incumbent.
+    // The GEMM at its small shape on trn1: some proposals' roofline bounds cannot beat the
+    // incumbent.
     let _keep = KeepFile::new(root().join("fixtures/kernels/neuron-tune.tuned.toml"));
     let a = [
         "tune",
         "-p",
         "neuron-fixtures-kernels",
-        "--release",
         "--kernel",
         "gemm",
         "--shape",

@@ -123,7 +123,8 @@ pub fn bench_search(args: &[String]) -> Result<(), ExitCode> {
         }
     };
     // `--dir DIR`: replay other caches (e.g. a sweep exported from `bench --all-variants`).
-    let dir = flag_value(args, "--dir")?.map_or_else(landscapes_dir, PathBuf::from);
+    // (A relative DIR is taken from the repository root, where a debug build re-runs this.)
+    let dir = flag_value(args, "--dir")?.map_or_else(landscapes_dir, |d| crate::root().join(d));
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .map_err(|e| {
             eprintln!("xtask: cannot read {}: {e}", dir.display());

@@ -270,7 +270,7 @@ pub fn tune_gemm(args: &[String]) -> Result<(), ExitCode> {
         100.0 * TENSOR_TARGET,
         if tensor_ok { "met" } else { "MISSED" }
     );
-    println!("  default tune, {} evaluations:", o.budget);
+    println!("  default tune, --budget {} (simulations; pruned proposals are free):", o.budget);
     let mut all_ok = tensor_ok;
     for (seed, t, secs) in &tuned {
         let time = t["best_time"].as_f64().unwrap_or(f64::NAN);

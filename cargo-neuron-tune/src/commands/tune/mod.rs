@@ -51,13 +51,13 @@ pub const BATCH: usize = 4;
 /// proposals are nearly all pruned from running on (each still costs a trace).
 pub const PROPOSALS_PER_EVALUATION: usize = 4;
 
-/// Whether `proposals` (of which `pruned` were pruned) are within `--budget`. The budget
-/// counts the variants simulated (or failed): a pruned one cost a trace and its roofline
-/// bound, not a simulation, so it is not charged, up to [`PROPOSALS_PER_EVALUATION`] ×
-/// budget proposals in all.
-fn within_budget(proposals: usize, pruned: usize, job: &Job) -> bool {
-    proposals - pruned.min(proposals) < job.opts.budget
-        && proposals < job.opts.budget * PROPOSALS_PER_EVALUATION
+/// Whether `proposals` (of which `pruned` were pruned) are within `budget`. The budget
+/// counts every proposal that was not pruned (simulated, served from the store, or found
+/// invalid): a pruned one cost a trace and its roofline bound, not a simulation, so it is
+/// not charged, up to [`PROPOSALS_PER_EVALUATION`] × budget proposals in all.
+fn within_budget(proposals: usize, pruned: usize, budget: usize) -> bool {
+    proposals - pruned.min(proposals) < budget
+        && proposals < budget.saturating_mul(PROPOSALS_PER_EVALUATION)
 }
 
 /// A kernel's protocol space as the search engine's (same dims, same level order).
@@ -190,7 +190,7 @@ pub fn run(
     let seed = opts.seed.unwrap_or_else(default_seed);
     let out = ctx.out.clone();
     out.status(format!(
-        "   Tuning {} kernel shapes with strategy `{}`, seed {seed} (replay with --seed {seed}), {} evaluations each",
+        "   Tuning {} kernel shapes with strategy `{}`, seed {seed} (replay with --seed {seed}), {} simulations each",
         targets.len(),
         opts.proposer.as_deref().map_or(opts.strategy.clone(), |p| format!("proposer `{p}`")),
         opts.budget
@@ -264,6 +264,10 @@ pub fn run(
         };
         let mut result =
             tune_one(&mut c.pool, &k.space, &k.defaults, &job, &key, ctx, &mut models)?;
+        // The bar counts simulations, `--budget` per target: a target that ended short of
+        // its budget (early stop, goal met, space or proposal cap exhausted) hands the rest
+        // over, so the bar's position and ETA stay right for the next one.
+        bar.inc(opts.budget.saturating_sub(result.evaluations - result.pruned) as u64);
         if goal.goal.is_some() {
             bar.suspend(|| {
                 if users[ti].is_empty() {
@@ -620,4 +624,22 @@ pub struct ParetoPoint {
     pub sbuf_bytes_per_partition: u64,
     /// An estimate (docs/energy.md), not a measurement.
     pub energy_uj_estimate: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{within_budget, PROPOSALS_PER_EVALUATION};
+
+    #[test]
+    fn the_budget_charges_unpruned_proposals_and_caps_all_of_them() {
+        // 9 of 10 charged: one more may be proposed; 10 charged: none.
+        assert!(within_budget(12, 3, 10));
+        assert!(!within_budget(13, 3, 10));
+        // Pruned proposals are free until the cap of 4 × budget proposals in all.
+        let cap = 10 * PROPOSALS_PER_EVALUATION;
+        assert!(within_budget(cap - 1, cap - 2, 10));
+        assert!(!within_budget(cap, cap - 1, 10));
+        // A budget so large that the cap overflows is no cap, not a wrap to a tiny one.
+        assert!(within_budget(5, 0, usize::MAX));
+    }
 }

@@ -145,7 +145,9 @@ pub(super) fn tune_one(
     'rounds: while !goal_met && job.goal.max_rounds.is_none_or(|m| rounds.len() < m) {
         // Ask a batch; the oracle asks the harness (nothing else is in flight).
         let mut batch = Vec::new();
-        while batch.len() < BATCH && within_budget(evaluations + batch.len(), pruned, job) {
+        while batch.len() < BATCH
+            && within_budget(evaluations + batch.len(), pruned, job.opts.budget)
+        {
             // The oracle answers a bool; a worker that broke the protocol meanwhile is kept
             // here and ends the command once the ask returns.
             let mut broken: Option<Failure> = None;
@@ -328,7 +330,7 @@ pub(super) fn tune_one(
             }
             rounds.push(round);
         }
-        if stop || !within_budget(evaluations, pruned, job) {
+        if stop || !within_budget(evaluations, pruned, job.opts.budget) {
             break 'rounds;
         }
     }
