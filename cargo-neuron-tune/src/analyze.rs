@@ -159,6 +159,8 @@ pub fn parse(text: &str, name: &str) -> Result<Summary, String> {
             values.insert(f.key, v);
         }
     }
+    // In the file's own unit, which the engine active times below share.
+    let total_s = values.get("total_time").copied();
     normalise(&mut values, origin, name)?;
     if simulated {
         // The simulator's activities are shares of the kernel's own span; a device's are
@@ -177,7 +179,6 @@ pub fn parse(text: &str, name: &str) -> Result<Summary, String> {
     }
     // An engine's activity given as time only (`<engine>_engine_active_time`, in the unit
     // of `total_time`): its share of the run, a fraction already.
-    let total_s = number(obj, "total_time", name)?;
     for (key, _) in ENGINES {
         let time_key = key.trim_end_matches("_percent");
         if values.contains_key(key) {

@@ -22,7 +22,6 @@ use crate::tuned::{TunedDb, TunedRecord};
 use crate::worker::Pool;
 use neuron_tune_protocol::{
     ChipSpec, ListDoc, ModelPlan, Params, RequestBody, ResponseBody, Shape, ShapeRef, Tuned,
-    TunedEntry,
 };
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -55,16 +54,7 @@ impl TunedSet {
 
     /// The tuned parameters for `chip`, as a model request carries them.
     pub fn for_chip(&self, chip: &str) -> Tuned {
-        Tuned(
-            self.records()
-                .filter(|(_, r)| r.chip == chip)
-                .map(|(_, r)| TunedEntry {
-                    kernel: r.kernel.clone(),
-                    shape: r.dims.clone(),
-                    params: r.params.clone(),
-                })
-                .collect(),
-        )
+        Tuned(self.records().filter(|(_, r)| r.chip == chip).map(|(_, r)| r.entry()).collect())
     }
 
     /// Every record with the file it is in.

@@ -45,6 +45,17 @@ pub struct TunedDb {
     records: Vec<TunedRecord>,
 }
 
+impl TunedRecord {
+    /// The record as a model request carries it (kernel, shape dims, parameters).
+    pub fn entry(&self) -> neuron_tune_protocol::TunedEntry {
+        neuron_tune_protocol::TunedEntry {
+            kernel: self.kernel.clone(),
+            shape: self.dims.clone(),
+            params: self.params.clone(),
+        }
+    }
+}
+
 impl TunedDb {
     /// The database of the crate in `dir` (empty when there is none yet). A file of
     /// another schema, or a record whose checksum does not hold, is refused (exit 2) with

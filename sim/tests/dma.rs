@@ -141,6 +141,11 @@ fn engine_ns(chip: &Chip, descriptors: u64, bytes: u64) -> f64 {
     descriptors as f64 * chip.dma.descriptor_ns + bytes as f64 / chip.dma.engine_gbps
 }
 
+/// Equal to within a nanosecond (slice times are in ns; the model works in picoseconds).
+fn near(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1.0
+}
+
 /// On trn1, partitions 0–7 (DMA engine 0): a 1 MiB load ([8, 32768] fp32, runs of 128 KiB,
 /// two 64 KiB descriptors per partition) on the loads' queue, then a 16 KiB store ([8, 512]
 /// fp32, one descriptor per partition) on the stores' queue, both ready at once, then a
@@ -177,14 +182,13 @@ fn a_small_transfer_on_another_queue_of_a_busy_engine_finishes_first() {
     let load = engine_ns(&chip, 16, 1 << 20);
     let store = engine_ns(&chip, 8, 16 << 10);
     let (big, small, late) = (span(&s, "hbm:x"), span(&s, "hbm:y"), span(&s, "hbm:z"));
-    let near = |a: f64, b: f64| (a - b).abs() < 1.0;
     assert!(near(big.start, fixed) && near(big.end, fixed + load), "{big:?}, want {load} ns");
     assert!(near(small.start, fixed), "{small:?}");
     assert!(near(small.end, fixed + 2.0 * store), "{small:?}, want {}", fixed + 2.0 * store);
     assert!(small.end < big.end / 10.0, "the store does not wait for the load");
     assert!(near(late.start, fixed + load + store), "{late:?}: the store's time is charged");
-    let late_own = engine_ns(&chip, 8, 16 << 10);
-    assert!(near(late.end, late.start + late_own), "{late:?}");
+    // The late load moves what the store did (16 KiB, one descriptor per partition).
+    assert!(near(late.end, late.start + store), "{late:?}");
 }
 
 /// Round-robin over every active queue: a small SBUF→SBUF copy (the copies' queue) on an
@@ -216,7 +220,6 @@ fn a_transfer_shares_its_engine_with_every_other_active_queue() {
         .collect();
     assert_eq!(copies.len(), 1, "{s:#?}");
     let copy = copies[0];
-    let near = |a: f64, b: f64| (a - b).abs() < 1.0;
     assert!(near(store.end, fixed + 2.0 * small), "{store:?}");
     assert!(near(copy.start, fixed) && near(copy.end, fixed + 3.0 * small), "{copy:?}");
 }
@@ -241,7 +244,6 @@ fn transfers_on_one_queue_keep_fifo_order() {
     let (load, small) = (engine_ns(&chip, 16, 1 << 20), engine_ns(&chip, 8, 16 << 10));
     let fixed = chip.dma.fixed_ns;
     let (big, first, second) = (span(&s, "hbm:x"), span(&s, "hbm:a"), span(&s, "hbm:b"));
-    let near = |a: f64, b: f64| (a - b).abs() < 1.0;
     assert!(near(first.start, big.end) && near(first.end, fixed + load + small), "{first:?}");
     assert!(near(second.start, first.end), "{second:?}");
     assert!(near(second.end, fixed + load + 2.0 * small), "{second:?}");
@@ -268,7 +270,6 @@ fn two_large_transfers_on_two_queues_take_the_sum_of_their_times() {
     let own = engine_ns(&chip, 8, 512 << 10);
     let fixed = chip.dma.fixed_ns;
     let (load, store) = (span(&s, "hbm:x"), span(&s, "hbm:y"));
-    let near = |a: f64, b: f64| (a - b).abs() < 1.0;
     assert!(near(load.end, fixed + own), "{load:?}, own {own}");
     assert!(near(store.start, fixed) && near(store.end, fixed + 2.0 * own), "{store:?}");
     let p = nc.profile();
@@ -277,15 +278,6 @@ fn two_large_transfers_on_two_queues_take_the_sum_of_their_times() {
     let rate = (load.bytes + store.bytes) / (store.end.max(load.end) - fixed);
     assert!(rate <= chip.dma.engine_gbps * (1.0 + 1e-6), "{rate} B/ns");
     assert!(rate >= chip.dma.engine_gbps * 0.99, "{rate} B/ns: the engine idles");
-}
-
-/// The same program gives the same schedule, to the bit (its DMA slices).
-#[test]
-fn round_robin_sharing_is_deterministic() {
-    let chip = Chip::trn2();
-    let a = busy_engine(&chip);
-    let b = busy_engine(&chip);
-    assert_eq!(a, b);
 }
 
 /// A transfer of the random programs below: what it moves (its queue follows), where and

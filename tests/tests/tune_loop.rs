@@ -10,10 +10,19 @@ use serde_json::Value;
 /// stderr). Each run has its own seed: a run's journal is named by kernel, shape, chip,
 /// strategy and seed, and the tests run in parallel.
 fn tune(seed: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, Value, String) {
-    let manifest = broken_manifest("loop");
+    tune_in(&broken_manifest("loop"), seed, args, env)
+}
+
+/// [`tune`] on another crate (or workspace) than the loop fixture.
+fn tune_in(
+    manifest: &str,
+    seed: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, Value, String) {
     let mut a = vec!["tune", "--strategy", "grid", "--seed", seed];
     a.extend_from_slice(args);
-    a.extend_from_slice(&["--manifest-path", &manifest, "--message-format", "json"]);
+    a.extend_from_slice(&["--manifest-path", manifest, "--message-format", "json"]);
     let mut cmd = cli_command(&a);
     for (k, v) in env {
         cmd.env(k, v);
@@ -378,16 +387,9 @@ fn a_winner_that_lowers_a_model_using_the_kernel_is_rolled_back() {
     let dir = pinned_models_workspace();
     let manifest = dir.join("Cargo.toml");
     let run = |select: &[&str], seed: &str| {
-        let mut a = vec!["tune", "--strategy", "grid", "--seed", seed, "--kernel", "scale"];
-        a.extend_from_slice(&["--goal", "50%", "--max-rounds", "2"]);
+        let mut a = vec!["--kernel", "scale", "--goal", "50%", "--max-rounds", "2"];
         a.extend_from_slice(select);
-        a.extend_from_slice(&["--manifest-path", manifest.to_str().unwrap()]);
-        a.extend_from_slice(&["--message-format", "json"]);
-        let out = cli_command(&a).output().expect("the CLI runs");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        let e = events(&stdout, "tune").pop().unwrap_or_else(|| panic!("no tune event: {stderr}"));
-        (out.status.code().unwrap_or(-1), e, stderr)
+        tune_in(manifest.to_str().unwrap(), seed, &a, &[])
     };
     let db = || std::fs::read_to_string(dir.join("kernels/neuron-tune.tuned.toml")).unwrap();
 

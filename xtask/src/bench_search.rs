@@ -75,16 +75,14 @@ fn flag_value<'a>(args: &'a [String], flag: &str) -> Result<Option<&'a str>, Exi
     }
 }
 
-/// Parse `--seeds N`.
-fn seeds(args: &[String]) -> Result<u64, ExitCode> {
-    match args.iter().position(|a| a == "--seeds") {
-        None => Ok(50),
-        Some(i) => {
-            args.get(i + 1).and_then(|n| n.parse().ok()).filter(|&n| n > 0).ok_or_else(|| {
-                eprintln!("xtask: bench-search: --seeds needs a positive number");
-                ExitCode::from(2)
-            })
-        }
+/// The number after `flag` (at least `min`), or `default` without the flag.
+fn number_flag(args: &[String], flag: &str, default: u64, min: u64) -> Result<u64, ExitCode> {
+    match flag_value(args, flag)? {
+        None => Ok(default),
+        Some(v) => v.parse().ok().filter(|&n| n >= min).ok_or_else(|| {
+            eprintln!("xtask: bench-search: {flag} needs a number of at least {min}");
+            ExitCode::from(2)
+        }),
     }
 }
 
@@ -96,15 +94,9 @@ pub fn bench_search(args: &[String]) -> Result<(), ExitCode> {
         all.extend(args.iter().map(String::as_str));
         return crate::run("bench-search (release build)", &all);
     }
-    let count = seeds(args)?;
+    let count = number_flag(args, "--seeds", 50, 1)?;
     // `--first-seed S`: seeds S..S+N, e.g. held-out seeds no setting was chosen on.
-    let first: u64 = match flag_value(args, "--first-seed")? {
-        None => 0,
-        Some(v) => v.parse().map_err(|_| {
-            eprintln!("xtask: bench-search: --first-seed needs a number");
-            ExitCode::from(2)
-        })?,
-    };
+    let first = number_flag(args, "--first-seed", 0, 0)?;
     let seeds = first..first + count;
     // Subset mode for iterating on a strategy: `--landscape SUBSTRING`, `--strategy a,b`.
     let only_landscape = flag_value(args, "--landscape")?;

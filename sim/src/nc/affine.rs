@@ -201,8 +201,11 @@ impl Level {
             return None;
         }
         b.earlier.iter().filter(|e| e.exact && e.overlaps(&t.region)).find_map(|e| {
+            // Which kinds conflict is `Kind::conflicts`' table; this only names the hazard.
+            if t.kind.conflicts() & e.kind.bit() == 0 {
+                return None;
+            }
             let hazard = match (t.kind, e.kind) {
-                (Kind::Read, Kind::Read) | (Kind::Accumulate, Kind::Accumulate) => return None,
                 (Kind::Read, _) => Hazard::Raw,
                 (_, Kind::Read) => Hazard::War,
                 _ => Hazard::Waw,

@@ -288,13 +288,7 @@ mod tests {
         let chip = crate::Chip::trn2();
         let mut next = crate::test_rng(0x9e37_79b9_7f4a_7c15u64);
         for _ in 0..100 {
-            let (mut fast, mut general) =
-                (Timing::new(&chip, 16, false), Timing::new(&chip, 16, false));
-            general.general_only = true;
-            for t in [&mut fast, &mut general] {
-                t.ensure_buffer(0, 1 << 15);
-                t.ensure_buffer(1, 1 << 15);
-            }
+            let (mut fast, mut general) = Timing::fast_and_general(&chip, false, 2, 1 << 15);
             // A few regions of buffer 0 (one bin, two bins, wide) and one of buffer 1.
             let regions = [
                 Region { id: 0, p0: 0, p1: 128, b0: 0, b1: 2048 },

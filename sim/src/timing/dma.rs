@@ -346,12 +346,15 @@ impl Timing {
         let desc = round_u64(c0.descriptors as f64 * self.dma_desc_ps);
         let own = ceil_u64(c0.bytes as f64 / self.dma_rate);
         let e = &self.dma_engines[proto];
-        // Summed chunk by chunk, as the general path does, for bit-identical rates.
-        let sides = hbm_sides as u64;
+        // Summed chunk by chunk, as the general path does, for bit-identical rates (only
+        // a transfer touching HBM uses them).
         let (mut bytes, mut rate) = (0f64, 0f64);
-        for _ in chunks {
-            bytes += (c0.bytes * sides) as f64;
-            rate += self.dma_rate * sides as f64;
+        if hbm_sides > 0 {
+            let sides = hbm_sides as u64;
+            for _ in chunks {
+                bytes += (c0.bytes * sides) as f64;
+                rate += self.dma_rate * sides as f64;
+            }
         }
         let slot = if hbm_sides > 0 {
             let s0 = ready.max(e.floor);
@@ -809,6 +812,13 @@ mod tests {
         }
     }
 
+    /// All 128 partitions of one of four buffers, from a random 1 KiB step to at least 8 KiB.
+    fn random_region(next: &mut impl FnMut(u64) -> u64) -> Region {
+        let id = next(4) as u32;
+        let b0 = next(8) * 1024;
+        Region { id, p0: 0, p1: 128, b0, b1: 8192 + next(8) * 1024 }
+    }
+
     /// The uniform-DMA fast path places every transfer exactly as the general path does:
     /// random streams of loads, stores and SBUF copies (even and uneven splits, engines left
     /// in equal and in different states) give the same chunk times, ends and critical paths.
@@ -818,14 +828,7 @@ mod tests {
         let mut next = crate::test_rng(0x2545_f491_4f6c_dd1du64);
         let mut uniform_seen = 0;
         for _ in 0..60 {
-            let (mut fast, mut general) =
-                (Timing::new(&chip, 16, true), Timing::new(&chip, 16, true));
-            general.general_only = true;
-            for t in [&mut fast, &mut general] {
-                for id in 0..4 {
-                    t.ensure_buffer(id, 1 << 16);
-                }
-            }
+            let (mut fast, mut general) = Timing::fast_and_general(&chip, true, 4, 1 << 16);
             for i in 0..30 {
                 // The first ten over all 16 queues (uniform while the engines stay alike),
                 // then half so, half 1-16 chunks from a random first queue (which leaves the
@@ -847,14 +850,7 @@ mod tests {
                 if i >= 10 && next(4) == 0 {
                     chunks[n - 1].bytes += 64;
                 }
-                let mut region = || Region {
-                    id: next(4) as u32,
-                    p0: 0,
-                    p1: 128,
-                    b0: next(8) * 1024,
-                    b1: 8192 + next(8) * 1024,
-                };
-                let (src, dst) = (region(), region());
+                let (src, dst) = (random_region(&mut next), random_region(&mut next));
                 let sides = next(3) as u32;
                 uniform_seen += fast.uniform_engine(&chunks).is_some() as u32;
                 let (mut out_f, mut out_g) = (Vec::new(), Vec::new());
@@ -892,14 +888,7 @@ mod tests {
             let mut bytes = [0u64; 3];
             let (mut out, mut spans) = (Vec::new(), Vec::new());
             for _ in 0..6 {
-                let mut region = || Region {
-                    id: next(4) as u32,
-                    p0: 0,
-                    p1: 128,
-                    b0: next(8) * 1024,
-                    b1: 8192 + next(8) * 1024,
-                };
-                let (src, dst) = (region(), region());
+                let (src, dst) = (random_region(&mut next), random_region(&mut next));
                 if next(4) == 0 {
                     let op = ComputeOp {
                         track: 1,

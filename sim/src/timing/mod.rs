@@ -238,6 +238,26 @@ impl Timing {
         }
     }
 
+    /// For the tests that compare a fast path with the general one: two timings alike but
+    /// for the second being held to the general path, each with buffers `0..buffers` of
+    /// `bytes` bytes.
+    #[cfg(test)]
+    pub(crate) fn fast_and_general(
+        chip: &crate::Chip,
+        trace: bool,
+        buffers: u32,
+        bytes: u64,
+    ) -> (Timing, Timing) {
+        let (mut fast, mut general) = (Timing::new(chip, 16, trace), Timing::new(chip, 16, trace));
+        general.general_only = true;
+        for t in [&mut fast, &mut general] {
+            for id in 0..buffers {
+                t.ensure_buffer(id, bytes);
+            }
+        }
+        (fast, general)
+    }
+
     fn bump_end(&mut self, end: u64, crit: Crit) {
         if end > self.end {
             self.end = end;

@@ -642,15 +642,9 @@ mod tests {
         let mut next = crate::test_rng(0x2545_f491_4f6c_dd1d);
         let mut merged_runs = 0;
         for _ in 0..60 {
-            let (mut kept, mut general) =
-                (Timing::new(&chip, 16, false), Timing::new(&chip, 16, false));
-            general.general_only = true;
-            for t in [&mut kept, &mut general] {
-                for id in 0..3 {
-                    t.ensure_buffer(id, 1 << 14);
-                }
-                t.open_window();
-            }
+            let (mut kept, mut general) = Timing::fast_and_general(&chip, false, 3, 1 << 14);
+            kept.open_window();
+            general.open_window();
             let region = |next: &mut dyn FnMut(u64) -> u64| {
                 // Narrow, scattered regions over few bins: few accesses cover another, so
                 // the bins' record lists fill up and merge.

@@ -56,8 +56,13 @@ pub const PROPOSALS_PER_EVALUATION: usize = 4;
 /// invalid): a pruned one cost a trace and its roofline bound, not a simulation, so it is
 /// not charged, up to [`PROPOSALS_PER_EVALUATION`] × budget proposals in all.
 fn within_budget(proposals: usize, pruned: usize, budget: usize) -> bool {
-    proposals - pruned.min(proposals) < budget
+    charged(proposals, pruned) < budget
         && proposals < budget.saturating_mul(PROPOSALS_PER_EVALUATION)
+}
+
+/// The proposals charged to `--budget`: all but the pruned ones.
+fn charged(proposals: usize, pruned: usize) -> usize {
+    proposals - pruned.min(proposals)
 }
 
 /// A kernel's protocol space as the search engine's (same dims, same level order).
@@ -255,7 +260,7 @@ pub fn run(
             out: &ctx.out,
             fresh: &fresh,
             skipped: Default::default(),
-            base_runs: Default::default(),
+            runs: Default::default(),
             own: t.krate,
             own_sim_version: &c.list.sim_version,
         };
@@ -267,7 +272,7 @@ pub fn run(
         // The bar counts simulations, `--budget` per target: a target that ended short of
         // its budget (early stop, goal met, space or proposal cap exhausted) hands the rest
         // over, so the bar's position and ETA stay right for the next one.
-        bar.inc(opts.budget.saturating_sub(result.evaluations - result.pruned) as u64);
+        bar.inc(opts.budget.saturating_sub(charged(result.evaluations, result.pruned)) as u64);
         if goal.goal.is_some() {
             bar.suspend(|| {
                 if users[ti].is_empty() {
@@ -310,12 +315,8 @@ pub fn run(
                 slot.insert(TunedDb::load(&dir)?)
             }
         };
-        fresh.push(neuron_tune_protocol::TunedEntry {
-            kernel: k.name.clone(),
-            shape: t.shape.clone(),
-            params: best.params.clone(),
-        });
-        db.record(TunedRecord {
+        let (validated_shapes, validated_models) = result.validated.clone().unwrap_or_default();
+        let record = TunedRecord {
             kernel: k.name.clone(),
             chip: chip.name.clone(),
             shape: shape_name.clone(),
@@ -325,9 +326,11 @@ pub fn run(
             program_hash: best.program_hash.clone(),
             tool_version: env!("CARGO_PKG_VERSION").into(),
             sim_version: c.list.sim_version.clone(),
-            validated_shapes: result.validated.clone().map(|v| v.0).unwrap_or_default(),
-            validated_models: result.validated.clone().map(|v| v.1).unwrap_or_default(),
-        });
+            validated_shapes,
+            validated_models,
+        };
+        fresh.push(record.entry());
+        db.record(record);
         // Saved after every kernel: an interrupted run keeps the winners it found.
         let path = db.save()?;
         bar.suspend(|| out.status(format!("   Wrote {}", path.display())));

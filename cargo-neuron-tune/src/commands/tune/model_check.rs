@@ -57,8 +57,9 @@ pub(super) fn users(
         .collect())
 }
 
-/// Model runs without the candidate: ((index into `users`, parameters replaced), result).
-pub(super) type BaseRuns = Vec<((usize, Option<Params>), Result<ModelRun, String>)>;
+/// Model runs of this target: ((index into `users`, the kernel's parameters at the shape,
+/// `None` for what the models use today), result).
+pub(super) type Runs = Vec<((usize, Option<Params>), Result<ModelRun, String>)>;
 
 /// One target's models and what measuring them needs.
 pub(super) struct ModelCheck<'a> {
@@ -74,8 +75,10 @@ pub(super) struct ModelCheck<'a> {
     /// Models left out of a check, and why (a model that fails without the candidate too):
     /// noted after the target's search, once each.
     pub skipped: std::cell::RefCell<Vec<String>>,
-    /// Each model's run without the candidate, by (model index, parameters replaced).
-    pub base_runs: std::cell::RefCell<BaseRuns>,
+    /// Each model's runs, by (model index, parameters): a run is deterministic, so the run
+    /// without the candidate is measured once for every candidate of a round (and of later
+    /// rounds while the best stands), and a winner's run serves as the next round's base.
+    pub runs: std::cell::RefCell<Runs>,
     /// The target's crate: its pool is the one the search holds.
     pub own: usize,
     pub own_sim_version: &'a str,
@@ -115,20 +118,19 @@ impl ModelCheck<'_> {
                 out: self.out,
             };
             let name = format!("{}@{}", m.model, m.shape_name);
-            // The run without the candidate is the same for every candidate of a round (and
-            // of later rounds while the best stands): measured once per parameters replaced.
-            let key = (i, replaced.cloned());
-            let cached =
-                self.base_runs.borrow().iter().find(|(k, _)| *k == key).map(|(_, r)| r.clone());
-            let base = match cached {
-                Some(r) => r,
-                None => {
-                    let r = models::evaluate(pool, &bench, m, &self.with(replaced))?;
-                    self.base_runs.borrow_mut().push((key, r.clone()));
-                    r
+            let mut measure = |params: Option<&Params>| -> Result<_, Failure> {
+                let key = (i, params.cloned());
+                let cached =
+                    self.runs.borrow().iter().find(|(k, _)| *k == key).map(|(_, r)| r.clone());
+                if let Some(r) = cached {
+                    return Ok(r);
                 }
+                let r = models::evaluate(pool, &bench, m, &self.with(params))?;
+                self.runs.borrow_mut().push((key, r.clone()));
+                Ok(r)
             };
-            let with = models::evaluate(pool, &bench, m, &self.with(Some(candidate)))?;
+            let base = measure(replaced)?;
+            let with = measure(Some(candidate))?;
             match (base, with) {
                 // Failing without the candidate too: not the candidate's doing, so not held
                 // against it; the model is left out of the check (and of `validated_models`).
