@@ -218,6 +218,29 @@ fn a_winner_wrong_on_another_shape_of_its_key_set_is_rolled_back() {
         .find(|r| r.contains("kernel = \"tail\"") && r.contains("shape = \"aligned\""))
         .unwrap_or_else(|| panic!("{db}"));
     assert!(tail.contains("validated_shapes = [\"aligned\", \"ragged\"]"), "{tail}");
+
+    // The report shows the same decision log, read back from the journal: one row per
+    // round, the rolled-back one marked with its reason.
+    let out = neuron_tune_tests::scratch_dir("loop-report");
+    let (code, _, err) = neuron_tune_tests::cli(&[
+        "report",
+        "--kernel",
+        "tail",
+        "--out",
+        out.to_str().unwrap(),
+        "--manifest-path",
+        &broken_manifest("loop"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    let log = html
+        .split("<h3>Decision log: grid seed 107</h3>")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no decision log for seed 107:\n{html}"));
+    let log = &log[..log.find("</table>").unwrap()];
+    assert_eq!(log.matches("<tr class=").count(), e["rounds"].as_array().unwrap().len(), "{log}");
+    assert!(log.contains("<tr class=\"rolled_back\"><td class=\"n\">1</td>"), "{log}");
+    assert!(log.contains("wrong at shape ragged"), "{log}");
 }
 
 #[test]

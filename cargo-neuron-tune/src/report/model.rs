@@ -7,6 +7,7 @@
 //! same report.
 
 use crate::commands::tune::{meta_path, Entry, JournalMeta, ParetoPoint};
+use crate::convergence::{Convergence, Round};
 use crate::eval::chip_key;
 use crate::store::Store;
 use crate::tuned::TunedRecord;
@@ -21,6 +22,9 @@ pub struct TuneRun {
     pub meta: JournalMeta,
     /// The journal's evaluations in order (a torn or foreign line is skipped).
     pub entries: Vec<Entry>,
+    /// The decision log of a `--goal` run (its journal's `round` lines), in order; empty
+    /// for a run without rounds.
+    pub rounds: Vec<Round>,
 }
 
 impl TuneRun {
@@ -38,6 +42,12 @@ impl TuneRun {
                 best
             })
             .collect()
+    }
+
+    /// The run's convergence figures, as `tune` printed them with its result.
+    pub fn convergence(&self) -> Convergence {
+        let count = |s: &str| self.entries.iter().filter(|e| e.status == s).count();
+        crate::convergence::analyze(&self.best_so_far(), count("pruned"), count("invalid"))
     }
 }
 
@@ -140,13 +150,15 @@ pub fn read_runs(store_root: &Path) -> Vec<TuneRun> {
             continue;
         };
         // Only sealed lines are trusted (a damaged or torn line is never shown).
-        let entries = crate::store::read_journal(&journal)
-            .map(|j| j.lines)
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|l| serde_json::from_value::<Entry>(l).ok())
-            .collect();
-        runs.push(TuneRun { journal, meta, entries });
+        let (mut entries, mut rounds) = (Vec::new(), Vec::new());
+        for line in crate::store::read_journal(&journal).map(|j| j.lines).unwrap_or_default() {
+            if line.get("line").and_then(|l| l.as_str()) == Some("round") {
+                rounds.extend(serde_json::from_value::<Round>(line).ok());
+            } else {
+                entries.extend(serde_json::from_value::<Entry>(line).ok());
+            }
+        }
+        runs.push(TuneRun { journal, meta, entries, rounds });
     }
     runs.sort_by(|a, b| {
         let k = |r: &TuneRun| {
@@ -324,11 +336,17 @@ mod tests {
                 entry(4, "measured", Some(7.5)),
                 entry(5, "measured", Some(8.0)),
             ],
+            rounds: vec![],
         };
         assert_eq!(
             run.best_so_far(),
             [None, Some(9.0), Some(9.0), Some(9.0), Some(7.5), Some(7.5)]
         );
+        // The figures `tune` prints: 7.5 is within 95 % of itself first at evaluation 5;
+        // one of six pruned, one invalid.
+        let c = run.convergence();
+        assert_eq!(c.evaluations_to_95, Some(5));
+        assert_eq!((c.pruned_fraction, c.invalid_fraction), (1.0 / 6.0, 1.0 / 6.0));
     }
 
     fn bench(hash: &str, kernel_us: f64, flops: f64, hbm: u64) -> BenchResult {

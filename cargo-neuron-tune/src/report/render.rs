@@ -351,7 +351,50 @@ h1{font-size:1.6em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #c
 table{border-collapse:collapse;margin:1em 0}th,td{padding:.25em .7em;border-bottom:1px solid #ddd;text-align:left}\
 td.n{text-align:right;font-variant-numeric:tabular-nums}code{font-size:.9em}\
 .charts{display:flex;flex-wrap:wrap;gap:1em}figure.chart{margin:0}figure.chart svg{max-width:100%;height:auto}\
-.none{color:#777;font-style:italic}";
+.none{color:#777;font-style:italic}h3{font-size:1.05em}tr.rolled_back td{color:#a40000}";
+
+/// Each run's convergence figures (as `tune` printed them), then the decision log of each
+/// `--goal` run: one row per round, rolled-back rounds marked.
+fn runs_and_decisions(h: &mut String, runs: &[TuneRun]) {
+    h.push_str(
+        "<table class=\"runs\"><tr><th>run</th><th>evaluations</th><th>convergence</th></tr>\n",
+    );
+    for r in runs {
+        let _ = writeln!(
+            h,
+            "<tr><td>{} seed {}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            escape(&r.meta.strategy),
+            r.meta.seed,
+            r.entries.len(),
+            escape(&crate::convergence::describe(&r.convergence()))
+        );
+    }
+    h.push_str("</table>\n");
+    for r in runs.iter().filter(|r| !r.rounds.is_empty()) {
+        let _ = writeln!(
+            h,
+            "<h3>Decision log: {} seed {}</h3>\n<table class=\"rounds\"><tr><th>round</th>\
+             <th>proposals</th><th>best (µs)</th><th>decision</th><th>why</th></tr>",
+            escape(&r.meta.strategy),
+            r.meta.seed
+        );
+        for d in &r.rounds {
+            let _ = writeln!(
+                h,
+                "<tr class=\"{}\"><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+                 <td class=\"n\">{}</td><td>{}{}</td><td>{}</td></tr>",
+                escape(&d.decision),
+                d.round,
+                d.proposals,
+                d.best_time_us.map_or("—".to_string(), |t| format!("{t:.2}")),
+                escape(&d.decision.replace('_', " ")),
+                if d.goal_met { " (goal met)" } else { "" },
+                escape(&d.reason)
+            );
+        }
+        h.push_str("</table>\n");
+    }
+}
 
 /// The whole page.
 pub fn html(data: &ReportData) -> String {
@@ -443,7 +486,9 @@ pub fn html(data: &ReportData) -> String {
                 escape(&s.params.to_string())
             );
         }
-        h.push_str("</table>\n<div class=\"charts\">\n");
+        h.push_str("</table>\n");
+        runs_and_decisions(&mut h, &t.runs);
+        h.push_str("<div class=\"charts\">\n");
         figure(&mut h, "convergence", convergence(&t.runs));
         figure(&mut h, "utilization", utilization(t.default.as_ref(), t.best.as_ref()));
         figure(&mut h, "roofline", roofline(t));
@@ -517,6 +562,7 @@ mod tests {
                 entry(1, "measured", Some(times[0])),
                 entry(2, "measured", Some(times[1])),
             ],
+            rounds: Vec::new(),
         };
         ReportData {
             targets: vec![Target {
@@ -525,7 +571,7 @@ mod tests {
                 dims: Default::default(),
                 chip: ChipSpec::builtin("trn2"),
                 sim_version: "v".into(),
-                runs: vec![run(1, [9.0, 7.0]), run(2, [8.0, 8.5])],
+                runs: vec![run(1, [9.0, 7.0]), goal_run(run(2, [8.0, 8.5]))],
                 best: None,
                 default: None,
                 roofline: vec![
@@ -538,6 +584,53 @@ mod tests {
             tuned: Vec::new(),
             gate: Vec::new(),
         }
+    }
+
+    /// `run` as a `--goal` run of two rounds: the first kept 8 µs, the second's winner was
+    /// rolled back.
+    fn goal_run(mut run: TuneRun) -> TuneRun {
+        let round = |round: usize, decision: &str, reason: &str| crate::convergence::Round {
+            line: "round".into(),
+            round,
+            proposals: 2 - (round - 1),
+            best_time_us: Some(8.0),
+            best_params: None,
+            decision: decision.into(),
+            reason: reason.into(),
+            goal_met: false,
+        };
+        run.rounds = vec![
+            round(1, "kept", "new best 8.00 µs (was the default)"),
+            round(2, "rolled_back", "wrong at shape <large>; the best stays 8.00 µs"),
+        ];
+        run
+    }
+
+    #[test]
+    fn each_run_has_its_convergence_and_a_goal_run_its_decision_log() {
+        let html = html(&data());
+        // Seed 1: nothing valid, 9, 7 → within 95 % of 7 only at evaluation 3; seed 2:
+        // nothing valid, 8, 8.5 → at evaluation 2. One of three invalid in each.
+        for (seed, at) in [(1, 3), (2, 2)] {
+            let row = format!(
+                "<tr><td>random seed {seed}</td><td class=\"n\">3</td><td>95 % of the final \
+                 best after {at} evaluations;"
+            );
+            assert!(html.contains(&row), "{row}\n{html}");
+        }
+        assert_eq!(html.matches("33 % invalid").count(), 2);
+        // Only the goal run has a log: a row per round, the rolled-back one marked and its
+        // reason escaped.
+        assert_eq!(html.matches("<h3>Decision log:").count(), 1);
+        assert!(html.contains("<h3>Decision log: random seed 2</h3>"));
+        let log = &html[html.find("<table class=\"rounds\">").unwrap()..];
+        let log = &log[..log.find("</table>").unwrap()];
+        assert_eq!(log.matches("<tr class=").count(), 2, "{log}");
+        assert!(log.contains("<tr class=\"kept\"><td class=\"n\">1</td><td class=\"n\">2</td>"));
+        assert!(log.contains(
+            "<tr class=\"rolled_back\"><td class=\"n\">2</td><td class=\"n\">1</td><td \
+             class=\"n\">8.00</td><td>rolled back</td><td>wrong at shape &lt;large&gt;;"
+        ));
     }
 
     /// The SVG of the figure of `kind`, and its `data-points`.
