@@ -32,6 +32,8 @@ pub struct Convergence {
     /// them; `None` when nothing valid was found before the window (the whole search
     /// happened inside it).
     pub improvement_in_window: Option<f64>,
+    /// The run is no longer than its window (so `improvement_in_window` is `None`).
+    pub whole_run_in_window: bool,
     pub pruned_fraction: f64,
     pub invalid_fraction: f64,
 }
@@ -60,6 +62,7 @@ pub fn analyze(best_so_far: &[Option<f64>], pruned: usize, invalid: usize) -> Co
         evaluations_to_95,
         window: w,
         improvement_in_window,
+        whole_run_in_window: n <= w,
         pruned_fraction: share(pruned),
         invalid_fraction: share(invalid),
     }
@@ -67,12 +70,18 @@ pub fn analyze(best_so_far: &[Option<f64>], pruned: usize, invalid: usize) -> Co
 
 /// The figures in one human line.
 pub fn describe(c: &Convergence) -> String {
+    let evaluations = |k: usize| format!("{k} evaluation{}", if k == 1 { "" } else { "s" });
+    let improvement = match c.improvement_in_window {
+        Some(i) => format!("the last {} improved it {:.1} %", evaluations(c.window), 100.0 * i),
+        // The window is the whole run: there is no "before" to improve on.
+        None if c.whole_run_in_window => {
+            format!("the run is no longer than its {}-evaluation window", c.window)
+        }
+        None => format!("nothing valid before the last {}", evaluations(c.window)),
+    };
     format!(
-        "95 % of the final best after {}; last {} evaluations improved it {}; {:.0} % pruned, {:.0} % invalid",
-        c.evaluations_to_95.map_or("—".to_string(), |k| format!("{k} evaluations")),
-        c.window,
-        c.improvement_in_window
-            .map_or("from nothing valid".to_string(), |i| format!("{:.1} %", 100.0 * i)),
+        "95 % of the final best after {}; {improvement}; {:.0} % pruned, {:.0} % invalid",
+        c.evaluations_to_95.map_or("—".to_string(), evaluations),
         100.0 * c.pruned_fraction,
         100.0 * c.invalid_fraction
     )
@@ -418,6 +427,11 @@ mod tests {
         assert!((a.improvement_in_window.unwrap() - 0.04).abs() < 1e-12);
         assert_eq!((a.pruned_fraction, a.invalid_fraction), (0.2, 0.1));
         assert!(not_converged(&a, 10, false).unwrap().evidence[0].contains("improved 4.0 %"));
+        assert_eq!(
+            describe(&a),
+            "95 % of the final best after 3 evaluations; the last 4 evaluations improved it \
+             4.0 %; 20 % pruned, 10 % invalid"
+        );
         // The same run over a space the strategy exhausted: nothing left to find.
         assert_eq!(not_converged(&a, 10, true), None);
         // Flat over the window: converged.
@@ -439,6 +453,11 @@ mod tests {
         // A run no longer than its window has no "before" to compare with.
         let short = analyze(&c[2..], 0, 3);
         assert_eq!((short.window, not_converged(&short, 4, false)), (4, None));
+        // The two "no improvement figure" cases read differently, and one is singular.
+        assert!(describe(&a).contains("; nothing valid before the last 4 evaluations;"));
+        assert!(describe(&short).contains("; the run is no longer than its 4-evaluation window;"));
+        let one = analyze(&[Some(2.0)], 0, 0);
+        assert!(describe(&one).starts_with("95 % of the final best after 1 evaluation;"));
         // Nothing valid at all: no convergence figures, and nothing to say about it here.
         let none = analyze(&[None, None], 0, 2);
         assert_eq!(none.evaluations_to_95, None);
