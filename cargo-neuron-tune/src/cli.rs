@@ -5,6 +5,7 @@
 
 use crate::cargo::CargoFlags;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use neuron_tune_protocol::Work;
 use std::path::PathBuf;
 
 /// Tune NeuronCore kernels on a simulator: every variant (kernel × params × shape × chip) is a
@@ -378,15 +379,23 @@ pub struct SearchOpts {
 #[derive(Args, Debug, Clone, Default)]
 pub struct GoalOpts {
     /// Stop as soon as the best variant meets this: a speed-up over the default (`20%`:
-    /// the default's time / the best's ≥ 1.20) or a time (`5ms`, `250us`, `1.5s`). Not met
-    /// by the end: exit 6, saying how far it got and what limits the best variant.
-    #[arg(long, value_name = "PCT|TIME", value_parser = parse_goal, help_heading = "Goal")]
+    /// the default's time / the best's ≥ 1.20), a time (`5ms`, `250us`, `1.5s`) or a
+    /// throughput of the kernel's declared useful work per reported time (`150TFLOP/s`,
+    /// `300GB/s`). Not met by the end: exit 6, saying how far it got and what limits the best
+    /// variant. Implies --validate.
+    #[arg(long, value_name = "PCT|TIME|RATE", value_parser = parse_goal, help_heading = "Goal")]
     pub goal: Option<Goal>,
     /// With --goal: at most this many rounds (a round is one batch of up to 4 proposals,
     /// then a decision). --budget still caps the simulations.
     #[arg(long, value_name = "N", value_parser = positive, requires = "goal",
           help_heading = "Goal")]
     pub max_rounds: Option<usize>,
+    /// Validate each new best before it stands: right at full size on every named shape of
+    /// the kernel's key set (all its named shapes without --shape) and not slowing any
+    /// selected model that calls it; one that fails is rolled back to the next best. The
+    /// tuned database records what each winner was validated on. Always on with --goal.
+    #[arg(long, help_heading = "Goal")]
+    pub validate: bool,
 }
 
 /// What `--goal` asks for.
@@ -396,15 +405,28 @@ pub enum Goal {
     Speedup(f64),
     /// A kernel time (µs, launch overhead included, like every reported time).
     TimeUs(f64),
+    /// The kernel's declared useful FLOPs per reported time, in TFLOP/s.
+    Tflops(f64),
+    /// The kernel's declared useful bytes per reported time, in GB/s.
+    Gbps(f64),
 }
 
 impl Goal {
-    /// The time the best variant must reach, given the default's.
-    pub fn target_us(self, default_us: Option<f64>) -> Option<f64> {
+    /// The time the best variant must reach, given the default's time and the shape's
+    /// useful work (`None` when the goal needs what is missing or zero).
+    pub fn target_us(self, default_us: Option<f64>, work: Option<Work>) -> Option<f64> {
+        let per = |amount: f64, rate: f64| (amount > 0.0).then(|| amount / rate * 1e6);
         match self {
             Goal::Speedup(p) => default_us.map(|d| d / (1.0 + p)),
             Goal::TimeUs(t) => Some(t),
+            Goal::Tflops(r) => per(work?.flops, r * 1e12),
+            Goal::Gbps(r) => per(work?.bytes, r * 1e9),
         }
+    }
+
+    /// A throughput goal: the time it asks for follows from the shape's useful work.
+    pub fn needs_work(self) -> bool {
+        matches!(self, Goal::Tflops(_) | Goal::Gbps(_))
     }
 }
 
@@ -413,31 +435,49 @@ impl std::fmt::Display for Goal {
         match self {
             Goal::Speedup(p) => write!(f, "{}% faster than the default", 100.0 * p),
             Goal::TimeUs(t) => write!(f, "{t} µs"),
+            Goal::Tflops(r) => write!(f, "{r} TFLOP/s"),
+            Goal::Gbps(r) => write!(f, "{r} GB/s"),
         }
     }
 }
 
-/// `20%`, `5ms`, `250us`, `250µs`, `1.5s`.
+/// `20%`, `5ms`, `250us`, `250µs`, `1.5s`, `150TFLOP/s` (`TFLOPS`), `300GB/s` (`GBps`); the
+/// rate units in any case.
 pub fn parse_goal(text: &str) -> Result<Goal, String> {
     let t = text.trim();
+    let expected = || {
+        format!(
+            "`{text}`: expected a speed-up such as `20%`, a time such as `5ms` or `250us`, or a \
+             throughput such as `150TFLOP/s` or `300GB/s`"
+        )
+    };
     let number = |s: &str| -> Result<f64, String> {
         match s.trim().parse::<f64>() {
             Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
             Ok(_) => Err(format!("`{text}`: must be more than 0")),
-            Err(_) => Err(format!(
-                "`{text}`: expected a speed-up such as `20%` or a time such as `5ms`, `250us`"
-            )),
+            Err(_) => Err(expected()),
         }
     };
     if let Some(p) = t.strip_suffix('%') {
         return Ok(Goal::Speedup(number(p)? / 100.0));
+    }
+    let lower = t.to_lowercase();
+    for unit in ["tflop/s", "tflops"] {
+        if let Some(v) = lower.strip_suffix(unit) {
+            return Ok(Goal::Tflops(number(v)?));
+        }
+    }
+    for unit in ["gb/s", "gbps"] {
+        if let Some(v) = lower.strip_suffix(unit) {
+            return Ok(Goal::Gbps(number(v)?));
+        }
     }
     for (unit, scale) in [("us", 1.0), ("µs", 1.0), ("ms", 1e3), ("s", 1e6)] {
         if let Some(v) = t.strip_suffix(unit) {
             return Ok(Goal::TimeUs(number(v)? * scale));
         }
     }
-    Err(format!("`{text}`: expected a speed-up such as `20%` or a time such as `5ms`, `250us`"))
+    Err(expected())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -489,9 +529,24 @@ mod tests {
             assert!(parse_goal(bad).is_err(), "{bad}");
         }
         // 20 % faster than a 120 µs default is 100 µs.
-        assert!((Goal::Speedup(0.2).target_us(Some(120.0)).unwrap() - 100.0).abs() < 1e-9);
-        assert_eq!(Goal::Speedup(0.2).target_us(None), None);
-        assert_eq!(Goal::TimeUs(7.0).target_us(None), Some(7.0));
+        assert!((Goal::Speedup(0.2).target_us(Some(120.0), None).unwrap() - 100.0).abs() < 1e-9);
+        assert_eq!(Goal::Speedup(0.2).target_us(None, None), None);
+        assert_eq!(Goal::TimeUs(7.0).target_us(None, None), Some(7.0));
+        // Throughputs: the declared work over the rate. 2·10⁹ FLOPs at 100 TFLOP/s take
+        // 20 µs; 3·10⁶ bytes at 300 GB/s take 10 µs.
+        assert_eq!(parse_goal("100TFLOP/s"), Ok(Goal::Tflops(100.0)));
+        assert_eq!(parse_goal("100 tflops"), Ok(Goal::Tflops(100.0)));
+        assert_eq!(parse_goal("300GB/s"), Ok(Goal::Gbps(300.0)));
+        assert_eq!(parse_goal("300gbps"), Ok(Goal::Gbps(300.0)));
+        assert!(parse_goal("0GB/s").is_err() && parse_goal("TFLOP/s").is_err());
+        let work = Work { flops: 2e9, bytes: 3e6 };
+        assert!((Goal::Tflops(100.0).target_us(None, Some(work)).unwrap() - 20.0).abs() < 1e-9);
+        assert!((Goal::Gbps(300.0).target_us(None, Some(work)).unwrap() - 10.0).abs() < 1e-9);
+        assert!(Goal::Gbps(1.0).needs_work() && !Goal::TimeUs(1.0).needs_work());
+        // No work known, or none declared: no time to reach.
+        assert_eq!(Goal::Gbps(300.0).target_us(Some(5.0), None), None);
+        let none = Work { flops: 0.0, bytes: 3e6 };
+        assert_eq!(Goal::Tflops(1.0).target_us(None, Some(none)), None);
     }
 
     use super::*;

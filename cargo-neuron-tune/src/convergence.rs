@@ -98,7 +98,7 @@ pub fn diagnosis_lines(d: &Diagnosis) -> Vec<String> {
 /// One diagnosis rule that fired: what, the evidence, what to do.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Diagnosis {
-    /// `not_converged`, `invalid_heavy` or `slow`.
+    /// `not_converged`, `invalid_heavy`, `slow` or `over_fitted`.
     pub rule: String,
     pub summary: String,
     pub evidence: Vec<String>,
@@ -343,7 +343,9 @@ pub struct Round {
     pub best_time_us: Option<f64>,
     pub best_params: Option<Params>,
     /// `kept` (a new best), `rolled_back` (the round's winner was wrong on a shape of its
-    /// key set: the round's next best or the previous best stands), `no_improvement`.
+    /// key set, lowered a model using the kernel, or every would-be winner failed its
+    /// property check: the round's next best or the previous best stands),
+    /// `no_improvement`.
     pub decision: String,
     pub reason: String,
     /// The goal is met after this round.

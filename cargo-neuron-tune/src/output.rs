@@ -164,6 +164,10 @@ pub enum Event {
         /// `tune --goal`: the goal, whether it was met, and what limits the best variant.
         #[serde(skip_serializing_if = "Option::is_none")]
         goal: Option<crate::convergence::GoalReport>,
+        /// `--goal`/`--validate`: what the best was validated on, `{"shapes": [names],
+        /// "models": ["model@shape"]}` (absent when it was not: not asked, or the default).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        validated: Option<Box<serde_json::Value>>,
     },
     /// A model end to end (`bench --model`): throughput with the tuned parameters and with
     /// the defaults, each with its per-call breakdown.

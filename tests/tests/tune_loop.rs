@@ -10,6 +10,15 @@ use serde_json::Value;
 /// stderr). Each run has its own seed: a run's journal is named by kernel, shape, chip,
 /// strategy and seed, and the tests run in parallel.
 fn tune(seed: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, Value, String) {
+    // Built once before any run: a run that starts with a cold harness build (minutes on a
+    // fresh target directory) or waits on cargo's lock would be diagnosed `slow` by its
+    // build time, which the tests of the other rules must not see.
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(|| {
+        let (code, _, err) =
+            neuron_tune_tests::cli(&["build", "--manifest-path", &broken_manifest("loop")]);
+        assert_eq!(code, 0, "{err}");
+    });
     tune_in(&broken_manifest("loop"), seed, args, env)
 }
 
@@ -82,6 +91,23 @@ fn a_reachable_goal_stops_early_and_an_unreachable_one_names_the_limit() {
     );
     assert_eq!(rounds[0]["proposals"], 4);
     assert_eq!(repeats(&e["best_params"]), 5, "the fastest of 8, 7, 6, 5");
+
+    // The same goal as a throughput of the declared useful work: `steps` declares 4 bytes
+    // per element of its 256 × 512 `small` shape (fixtures/broken/common.rs), so a rate of
+    // bytes / (default / 1.15) asks for a time of default / 1.15, which the round above
+    // beat (it reached default / 1.2).
+    let bytes = 4.0 * 256.0 * 512.0;
+    let gbps = bytes / (default / 1.15 * 1e-6) / 1e9;
+    let goal = format!("{gbps:.6}GB/s");
+    let (code, t, err) =
+        tune("112", &["--kernel", "steps", "--goal", &goal, "--max-rounds", "2"], &[]);
+    assert_eq!(code, 0, "{err}");
+    let expected = bytes / (gbps * 1e9) * 1e6;
+    let target = t["goal"]["target_us"].as_f64().unwrap();
+    assert!((target - expected).abs() < 1e-6 * expected, "{target} vs {expected}");
+    assert!((target - default / 1.15).abs() < 1e-5 * default, "{target} vs {default}");
+    assert_eq!((t["goal"]["met"].as_bool(), t["goal"]["rounds"].as_u64()), (Some(true), Some(1)));
+    assert!(t["goal"]["goal"].as_str().unwrap().ends_with(" GB/s"), "{t}");
 
     // 10× faster than the default is out of reach (one pass, `repeats = 1`, is the floor
     // and still pays the launch overhead): exit 6, after exactly the allowed rounds, with
@@ -196,6 +222,8 @@ fn a_winner_wrong_on_another_shape_of_its_key_set_is_rolled_back() {
         .unwrap_or_else(|| panic!("{lines:?}"));
     assert_eq!(fast["status"], "measured");
     assert!(fast["time_us"].as_f64().unwrap() < e["default_time"].as_f64().unwrap());
+    // The journal marks that evaluation rolled back (what `report` reads back).
+    assert!(lines.iter().any(|l| l["line"] == "rolled_back" && l["n"] == fast["n"]), "{lines:?}");
     let r = &e["rounds"][0];
     assert_eq!(r["decision"], "rolled_back", "{r}");
     let reason = r["reason"].as_str().unwrap();
@@ -241,6 +269,54 @@ fn a_winner_wrong_on_another_shape_of_its_key_set_is_rolled_back() {
     assert_eq!(log.matches("<tr class=").count(), e["rounds"].as_array().unwrap().len(), "{log}");
     assert!(log.contains("<tr class=\"rolled_back\"><td class=\"n\">1</td>"), "{log}");
     assert!(log.contains("wrong at shape ragged"), "{log}");
+}
+
+#[test]
+fn validate_without_a_goal_rolls_back_a_winner_wrong_on_its_key_set() {
+    // The same planted bug as above, without --goal: --validate alone validates each new
+    // best, so neither shape's result is the 512 path, and each event says what its best
+    // was validated on. No goal: no rounds in the log, exit 0.
+    let mut cmd = neuron_tune_tests::cli_command(&[
+        "tune",
+        "--strategy",
+        "grid",
+        "--seed",
+        "111",
+        "--kernel",
+        "tail",
+        "--validate",
+        "--manifest-path",
+        &broken_manifest("loop"),
+        "--message-format",
+        "json",
+    ]);
+    let out = cmd.output().expect("the CLI runs");
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let tuned = events(&stdout, "tune");
+    assert_eq!(tuned.len(), 2, "aligned and ragged: {stdout}");
+    for e in &tuned {
+        assert_ne!(e["best_params"]["cols_per_tile"], 512, "{e}");
+        assert!(e.get("rounds").is_none(), "no goal, no rounds: {e}");
+        let lines = journal(e);
+        let fast = lines
+            .iter()
+            .find(|l| l["params"]["cols_per_tile"] == 512 && l["status"] == "measured")
+            .unwrap_or_else(|| panic!("the 512 variant measured: {lines:?}"));
+        assert!(lines.iter().any(|l| l["line"] == "rolled_back" && l["n"] == fast["n"]));
+        assert!(
+            lines.iter().any(|l| l["line"] == "rolled_back"
+                && l["reason"].as_str().is_some_and(|r| r.contains("wrong at shape ragged"))),
+            "{lines:?}"
+        );
+        // What stands was validated on both shapes of the key set, unless it is the
+        // default (128), which is kept as it is and may carry no validation.
+        match e.get("validated") {
+            Some(v) => assert_eq!(v["shapes"], serde_json::json!(["aligned", "ragged"]), "{e}"),
+            None => assert_eq!(e["best_params"], serde_json::json!({"cols_per_tile": 128})),
+        }
+    }
 }
 
 #[test]
@@ -423,7 +499,7 @@ fn a_winner_that_lowers_a_model_using_the_kernel_is_rolled_back() {
     let (code, e, err) = run(&["--workspace"], "2");
     assert_eq!(code, 6, "{err}");
     assert!(
-        err.contains("not checked against model stale@one fails without the candidate too"),
+        err.contains("left out of the validation: model stale@one fails without the candidate too"),
         "{err}"
     );
     let r = &e["rounds"][0];

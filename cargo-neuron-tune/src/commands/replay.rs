@@ -78,6 +78,7 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
         diagnoses: diagnoses.clone(),
         rounds: vec![],
         goal: None,
+        validated: None,
     });
     out.result(format!(
         "  best {best_time:.6} after {} evaluations: {}",

@@ -44,10 +44,12 @@ impl TuneRun {
             .collect()
     }
 
-    /// The run's convergence figures, as `tune` printed them with its result.
+    /// The run's convergence figures, as `tune` printed them with its result: invalid
+    /// counts failed checks and rolled-back winners too.
     pub fn convergence(&self) -> Convergence {
-        let count = |s: &str| self.entries.iter().filter(|e| e.status == s).count();
-        crate::convergence::analyze(&self.best_so_far(), count("pruned"), count("invalid"))
+        let count = |s: &[&str]| self.entries.iter().filter(|e| s.contains(&&*e.status)).count();
+        let invalid = count(&["invalid", "failed_check", "rolled_back"]);
+        crate::convergence::analyze(&self.best_so_far(), count(&["pruned"]), invalid)
     }
 }
 
@@ -150,12 +152,18 @@ pub fn read_runs(store_root: &Path) -> Vec<TuneRun> {
             continue;
         };
         // Only sealed lines are trusted (a damaged or torn line is never shown).
-        let (mut entries, mut rounds) = (Vec::new(), Vec::new());
+        let (mut entries, mut rounds) = (Vec::<Entry>::new(), Vec::new());
         for line in crate::store::read_journal(&journal).map(|j| j.lines).unwrap_or_default() {
-            if line.get("line").and_then(|l| l.as_str()) == Some("round") {
-                rounds.extend(serde_json::from_value::<Round>(line).ok());
-            } else {
-                entries.extend(serde_json::from_value::<Entry>(line).ok());
+            match line.get("line").and_then(|l| l.as_str()) {
+                Some("round") => rounds.extend(serde_json::from_value::<Round>(line).ok()),
+                // A measured winner that failed its validation later (`--goal`, `--validate`).
+                Some("rolled_back") => {
+                    let n = line.get("n").and_then(|n| n.as_u64());
+                    for e in entries.iter_mut().filter(|e| Some(e.n as u64) == n) {
+                        e.status = "rolled_back".into();
+                    }
+                }
+                _ => entries.extend(serde_json::from_value::<Entry>(line).ok()),
             }
         }
         runs.push(TuneRun { journal, meta, entries, rounds });
@@ -343,10 +351,16 @@ mod tests {
             [None, Some(9.0), Some(9.0), Some(9.0), Some(7.5), Some(7.5)]
         );
         // The figures `tune` prints: 7.5 is within 95 % of itself first at evaluation 5;
-        // one of six pruned, one invalid.
+        // one of six pruned, two invalid (the failed check counts).
         let c = run.convergence();
         assert_eq!(c.evaluations_to_95, Some(5));
-        assert_eq!((c.pruned_fraction, c.invalid_fraction), (1.0 / 6.0, 1.0 / 6.0));
+        assert_eq!((c.pruned_fraction, c.invalid_fraction), (1.0 / 6.0, 2.0 / 6.0));
+        // A winner rolled back later (its journal's `rolled_back` line) is not a time either:
+        // without 7.5 the best stays 9 until the 8 of evaluation 5.
+        let mut rolled = run.clone();
+        rolled.entries[4].status = "rolled_back".into();
+        assert_eq!(rolled.best_so_far()[4..], [Some(9.0), Some(8.0)][..]);
+        assert_eq!(rolled.convergence().invalid_fraction, 3.0 / 6.0);
     }
 
     fn bench(hash: &str, kernel_us: f64, flops: f64, hbm: u64) -> BenchResult {

@@ -13,6 +13,23 @@ pub(super) fn variant(job: &Job, params: &Params) -> Variant {
     }
 }
 
+/// The useful work the kernel declares at the job's shape (`Trace` of `params`, which
+/// reports it): what a throughput goal is converted with.
+pub(super) fn useful_work(pool: &mut Pool, job: &Job, params: &Params) -> Result<Work, Failure> {
+    let done = pool.request(RequestBody::Trace(variant_ref(&variant(job, params), job.chip)))?;
+    match done.answer {
+        Ok(ResponseBody::Trace(t)) => Ok(t.work),
+        Ok(other) => Err(unexpected(&other)),
+        Err(e) => Err(fail(
+            Exit::Config,
+            format!(
+                "--goal: {} at {}: tracing its default parameters for the useful work failed: {e}",
+                job.kernel, job.shape_name
+            ),
+        )),
+    }
+}
+
 /// Evaluate proposals in parallel on the pool: trace each; one whose roofline bound cannot
 /// beat `incumbent` is pruned (never simulated); the rest come from the store or are
 /// simulated and stored. Statuses are `measured`, `pruned` or `invalid`; the correctness

@@ -29,7 +29,7 @@ use crate::worker::Pool;
 use crate::workspace::{Ctx, Workspace};
 use neuron_tune_protocol::{
     BenchResult, ChipSpec, KernelInfo, ParamValue, Params, RequestBody, ResponseBody, Shape,
-    ShapeRef,
+    ShapeRef, Work,
 };
 use neuron_tune_search::{builtin, Config, Ctx as SearchCtx, Dim, Level, Outcome, Space, Strategy};
 use std::collections::HashMap;
@@ -250,7 +250,7 @@ pub fn run(
             goal,
             key_shapes: &t.key_shapes,
         };
-        let check = model_check::ModelCheck {
+        let mut check = model_check::ModelCheck {
             users: &users[ti],
             kernel: &k.name,
             shape: &t.shape,
@@ -273,7 +273,7 @@ pub fn run(
         // its budget (early stop, goal met, space or proposal cap exhausted) hands the rest
         // over, so the bar's position and ETA stay right for the next one.
         bar.inc(opts.budget.saturating_sub(charged(result.evaluations, result.pruned)) as u64);
-        if goal.goal.is_some() {
+        if goal.goal.is_some() || goal.validate {
             bar.suspend(|| {
                 if users[ti].is_empty() {
                     out.status(format!(
@@ -282,8 +282,8 @@ pub fn run(
                         k.name
                     ));
                 }
-                for why in check.skipped.borrow().iter() {
-                    out.note(format!("warning: --goal: not checked against model {why}"));
+                for why in &check.skipped {
+                    out.note(format!("warning: left out of the validation: model {why}"));
                 }
             });
         }
@@ -482,6 +482,9 @@ fn report(
         diagnoses: diagnoses.clone(),
         rounds: result.rounds.clone(),
         goal: result.goal.clone(),
+        validated: result.validated.as_ref().map(|(shapes, models)| {
+            Box::new(serde_json::json!({"shapes": shapes, "models": models}))
+        }),
     });
     let label = if t.shape_name.contains('@') {
         format!("{} {}", t.shape_name, t.shape)

@@ -74,11 +74,11 @@ pub(super) struct ModelCheck<'a> {
     pub fresh: &'a [TunedEntry],
     /// Models left out of a check, and why (a model that fails without the candidate too):
     /// noted after the target's search, once each.
-    pub skipped: std::cell::RefCell<Vec<String>>,
+    pub skipped: Vec<String>,
     /// Each model's runs, by (model index, parameters): a run is deterministic, so the run
     /// without the candidate is measured once for every candidate of a round (and of later
     /// rounds while the best stands), and a winner's run serves as the next round's base.
-    pub runs: std::cell::RefCell<Runs>,
+    pub runs: Runs,
     /// The target's crate: its pool is the one the search holds.
     pub own: usize,
     pub own_sim_version: &'a str,
@@ -89,7 +89,7 @@ impl ModelCheck<'_> {
     /// its throughput with and without `candidate`. `replaced`: the parameters the candidate
     /// would replace (`None`: what the models use today, tuned or default).
     pub(super) fn run(
-        &self,
+        &mut self,
         own_pool: &mut Pool,
         before: &mut [Crate],
         after: &mut [Crate],
@@ -118,15 +118,17 @@ impl ModelCheck<'_> {
                 out: self.out,
             };
             let name = format!("{}@{}", m.model, m.shape_name);
+            let (tuned, chip, fresh, kernel, shape) =
+                (self.tuned, &self.chip.name, self.fresh, self.kernel, self.shape);
+            let with = |p: Option<&Params>| tuned_with(tuned, chip, fresh, kernel, shape, p);
+            let runs = &mut self.runs;
             let mut measure = |params: Option<&Params>| -> Result<_, Failure> {
                 let key = (i, params.cloned());
-                let cached =
-                    self.runs.borrow().iter().find(|(k, _)| *k == key).map(|(_, r)| r.clone());
-                if let Some(r) = cached {
-                    return Ok(r);
+                if let Some((_, r)) = runs.iter().find(|(k, _)| *k == key) {
+                    return Ok(r.clone());
                 }
-                let r = models::evaluate(pool, &bench, m, &self.with(params))?;
-                self.runs.borrow_mut().push((key, r.clone()));
+                let r = models::evaluate(pool, &bench, m, &with(params))?;
+                runs.push((key, r.clone()));
                 Ok(r)
             };
             let base = measure(replaced)?;
@@ -136,9 +138,8 @@ impl ModelCheck<'_> {
                 // against it; the model is left out of the check (and of `validated_models`).
                 (Err(e), _) => {
                     let why = format!("{name} fails without the candidate too: {e}");
-                    let mut skipped = self.skipped.borrow_mut();
-                    if !skipped.contains(&why) {
-                        skipped.push(why);
+                    if !self.skipped.contains(&why) {
+                        self.skipped.push(why);
                     }
                 }
                 (Ok(_), Err(e)) => return Ok(Err(format!("breaks model {name}: {e}"))),
@@ -157,28 +158,31 @@ impl ModelCheck<'_> {
         }
         Ok(Ok(checked))
     }
+}
 
-    /// The chip's tuned parameters (the databases', then this run's winners), with this
-    /// kernel at this shape set to `params` (`None`: left as they are).
-    fn with(&self, params: Option<&Params>) -> Tuned {
-        let mut t = self.tuned.for_chip(&self.chip.name);
-        let set = |t: &mut Tuned, e: TunedEntry| {
-            t.0.retain(|x| !(x.kernel == e.kernel && x.shape == e.shape));
-            t.0.push(e);
-        };
-        for e in self.fresh {
-            set(&mut t, e.clone());
-        }
-        if let Some(p) = params {
-            let e = TunedEntry {
-                kernel: self.kernel.into(),
-                shape: self.shape.clone(),
-                params: p.clone(),
-            };
-            set(&mut t, e);
-        }
-        t
+/// The chip's tuned parameters (the databases', then this run's winners `fresh`), with
+/// `kernel` at `shape` set to `params` (`None`: left as they are).
+fn tuned_with(
+    tuned: &TunedSet,
+    chip: &str,
+    fresh: &[TunedEntry],
+    kernel: &str,
+    shape: &Shape,
+    params: Option<&Params>,
+) -> Tuned {
+    let mut t = tuned.for_chip(chip);
+    let set = |t: &mut Tuned, e: TunedEntry| {
+        t.0.retain(|x| !(x.kernel == e.kernel && x.shape == e.shape));
+        t.0.push(e);
+    };
+    for e in fresh {
+        set(&mut t, e.clone());
     }
+    if let Some(p) = params {
+        let e = TunedEntry { kernel: kernel.into(), shape: shape.clone(), params: p.clone() };
+        set(&mut t, e);
+    }
+    t
 }
 
 /// `b` delivers fewer tokens per second than `a` (beyond float noise: the runs are

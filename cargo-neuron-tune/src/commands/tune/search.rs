@@ -87,19 +87,28 @@ pub(super) fn tune_one(
             .map_err(|e| fail(Exit::Internal, format!("writing the journal: {e:#}")))
     };
     write_meta(&meta)?;
-    // `--goal`: the time to reach (a speed-up needs the default's time).
+    // `--goal`: the time to reach (a speed-up needs the default's time, a throughput the
+    // shape's useful work).
     let target = match job.goal.goal {
         None => None,
-        Some(g) => Some(g.target_us(default_time).ok_or_else(|| {
-            fail(
-                Exit::Config,
-                format!(
-                    "--goal {g}: the default parameters of {} at {} did not measure, so there is \
-                     no time to improve on; give a time instead (e.g. --goal 5ms)",
-                    job.kernel, job.shape_name
-                ),
-            )
-        })?),
+        Some(g) => {
+            let work = if g.needs_work() { Some(useful_work(pool, job, defaults)?) } else { None };
+            Some(g.target_us(default_time, work).ok_or_else(|| {
+                let why = if g.needs_work() {
+                    "the kernel declares no such work at this shape (its `work`), so no time \
+                     follows from the rate"
+                } else {
+                    "the default parameters did not measure, so there is no time to improve on"
+                };
+                fail(
+                    Exit::Config,
+                    format!(
+                        "--goal {g} for {} at {}: {why}; give a time instead (e.g. --goal 5ms)",
+                        job.kernel, job.shape_name
+                    ),
+                )
+            })?)
+        }
     };
     // Rounds already in the journal (`--resume`): not written twice.
     let journaled_rounds: Vec<usize> = if job.opts.resume {
@@ -123,8 +132,10 @@ pub(super) fn tune_one(
     let mut check_s = 0.0;
     // The strategy proposed everything it will (the space is exhausted).
     let mut exhausted = false;
-    // `--goal`: winners validated on the key set and the models using the kernel (with the
-    // shapes and models checked), and rolled back.
+    // `--goal` or `--validate`: each new best is validated on the key set and the models
+    // using the kernel before it stands.
+    let validating = target.is_some() || job.goal.validate;
+    // The winners validated (with the shapes and models checked), and those rolled back.
     let mut validated: Vec<(Params, Validated)> = Vec::new();
     let mut rejected: Vec<Params> = Vec::new();
     let start = Instant::now();
@@ -265,12 +276,12 @@ pub(super) fn tune_one(
                 break;
             }
         }
-        // `--goal`: the round's winner must be right on every shape of its key set, or it
-        // is rolled back to the round's next best (or the best before the round).
+        // `--goal`/`--validate`: the round's winner must be right on every shape of its key
+        // set and slow no model using the kernel, or it is rolled back to the round's next
+        // best (or the best before the round); the journal says which evaluation was.
         let mut rolled: Vec<String> = Vec::new();
         let first = history.len() - proposals;
-        while target.is_some() {
-            let Some(b) = best.clone() else { break };
+        while let Some(b) = best.clone().filter(|_| validating) {
             if best_before.as_ref().is_some_and(|p| p.params == b.params)
                 || validated.iter().any(|(p, _)| *p == b.params)
             {
@@ -295,6 +306,12 @@ pub(super) fn tune_one(
                     for (j, e) in history[first..].iter_mut().enumerate() {
                         if rejected.contains(&e.params) && e.status == "measured" {
                             e.status = "rolled_back".into();
+                            let line = serde_json::json!({
+                                "line": "rolled_back", "n": e.n, "reason": rolled.last(),
+                            });
+                            job.store.append_journal(&journal_name, &line).map_err(|e| {
+                                fail(Exit::Internal, format!("writing the journal: {e:#}"))
+                            })?;
                         }
                         if e.status == "measured"
                             && e.time_us
