@@ -26,11 +26,11 @@ pub struct TunedRecord {
     pub program_hash: String,
     pub tool_version: String,
     pub sim_version: String,
-    /// `tune --goal`: the named shapes of its key set the winner was checked correct on
-    /// (absent from older files and from runs without --goal).
+    /// `tune --goal`/`--validate`: the named shapes of its key set the winner was checked
+    /// correct on (absent from older files and from runs without validation).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub validated_shapes: Vec<String>,
-    /// `tune --goal`: the models (as `model@shape`, of the selected crates) that call the
+    /// `tune --goal`/`--validate`: the models (as `model@shape`, of the selected crates) that call the
     /// kernel at this shape and whose throughput the winner was checked not to lower.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub validated_models: Vec<String>,
@@ -43,6 +43,8 @@ pub const SCHEMA: u32 = 1;
 pub struct TunedDb {
     path: PathBuf,
     records: Vec<TunedRecord>,
+    /// The records this process added, applied again on top of the file at each save.
+    mine: Vec<TunedRecord>,
 }
 
 impl TunedRecord {
@@ -79,7 +81,7 @@ impl TunedDb {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(fail(Exit::Config, format!("{}: {e}", path.display()))),
         };
-        Ok(TunedDb { path, records })
+        Ok(TunedDb { path, records, mine: Vec::new() })
     }
 
     /// The file (which may not exist yet).
@@ -96,6 +98,11 @@ impl TunedDb {
     /// shape (no `@`) is also replaced when its dimensions changed. Labels of model calls
     /// (`model@shape`) are shared by the model's calls of one kernel, so they never key.
     pub fn record(&mut self, r: TunedRecord) {
+        self.mine.push(r.clone());
+        self.insert(r);
+    }
+
+    fn insert(&mut self, r: TunedRecord) {
         let same_name = |x: &TunedRecord| x.shape == r.shape && !r.shape.contains('@');
         self.records.retain(|x| {
             !(x.kernel == r.kernel && x.chip == r.chip && (x.dims == r.dims || same_name(x)))
@@ -107,8 +114,21 @@ impl TunedDb {
         });
     }
 
-    /// Write it (atomically); returns its path.
-    pub fn save(&self) -> Result<PathBuf, Failure> {
+    /// Write it (atomically); returns its path. Another `tune` in the same crate may have
+    /// written the file since it was loaded, so under an advisory lock on the crate's
+    /// directory the file is read again and this process's records are applied on top:
+    /// neither run's winners are lost (the later record of the same key wins).
+    pub fn save(&mut self) -> Result<PathBuf, Failure> {
+        let dir = self.path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        // An exclusive lock on the directory itself, so nothing is added to the crate. On
+        // a platform that cannot open or lock a directory (Windows), it runs unlocked: a
+        // concurrent save can then lose the other run's records, as before.
+        let _lock = std::fs::File::open(&dir).and_then(|f| f.lock().map(|()| f)).ok();
+        let mut merged = TunedDb::load(&dir)?;
+        for r in &self.mine {
+            merged.insert(r.clone());
+        }
+        self.records = merged.records;
         let text = crate::seal::write_sealed_toml(SCHEMA, "tuned", &self.records)
             .map_err(|e| fail(Exit::Internal, format!("{}: {e}", self.path.display())))?;
         let text = format!(
@@ -191,10 +211,36 @@ mod tests {
         assert_eq!(db.records()[0].time_us, 1.5);
         db.save().unwrap();
         let first = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
-        let again = TunedDb::load(dir.path()).unwrap();
+        let mut again = TunedDb::load(dir.path()).unwrap();
         assert_eq!(again.records(), db.records());
         again.save().unwrap();
         assert_eq!(std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap(), first);
+    }
+
+    #[test]
+    fn concurrent_saves_keep_every_runs_records() {
+        // Eight "runs" in one crate, each loaded before any saved, each tuning its own
+        // kernel and saving after each of three shapes: a save that wrote its stale
+        // snapshot would drop the others' records; all 24 must be there in the end.
+        let dir = tempfile::tempdir().unwrap();
+        let runs: Vec<TunedDb> = (0..8).map(|_| TunedDb::load(dir.path()).unwrap()).collect();
+        std::thread::scope(|scope| {
+            for (i, mut db) in runs.into_iter().enumerate() {
+                scope.spawn(move || {
+                    for (j, shape) in ["small", "medium", "large"].into_iter().enumerate() {
+                        let dims = Shape::new(&[("n", 128 << j)]);
+                        db.record(TunedRecord { dims, ..rec(&format!("k{i}"), shape, 1.0) });
+                        db.save().unwrap();
+                    }
+                });
+            }
+        });
+        let db = TunedDb::load(dir.path()).unwrap();
+        assert_eq!(db.records().len(), 24);
+        for i in 0..8 {
+            let k = format!("k{i}");
+            assert_eq!(db.records().iter().filter(|r| r.kernel == k).count(), 3, "{k}");
+        }
     }
 
     #[test]

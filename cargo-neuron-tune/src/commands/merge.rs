@@ -276,7 +276,7 @@ pub fn run(
                 ));
                 dbs[i].record(record);
             }
-            for db in &dbs {
+            for db in &mut dbs {
                 let p = db.save()?;
                 out.status(format!("   Wrote {}", p.display()));
             }
