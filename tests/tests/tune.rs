@@ -105,6 +105,17 @@ fn replay_runs_a_strategy_on_a_recorded_landscape() {
     let values: Vec<f64> = curve.iter().filter_map(Value::as_f64).collect();
     assert!(values.windows(2).all(|w| w[1] <= w[0]), "{values:?}");
     assert_eq!(e["best_time"].as_f64(), values.last().copied());
+    // The convergence figures are those of this curve (docs/tuning-loop.md): the first
+    // evaluation within 95 % of the final best's speed, and the fall over the last fifth.
+    let at = |i: usize| curve[i].as_f64();
+    let f = at(49).unwrap();
+    let to_95 = (0..50).find(|&i| at(i).is_some_and(|b| b * 0.95 <= f)).unwrap() + 1;
+    let c = &e["convergence"];
+    assert_eq!(c["evaluations_to_95"].as_u64(), Some(to_95 as u64), "{c}");
+    assert_eq!(c["window"], 10);
+    let before = at(39).unwrap();
+    let fell = c["improvement_in_window"].as_f64().unwrap();
+    assert!((fell - (before - f) / before).abs() < 1e-12, "{c}");
     // Same seed, same run.
     assert_eq!(replay()["best_so_far"], e["best_so_far"]);
 }

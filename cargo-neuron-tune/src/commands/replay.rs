@@ -55,8 +55,10 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
     let best_params = landscape.space().to_json(best);
     let invalid = result.history.iter().filter(|t| t.outcome.value().is_none()).count();
     let convergence = crate::convergence::analyze(&result.best_so_far, 0, invalid);
+    // A strategy that proposed the whole space has nothing left to find.
+    let exhausted = result.stop == neuron_tune_search::Stop::Exhausted;
     let diagnoses: Vec<_> =
-        crate::convergence::not_converged(&convergence, result.history.len(), false)
+        crate::convergence::not_converged(&convergence, result.history.len(), exhausted)
             .into_iter()
             .collect();
     out.event(&Event::Tune {
