@@ -109,7 +109,8 @@ pub struct Diagnosis {
 #[derive(Clone, Debug)]
 pub struct Eval<'a> {
     pub params: &'a Params,
-    /// `measured`, `pruned`, `invalid`, `failed_check`, `rolled_back`.
+    /// `measured`, `pruned`, `invalid`, `failed_check`, `rolled_back`, or `refused` (an
+    /// external proposer's proposal the validity rule refused before evaluation).
     pub status: &'a str,
     /// Why an invalid variant was refused (the harness's error message).
     pub error: Option<&'a str>,
@@ -151,6 +152,9 @@ pub fn limit_of(status: &str, error: Option<&str>) -> &'static str {
     if status == "failed_check" {
         return "correctness check";
     }
+    if status == "refused" {
+        return "the kernel's validity rule";
+    }
     if status == "rolled_back" {
         return "validation: another shape of the key set or a model using the kernel";
     }
@@ -168,12 +172,16 @@ pub fn limit_of(status: &str, error: Option<&str>) -> &'static str {
     }
 }
 
-/// Invalid-heavy: more than half the evaluations were invalid. Evidence: which limits, and
+/// Invalid-heavy: more than half the proposals were invalid (the evaluations, and an
+/// external proposer's proposals refused before evaluation). Evidence: which limits, and
 /// the parameter values where most proposals were invalid (at least 2 proposals with the
 /// value, at least 75 % of them invalid), worst first.
 pub fn invalid_heavy(evals: &[Eval]) -> Option<Diagnosis> {
     let n = evals.len();
-    let bad = |e: &Eval| matches!(e.status, "invalid" | "failed_check" | "rolled_back");
+    let bad = |e: &Eval| matches!(e.status, "invalid" | "failed_check" | "rolled_back" | "refused");
+    let refused = evals.iter().filter(|e| e.status == "refused").count();
+    // Without refused proposals every proposal was an evaluation: say so.
+    let what = if refused > 0 { "proposals" } else { "evaluations" };
     let invalid = evals.iter().filter(|e| bad(e)).count();
     if n == 0 || invalid as f64 / n as f64 <= INVALID_HEAVY {
         return None;
@@ -187,7 +195,7 @@ pub fn invalid_heavy(evals: &[Eval]) -> Option<Diagnosis> {
         }
     }
     limits.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    let mut evidence = vec![format!("{invalid} of {n} evaluations were invalid")];
+    let mut evidence = vec![format!("{invalid} of {n} {what} were invalid")];
     evidence.extend(limits.iter().map(|(l, c)| format!("{c} refused by {l}")));
     // (name, value) → (proposals, invalid), in first-seen order.
     let mut by_value: Vec<(String, String, usize, usize)> = Vec::new();
@@ -220,6 +228,13 @@ pub fn invalid_heavy(evals: &[Eval]) -> Option<Diagnosis> {
              (the search then never spends an evaluation on it)"
         ));
     }
+    if refused > 0 {
+        advice.push(format!(
+            "{refused} proposals were refused by the kernel's validate() before evaluation: \
+             they cost no simulation but the proposer's rounds; have the proposer respect the \
+             rule (each refused proposal is in its history with no value, search/PROPOSER.md)"
+        ));
+    }
     if limits.iter().any(|(l, _)| l.contains("SBUF") || l.contains("PSUM")) {
         advice.push(
             "count the kernel's SBUF bytes and PSUM banks in validate() so the strategy's \
@@ -230,7 +245,7 @@ pub fn invalid_heavy(evals: &[Eval]) -> Option<Diagnosis> {
     Some(Diagnosis {
         rule: "invalid_heavy".into(),
         summary: format!(
-            "invalid-heavy: {:.0} % of the evaluations were invalid",
+            "invalid-heavy: {:.0} % of the {what} were invalid",
             100.0 * invalid as f64 / n as f64
         ),
         evidence,
@@ -495,6 +510,21 @@ mod tests {
         let d = invalid_heavy(&evals).unwrap();
         assert_eq!(d.rule, "invalid_heavy");
         assert_eq!(d.evidence[0], "4 of 6 evaluations were invalid");
+        // An external proposer's refused proposals count as invalid proposals, limited by
+        // the validity rule; with them the figures are of proposals, not evaluations.
+        let mut with_refused = evals.clone();
+        let refused = [p(9, 9), p(9, 8)];
+        with_refused.extend(refused.iter().map(|params| Eval {
+            params,
+            status: "refused",
+            error: Some("a = 9: out of range"),
+        }));
+        let r = invalid_heavy(&with_refused).unwrap();
+        assert_eq!(r.evidence[0], "6 of 8 proposals were invalid");
+        assert!(r.evidence.contains(&"2 refused by the kernel's validity rule".to_string()));
+        assert!(r.evidence.contains(&"a=9: 2 of 2 invalid".to_string()), "{:?}", r.evidence);
+        assert!(r.summary.ends_with("75 % of the proposals were invalid"));
+        assert!(r.advice.iter().any(|a| a.starts_with("2 proposals were refused")));
         assert_eq!(d.evidence[1], "3 refused by SBUF capacity");
         assert_eq!(d.evidence[2], "1 refused by correctness check");
         // a=2: 3 of 3 invalid. a=1 (1 of 2) and every b value (≤ 2 of 2 but mixed) …

@@ -380,3 +380,15 @@ impl Drop for KeepFile {
         };
     }
 }
+
+/// Build a binary of this workspace into the tests' target directory (debug); its path.
+pub fn cargo_build_bin(package: &str, bin: &str) -> PathBuf {
+    let status = cargo()
+        .args(["build", "-q", "-p", package, "--bin", bin, "--target-dir"])
+        .arg(test_target_dir())
+        .current_dir(root())
+        .status()
+        .unwrap();
+    assert!(status.success(), "building {bin}");
+    test_target_dir().join("debug").join(bin)
+}

@@ -120,20 +120,10 @@ fn replay_runs_a_strategy_on_a_recorded_landscape() {
     assert_eq!(replay()["best_so_far"], e["best_so_far"]);
 }
 
-fn cargo_build_bin(package: &str, bin: &str) -> std::path::PathBuf {
-    let status = neuron_tune_tests::cargo()
-        .args(["build", "-q", "-p", package, "--bin", bin, "--target-dir"])
-        .arg(neuron_tune_tests::test_target_dir())
-        .current_dir(root())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    neuron_tune_tests::test_target_dir().join("debug").join(bin)
-}
-
 #[test]
 fn an_external_proposer_drives_a_real_tuning_run() {
-    let proposer = cargo_build_bin("neuron-tune-example-proposer", "example-proposer");
+    let proposer =
+        neuron_tune_tests::cargo_build_bin("neuron-tune-example-proposer", "example-proposer");
     let args = tune_args("11", &["--proposer", proposer.to_str().unwrap()]);
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     let (code, out, err) = cli_env(&a, &[]);

@@ -182,6 +182,34 @@ fn a_space_mostly_over_sbuf_is_diagnosed_invalid_heavy() {
 }
 
 #[test]
+fn an_external_proposer_ignoring_the_validity_rule_is_diagnosed_invalid_heavy() {
+    // The example proposer knows nothing of `picky`'s rule (cols_per_tile must divide the
+    // 512 columns) and proposes the whole space: 9 proposals, of which the rule refuses 7
+    // before evaluation; 64 and 128 are the only evaluations.
+    let proposer =
+        neuron_tune_tests::cargo_build_bin("neuron-tune-example-proposer", "example-proposer");
+    let (code, e, err) = tune(
+        "113",
+        &["--kernel", "picky", "--budget", "20", "--proposer", proposer.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!((e["evaluations"].as_u64(), e["invalid"].as_u64()), (Some(2), Some(0)), "{e}");
+    let d = e["diagnoses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["rule"] == "invalid_heavy")
+        .unwrap_or_else(|| panic!("{e}"))
+        .clone();
+    assert_eq!(d["summary"], "invalid-heavy: 78 % of the proposals were invalid");
+    let text = d.to_string();
+    assert!(text.contains("7 of 9 proposals were invalid"), "{text}");
+    assert!(text.contains("7 refused by the kernel's validity rule"), "{text}");
+    assert!(text.contains("7 proposals were refused by the kernel's validate()"), "{text}");
+}
+
+#[test]
 fn a_run_spent_in_correctness_checks_is_diagnosed_slow() {
     // Each of the 4 grid proposals is a would-be winner, so each is checked (8 cases of
     // tiny shapes), and the reference sleeps 250 ms a case: ≥ 8 s of checks against a warm

@@ -452,6 +452,11 @@ fn report(
         .history
         .iter()
         .map(|e| conv::Eval { params: &e.params, status: &e.status, error: e.error.as_deref() })
+        .chain(result.refused.iter().map(|(params, why)| conv::Eval {
+            params,
+            status: "refused",
+            error: Some(why),
+        }))
         .collect();
     let spent =
         conv::Spent { build_s: result.build_s, check_s: result.check_s, total_s: result.total_s };
@@ -590,6 +595,10 @@ struct TuneResult {
     journal: std::path::PathBuf,
     /// Every evaluation, in order (for the diagnosis).
     history: Vec<Entry>,
+    /// An external proposer's proposals that the kernel's validity rule refused before
+    /// evaluation, with the rule's reason (for the diagnosis; built-in strategies ask the
+    /// rule before proposing, so theirs are never proposals).
+    refused: Vec<(Params, String)>,
     /// `--goal`: the decision log and how it ended.
     rounds: Vec<Round>,
     goal: Option<GoalReport>,

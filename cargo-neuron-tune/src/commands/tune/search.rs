@@ -124,6 +124,10 @@ pub(super) fn tune_one(
         Vec::new()
     };
     let mut valid_cache: HashMap<Vec<u32>, bool> = HashMap::new();
+    // An external proposer's proposals go through the oracle one by one: those it refuses
+    // are proposals that were invalid (a built-in strategy's oracle calls are not).
+    let external = matches!(strategy, Searcher::External(_));
+    let mut refused: Vec<(Params, String)> = Vec::new();
     let mut best: Option<Best> = None;
     let (mut evaluations, mut pruned, mut invalid) = (0, 0, 0);
     let mut best_so_far = Vec::new();
@@ -178,8 +182,19 @@ pub(super) fn tune_one(
                     chip: job.chip.clone(),
                 };
                 let ok = match pool.request(request) {
-                    Ok(done) => matches!(done.answer, Ok(ResponseBody::Validate { ref verdicts })
-                        if verdicts.first().is_some_and(|v| v.is_none())),
+                    Ok(done) => match done.answer {
+                        Ok(ResponseBody::Validate { verdicts }) => match verdicts.first() {
+                            Some(None) => true,
+                            Some(Some(why)) => {
+                                if external {
+                                    refused.push((params_of(space, c), why.clone()));
+                                }
+                                false
+                            }
+                            None => false,
+                        },
+                        _ => false,
+                    },
                     Err(f) => {
                         broken.get_or_insert(f);
                         false
@@ -402,6 +417,7 @@ pub(super) fn tune_one(
         journal: journal_path,
         validated: validated_best,
         history,
+        refused,
         rounds,
         goal,
         check_s,
