@@ -29,6 +29,17 @@ fn tune_in(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> (i32, Value, String) {
+    let (code, mut all, err) = tune_all_in(manifest, seed, args, env);
+    (code, all.pop().unwrap(), err)
+}
+
+/// [`tune_in`] with every tune event (one per kernel and shape), in order.
+fn tune_all_in(
+    manifest: &str,
+    seed: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, Vec<Value>, String) {
     let mut a = vec!["tune", "--strategy", "grid", "--seed", seed];
     a.extend_from_slice(args);
     a.extend_from_slice(&["--manifest-path", manifest, "--message-format", "json"]);
@@ -39,8 +50,9 @@ fn tune_in(
     let out = cmd.output().expect("the CLI runs");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let e = events(&stdout, "tune").pop().unwrap_or_else(|| panic!("no tune event: {stderr}"));
-    (out.status.code().unwrap_or(-1), e, stderr)
+    let all = events(&stdout, "tune");
+    assert!(!all.is_empty(), "no tune event: {stderr}");
+    (out.status.code().unwrap_or(-1), all, stderr)
 }
 
 /// The run's journal as the tool reads it back: every line sealed and trusted, seals off.
@@ -238,10 +250,24 @@ fn a_winner_wrong_on_another_shape_of_its_key_set_is_rolled_back() {
     // only), but drop the tail of `ragged` (1000 columns). Each round's winner is validated
     // on both named shapes, rolled back, and the log names `ragged`; no correct variant
     // beats the default by 5 %, so the goal is not met. The last event is `ragged`'s.
-    let (code, e, err) =
-        tune("107", &["--kernel", "tail", "--goal", "5%", "--max-rounds", "2"], &[]);
-    assert_eq!(e["shape"], "ragged");
+    let (code, mut all, err) = tune_all_in(
+        &broken_manifest("loop"),
+        "107",
+        &["--kernel", "tail", "--goal", "5%", "--max-rounds", "2"],
+        &[],
+    );
     assert_eq!(code, 6, "{err}");
+    // At `aligned` the 512 variant is right where it was measured, and wrong only at the
+    // other shape of the key set: the cross-shape case itself.
+    let aligned = &all[0];
+    assert_eq!(aligned["shape"], "aligned");
+    let r = &aligned["rounds"][0];
+    assert_eq!(r["decision"], "rolled_back", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("cols_per_tile=512"), "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("wrong at shape ragged"), "{r}");
+    assert_eq!(aligned["best_params"]["cols_per_tile"], 128);
+    let e = all.pop().unwrap();
+    assert_eq!(e["shape"], "ragged");
     let lines = journal(&e);
     // The 512 variant was measured faster than the default and passed the property check.
     let fast = lines
@@ -304,26 +330,10 @@ fn validate_without_a_goal_rolls_back_a_winner_wrong_on_its_key_set() {
     // The same planted bug as above, without --goal: --validate alone validates each new
     // best, so neither shape's result is the 512 path, and each event says what its best
     // was validated on. No goal: no rounds in the log, exit 0.
-    let mut cmd = neuron_tune_tests::cli_command(&[
-        "tune",
-        "--strategy",
-        "grid",
-        "--seed",
-        "111",
-        "--kernel",
-        "tail",
-        "--validate",
-        "--manifest-path",
-        &broken_manifest("loop"),
-        "--message-format",
-        "json",
-    ]);
-    let out = cmd.output().expect("the CLI runs");
-    let (stdout, stderr) =
-        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let tuned = events(&stdout, "tune");
-    assert_eq!(tuned.len(), 2, "aligned and ragged: {stdout}");
+    let (code, tuned, err) =
+        tune_all_in(&broken_manifest("loop"), "111", &["--kernel", "tail", "--validate"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(tuned.len(), 2, "aligned and ragged: {tuned:?}");
     for e in &tuned {
         assert_ne!(e["best_params"]["cols_per_tile"], 512, "{e}");
         assert!(e.get("rounds").is_none(), "no goal, no rounds: {e}");
