@@ -67,6 +67,12 @@ fn rules(e: &Value) -> Vec<String> {
     e["diagnoses"].as_array().unwrap().iter().map(|d| d["rule"].as_str().unwrap().into()).collect()
 }
 
+/// The diagnosis of `rule` in a tune event (it must have fired).
+fn diagnosis(e: &Value, rule: &str) -> Value {
+    let all = e["diagnoses"].as_array().unwrap();
+    all.iter().find(|d| d["rule"] == rule).unwrap_or_else(|| panic!("no {rule}: {e}")).clone()
+}
+
 fn repeats(v: &Value) -> i64 {
     v["repeats"].as_i64().unwrap()
 }
@@ -172,13 +178,7 @@ fn a_space_mostly_over_sbuf_is_diagnosed_invalid_heavy() {
     assert_eq!(code, 0, "{err}");
     assert_eq!((e["evaluations"].as_u64(), e["invalid"].as_u64()), (Some(16), Some(10)));
     assert_eq!(e["convergence"]["invalid_fraction"].as_f64(), Some(10.0 / 16.0));
-    let d = e["diagnoses"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["rule"] == "invalid_heavy")
-        .unwrap_or_else(|| panic!("{e}"))
-        .clone();
+    let d = diagnosis(&e, "invalid_heavy");
     let evidence: Vec<&str> =
         d["evidence"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
     assert_eq!(evidence[0], "10 of 16 evaluations were invalid");
@@ -207,13 +207,7 @@ fn an_external_proposer_ignoring_the_validity_rule_is_diagnosed_invalid_heavy() 
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!((e["evaluations"].as_u64(), e["invalid"].as_u64()), (Some(2), Some(0)), "{e}");
-    let d = e["diagnoses"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["rule"] == "invalid_heavy")
-        .unwrap_or_else(|| panic!("{e}"))
-        .clone();
+    let d = diagnosis(&e, "invalid_heavy");
     assert_eq!(d["summary"], "invalid-heavy: 78 % of the proposals were invalid");
     let text = d.to_string();
     assert!(text.contains("7 of 9 proposals were invalid"), "{text}");
@@ -229,13 +223,7 @@ fn a_run_spent_in_correctness_checks_is_diagnosed_slow() {
     let (code, e, err) =
         tune("105", &["--kernel", "steps", "--budget", "4"], &[("LOOP_REFERENCE_SLEEP_MS", "250")]);
     assert_eq!(code, 0, "{err}");
-    let slow = e["diagnoses"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["rule"] == "slow")
-        .unwrap_or_else(|| panic!("{e}"))
-        .clone();
+    let slow = diagnosis(&e, "slow");
     assert!(slow["summary"].as_str().unwrap().contains("correctness checks"), "{slow}");
     // Without the sleep the same run is not slow (its checks draw tiny shapes).
     let (code, e, err) = tune("106", &["--kernel", "steps", "--budget", "4"], &[]);
