@@ -415,18 +415,29 @@ impl Goal {
     /// The time the best variant must reach, given the default's time and the shape's
     /// useful work (`None` when the goal needs what is missing or zero).
     pub fn target_us(self, default_us: Option<f64>, work: Option<Work>) -> Option<f64> {
-        let per = |amount: f64, rate: f64| (amount > 0.0).then(|| amount / rate * 1e6);
-        match self {
+        let per = |amount: f64, rate: f64| (amount > 0.0).then_some(amount / rate * 1e6);
+        let t = match self {
             Goal::Speedup(p) => default_us.map(|d| d / (1.0 + p)),
             Goal::TimeUs(t) => Some(t),
             Goal::Tflops(r) => per(work?.flops, r * 1e12),
             Goal::Gbps(r) => per(work?.bytes, r * 1e9),
-        }
+        };
+        // A rate so extreme that the time is 0 or not a number is no goal.
+        t.filter(|t| t.is_finite() && *t > 0.0)
     }
 
     /// A throughput goal: the time it asks for follows from the shape's useful work.
     pub fn needs_work(self) -> bool {
-        matches!(self, Goal::Tflops(_) | Goal::Gbps(_))
+        self.rate().is_some()
+    }
+
+    /// A throughput goal's rate and unit.
+    pub fn rate(self) -> Option<(f64, &'static str)> {
+        match self {
+            Goal::Tflops(r) => Some((r, "TFLOP/s")),
+            Goal::Gbps(r) => Some((r, "GB/s")),
+            _ => None,
+        }
     }
 }
 
@@ -441,8 +452,8 @@ impl std::fmt::Display for Goal {
     }
 }
 
-/// `20%`, `5ms`, `250us`, `250µs`, `1.5s`, `150TFLOP/s` (`TFLOPS`), `300GB/s` (`GBps`); the
-/// rate units in any case.
+/// `20%`, `5ms`, `250us`, `250µs`, `1.5s`, `150TFLOP/s` (`TFLOPS`), `300GB/s` (`GBps`); units
+/// in any case except the `B` of bytes (`Gb/s` is gigabits, refused rather than misread).
 pub fn parse_goal(text: &str) -> Result<Goal, String> {
     let t = text.trim();
     let expected = || {
@@ -467,13 +478,21 @@ pub fn parse_goal(text: &str) -> Result<Goal, String> {
             return Ok(Goal::Tflops(number(v)?));
         }
     }
-    for unit in ["gb/s", "gbps"] {
-        if let Some(v) = lower.strip_suffix(unit) {
-            return Ok(Goal::Gbps(number(v)?));
+    for unit in ["gB/s", "gBps"] {
+        // Lower-cased but for the `B`.
+        let at = t.len().saturating_sub(unit.len());
+        match t.get(at..) {
+            Some(u) if u.len() == unit.len() && u.to_lowercase() == unit.to_lowercase() => {
+                if u.contains('B') {
+                    return Ok(Goal::Gbps(number(&t[..at])?));
+                }
+                return Err(format!("`{text}`: gigabits per second? Give bytes: `GB/s`"));
+            }
+            _ => {}
         }
     }
     for (unit, scale) in [("us", 1.0), ("µs", 1.0), ("ms", 1e3), ("s", 1e6)] {
-        if let Some(v) = t.strip_suffix(unit) {
+        if let Some(v) = lower.strip_suffix(unit) {
             return Ok(Goal::TimeUs(number(v)? * scale));
         }
     }
@@ -537,7 +556,18 @@ mod tests {
         assert_eq!(parse_goal("100TFLOP/s"), Ok(Goal::Tflops(100.0)));
         assert_eq!(parse_goal("100 tflops"), Ok(Goal::Tflops(100.0)));
         assert_eq!(parse_goal("300GB/s"), Ok(Goal::Gbps(300.0)));
-        assert_eq!(parse_goal("300gbps"), Ok(Goal::Gbps(300.0)));
+        assert_eq!(parse_goal("300gBps"), Ok(Goal::Gbps(300.0)));
+        assert_eq!(parse_goal("5e2GB/s"), Ok(Goal::Gbps(500.0)));
+        // Bits are not bytes: refused, not read 8× off.
+        for bits in ["300Gb/s", "300gbps"] {
+            assert!(parse_goal(bits).unwrap_err().contains("gigabits"), "{bits}");
+        }
+        // Time units in any case.
+        assert_eq!(parse_goal("1.5S"), Ok(Goal::TimeUs(1.5e6)));
+        assert_eq!(parse_goal("5MS"), Ok(Goal::TimeUs(5000.0)));
+        // A rate whose time underflows to 0 is no goal.
+        let huge = Work { flops: 1.0, bytes: 1.0 };
+        assert_eq!(Goal::Tflops(1e300).target_us(None, Some(huge)), None);
         assert!(parse_goal("0GB/s").is_err() && parse_goal("TFLOP/s").is_err());
         let work = Work { flops: 2e9, bytes: 3e6 };
         assert!((Goal::Tflops(100.0).target_us(None, Some(work)).unwrap() - 20.0).abs() < 1e-9);

@@ -68,9 +68,14 @@ pub fn analyze(best_so_far: &[Option<f64>], pruned: usize, invalid: usize) -> Co
     }
 }
 
+/// `n` and the noun, plural unless `n` is 1 (`1 evaluation`, `3 evaluations`).
+pub fn count(n: usize, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
+}
+
 /// The figures in one human line.
 pub fn describe(c: &Convergence) -> String {
-    let evaluations = |k: usize| format!("{k} evaluation{}", if k == 1 { "" } else { "s" });
+    let evaluations = |k: usize| count(k, "evaluation");
     let improvement = match c.improvement_in_window {
         Some(i) => format!("the last {} improved it {:.1} %", evaluations(c.window), 100.0 * i),
         // The window is the whole run: there is no "before" to improve on.
@@ -230,9 +235,12 @@ pub fn invalid_heavy(evals: &[Eval]) -> Option<Diagnosis> {
     }
     if refused > 0 {
         advice.push(format!(
-            "{refused} proposals were refused by the kernel's validate() before evaluation: \
+            "{} {} refused by the kernel's validate() before evaluation: \
              they cost no simulation but the proposer's rounds; have the proposer respect the \
-             rule (each refused proposal is in its history with no value, search/PROPOSER.md)"
+             rule (each refused proposal is in its history with `invalid: true`, \
+             search/PROPOSER.md)",
+            count(refused, "proposal"),
+            if refused == 1 { "was" } else { "were" }
         ));
     }
     if limits.iter().any(|(l, _)| l.contains("SBUF") || l.contains("PSUM")) {
@@ -395,6 +403,9 @@ pub struct GoalReport {
     pub speedup: Option<f64>,
     /// What limits the best variant: its profile's verdict kind, summary and evidence.
     pub limit: Option<Limit>,
+    /// A throughput goal's rate and unit (`TFLOP/s`, `GB/s`): the rate reached follows.
+    #[serde(skip)]
+    pub goal_rate: Option<(f64, &'static str)>,
 }
 
 /// The profile verdict of the best variant.

@@ -163,7 +163,7 @@ pub enum Event {
         rounds: Vec<crate::convergence::Round>,
         /// `tune --goal`: the goal, whether it was met, and what limits the best variant.
         #[serde(skip_serializing_if = "Option::is_none")]
-        goal: Option<crate::convergence::GoalReport>,
+        goal: Option<Box<crate::convergence::GoalReport>>,
         /// `--goal`/`--validate`: what the best was validated on, `{"shapes": [names],
         /// "models": ["model@shape"]}` (absent when it was not: not asked, or the default).
         #[serde(skip_serializing_if = "Option::is_none")]

@@ -30,8 +30,9 @@ pub struct TunedRecord {
     /// correct on (absent from older files and from runs without validation).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub validated_shapes: Vec<String>,
-    /// `tune --goal`/`--validate`: the models (as `model@shape`, of the selected crates) that call the
-    /// kernel at this shape and whose throughput the winner was checked not to lower.
+    /// `tune --goal`/`--validate`: the models (as `model@shape`, of the selected crates)
+    /// that call the kernel at this shape and whose throughput the winner was checked not
+    /// to lower.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub validated_models: Vec<String>,
 }
@@ -48,6 +49,11 @@ pub struct TunedDb {
 }
 
 impl TunedRecord {
+    /// `kernel/chip/shape`, as messages name a record.
+    pub fn key(&self) -> String {
+        format!("{}/{}/{}", self.kernel, self.chip, self.shape)
+    }
+
     /// The record as a model request carries it (kernel, shape dims, parameters).
     pub fn entry(&self) -> neuron_tune_protocol::TunedEntry {
         neuron_tune_protocol::TunedEntry {
@@ -116,15 +122,23 @@ impl TunedDb {
 
     /// Write it (atomically); returns its path. Another `tune` in the same crate may have
     /// written the file since it was loaded, so under an advisory lock on the crate's
-    /// directory the file is read again and this process's records are applied on top:
-    /// neither run's winners are lost (the later record of the same key wins).
+    /// directory the file is read again and this process's records since its last save are
+    /// applied on top: neither run's winners are lost, and of two records of one key the one
+    /// saved later stands.
     pub fn save(&mut self) -> Result<PathBuf, Failure> {
         let dir = self.path.parent().unwrap_or(Path::new(".")).to_path_buf();
         // An exclusive lock on the directory itself, so nothing is added to the crate. On
         // a platform that cannot open or lock a directory (Windows), it runs unlocked: a
         // concurrent save can then lose the other run's records, as before.
         let _lock = std::fs::File::open(&dir).and_then(|f| f.lock().map(|()| f)).ok();
-        let mut merged = TunedDb::load(&dir)?;
+        let mut merged = TunedDb::load(&dir).map_err(|f| Failure {
+            message: format!(
+                "{}\n(while saving this run's winners, which are not recorded: {})",
+                f.message,
+                self.mine.iter().map(TunedRecord::key).collect::<Vec<_>>().join(", ")
+            ),
+            ..f
+        })?;
         for r in &self.mine {
             merged.insert(r.clone());
         }
@@ -137,6 +151,9 @@ impl TunedDb {
         );
         write_atomic(&self.path, text.as_bytes())
             .map_err(|e| fail(Exit::Internal, format!("{}: {e:#}", self.path.display())))?;
+        // On disk now: later merges (this process's or another's) keep them from the file,
+        // and re-applying them would undo a newer record another run saved since.
+        self.mine.clear();
         Ok(self.path.clone())
     }
 }
@@ -237,6 +254,19 @@ mod tests {
         });
         let db = TunedDb::load(dir.path()).unwrap();
         assert_eq!(db.records().len(), 24);
+        // Of two runs' records of one key, the one saved later stands, even when the
+        // earlier run saves again afterwards (for another key).
+        let mut a = TunedDb::load(dir.path()).unwrap();
+        let mut b = TunedDb::load(dir.path()).unwrap();
+        a.record(rec("k0", "small", 5.0));
+        a.save().unwrap();
+        b.record(rec("k0", "small", 6.0));
+        b.save().unwrap();
+        a.record(rec("other", "small", 7.0));
+        a.save().unwrap();
+        let db = TunedDb::load(dir.path()).unwrap();
+        let k0 = db.records().iter().find(|r| r.kernel == "k0" && r.shape == "small").unwrap();
+        assert_eq!(k0.time_us, 6.0, "b saved k0/small after a did");
         for i in 0..8 {
             let k = format!("k{i}");
             assert_eq!(db.records().iter().filter(|r| r.kernel == k).count(), 3, "{k}");

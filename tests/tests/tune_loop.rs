@@ -10,16 +10,21 @@ use serde_json::Value;
 /// stderr). Each run has its own seed: a run's journal is named by kernel, shape, chip,
 /// strategy and seed, and the tests run in parallel.
 fn tune(seed: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, Value, String) {
-    // Built once before any run: a run that starts with a cold harness build (minutes on a
-    // fresh target directory) or waits on cargo's lock would be diagnosed `slow` by its
-    // build time, which the tests of the other rules must not see.
-    static BUILT: std::sync::Once = std::sync::Once::new();
-    BUILT.call_once(|| {
+    tune_in(&broken_manifest("loop"), seed, args, env)
+}
+
+/// Everything the tests build, built once before any run: a run that starts with a cold
+/// harness build (minutes on a fresh target directory) or waits on cargo's lock while
+/// another test builds would be diagnosed `slow` by its build time, which the tests of the
+/// other rules must not see. Returns the example proposer.
+fn built() -> &'static std::path::Path {
+    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
         let (code, _, err) =
             neuron_tune_tests::cli(&["build", "--manifest-path", &broken_manifest("loop")]);
         assert_eq!(code, 0, "{err}");
-    });
-    tune_in(&broken_manifest("loop"), seed, args, env)
+        neuron_tune_tests::cargo_build_bin("neuron-tune-example-proposer", "example-proposer")
+    })
 }
 
 /// [`tune`] on another crate (or workspace) than the loop fixture.
@@ -40,6 +45,7 @@ fn tune_all_in(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> (i32, Vec<Value>, String) {
+    built();
     let mut a = vec!["tune", "--strategy", "grid", "--seed", seed];
     a.extend_from_slice(args);
     a.extend_from_slice(&["--manifest-path", manifest, "--message-format", "json"]);
@@ -126,6 +132,15 @@ fn a_reachable_goal_stops_early_and_an_unreachable_one_names_the_limit() {
     assert!((target - default / 1.15).abs() < 1e-5 * default, "{target} vs {default}");
     assert_eq!((t["goal"]["met"].as_bool(), t["goal"]["rounds"].as_u64()), (Some(true), Some(1)));
     assert!(t["goal"]["goal"].as_str().unwrap().ends_with(" GB/s"), "{t}");
+    // Ten times the default's rate is out of reach: the message gives the rate reached,
+    // the declared bytes over the best time.
+    let gbps = bytes / (default / 10.0 * 1e-6) / 1e9;
+    let goal = format!("{gbps:.6}GB/s");
+    let (code, t, err) =
+        tune("114", &["--kernel", "steps", "--goal", &goal, "--max-rounds", "1"], &[]);
+    assert_eq!(code, 6, "{err}");
+    let reached = bytes / (t["best_time"].as_f64().unwrap() * 1e-6) / 1e9;
+    assert!(err.contains(&format!(", {reached:.4} GB/s, ")), "{reached}: {err}");
 
     // 10× faster than the default is out of reach (one pass, `repeats = 1`, is the floor
     // and still pays the launch overhead): exit 6, after exactly the allowed rounds, with
@@ -198,8 +213,7 @@ fn an_external_proposer_ignoring_the_validity_rule_is_diagnosed_invalid_heavy() 
     // The example proposer knows nothing of `picky`'s rule (cols_per_tile must divide the
     // 512 columns) and proposes the whole space: 9 proposals, of which the rule refuses 7
     // before evaluation; 64 and 128 are the only evaluations.
-    let proposer =
-        neuron_tune_tests::cargo_build_bin("neuron-tune-example-proposer", "example-proposer");
+    let proposer = built();
     let (code, e, err) = tune(
         "113",
         &["--kernel", "picky", "--budget", "20", "--proposer", proposer.to_str().unwrap()],
@@ -303,7 +317,11 @@ fn a_winner_wrong_on_another_shape_of_its_key_set_is_rolled_back() {
     ]);
     assert_eq!(code, 0, "{err}");
     let html = std::fs::read_to_string(out.join("index.html")).unwrap();
-    let log = html
+    let section = html
+        .split("<h2>tail @ ragged on ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no section for tail at ragged:\n{html}"));
+    let log = section
         .split("<h3>Decision log: grid seed 107</h3>")
         .nth(1)
         .unwrap_or_else(|| panic!("no decision log for seed 107:\n{html}"));
@@ -540,6 +558,22 @@ fn a_winner_that_lowers_a_model_using_the_kernel_is_rolled_back() {
     // The winner was checked against the model, and the database says so.
     let record = db();
     assert!(record.contains("validated_models = [\"net@one\"]"), "{record}");
+
+    // --validate without a goal checks the models the same way: both faster variants are
+    // rolled back (the journal names the model), the default's 3 passes stand, exit 0.
+    let m = manifest.to_str().unwrap();
+    let (code, e, err) = tune_in(m, "3", &["--kernel", "scale", "--validate", "--workspace"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(e["best_params"]["passes"], 3, "{e}");
+    assert!(e.get("rounds").is_none(), "no goal, no rounds: {e}");
+    let reasons: Vec<String> = journal(&e)
+        .iter()
+        .filter(|l| l["line"] == "rolled_back")
+        .map(|l| l["reason"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert!(reasons.iter().any(|r| r.contains("breaks model net@one")), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r.contains("lowers model net@one from")), "{reasons:?}");
 
     // The kernels crate alone: no selected model uses the kernel; one pass is well over
     // 1.5× faster than three, so the goal is met in round 1 (and the record replaces the

@@ -83,8 +83,8 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
         validated: None,
     });
     out.result(format!(
-        "  best {best_time:.6} after {} evaluations: {}",
-        result.history.len(),
+        "  best {best_time:.6} after {}: {}",
+        crate::convergence::count(result.history.len(), "evaluation"),
         landscape.space().describe(best)
     ));
     out.result(format!(

@@ -157,9 +157,12 @@ pub fn read_runs(store_root: &Path) -> Vec<TuneRun> {
             match line.get("line").and_then(|l| l.as_str()) {
                 Some("round") => rounds.extend(serde_json::from_value::<Round>(line).ok()),
                 // A measured winner that failed its validation later (`--goal`, `--validate`).
+                // A resumed run may have evaluated one `n` twice (a proposer's replayed
+                // proposal that differed): the line names the latest of that `n`.
                 Some("rolled_back") => {
                     let n = line.get("n").and_then(|n| n.as_u64());
-                    for e in entries.iter_mut().filter(|e| Some(e.n as u64) == n) {
+                    let latest = entries.iter_mut().rev().find(|e| Some(e.n as u64) == n);
+                    if let Some(e) = latest.filter(|e| e.status == "measured") {
                         e.status = "rolled_back".into();
                     }
                 }

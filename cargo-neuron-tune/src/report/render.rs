@@ -556,6 +556,7 @@ mod tests {
                 sim_version: "v".into(),
                 default: None,
                 front: None,
+                validated: false,
             },
             entries: vec![
                 entry(0, "invalid", None),

@@ -13,21 +13,56 @@ pub(super) fn variant(job: &Job, params: &Params) -> Variant {
     }
 }
 
-/// The useful work the kernel declares at the job's shape (`Trace` of `params`, which
-/// reports it): what a throughput goal is converted with.
-pub(super) fn useful_work(pool: &mut Pool, job: &Job, params: &Params) -> Result<Work, Failure> {
-    let done = pool.request(RequestBody::Trace(variant_ref(&variant(job, params), job.chip)))?;
-    match done.answer {
-        Ok(ResponseBody::Trace(t)) => Ok(t.work),
-        Ok(other) => Err(unexpected(&other)),
-        Err(e) => Err(fail(
-            Exit::Config,
-            format!(
-                "--goal: {} at {}: tracing its default parameters for the useful work failed: {e}",
-                job.kernel, job.shape_name
-            ),
-        )),
+/// How many configurations of the space [`useful_work`] asks the validity rule about when
+/// the defaults do not trace.
+const WORK_CANDIDATES: usize = 256;
+
+/// The useful work the kernel declares at the job's shape, what a throughput goal is
+/// converted with. It depends on the shape alone, but only a trace reports it: of the
+/// defaults, or, where they do not trace (invalid at this shape), of the first of the
+/// space's first [`WORK_CANDIDATES`] configurations that the validity rule accepts.
+pub(super) fn useful_work(
+    pool: &mut Pool,
+    job: &Job,
+    space: &neuron_tune_protocol::Space,
+    defaults: &Params,
+) -> Result<Work, Failure> {
+    let trace = |pool: &mut Pool, p: &Params| -> Result<Result<Work, String>, Failure> {
+        let done = pool.request(RequestBody::Trace(variant_ref(&variant(job, p), job.chip)))?;
+        match done.answer {
+            Ok(ResponseBody::Trace(t)) => Ok(Ok(t.work)),
+            Ok(other) => Err(unexpected(&other)),
+            Err(e) => Ok(Err(e.to_string())),
+        }
+    };
+    let why = match trace(pool, defaults)? {
+        Ok(w) => return Ok(w),
+        Err(why) => why,
+    };
+    let sspace = search_space(space)?;
+    let configs: Vec<Params> =
+        sspace.iter().take(WORK_CANDIDATES).map(|c| params_of(space, &c)).collect();
+    let done = pool.request(RequestBody::Validate {
+        kernel: job.kernel.into(),
+        shape: ShapeRef::Dims(job.shape.clone()),
+        configs: configs.clone(),
+        chip: job.chip.clone(),
+    })?;
+    if let Ok(ResponseBody::Validate { verdicts }) = done.answer {
+        let valid = configs.iter().zip(&verdicts).find(|(_, v)| v.is_none()).map(|(p, _)| p);
+        if let Some(Ok(w)) = valid.map(|p| trace(pool, p)).transpose()? {
+            return Ok(w);
+        }
     }
+    Err(fail(
+        Exit::Config,
+        format!(
+            "--goal: {} at {}: its useful work is read from a trace, and neither its default \
+             parameters ({why}) nor any of the first {WORK_CANDIDATES} configurations of its \
+             space trace at this shape; give a time instead (e.g. --goal 5ms)",
+            job.kernel, job.shape_name
+        ),
+    ))
 }
 
 /// Evaluate proposals in parallel on the pool: trace each; one whose roofline bound cannot

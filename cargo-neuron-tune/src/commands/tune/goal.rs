@@ -58,8 +58,13 @@ pub(super) fn over_fitting(
 
 /// The message of a goal not met: how far the run got, and what limits its best.
 pub(super) fn goal_miss(kernel: &str, shape: &str, g: &GoalReport, best: &Best) -> String {
+    // A throughput goal: the rate reached, from the same work (the rate scales as 1 / time).
+    let reached = match g.goal_rate {
+        Some((rate, unit)) => format!(", {:.4} {unit}", rate * g.target_us / best.time_us),
+        None => String::new(),
+    };
     let mut m = format!(
-        "{kernel} at {shape}: goal {} not met after {} round{}: best {:.2} µs{} (the goal needs ≤ {:.2} µs)",
+        "{kernel} at {shape}: goal {} not met after {} round{}: best {:.2} µs{reached}{} (the goal needs ≤ {:.2} µs)",
         g.goal,
         g.rounds,
         if g.rounds == 1 { "" } else { "s" },

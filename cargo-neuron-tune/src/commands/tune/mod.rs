@@ -97,7 +97,8 @@ fn params_of(space: &neuron_tune_protocol::Space, c: &Config) -> Params {
 pub struct Entry {
     pub n: usize,
     pub params: Params,
-    /// `measured`, `pruned`, `invalid`, `failed_check`.
+    /// `measured`, `pruned`, `invalid`, `failed_check` (a winner rolled back later keeps
+    /// `measured` here; a `rolled_back` journal line names it).
     pub status: String,
     pub time_us: Option<f64>,
     pub program_hash: Option<String>,
@@ -137,6 +138,10 @@ pub struct JournalMeta {
     /// `--objective pareto`: the checked front, fastest first (written at the end).
     #[serde(default)]
     pub front: Option<Vec<ParetoPoint>>,
+    /// New bests were validated (`--goal` or `--validate`), so the journal may hold
+    /// `rolled_back` lines.
+    #[serde(default)]
+    pub validated: bool,
 }
 
 /// The meta file of a journal.
@@ -218,11 +223,12 @@ pub fn run(
     let mut missed: Vec<String> = Vec::new();
     // Each tuned target's winner (index into `targets`, params, time), for `over_fitted`.
     let mut winners: Vec<(usize, Params, f64)> = Vec::new();
-    // `--goal`: per target, the models whose winner must not lower their throughput, and
-    // the winners of this run (the models use them once recorded).
-    let users = match goal.goal {
-        Some(_) => bar.suspend(|| model_check::users(&mut ws, &chip, &targets, &out))?,
-        None => vec![Vec::new(); targets.len()],
+    // `--goal`/`--validate`: per target, the models whose winner must not lower their
+    // throughput, and the winners of this run (the models use them once recorded).
+    let users = if goal.goal.is_some() || goal.validate {
+        bar.suspend(|| model_check::users(&mut ws, &chip, &targets, &out))?
+    } else {
+        vec![Vec::new(); targets.len()]
     };
     let mut fresh: Vec<neuron_tune_protocol::TunedEntry> = Vec::new();
     for (ti, t) in targets.iter().enumerate() {
@@ -486,7 +492,7 @@ fn report(
         convergence: Box::new(convergence.clone()),
         diagnoses: diagnoses.clone(),
         rounds: result.rounds.clone(),
-        goal: result.goal.clone(),
+        goal: result.goal.clone().map(Box::new),
         validated: result.validated.as_ref().map(|(shapes, models)| {
             Box::new(serde_json::json!({"shapes": shapes, "models": models}))
         }),
@@ -502,10 +508,10 @@ fn report(
         n => format!(" ({n} pruned without simulating)"),
     };
     out.status(format!(
-        "   Tuned {} {label}: {:.1} µs after {} evaluations{pruned_note}; convergence {}",
+        "   Tuned {} {label}: {:.1} µs after {}{pruned_note}; convergence {}",
         k.name,
         best.time_us,
-        result.evaluations,
+        conv::count(result.evaluations, "evaluation"),
         super::replay::curve(&result.best_so_far)
     ));
     table.row(vec![

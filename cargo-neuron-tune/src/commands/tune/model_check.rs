@@ -1,7 +1,7 @@
-//! `--goal`'s check of a round's winner against the models that use its kernel: every model
-//! of the selected crates whose plan calls the kernel at the tuned shape is measured end to
-//! end with the winner and with the parameters the winner would replace; a winner that lowers
-//! a model's throughput, or that a model cannot run, is rolled back.
+//! `--goal`'s and `--validate`'s check of a new best against the models that use its kernel:
+//! every model of the selected crates whose plan calls the kernel at the tuned shape is
+//! measured end to end with the winner and with the parameters the winner would replace; a
+//! winner that lowers a model's throughput, or that a model cannot run, is rolled back.
 //!
 //! With one build of the kernel a faster kernel cannot slow a model down in this simulator
 //! (a model's time is Σ calls × (kernel time + launch)). It can when the model's crate builds
@@ -37,7 +37,7 @@ pub(super) fn users(
                         plans.push((target, calls));
                     }
                     Err(e) => out.note(format!(
-                        "warning: --goal: winners are not checked against {e} (it cannot be planned)"
+                        "warning: winners are not validated on {e} (it cannot be planned)"
                     )),
                 }
             }

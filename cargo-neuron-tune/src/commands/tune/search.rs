@@ -80,7 +80,25 @@ pub(super) fn tune_one(
         sim_version: job.sim_version.into(),
         default: default.clone(),
         front: None,
+        validated: job.goal.goal.is_some() || job.goal.validate,
     };
+    // A resumed run validates as the journal's run did, or its roll-backs would not match.
+    if job.opts.resume {
+        let old = std::fs::read_to_string(meta_path(&journal_path))
+            .ok()
+            .and_then(|t| serde_json::from_str::<JournalMeta>(&t).ok());
+        if let Some(old) = old.filter(|o| o.validated != meta.validated) {
+            let how = |v: bool| if v { "with" } else { "without" };
+            ctx.out.note(format!(
+                "warning: {}: written {} validation (--goal or --validate), resumed {}: \
+                 its journaled roll-backs and this run's may disagree; resume with the same \
+                 flags",
+                journal_path.display(),
+                how(old.validated),
+                how(meta.validated)
+            ));
+        }
+    }
     let write_meta = |meta: &JournalMeta| {
         let text = serde_json::to_string_pretty(meta).expect("meta serializes");
         crate::store::write_atomic(&meta_path(&journal_path), text.as_bytes())
@@ -92,7 +110,8 @@ pub(super) fn tune_one(
     let target = match job.goal.goal {
         None => None,
         Some(g) => {
-            let work = if g.needs_work() { Some(useful_work(pool, job, defaults)?) } else { None };
+            let work =
+                if g.needs_work() { Some(useful_work(pool, job, space, defaults)?) } else { None };
             Some(g.target_us(default_time, work).ok_or_else(|| {
                 let why = if g.needs_work() {
                     "the kernel declares no such work at this shape (its `work`), so no time \
@@ -110,19 +129,23 @@ pub(super) fn tune_one(
             })?)
         }
     };
-    // Rounds already in the journal (`--resume`): not written twice.
-    let journaled_rounds: Vec<usize> = if job.opts.resume {
-        crate::store::read_journal(&journal_path)
-            .map(|j| j.lines)
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|l| serde_json::from_value::<Round>(l).ok())
-            .filter(|r| r.line == "round")
-            .map(|r| r.round)
-            .collect()
+    // Rounds and roll-backs already in the journal (`--resume`): not written twice.
+    let journaled = if job.opts.resume {
+        crate::store::read_journal(&journal_path).map(|j| j.lines).unwrap_or_default()
     } else {
         Vec::new()
     };
+    let journaled_rounds: Vec<usize> = journaled
+        .iter()
+        .filter_map(|l| serde_json::from_value::<Round>(l.clone()).ok())
+        .filter(|r| r.line == "round")
+        .map(|r| r.round)
+        .collect();
+    let journaled_rollbacks: Vec<u64> = journaled
+        .iter()
+        .filter(|l| l["line"] == "rolled_back")
+        .filter_map(|l| l["n"].as_u64())
+        .collect();
     let mut valid_cache: HashMap<Vec<u32>, bool> = HashMap::new();
     // An external proposer's proposals go through the oracle one by one: those it refuses
     // are proposals that were invalid (a built-in strategy's oracle calls are not).
@@ -181,25 +204,25 @@ pub(super) fn tune_one(
                     configs: vec![params_of(space, c)],
                     chip: job.chip.clone(),
                 };
-                let ok = match pool.request(request) {
+                let refusal = match pool.request(request) {
                     Ok(done) => match done.answer {
                         Ok(ResponseBody::Validate { verdicts }) => match verdicts.first() {
-                            Some(None) => true,
-                            Some(Some(why)) => {
-                                if external {
-                                    refused.push((params_of(space, c), why.clone()));
-                                }
-                                false
-                            }
-                            None => false,
+                            Some(None) => None,
+                            Some(Some(why)) => Some(why.clone()),
+                            None => Some("the harness gave no verdict".to_string()),
                         },
-                        _ => false,
+                        Ok(other) => Some(format!("unexpected answer {other:?}")),
+                        Err(e) => Some(e.to_string()),
                     },
                     Err(f) => {
                         broken.get_or_insert(f);
-                        false
+                        return false;
                     }
                 };
+                let ok = refusal.is_none();
+                if let Some(why) = refusal.filter(|_| external) {
+                    refused.push((params_of(space, c), why));
+                }
                 valid_cache.insert(c.0.clone(), ok);
                 ok
             };
@@ -321,12 +344,15 @@ pub(super) fn tune_one(
                     for (j, e) in history[first..].iter_mut().enumerate() {
                         if rejected.contains(&e.params) && e.status == "measured" {
                             e.status = "rolled_back".into();
-                            let line = serde_json::json!({
-                                "line": "rolled_back", "n": e.n, "reason": rolled.last(),
-                            });
-                            job.store.append_journal(&journal_name, &line).map_err(|e| {
-                                fail(Exit::Internal, format!("writing the journal: {e:#}"))
-                            })?;
+                            if !journaled_rollbacks.contains(&(e.n as u64)) {
+                                let line = serde_json::json!({
+                                    "line": "rolled_back", "n": e.n, "params": e.params,
+                                    "reason": rolled.last(),
+                                });
+                                job.store.append_journal(&journal_name, &line).map_err(|e| {
+                                    fail(Exit::Internal, format!("writing the journal: {e:#}"))
+                                })?;
+                            }
                         }
                         if e.status == "measured"
                             && e.time_us
@@ -342,6 +368,13 @@ pub(super) fn tune_one(
                     }
                 }
             }
+        }
+        if !rolled.is_empty() {
+            // A rolled-back winner was no improvement: `--early-stop` counts from the best
+            // that stands.
+            let now = best_so_far.last().copied().flatten();
+            let since = best_so_far.iter().rev().take_while(|b| **b == now).count();
+            since_improvement = if now.is_some() { since - 1 } else { since };
         }
         goal_met = met(&best);
         if target.is_some() {
@@ -393,6 +426,7 @@ pub(super) fn tune_one(
             met: goal_met,
             rounds: rounds.len(),
             speedup: default_time.zip(best.as_ref()).map(|(d, b)| d / b.time_us),
+            goal_rate: g.rate(),
             // What limits the best: its profile's verdict (only asked when it matters).
             limit: match (&best, goal_met) {
                 (Some(b), false) => limit_of(pool, job, &b.params)?,
