@@ -101,7 +101,7 @@ pub fn diagnosis_lines(d: &Diagnosis) -> Vec<String> {
 }
 
 /// One diagnosis rule that fired: what, the evidence, what to do.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct Diagnosis {
     /// `not_converged`, `invalid_heavy`, `slow` or `over_fitted`.
     pub rule: String,

@@ -178,6 +178,10 @@ fn a_run_stopped_while_improving_is_diagnosed_not_converged() {
     let expected = (curve[3] - curve[7]) / curve[3];
     assert!((c["improvement_in_window"].as_f64().unwrap() - expected).abs() < 1e-12);
     assert_eq!(rules(&e), ["not_converged"]);
+    // Stored beside the journal for `report`, as printed.
+    let meta = std::path::Path::new(e["journal"].as_str().unwrap()).with_extension("meta.json");
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(meta).unwrap()).unwrap();
+    assert_eq!(meta["diagnoses"], e["diagnoses"]);
     // The fixed keys are still there.
     for k in ["best_params", "best_time", "evaluations", "seed", "strategy"] {
         assert!(!e[k].is_null(), "{k}");

@@ -370,6 +370,24 @@ fn runs_and_decisions(h: &mut String, runs: &[TuneRun]) {
         );
     }
     h.push_str("</table>\n");
+    for r in runs.iter().filter(|r| !r.meta.diagnoses.is_empty()) {
+        let _ = writeln!(
+            h,
+            "<p>Diagnosis of {} seed {}:</p>\n<ul class=\"diagnoses\">",
+            escape(&r.meta.strategy),
+            r.meta.seed
+        );
+        for d in &r.meta.diagnoses {
+            let _ = write!(h, "<li><strong>{}</strong>", escape(&d.summary));
+            for (label, lines) in [("evidence", &d.evidence), ("advice", &d.advice)] {
+                for l in lines {
+                    let _ = write!(h, "<br>{label}: {}", escape(l));
+                }
+            }
+            h.push_str("</li>\n");
+        }
+        h.push_str("</ul>\n");
+    }
     for r in runs.iter().filter(|r| !r.rounds.is_empty()) {
         let _ = writeln!(
             h,
@@ -557,6 +575,7 @@ mod tests {
                 default: None,
                 front: None,
                 validated: false,
+                diagnoses: Vec::new(),
             },
             entries: vec![
                 entry(0, "invalid", None),
@@ -604,6 +623,12 @@ mod tests {
             round(1, "kept", "new best 8.00 µs (was the default)"),
             round(2, "rolled_back", "wrong at shape <large>; the best stays 8.00 µs"),
         ];
+        run.meta.diagnoses = vec![crate::convergence::Diagnosis {
+            rule: "slow".into(),
+            summary: "slow: checks took most of the run".into(),
+            evidence: vec!["of 10 s: checks 9 s".into()],
+            advice: vec!["draw <smaller> shapes".into()],
+        }];
         run
     }
 
@@ -620,6 +645,13 @@ mod tests {
             assert!(html.contains(&row), "{row}\n{html}");
         }
         assert_eq!(html.matches("33 % invalid").count(), 2);
+        // The stored diagnosis of seed 2, escaped; seed 1 has none.
+        assert_eq!(html.matches("<ul class=\"diagnoses\">").count(), 1);
+        assert!(html.contains(
+            "<p>Diagnosis of random seed 2:</p>\n<ul class=\"diagnoses\">\n<li><strong>slow: \
+             checks took most of the run</strong><br>evidence: of 10 s: checks 9 s<br>advice: \
+             draw &lt;smaller&gt; shapes</li>"
+        ));
         // Only the goal run has a log: a row per round, the rolled-back one marked and its
         // reason escaped.
         assert_eq!(html.matches("<h3>Decision log:").count(), 1);

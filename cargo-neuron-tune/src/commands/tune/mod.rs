@@ -142,6 +142,10 @@ pub struct JournalMeta {
     /// `rolled_back` lines.
     #[serde(default)]
     pub validated: bool,
+    /// The diagnosis rules of the run that fired, as `tune` printed them (written at the
+    /// end; the `slow` rule needs times a journal does not keep).
+    #[serde(default)]
+    pub diagnoses: Vec<conv::Diagnosis>,
 }
 
 /// The meta file of a journal.
@@ -474,6 +478,17 @@ fn report(
     .into_iter()
     .flatten()
     .collect();
+    // Kept with the journal for `report`; failing to is only a note (the result stands).
+    let meta = meta_path(&result.journal);
+    let stored = std::fs::read_to_string(&meta)
+        .ok()
+        .and_then(|t| serde_json::from_str::<JournalMeta>(&t).ok())
+        .map(|m| JournalMeta { diagnoses: diagnoses.clone(), ..m })
+        .map(|m| serde_json::to_string_pretty(&m).expect("meta serializes"))
+        .map(|text| crate::store::write_atomic(&meta, text.as_bytes()));
+    if !matches!(stored, Some(Ok(()))) {
+        out.note(format!("warning: {}: the diagnoses were not stored", meta.display()));
+    }
     out.event(&Event::Tune {
         kernel: k.name.clone(),
         shape: Some(t.shape_name.clone()),

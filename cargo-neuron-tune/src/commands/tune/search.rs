@@ -81,6 +81,7 @@ pub(super) fn tune_one(
         default: default.clone(),
         front: None,
         validated: job.goal.goal.is_some() || job.goal.validate,
+        diagnoses: Vec::new(),
     };
     // A resumed run validates as the journal's run did, or its roll-backs would not match.
     if job.opts.resume {
