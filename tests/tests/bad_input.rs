@@ -55,10 +55,20 @@ const CASES: &[Case] = &[
         words: &["--timeout"],
     },
     Case {
-        what: "a goal that is neither a percentage nor a time",
+        what: "a goal that is neither a percentage, a time nor a throughput",
         args: &["tune", "-p", K, "--goal", "fast"],
         code: 2,
-        words: &["--goal", "`fast`: expected a speed-up such as `20%` or a time such as `5ms`"],
+        words: &[
+            "--goal",
+            "`fast`: expected a speed-up such as `20%`, a time such as `5ms`",
+            "or a throughput such as `150TFLOP/s`",
+        ],
+    },
+    Case {
+        what: "a throughput goal in bits, not bytes",
+        args: &["tune", "-p", K, "--goal", "300Gb/s"],
+        code: 2,
+        words: &["--goal", "`300Gb/s`: gigabits per second? Give bytes: `GB/s`"],
     },
     Case {
         what: "a goal of no improvement",
