@@ -83,6 +83,23 @@ fn simulated_and_measured_silu_get_one_verdict_and_a_comparison() {
     let vector = rows.iter().find(|r| r["field"] == "vector_engine_active_time_percent").unwrap();
     let of_run = busiest * p.kernel_time_us / p.total_time_us;
     assert!((vector["delta"].as_f64().unwrap() - (of_run - 73.88)).abs() < 1e-6);
+    // HBM: the simulator's bytes against the published 117,440,512 read and as many written
+    // (calibration.md §1.2), as ratios; the bandwidth row is each side's bytes over its whole
+    // run (µs → GB/s: bytes / (µs · 10³)).
+    let row = |f: &str| rows.iter().find(|r| r["field"] == f).unwrap_or_else(|| panic!("{f}"));
+    let published = 117_440_512.0;
+    for (f, sim_bytes) in
+        [("hbm_read_bytes", p.hbm_read_bytes), ("hbm_write_bytes", p.hbm_write_bytes)]
+    {
+        let r = row(f);
+        assert_eq!((r["a"].as_f64(), r["b"].as_f64()), (Some(sim_bytes as f64), Some(published)));
+        assert!((r["delta"].as_f64().unwrap() - sim_bytes as f64 / published).abs() < 1e-12);
+    }
+    let bw = row("hbm_bandwidth_gbps");
+    let sim_gbps = (p.hbm_read_bytes + p.hbm_write_bytes) as f64 / (p.total_time_us * 1e3);
+    let device_gbps = 2.0 * published / (1333.232 * 1e3);
+    assert!((bw["a"].as_f64().unwrap() - sim_gbps).abs() < 1e-9 * sim_gbps);
+    assert!((bw["b"].as_f64().unwrap() - device_gbps).abs() < 1e-9 * device_gbps);
     // Fields only one side has are rows with a gap, not dropped.
     let tensor = rows.iter().find(|r| r["field"] == "tensor_engine_active_time_percent").unwrap();
     assert!(tensor["b"].is_null() && tensor["delta"].is_null());
