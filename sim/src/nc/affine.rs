@@ -77,8 +77,10 @@ struct Rect {
     b1: u64,
     exact: bool,
     kind: Kind,
-    instruction: &'static str,
-    loc: SourceLoc,
+    /// The instruction and source line, as an index into [`Loops::sites`]: rectangles are
+    /// compared, merged and moved at every access and iteration, and a site's 40 bytes
+    /// (name and location) made that cost more than the rest.
+    site: u32,
     first_index: u64,
     last_index: u64,
 }
@@ -92,12 +94,7 @@ impl Rect {
     /// exactness and their union is a rectangle (same partitions and touching bytes, or
     /// same bytes and touching partitions).
     fn absorb(&mut self, o: &Rect) -> bool {
-        // Sites compared by address (a string compare per attempt costs more than the rest
-        // of the check); one site always has the same addresses.
-        let site = |r: &Rect| {
-            (r.instruction.as_ptr(), r.loc.file.as_ptr(), r.loc.line, r.loc.column, r.kind, r.exact)
-        };
-        if site(self) != site(o) {
+        if (self.site, self.kind, self.exact) != (o.site, o.kind, o.exact) {
             return false;
         }
         let same_p = (self.p0, self.p1) == (o.p0, o.p1);
@@ -214,7 +211,7 @@ impl Level {
         })
     }
 
-    fn record(&mut self, t: &Touch, instruction: &'static str, loc: SourceLoc) {
+    fn record(&mut self, t: &Touch, site: u32) {
         if self.own(t) {
             return;
         }
@@ -247,8 +244,7 @@ impl Level {
                 b1: r.b1,
                 exact: t.exact,
                 kind: t.kind,
-                instruction,
-                loc,
+                site,
                 first_index: self.index,
                 last_index: self.index,
             },
@@ -298,12 +294,45 @@ pub(crate) struct Loops {
     spare: Vec<Level>,
     pub loops: u64,
     pub iterations: u64,
+    /// The instruction sites (name, source location) seen in affine loops, which rectangles
+    /// name by index: bounded by the program's source, not by its run.
+    sites: Vec<(&'static str, SourceLoc)>,
+    /// The index of the last site looked up (most instructions of a loop body repeat the
+    /// previous one's site: the innermost loop's single instruction).
+    last_site: usize,
 }
 
 impl Loops {
     #[inline]
     pub(super) fn active(&self) -> bool {
         !self.levels.is_empty()
+    }
+
+    /// The index of an instruction site in [`Loops::sites`], added if new. Sites are
+    /// compared by address (a string compare costs more than the rest of the check): one
+    /// site always has the same addresses; were one site to have two, its rectangles would
+    /// only merge less.
+    fn site(&mut self, instruction: &'static str, loc: SourceLoc) -> u32 {
+        let same = |s: &(&'static str, SourceLoc)| {
+            (s.0.as_ptr(), s.0.len(), s.1.file.as_ptr(), s.1.line, s.1.column)
+                == (
+                    instruction.as_ptr(),
+                    instruction.len(),
+                    loc.file.as_ptr(),
+                    loc.line,
+                    loc.column,
+                )
+        };
+        if !self.sites.get(self.last_site).is_some_and(same) {
+            self.last_site = match self.sites.iter().rposition(same) {
+                Some(i) => i,
+                None => {
+                    self.sites.push((instruction, loc));
+                    self.sites.len() - 1
+                }
+            };
+        }
+        self.last_site as u32
     }
 
     /// The innermost loop's current index (for the trace).
@@ -428,12 +457,13 @@ impl Nc {
                         }
                         Target::Hbm(id) => format!("HBM tensor `{}`", self.hbm[id as usize].name),
                     };
+                    let (earlier_instruction, earlier_loc) = self.loops.sites[e.site as usize];
                     return Err(V::LoopCarriedDependency(Box::new(LoopCarried {
                         hazard,
                         what,
                         index: level.index,
-                        earlier_instruction: e.instruction,
-                        earlier_loc: e.loc,
+                        earlier_instruction,
+                        earlier_loc,
                         earlier_accumulated: e.kind == Kind::Accumulate,
                         earlier_first_index: e.first_index,
                         earlier_last_index: e.last_index,
@@ -442,9 +472,13 @@ impl Nc {
                 }
             }
         }
+        if touches.is_empty() {
+            return Ok(());
+        }
+        let site = self.loops.site(instruction, loc);
         for level in &mut self.loops.levels {
             for t in touches {
-                level.record(t, instruction, loc);
+                level.record(t, site);
             }
         }
         Ok(())
