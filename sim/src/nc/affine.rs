@@ -136,7 +136,10 @@ struct BufRects {
     /// to scan.
     earlier_kinds: u8,
     earlier: Vec<Rect>,
+    /// Rectangles of iteration `iter` of the level ([`Level::iter`]): the current one's, or,
+    /// when an iteration has started since, earlier ones not yet moved to `earlier`.
     current: Vec<Rect>,
+    iter: u64,
 }
 
 impl Kind {
@@ -175,8 +178,11 @@ struct Level {
     bufs: Vec<BufRects>,
     /// Buffers with an entry in use at this level (reset when the loop ends).
     used: Vec<u32>,
-    /// Buffers with rectangles of the current iteration.
-    touched: Vec<u32>,
+    /// Counts the iterations started at this level (never reset): a buffer's `current`
+    /// rectangles of an older iteration are earlier ones, moved there when the buffer is
+    /// next accessed ([`Level::flush`]) rather than for every buffer when an iteration
+    /// starts.
+    iter: u64,
 }
 
 impl Level {
@@ -188,11 +194,28 @@ impl Level {
         t.alloc_serial != u64::MAX && t.alloc_serial >= self.iter_serial
     }
 
-    /// The first conflict of `t` with an earlier iteration's exact access.
-    fn conflict(&self, t: &Touch) -> Option<(Hazard, &Rect)> {
-        if self.own(t) {
-            return None;
+    /// Move buffer `id`'s rectangles of an earlier iteration to its earlier ones. Done
+    /// before the buffer's rectangles are looked at in an iteration: what `earlier` holds
+    /// then is what it would hold had the move been made when the iteration started.
+    #[inline]
+    fn flush(&mut self, id: u32) {
+        let Some(b) = self.bufs.get_mut(id as usize) else { return };
+        if b.iter == self.iter || b.current.is_empty() {
+            return;
         }
+        for i in 0..b.current.len() {
+            let r = b.current[i];
+            if r.exact {
+                b.earlier_kinds |= r.kind.bit();
+            }
+            add_rect(&mut b.earlier, r);
+        }
+        b.current.clear();
+    }
+
+    /// The first conflict of `t` with an earlier iteration's exact access (the buffer
+    /// flushed, [`Level::flush`]; `t` not this iteration's own, [`Level::own`]).
+    fn conflict(&self, t: &Touch) -> Option<(Hazard, &Rect)> {
         let b = self.bufs.get(t.region.id as usize)?;
         if b.earlier_kinds & t.kind.conflicts() == 0 || b.gen != t.gen || !t.exact {
             return None;
@@ -211,10 +234,8 @@ impl Level {
         })
     }
 
+    /// Record `t` (the buffer flushed, `t` not this iteration's own).
     fn record(&mut self, t: &Touch, site: u32) {
-        if self.own(t) {
-            return;
-        }
         let id = t.region.id as usize;
         if self.bufs.len() <= id {
             self.bufs.resize_with(id + 1, Default::default);
@@ -231,9 +252,7 @@ impl Level {
             b.earlier.clear();
             b.current.clear();
         }
-        if b.current.is_empty() {
-            self.touched.push(t.region.id);
-        }
+        b.iter = self.iter;
         let r = t.region;
         add_rect(
             &mut b.current,
@@ -252,18 +271,10 @@ impl Level {
     }
 
     /// The next iteration (serial `serial`) starts: the current one's accesses become
-    /// earlier ones.
+    /// earlier ones (moved when their buffer is next accessed, [`Level::flush`]).
     fn next_iteration(&mut self, index: u64, serial: u64) {
         self.iter_serial = serial;
-        for id in self.touched.drain(..) {
-            let b = &mut self.bufs[id as usize];
-            for r in b.current.drain(..) {
-                if r.exact {
-                    b.earlier_kinds |= r.kind.bit();
-                }
-                add_rect(&mut b.earlier, r);
-            }
-        }
+        self.iter += 1;
         self.index = index;
     }
 
@@ -278,7 +289,6 @@ impl Level {
             b.earlier.clear();
             b.current.clear();
         }
-        self.touched.clear();
         self.index = 0;
     }
 }
@@ -447,30 +457,41 @@ impl Nc {
         touches: &[Touch],
         loc: SourceLoc,
     ) -> VResult<()> {
-        for level in &self.loops.levels {
+        // Every level is checked before any records (an instruction does not conflict with
+        // itself); a buffer's rectangles of earlier iterations are moved first.
+        let mut found = None;
+        'levels: for level in &mut self.loops.levels {
             for t in touches {
+                if level.own(t) {
+                    continue;
+                }
+                level.flush(t.region.id);
                 if let Some((hazard, e)) = level.conflict(t) {
-                    let what = match t.target {
-                        Target::Tile(buf) => {
-                            let lt = &self.logicals[self.bufs[buf as usize].logical as usize];
-                            format!("tile `{}`", lt.name)
-                        }
-                        Target::Hbm(id) => format!("HBM tensor `{}`", self.hbm[id as usize].name),
-                    };
-                    let (earlier_instruction, earlier_loc) = self.loops.sites[e.site as usize];
-                    return Err(V::LoopCarriedDependency(Box::new(LoopCarried {
-                        hazard,
-                        what,
-                        index: level.index,
-                        earlier_instruction,
-                        earlier_loc,
-                        earlier_accumulated: e.kind == Kind::Accumulate,
-                        earlier_first_index: e.first_index,
-                        earlier_last_index: e.last_index,
-                        loop_loc: level.loc.expect("an open loop has its call site"),
-                    })));
+                    found = Some((t, hazard, *e, level.index, level.loc));
+                    break 'levels;
                 }
             }
+        }
+        if let Some((t, hazard, e, index, loop_loc)) = found {
+            let what = match t.target {
+                Target::Tile(buf) => {
+                    let lt = &self.logicals[self.bufs[buf as usize].logical as usize];
+                    format!("tile `{}`", lt.name)
+                }
+                Target::Hbm(id) => format!("HBM tensor `{}`", self.hbm[id as usize].name),
+            };
+            let (earlier_instruction, earlier_loc) = self.loops.sites[e.site as usize];
+            return Err(V::LoopCarriedDependency(Box::new(LoopCarried {
+                hazard,
+                what,
+                index,
+                earlier_instruction,
+                earlier_loc,
+                earlier_accumulated: e.kind == Kind::Accumulate,
+                earlier_first_index: e.first_index,
+                earlier_last_index: e.last_index,
+                loop_loc: loop_loc.expect("an open loop has its call site"),
+            })));
         }
         if touches.is_empty() {
             return Ok(());
@@ -478,7 +499,9 @@ impl Nc {
         let site = self.loops.site(instruction, loc);
         for level in &mut self.loops.levels {
             for t in touches {
-                level.record(t, site);
+                if !level.own(t) {
+                    level.record(t, site);
+                }
             }
         }
         Ok(())
