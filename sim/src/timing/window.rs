@@ -133,6 +133,10 @@ impl Default for Slot {
 #[derive(Clone, Copy, Debug)]
 struct Pend {
     slot: u32,
+    /// Its instruction's program-order number: the access is *dead* once the instruction
+    /// is placed (its slot's `seq` differs from then on). Dead accesses are not removed at
+    /// placement but skipped, and dropped when a scan finds many or a write prunes.
+    seq: u64,
     p0: u32,
     p1: u32,
     b0: u64,
@@ -140,6 +144,10 @@ struct Pend {
 }
 
 impl Pend {
+    #[inline]
+    fn live(&self, slots: &[Slot]) -> bool {
+        slots[self.slot as usize].seq == self.seq
+    }
     #[inline]
     fn overlaps(&self, r: &Region) -> bool {
         r.p0 < self.p1 && self.p0 < r.p1 && r.b0 < self.b1 && self.b0 < r.b1
@@ -149,6 +157,9 @@ impl Pend {
         r.p0 <= self.p0 && self.p1 <= r.p1 && r.b0 <= self.b0 && self.b1 <= r.b1
     }
 }
+
+/// The least length at which a list of held accesses is cleared of dead ones when it grows.
+const PEND_COMPACT: usize = 16;
 
 /// Counters of what the scheduler did, for the profile.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -169,7 +180,8 @@ pub(crate) struct Window {
     free_slots: Vec<u32>,
     held: usize,
     next_seq: u64,
-    /// Per buffer id: held accesses, reads [0] and writes [1].
+    /// Per buffer id: held accesses, reads [0] and writes [1], dead ones among them
+    /// ([`Pend`]).
     by_buf: Vec<[Vec<Pend>; 2]>,
     /// Per compute engine, its held instructions in program order, as (seq, slot); entries
     /// of instructions placed out of order stay until they reach the front (a slot whose
@@ -234,10 +246,19 @@ impl Window {
         for r in &reads {
             self.buf(r.id);
             let Window { by_buf, slots, .. } = self;
-            for p in &by_buf[r.id as usize][1] {
-                if p.overlaps(r) {
+            let list = &mut by_buf[r.id as usize][1];
+            let mut dead = 0;
+            for p in list.iter() {
+                if !p.live(slots) {
+                    dead += 1;
+                } else if p.overlaps(r) {
                     preds += edge(slots, p.slot, n, seq);
                 }
+            }
+            // Drop the dead ones once they are half the list: each is dropped once, by a
+            // scan no longer than twice the accesses it drops.
+            if 2 * dead > list.len() {
+                list.retain(|p| p.live(slots));
             }
         }
         for w in &writes {
@@ -245,42 +266,31 @@ impl Window {
             let Window { by_buf, slots, .. } = self;
             for list in &mut by_buf[w.id as usize] {
                 for p in list.iter() {
-                    if p.overlaps(w) {
+                    if p.overlaps(w) && p.live(slots) {
                         preds += edge(slots, p.slot, n, seq);
                     }
                 }
                 // What this write covers is ordered before it: later accesses that conflict
-                // with those conflict with this write too, and wait for it.
-                list.retain(|p| !p.covered_by(w));
+                // with those conflict with this write too, and wait for it. Dead ones go too.
+                list.retain(|p| p.live(slots) && !p.covered_by(w));
             }
         }
         for (list, regions) in [(0, &reads), (1, &writes)] {
             for r in regions {
-                let pend = Pend { slot: n, p0: r.p0, p1: r.p1, b0: r.b0, b1: r.b1 };
-                self.by_buf[r.id as usize][list].push(pend);
+                let pend = Pend { slot: n, seq, p0: r.p0, p1: r.p1, b0: r.b0, b1: r.b1 };
+                let Window { by_buf, slots, held, .. } = self;
+                let l = &mut by_buf[r.id as usize][list];
+                // A list that is not scanned (the reads of a buffer that only reads access)
+                // is cleared of dead ones as it grows: at twice the held instructions.
+                if l.len() >= (2 * *held).max(PEND_COMPACT) {
+                    l.retain(|p| p.live(slots));
+                }
+                l.push(pend);
             }
         }
         let s = &mut self.slots[n as usize];
         (s.reads, s.writes) = (reads, writes);
         s.preds = preds;
-    }
-}
-
-/// Remove slot `n`'s accesses from a list. The order of a list does not matter: it decides
-/// only the order of a placed instruction's successors, which are made ready as one batch
-/// (each lookup reads the same state) into ready lists whose choice is a minimum over
-/// (time, program order). So a removal moves the last access into the gap (`swap_remove`)
-/// instead of shifting the rest (`retain`): this runs for every access of every placed
-/// instruction, and the shifting was the scheduler's costliest line.
-#[inline(always)]
-fn remove_slot(list: &mut Vec<Pend>, n: u32) {
-    let mut i = 0;
-    while i < list.len() {
-        if list[i].slot == n {
-            list.swap_remove(i);
-        } else {
-            i += 1;
-        }
     }
 }
 
@@ -317,6 +327,10 @@ impl Timing {
                 self.step();
             }
             self.window.segments.clear();
+            // Every held access is dead now (one pass over the buffers per outermost loop).
+            for lists in &mut self.window.by_buf {
+                lists.iter_mut().for_each(Vec::clear);
+            }
         } else {
             self.next_segment();
         }
@@ -615,11 +629,6 @@ impl Timing {
         } else {
             w.last_seq[track] = seq;
         }
-        for (list, regions) in [(0, &reads), (1, &writes)] {
-            for r in regions.iter() {
-                remove_slot(&mut w.by_buf[r.id as usize][list], n);
-            }
-        }
         if let Some(seg) = w.segments.iter_mut().find(|x| x.0 == segment) {
             seg.1 -= 1;
         }
@@ -795,7 +804,7 @@ mod tests {
         let exp = Work::Compute { track: 2, cycles: 512, ghz: 1.2, latency_cycles: 200, ports: 0 };
         let n = 100_000u64;
         t.open_window();
-        let mut max_held = 0;
+        let (mut max_held, mut max_pends) = (0, 0);
         for i in 0..n {
             t.next_segment();
             let buf = (i % 2) as u32;
@@ -804,10 +813,15 @@ mod tests {
             t.hold_dma(&chunks, 1, once(tile(buf, 1024)), once(rows(3, i)), Meta::default());
             t.window.line_busy.clear();
             max_held = max_held.max(t.window.held);
+            let pends = t.window.by_buf.iter().flat_map(|b| b.iter().map(Vec::len));
+            max_pends = max_pends.max(pends.max().unwrap_or(0));
             assert!(t.window.segments.len() <= WINDOW_ITERATIONS);
         }
         t.close_window();
         assert!(max_held <= 3 * WINDOW_ITERATIONS, "{max_held} held");
+        // Placed instructions' accesses stay in the lists until dropped as the lists grow
+        // (at twice the held instructions) or are scanned: the lists stay bounded too.
+        assert!(max_pends <= 2 * 3 * WINDOW_ITERATIONS + 1, "{max_pends} accesses in a list");
         assert!(t.window.slots.len() <= 3 * WINDOW_ITERATIONS, "{} slots", t.window.slots.len());
         assert_eq!(t.window.held, 0);
         assert!(t.window.by_buf.iter().flatten().all(Vec::is_empty));
