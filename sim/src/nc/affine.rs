@@ -63,8 +63,8 @@ pub(super) struct Touch {
     pub exact: bool,
     pub kind: Kind,
     pub target: Target,
-    /// For a tile, the iteration serial of its allocation (`u64::MAX` for HBM: never an
-    /// iteration's own).
+    /// For a tile, the iteration serial of its allocation (0 for HBM, like a tile allocated
+    /// before any loop: never an iteration's own, since iterations' serials start at 1).
     pub alloc_serial: u64,
 }
 
@@ -191,7 +191,7 @@ impl Level {
     /// across iterations; that is checked from then on, see `record`).
     #[inline]
     fn own(&self, t: &Touch) -> bool {
-        t.alloc_serial != u64::MAX && t.alloc_serial >= self.iter_serial
+        t.alloc_serial >= self.iter_serial
     }
 
     /// Move buffer `id`'s rectangles of an earlier iteration to its earlier ones. Done
@@ -562,7 +562,7 @@ impl Nc {
                 exact: self.hbm_exact(v),
                 kind,
                 target: Target::Hbm(v.tensor.id),
-                alloc_serial: u64::MAX,
+                alloc_serial: 0,
             },
         })
     }

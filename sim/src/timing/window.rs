@@ -265,14 +265,19 @@ impl Window {
             self.buf(w.id);
             let Window { by_buf, slots, .. } = self;
             for list in &mut by_buf[w.id as usize] {
-                for p in list.iter() {
-                    if p.overlaps(w) && p.live(slots) {
+                // One pass, in order: an edge from every live access it overlaps. What it
+                // covers is ordered before it (later accesses that conflict with those
+                // conflict with this write too, and wait for it), so it goes, and so do dead
+                // ones.
+                list.retain(|p| {
+                    if !p.live(slots) {
+                        return false;
+                    }
+                    if p.overlaps(w) {
                         preds += edge(slots, p.slot, n, seq);
                     }
-                }
-                // What this write covers is ordered before it: later accesses that conflict
-                // with those conflict with this write too, and wait for it. Dead ones go too.
-                list.retain(|p| p.live(slots) && !p.covered_by(w));
+                    !p.covered_by(w)
+                });
             }
         }
         for (list, regions) in [(0, &reads), (1, &writes)] {
@@ -629,7 +634,12 @@ impl Timing {
         } else {
             w.last_seq[track] = seq;
         }
-        if let Some(seg) = w.segments.iter_mut().find(|x| x.0 == segment) {
+        // Segments are consecutive numbers, popped from the front once empty: this one's is
+        // at its distance from the front (no search).
+        let at = w.segments.front().map_or(0, |f| segment.wrapping_sub(f.0) as usize);
+        let seg = w.segments.get_mut(at).filter(|x| x.0 == segment);
+        debug_assert!(seg.is_some(), "segment {segment} of a held instruction is gone");
+        if let Some(seg) = seg {
             seg.1 -= 1;
         }
         w.held -= 1;
