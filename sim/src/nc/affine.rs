@@ -442,7 +442,8 @@ impl Nc {
 
     /// Move the busy time of DMAs the list scheduler placed into their lines' counters.
     pub(super) fn take_line_busy(&mut self) {
-        if let Some(t) = &mut self.timing {
+        // Most calls find nothing (only placed DMAs leave busy time here).
+        if let Some(t) = self.timing.as_mut().filter(|t| !t.window.line_busy.is_empty()) {
             for (line, busy) in t.window.line_busy.drain(..) {
                 self.stats.lines[line as usize].busy_ps += busy;
             }

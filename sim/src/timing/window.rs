@@ -418,9 +418,11 @@ impl Timing {
             Work::Compute { track, cycles, ghz, ports, .. } => {
                 s.dur = super::cycles_to_ps(cycles, ghz);
                 w.order[track].push_back((seq, n));
-                for (bit, q) in w.port_order.iter_mut().enumerate() {
-                    if ports & (1 << bit) != 0 {
-                        q.push_back((seq, n));
+                if ports != 0 {
+                    for (bit, q) in w.port_order.iter_mut().enumerate() {
+                        if ports & (1 << bit) != 0 {
+                            q.push_back((seq, n));
+                        }
                     }
                 }
             }
