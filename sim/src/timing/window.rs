@@ -158,6 +158,10 @@ impl Pend {
     }
 }
 
+/// Slots of the segments' ring of counts: more than the segments open at once.
+const SEGMENT_RING: usize = 16;
+const _: () = assert!(SEGMENT_RING > WINDOW_ITERATIONS);
+
 /// The least length at which a list of held accesses is cleared of dead ones when it grows.
 const PEND_COMPACT: usize = 16;
 
@@ -193,9 +197,12 @@ pub(crate) struct Window {
     ready: [Vec<u32>; 4],
     /// Held DMAs whose predecessors are all placed.
     dma_ready: Vec<u32>,
-    /// (segment, held instructions of it), oldest first; a segment is an iteration.
-    segments: VecDeque<(u64, u32)>,
+    /// The open segments (a segment is an iteration) are the numbers `oldest..next_segment`,
+    /// at most [`WINDOW_ITERATIONS`]; `held_in[i % SEGMENT_RING]` counts segment `i`'s held
+    /// instructions.
+    oldest: u64,
     next_segment: u64,
+    held_in: [u32; SEGMENT_RING],
     /// Per track, the latest program-order number placed there (to count reorderings).
     last_seq: Vec<u64>,
     pub counters: SchedCounters,
@@ -216,6 +223,27 @@ fn front(q: &mut VecDeque<(u64, u32)>, slots: &[Slot]) -> Option<u32> {
 }
 
 impl Window {
+    /// Segments open.
+    #[inline]
+    fn segments(&self) -> usize {
+        (self.next_segment - self.oldest) as usize
+    }
+
+    /// Held instructions of segment `i` (an open one).
+    #[inline]
+    fn held_in(&mut self, i: u64) -> &mut u32 {
+        debug_assert!((self.oldest..self.next_segment).contains(&i), "segment {i} is not open");
+        &mut self.held_in[i as usize % SEGMENT_RING]
+    }
+
+    /// Open the next segment.
+    #[inline]
+    fn open_segment(&mut self) {
+        let i = self.next_segment;
+        self.next_segment += 1;
+        *self.held_in(i) = 0;
+    }
+
     fn slot_for(&mut self) -> u32 {
         match self.free_slots.pop() {
             Some(i) => i,
@@ -331,7 +359,7 @@ impl Timing {
             while self.window.held > 0 {
                 self.step();
             }
-            self.window.segments.clear();
+            self.window.oldest = self.window.next_segment;
             // Every held access is dead now (one pass over the buffers per outermost loop).
             for lists in &mut self.window.by_buf {
                 lists.iter_mut().for_each(Vec::clear);
@@ -346,19 +374,17 @@ impl Timing {
     pub fn next_segment(&mut self) {
         loop {
             let w = &mut self.window;
-            while w.segments.front().is_some_and(|s| s.1 == 0) {
-                w.segments.pop_front();
+            while w.segments() > 0 && *w.held_in(w.oldest) == 0 {
+                w.oldest += 1;
             }
-            if w.segments.len() < WINDOW_ITERATIONS {
+            if w.segments() < WINDOW_ITERATIONS {
                 break;
             }
-            while self.window.segments.front().is_some_and(|s| s.1 > 0) {
+            while *self.window.held_in(self.window.oldest) > 0 {
                 self.step();
             }
         }
-        let w = &mut self.window;
-        w.segments.push_back((w.next_segment, 0));
-        w.next_segment += 1;
+        self.window.open_segment();
     }
 
     /// Hold a compute instruction (see [`Timing::compute`] for what it costs).
@@ -394,17 +420,16 @@ impl Timing {
     ) {
         debug_assert!(self.window_open(), "held outside an affine loop");
         let w = &mut self.window;
-        if w.segments.is_empty() {
+        if w.segments() == 0 {
             // Issued in an affine loop but before its first iteration (not reachable through
             // `affine_range`); a segment of its own keeps the accounting whole.
-            w.segments.push_back((w.next_segment, 0));
-            w.next_segment += 1;
+            w.open_segment();
         }
         let n = w.slot_for();
         let seq = w.next_seq;
         w.next_seq += 1;
-        let segment = w.segments.back().expect("a segment is open").0;
-        w.segments.back_mut().expect("a segment is open").1 += 1;
+        let segment = w.next_segment - 1;
+        *w.held_in(segment) += 1;
         let s = &mut w.slots[n as usize];
         s.seq = seq;
         s.segment = segment;
@@ -636,14 +661,8 @@ impl Timing {
         } else {
             w.last_seq[track] = seq;
         }
-        // Segments are consecutive numbers, popped from the front once empty: this one's is
-        // at its distance from the front (no search).
-        let at = w.segments.front().map_or(0, |f| segment.wrapping_sub(f.0) as usize);
-        let seg = w.segments.get_mut(at).filter(|x| x.0 == segment);
-        debug_assert!(seg.is_some(), "segment {segment} of a held instruction is gone");
-        if let Some(seg) = seg {
-            seg.1 -= 1;
-        }
+        // A held instruction's segment is open (segments close once empty).
+        *w.held_in(segment) -= 1;
         w.held -= 1;
         // The slot is free from here on: its entries in the program-order queues are stale.
         let s = &mut w.slots[n as usize];
@@ -827,7 +846,7 @@ mod tests {
             max_held = max_held.max(t.window.held);
             let pends = t.window.by_buf.iter().flat_map(|b| b.iter().map(Vec::len));
             max_pends = max_pends.max(pends.max().unwrap_or(0));
-            assert!(t.window.segments.len() <= WINDOW_ITERATIONS);
+            assert!(t.window.segments() <= WINDOW_ITERATIONS);
         }
         t.close_window();
         assert!(max_held <= 3 * WINDOW_ITERATIONS, "{max_held} held");
