@@ -63,8 +63,8 @@ pub(super) struct Touch {
     pub exact: bool,
     pub kind: Kind,
     pub target: Target,
-    /// For a tile, the iteration serial of its allocation (`u64::MAX` for HBM: never an
-    /// iteration's own).
+    /// For a tile, the iteration serial of its allocation (0 for HBM, like a tile allocated
+    /// before any loop: never an iteration's own, since iterations' serials start at 1).
     pub alloc_serial: u64,
 }
 
@@ -77,8 +77,10 @@ struct Rect {
     b1: u64,
     exact: bool,
     kind: Kind,
-    instruction: &'static str,
-    loc: SourceLoc,
+    /// The instruction and source line, as an index into [`Loops::sites`]: rectangles are
+    /// compared, merged and moved at every access and iteration, and a site's 40 bytes
+    /// (name and location) made that cost more than the rest.
+    site: u32,
     first_index: u64,
     last_index: u64,
 }
@@ -92,12 +94,7 @@ impl Rect {
     /// exactness and their union is a rectangle (same partitions and touching bytes, or
     /// same bytes and touching partitions).
     fn absorb(&mut self, o: &Rect) -> bool {
-        // Sites compared by address (a string compare per attempt costs more than the rest
-        // of the check); one site always has the same addresses.
-        let site = |r: &Rect| {
-            (r.instruction.as_ptr(), r.loc.file.as_ptr(), r.loc.line, r.loc.column, r.kind, r.exact)
-        };
-        if site(self) != site(o) {
+        if (self.site, self.kind, self.exact) != (o.site, o.kind, o.exact) {
             return false;
         }
         let same_p = (self.p0, self.p1) == (o.p0, o.p1);
@@ -139,7 +136,10 @@ struct BufRects {
     /// to scan.
     earlier_kinds: u8,
     earlier: Vec<Rect>,
+    /// Rectangles of iteration `iter` of the level ([`Level::iter`]): the current one's, or,
+    /// when an iteration has started since, earlier ones not yet moved to `earlier`.
     current: Vec<Rect>,
+    iter: u64,
 }
 
 impl Kind {
@@ -178,8 +178,11 @@ struct Level {
     bufs: Vec<BufRects>,
     /// Buffers with an entry in use at this level (reset when the loop ends).
     used: Vec<u32>,
-    /// Buffers with rectangles of the current iteration.
-    touched: Vec<u32>,
+    /// Counts the iterations started at this level (never reset): a buffer's `current`
+    /// rectangles of an older iteration are earlier ones, moved there when the buffer is
+    /// next accessed ([`Level::flush`]) rather than for every buffer when an iteration
+    /// starts.
+    iter: u64,
 }
 
 impl Level {
@@ -188,14 +191,31 @@ impl Level {
     /// across iterations; that is checked from then on, see `record`).
     #[inline]
     fn own(&self, t: &Touch) -> bool {
-        t.alloc_serial != u64::MAX && t.alloc_serial >= self.iter_serial
+        t.alloc_serial >= self.iter_serial
     }
 
-    /// The first conflict of `t` with an earlier iteration's exact access.
-    fn conflict(&self, t: &Touch) -> Option<(Hazard, &Rect)> {
-        if self.own(t) {
-            return None;
+    /// Move buffer `id`'s rectangles of an earlier iteration to its earlier ones. Done
+    /// before the buffer's rectangles are looked at in an iteration: what `earlier` holds
+    /// then is what it would hold had the move been made when the iteration started.
+    #[inline]
+    fn flush(&mut self, id: u32) {
+        let Some(b) = self.bufs.get_mut(id as usize) else { return };
+        if b.iter == self.iter || b.current.is_empty() {
+            return;
         }
+        for i in 0..b.current.len() {
+            let r = b.current[i];
+            if r.exact {
+                b.earlier_kinds |= r.kind.bit();
+            }
+            add_rect(&mut b.earlier, r);
+        }
+        b.current.clear();
+    }
+
+    /// The first conflict of `t` with an earlier iteration's exact access (the buffer
+    /// flushed, [`Level::flush`]; `t` not this iteration's own, [`Level::own`]).
+    fn conflict(&self, t: &Touch) -> Option<(Hazard, &Rect)> {
         let b = self.bufs.get(t.region.id as usize)?;
         if b.earlier_kinds & t.kind.conflicts() == 0 || b.gen != t.gen || !t.exact {
             return None;
@@ -214,10 +234,8 @@ impl Level {
         })
     }
 
-    fn record(&mut self, t: &Touch, instruction: &'static str, loc: SourceLoc) {
-        if self.own(t) {
-            return;
-        }
+    /// Record `t` (the buffer flushed, `t` not this iteration's own).
+    fn record(&mut self, t: &Touch, site: u32) {
         let id = t.region.id as usize;
         if self.bufs.len() <= id {
             self.bufs.resize_with(id + 1, Default::default);
@@ -234,9 +252,7 @@ impl Level {
             b.earlier.clear();
             b.current.clear();
         }
-        if b.current.is_empty() {
-            self.touched.push(t.region.id);
-        }
+        b.iter = self.iter;
         let r = t.region;
         add_rect(
             &mut b.current,
@@ -247,8 +263,7 @@ impl Level {
                 b1: r.b1,
                 exact: t.exact,
                 kind: t.kind,
-                instruction,
-                loc,
+                site,
                 first_index: self.index,
                 last_index: self.index,
             },
@@ -256,18 +271,10 @@ impl Level {
     }
 
     /// The next iteration (serial `serial`) starts: the current one's accesses become
-    /// earlier ones.
+    /// earlier ones (moved when their buffer is next accessed, [`Level::flush`]).
     fn next_iteration(&mut self, index: u64, serial: u64) {
         self.iter_serial = serial;
-        for id in self.touched.drain(..) {
-            let b = &mut self.bufs[id as usize];
-            for r in b.current.drain(..) {
-                if r.exact {
-                    b.earlier_kinds |= r.kind.bit();
-                }
-                add_rect(&mut b.earlier, r);
-            }
-        }
+        self.iter += 1;
         self.index = index;
     }
 
@@ -282,7 +289,6 @@ impl Level {
             b.earlier.clear();
             b.current.clear();
         }
-        self.touched.clear();
         self.index = 0;
     }
 }
@@ -298,12 +304,45 @@ pub(crate) struct Loops {
     spare: Vec<Level>,
     pub loops: u64,
     pub iterations: u64,
+    /// The instruction sites (name, source location) seen in affine loops, which rectangles
+    /// name by index: bounded by the program's source, not by its run.
+    sites: Vec<(&'static str, SourceLoc)>,
+    /// The index of the last site looked up (most instructions of a loop body repeat the
+    /// previous one's site: the innermost loop's single instruction).
+    last_site: usize,
 }
 
 impl Loops {
     #[inline]
     pub(super) fn active(&self) -> bool {
         !self.levels.is_empty()
+    }
+
+    /// The index of an instruction site in [`Loops::sites`], added if new. Sites are
+    /// compared by address (a string compare costs more than the rest of the check): one
+    /// site always has the same addresses; were one site to have two, its rectangles would
+    /// only merge less.
+    fn site(&mut self, instruction: &'static str, loc: SourceLoc) -> u32 {
+        let same = |s: &(&'static str, SourceLoc)| {
+            (s.0.as_ptr(), s.0.len(), s.1.file.as_ptr(), s.1.line, s.1.column)
+                == (
+                    instruction.as_ptr(),
+                    instruction.len(),
+                    loc.file.as_ptr(),
+                    loc.line,
+                    loc.column,
+                )
+        };
+        if !self.sites.get(self.last_site).is_some_and(same) {
+            self.last_site = match self.sites.iter().rposition(same) {
+                Some(i) => i,
+                None => {
+                    self.sites.push((instruction, loc));
+                    self.sites.len() - 1
+                }
+            };
+        }
+        self.last_site as u32
     }
 
     /// The innermost loop's current index (for the trace).
@@ -403,7 +442,8 @@ impl Nc {
 
     /// Move the busy time of DMAs the list scheduler placed into their lines' counters.
     pub(super) fn take_line_busy(&mut self) {
-        if let Some(t) = &mut self.timing {
+        // Most calls find nothing (only placed DMAs leave busy time here).
+        if let Some(t) = self.timing.as_mut().filter(|t| !t.window.line_busy.is_empty()) {
             for (line, busy) in t.window.line_busy.drain(..) {
                 self.stats.lines[line as usize].busy_ps += busy;
             }
@@ -418,33 +458,51 @@ impl Nc {
         touches: &[Touch],
         loc: SourceLoc,
     ) -> VResult<()> {
-        for level in &self.loops.levels {
+        // Every level is checked before any records (an instruction does not conflict with
+        // itself); a buffer's rectangles of earlier iterations are moved first.
+        let mut found = None;
+        'levels: for level in &mut self.loops.levels {
             for t in touches {
+                if level.own(t) {
+                    continue;
+                }
+                level.flush(t.region.id);
                 if let Some((hazard, e)) = level.conflict(t) {
-                    let what = match t.target {
-                        Target::Tile(buf) => {
-                            let lt = &self.logicals[self.bufs[buf as usize].logical as usize];
-                            format!("tile `{}`", lt.name)
-                        }
-                        Target::Hbm(id) => format!("HBM tensor `{}`", self.hbm[id as usize].name),
-                    };
-                    return Err(V::LoopCarriedDependency(Box::new(LoopCarried {
-                        hazard,
-                        what,
-                        index: level.index,
-                        earlier_instruction: e.instruction,
-                        earlier_loc: e.loc,
-                        earlier_accumulated: e.kind == Kind::Accumulate,
-                        earlier_first_index: e.first_index,
-                        earlier_last_index: e.last_index,
-                        loop_loc: level.loc.expect("an open loop has its call site"),
-                    })));
+                    found = Some((t, hazard, *e, level.index, level.loc));
+                    break 'levels;
                 }
             }
         }
+        if let Some((t, hazard, e, index, loop_loc)) = found {
+            let what = match t.target {
+                Target::Tile(buf) => {
+                    let lt = &self.logicals[self.bufs[buf as usize].logical as usize];
+                    format!("tile `{}`", lt.name)
+                }
+                Target::Hbm(id) => format!("HBM tensor `{}`", self.hbm[id as usize].name),
+            };
+            let (earlier_instruction, earlier_loc) = self.loops.sites[e.site as usize];
+            return Err(V::LoopCarriedDependency(Box::new(LoopCarried {
+                hazard,
+                what,
+                index,
+                earlier_instruction,
+                earlier_loc,
+                earlier_accumulated: e.kind == Kind::Accumulate,
+                earlier_first_index: e.first_index,
+                earlier_last_index: e.last_index,
+                loop_loc: loop_loc.expect("an open loop has its call site"),
+            })));
+        }
+        if touches.is_empty() {
+            return Ok(());
+        }
+        let site = self.loops.site(instruction, loc);
         for level in &mut self.loops.levels {
             for t in touches {
-                level.record(t, instruction, loc);
+                if !level.own(t) {
+                    level.record(t, site);
+                }
             }
         }
         Ok(())
@@ -505,7 +563,7 @@ impl Nc {
                 exact: self.hbm_exact(v),
                 kind,
                 target: Target::Hbm(v.tensor.id),
-                alloc_serial: u64::MAX,
+                alloc_serial: 0,
             },
         })
     }

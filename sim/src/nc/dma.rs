@@ -59,8 +59,8 @@ impl Nc {
         src: Access,
         loc: &'static Location<'static>,
     ) -> VResult<()> {
-        let (dp, df, ddt, drun, dst_region) = self.access_shape("dst", &dst)?;
-        let (sp, sf, sdt, srun, src_region) = self.access_shape("src", &src)?;
+        let (dp, df, ddt, drun, mut dst_region) = self.access_shape("dst", &dst)?;
+        let (sp, sf, sdt, srun, mut src_region) = self.access_shape("src", &src)?;
         if dp != sp || df != sf {
             return Err(V::ShapeMismatch(format!(
                 "dma_copy dst is [{dp} x {df}] but src is [{sp} x {sf}] (partitions x free elements)"
@@ -72,10 +72,11 @@ impl Nc {
                 (None, Access::Hbm(v)) => self.hbm_region(v),
                 (None, Access::Tile(_)) => unreachable!("access_shape gives every tile its region"),
             };
-            let touches = [
-                self.dma_touch(&src, region(src_region, &src), Kind::Read),
-                self.dma_touch(&dst, region(dst_region, &dst), Kind::Write),
-            ];
+            let (sr, dr) = (region(src_region, &src), region(dst_region, &dst));
+            let touches =
+                [self.dma_touch(&src, sr, Kind::Read), self.dma_touch(&dst, dr, Kind::Write)];
+            // The timing model's regions below are these (an HBM side's is computed once).
+            (src_region, dst_region) = (Some(sr), Some(dr));
             let mut list = std::mem::take(&mut self.touches);
             list.clear();
             list.extend(touches.into_iter().flatten());

@@ -133,6 +133,10 @@ impl Default for Slot {
 #[derive(Clone, Copy, Debug)]
 struct Pend {
     slot: u32,
+    /// Its instruction's program-order number: the access is *dead* once the instruction
+    /// is placed (its slot's `seq` differs from then on). Dead accesses are not removed at
+    /// placement but skipped, and dropped when a scan finds many or a write prunes.
+    seq: u64,
     p0: u32,
     p1: u32,
     b0: u64,
@@ -140,6 +144,10 @@ struct Pend {
 }
 
 impl Pend {
+    #[inline]
+    fn live(&self, slots: &[Slot]) -> bool {
+        slots[self.slot as usize].seq == self.seq
+    }
     #[inline]
     fn overlaps(&self, r: &Region) -> bool {
         r.p0 < self.p1 && self.p0 < r.p1 && r.b0 < self.b1 && self.b0 < r.b1
@@ -149,6 +157,13 @@ impl Pend {
         r.p0 <= self.p0 && self.p1 <= r.p1 && r.b0 <= self.b0 && self.b1 <= r.b1
     }
 }
+
+/// Slots of the segments' ring of counts: more than the segments open at once.
+const SEGMENT_RING: usize = 16;
+const _: () = assert!(SEGMENT_RING > WINDOW_ITERATIONS);
+
+/// The least length at which a list of held accesses is cleared of dead ones when it grows.
+const PEND_COMPACT: usize = 16;
 
 /// Counters of what the scheduler did, for the profile.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -169,7 +184,8 @@ pub(crate) struct Window {
     free_slots: Vec<u32>,
     held: usize,
     next_seq: u64,
-    /// Per buffer id: held accesses, reads [0] and writes [1].
+    /// Per buffer id: held accesses, reads [0] and writes [1], dead ones among them
+    /// ([`Pend`]).
     by_buf: Vec<[Vec<Pend>; 2]>,
     /// Per compute engine, its held instructions in program order, as (seq, slot); entries
     /// of instructions placed out of order stay until they reach the front (a slot whose
@@ -181,9 +197,12 @@ pub(crate) struct Window {
     ready: [Vec<u32>; 4],
     /// Held DMAs whose predecessors are all placed.
     dma_ready: Vec<u32>,
-    /// (segment, held instructions of it), oldest first; a segment is an iteration.
-    segments: VecDeque<(u64, u32)>,
+    /// The open segments (a segment is an iteration) are the numbers `oldest..next_segment`,
+    /// at most [`WINDOW_ITERATIONS`]; `held_in[i % SEGMENT_RING]` counts segment `i`'s held
+    /// instructions.
+    oldest: u64,
     next_segment: u64,
+    held_in: [u32; SEGMENT_RING],
     /// Per track, the latest program-order number placed there (to count reorderings).
     last_seq: Vec<u64>,
     pub counters: SchedCounters,
@@ -204,6 +223,27 @@ fn front(q: &mut VecDeque<(u64, u32)>, slots: &[Slot]) -> Option<u32> {
 }
 
 impl Window {
+    /// Segments open.
+    #[inline]
+    fn segments(&self) -> usize {
+        (self.next_segment - self.oldest) as usize
+    }
+
+    /// Held instructions of segment `i` (an open one).
+    #[inline]
+    fn held_in(&mut self, i: u64) -> &mut u32 {
+        debug_assert!((self.oldest..self.next_segment).contains(&i), "segment {i} is not open");
+        &mut self.held_in[i as usize % SEGMENT_RING]
+    }
+
+    /// Open the next segment.
+    #[inline]
+    fn open_segment(&mut self) {
+        let i = self.next_segment;
+        self.next_segment += 1;
+        *self.held_in(i) = 0;
+    }
+
     fn slot_for(&mut self) -> u32 {
         match self.free_slots.pop() {
             Some(i) => i,
@@ -234,30 +274,51 @@ impl Window {
         for r in &reads {
             self.buf(r.id);
             let Window { by_buf, slots, .. } = self;
-            for p in &by_buf[r.id as usize][1] {
-                if p.overlaps(r) {
+            let list = &mut by_buf[r.id as usize][1];
+            let mut dead = 0;
+            for p in list.iter() {
+                if !p.live(slots) {
+                    dead += 1;
+                } else if p.overlaps(r) {
                     preds += edge(slots, p.slot, n, seq);
                 }
+            }
+            // Drop the dead ones once they are half the list: each is dropped once, by a
+            // scan no longer than twice the accesses it drops.
+            if 2 * dead > list.len() {
+                list.retain(|p| p.live(slots));
             }
         }
         for w in &writes {
             self.buf(w.id);
             let Window { by_buf, slots, .. } = self;
             for list in &mut by_buf[w.id as usize] {
-                for p in list.iter() {
+                // One pass, in order: an edge from every live access it overlaps. What it
+                // covers is ordered before it (later accesses that conflict with those
+                // conflict with this write too, and wait for it), so it goes, and so do dead
+                // ones.
+                list.retain(|p| {
+                    if !p.live(slots) {
+                        return false;
+                    }
                     if p.overlaps(w) {
                         preds += edge(slots, p.slot, n, seq);
                     }
-                }
-                // What this write covers is ordered before it: later accesses that conflict
-                // with those conflict with this write too, and wait for it.
-                list.retain(|p| !p.covered_by(w));
+                    !p.covered_by(w)
+                });
             }
         }
         for (list, regions) in [(0, &reads), (1, &writes)] {
             for r in regions {
-                let pend = Pend { slot: n, p0: r.p0, p1: r.p1, b0: r.b0, b1: r.b1 };
-                self.by_buf[r.id as usize][list].push(pend);
+                let pend = Pend { slot: n, seq, p0: r.p0, p1: r.p1, b0: r.b0, b1: r.b1 };
+                let Window { by_buf, slots, held, .. } = self;
+                let l = &mut by_buf[r.id as usize][list];
+                // A list that is not scanned (the reads of a buffer that only reads access)
+                // is cleared of dead ones as it grows: at twice the held instructions.
+                if l.len() >= (2 * *held).max(PEND_COMPACT) {
+                    l.retain(|p| p.live(slots));
+                }
+                l.push(pend);
             }
         }
         let s = &mut self.slots[n as usize];
@@ -298,7 +359,11 @@ impl Timing {
             while self.window.held > 0 {
                 self.step();
             }
-            self.window.segments.clear();
+            self.window.oldest = self.window.next_segment;
+            // Every held access is dead now (one pass over the buffers per outermost loop).
+            for lists in &mut self.window.by_buf {
+                lists.iter_mut().for_each(Vec::clear);
+            }
         } else {
             self.next_segment();
         }
@@ -309,19 +374,17 @@ impl Timing {
     pub fn next_segment(&mut self) {
         loop {
             let w = &mut self.window;
-            while w.segments.front().is_some_and(|s| s.1 == 0) {
-                w.segments.pop_front();
+            while w.segments() > 0 && *w.held_in(w.oldest) == 0 {
+                w.oldest += 1;
             }
-            if w.segments.len() < WINDOW_ITERATIONS {
+            if w.segments() < WINDOW_ITERATIONS {
                 break;
             }
-            while self.window.segments.front().is_some_and(|s| s.1 > 0) {
+            while *self.window.held_in(self.window.oldest) > 0 {
                 self.step();
             }
         }
-        let w = &mut self.window;
-        w.segments.push_back((w.next_segment, 0));
-        w.next_segment += 1;
+        self.window.open_segment();
     }
 
     /// Hold a compute instruction (see [`Timing::compute`] for what it costs).
@@ -357,17 +420,16 @@ impl Timing {
     ) {
         debug_assert!(self.window_open(), "held outside an affine loop");
         let w = &mut self.window;
-        if w.segments.is_empty() {
+        if w.segments() == 0 {
             // Issued in an affine loop but before its first iteration (not reachable through
             // `affine_range`); a segment of its own keeps the accounting whole.
-            w.segments.push_back((w.next_segment, 0));
-            w.next_segment += 1;
+            w.open_segment();
         }
         let n = w.slot_for();
         let seq = w.next_seq;
         w.next_seq += 1;
-        let segment = w.segments.back().expect("a segment is open").0;
-        w.segments.back_mut().expect("a segment is open").1 += 1;
+        let segment = w.next_segment - 1;
+        *w.held_in(segment) += 1;
         let s = &mut w.slots[n as usize];
         s.seq = seq;
         s.segment = segment;
@@ -381,9 +443,11 @@ impl Timing {
             Work::Compute { track, cycles, ghz, ports, .. } => {
                 s.dur = super::cycles_to_ps(cycles, ghz);
                 w.order[track].push_back((seq, n));
-                for (bit, q) in w.port_order.iter_mut().enumerate() {
-                    if ports & (1 << bit) != 0 {
-                        q.push_back((seq, n));
+                if ports != 0 {
+                    for (bit, q) in w.port_order.iter_mut().enumerate() {
+                        if ports & (1 << bit) != 0 {
+                            q.push_back((seq, n));
+                        }
                     }
                 }
             }
@@ -597,14 +661,8 @@ impl Timing {
         } else {
             w.last_seq[track] = seq;
         }
-        for (list, regions) in [(0, &reads), (1, &writes)] {
-            for r in regions.iter() {
-                w.by_buf[r.id as usize][list].retain(|p| p.slot != n);
-            }
-        }
-        if let Some(seg) = w.segments.iter_mut().find(|x| x.0 == segment) {
-            seg.1 -= 1;
-        }
+        // A held instruction's segment is open (segments close once empty).
+        *w.held_in(segment) -= 1;
         w.held -= 1;
         // The slot is free from here on: its entries in the program-order queues are stale.
         let s = &mut w.slots[n as usize];
@@ -777,7 +835,7 @@ mod tests {
         let exp = Work::Compute { track: 2, cycles: 512, ghz: 1.2, latency_cycles: 200, ports: 0 };
         let n = 100_000u64;
         t.open_window();
-        let mut max_held = 0;
+        let (mut max_held, mut max_pends) = (0, 0);
         for i in 0..n {
             t.next_segment();
             let buf = (i % 2) as u32;
@@ -786,10 +844,15 @@ mod tests {
             t.hold_dma(&chunks, 1, once(tile(buf, 1024)), once(rows(3, i)), Meta::default());
             t.window.line_busy.clear();
             max_held = max_held.max(t.window.held);
-            assert!(t.window.segments.len() <= WINDOW_ITERATIONS);
+            let pends = t.window.by_buf.iter().flat_map(|b| b.iter().map(Vec::len));
+            max_pends = max_pends.max(pends.max().unwrap_or(0));
+            assert!(t.window.segments() <= WINDOW_ITERATIONS);
         }
         t.close_window();
         assert!(max_held <= 3 * WINDOW_ITERATIONS, "{max_held} held");
+        // Placed instructions' accesses stay in the lists until dropped as the lists grow
+        // (at twice the held instructions) or are scanned: the lists stay bounded too.
+        assert!(max_pends <= 2 * 3 * WINDOW_ITERATIONS + 1, "{max_pends} accesses in a list");
         assert!(t.window.slots.len() <= 3 * WINDOW_ITERATIONS, "{} slots", t.window.slots.len());
         assert_eq!(t.window.held, 0);
         assert!(t.window.by_buf.iter().flatten().all(Vec::is_empty));
