@@ -482,7 +482,9 @@ pub fn parse_goal(text: &str) -> Result<Goal, String> {
         // Lower-cased but for the `B`.
         let at = t.len().saturating_sub(unit.len());
         match t.get(at..) {
-            Some(u) if u.len() == unit.len() && u.to_lowercase() == unit.to_lowercase() => {
+            Some(u)
+                if at > 0 && u.len() == unit.len() && u.to_lowercase() == unit.to_lowercase() =>
+            {
                 if u.contains('B') {
                     return Ok(Goal::Gbps(number(&t[..at])?));
                 }
@@ -493,7 +495,11 @@ pub fn parse_goal(text: &str) -> Result<Goal, String> {
     }
     for (unit, scale) in [("us", 1.0), ("µs", 1.0), ("ms", 1e3), ("s", 1e6)] {
         if let Some(v) = lower.strip_suffix(unit) {
-            return Ok(Goal::TimeUs(number(v)? * scale));
+            let us = number(v)? * scale;
+            if !us.is_finite() {
+                return Err(format!("`{text}`: too long a time"));
+            }
+            return Ok(Goal::TimeUs(us));
         }
     }
     Err(expected())
@@ -565,6 +571,8 @@ mod tests {
         // Time units in any case.
         assert_eq!(parse_goal("1.5S"), Ok(Goal::TimeUs(1.5e6)));
         assert_eq!(parse_goal("5MS"), Ok(Goal::TimeUs(5000.0)));
+        assert!(parse_goal("1e303s").is_err(), "infinite once scaled");
+        assert!(parse_goal("gbps").unwrap_err().contains("expected"), "no number, not bits");
         // A rate whose time underflows to 0 is no goal.
         let huge = Work { flops: 1.0, bytes: 1.0 };
         assert_eq!(Goal::Tflops(1e300).target_us(None, Some(huge)), None);

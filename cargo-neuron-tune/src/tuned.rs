@@ -131,13 +131,17 @@ impl TunedDb {
         // a platform that cannot open or lock a directory (Windows), it runs unlocked: a
         // concurrent save can then lose the other run's records, as before.
         let _lock = std::fs::File::open(&dir).and_then(|f| f.lock().map(|()| f)).ok();
-        let mut merged = TunedDb::load(&dir).map_err(|f| Failure {
-            message: format!(
-                "{}\n(while saving this run's winners, which are not recorded: {})",
-                f.message,
-                self.mine.iter().map(TunedRecord::key).collect::<Vec<_>>().join(", ")
-            ),
-            ..f
+        let mut merged = TunedDb::load(&dir).map_err(|f| {
+            let unsaved: Vec<String> = self.mine.iter().map(TunedRecord::key).collect();
+            let message = match unsaved.is_empty() {
+                true => f.message,
+                false => format!(
+                    "{}\n(while saving this run's winners, which are not recorded: {})",
+                    f.message,
+                    unsaved.join(", ")
+                ),
+            };
+            Failure { message, ..f }
         })?;
         for r in &self.mine {
             merged.insert(r.clone());
@@ -230,6 +234,8 @@ mod tests {
         let first = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
         let mut again = TunedDb::load(dir.path()).unwrap();
         assert_eq!(again.records(), db.records());
+        // The save applied this run's records in the order recorded: the later one stands.
+        assert_eq!(again.records()[0].time_us, 1.5);
         again.save().unwrap();
         assert_eq!(std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap(), first);
     }

@@ -161,7 +161,14 @@ pub fn read_runs(store_root: &Path) -> Vec<TuneRun> {
                 // proposal that differed): the line names the latest of that `n`.
                 Some("rolled_back") => {
                     let n = line.get("n").and_then(|n| n.as_u64());
-                    let latest = entries.iter_mut().rev().find(|e| Some(e.n as u64) == n);
+                    let params = line.get("params").filter(|p| !p.is_null());
+                    let named = |e: &Entry| {
+                        Some(e.n as u64) == n
+                            && params.is_none_or(|p| {
+                                serde_json::to_value(&e.params).ok().as_ref() == Some(p)
+                            })
+                    };
+                    let latest = entries.iter_mut().rev().find(|e| named(e));
                     if let Some(e) = latest.filter(|e| e.status == "measured") {
                         e.status = "rolled_back".into();
                     }

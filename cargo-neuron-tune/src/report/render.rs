@@ -574,7 +574,7 @@ mod tests {
                 sim_version: "v".into(),
                 default: None,
                 front: None,
-                validated: false,
+                validated: None,
                 diagnoses: Vec::new(),
             },
             entries: vec![

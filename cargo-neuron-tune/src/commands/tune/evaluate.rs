@@ -13,14 +13,16 @@ pub(super) fn variant(job: &Job, params: &Params) -> Variant {
     }
 }
 
-/// How many configurations of the space [`useful_work`] asks the validity rule about when
-/// the defaults do not trace.
-const WORK_CANDIDATES: usize = 256;
+/// How many configurations, spread over the space, [`useful_work`] asks the validity rule
+/// about when the defaults do not trace, and how many of the accepted ones it traces.
+const WORK_CANDIDATES: u128 = 256;
+const WORK_TRACES: usize = 4;
 
 /// The useful work the kernel declares at the job's shape, what a throughput goal is
 /// converted with. It depends on the shape alone, but only a trace reports it: of the
-/// defaults, or, where they do not trace (invalid at this shape), of the first of the
-/// space's first [`WORK_CANDIDATES`] configurations that the validity rule accepts.
+/// defaults, or, where they do not trace (invalid at this shape), of one of
+/// [`WORK_CANDIDATES`] configurations spread evenly over the space's index order (the first
+/// [`WORK_TRACES`] the validity rule accepts are tried).
 pub(super) fn useful_work(
     pool: &mut Pool,
     job: &Job,
@@ -40,17 +42,34 @@ pub(super) fn useful_work(
         Err(why) => why,
     };
     let sspace = search_space(space)?;
+    // Spread over the whole space: in index order the first ones differ in the last
+    // dimensions only.
+    let n = sspace.len();
+    let count = n.min(WORK_CANDIDATES);
     let configs: Vec<Params> =
-        sspace.iter().take(WORK_CANDIDATES).map(|c| params_of(space, &c)).collect();
+        (0..count).map(|i| params_of(space, &sspace.config(i * n / count))).collect();
     let done = pool.request(RequestBody::Validate {
         kernel: job.kernel.into(),
         shape: ShapeRef::Dims(job.shape.clone()),
         configs: configs.clone(),
         chip: job.chip.clone(),
     })?;
-    if let Ok(ResponseBody::Validate { verdicts }) = done.answer {
-        let valid = configs.iter().zip(&verdicts).find(|(_, v)| v.is_none()).map(|(p, _)| p);
-        if let Some(Ok(w)) = valid.map(|p| trace(pool, p)).transpose()? {
+    let verdicts = match done.answer {
+        Ok(ResponseBody::Validate { verdicts }) => verdicts,
+        Ok(other) => return Err(unexpected(&other)),
+        Err(e) => {
+            return Err(fail(
+                Exit::Config,
+                format!(
+                    "--goal: {} at {}: the validity rule failed: {e}",
+                    job.kernel, job.shape_name
+                ),
+            ))
+        }
+    };
+    let accepted = configs.iter().zip(&verdicts).filter(|(_, v)| v.is_none()).map(|(p, _)| p);
+    for p in accepted.take(WORK_TRACES) {
+        if let Ok(w) = trace(pool, p)? {
             return Ok(w);
         }
     }
@@ -58,8 +77,9 @@ pub(super) fn useful_work(
         Exit::Config,
         format!(
             "--goal: {} at {}: its useful work is read from a trace, and neither its default \
-             parameters ({why}) nor any of the first {WORK_CANDIDATES} configurations of its \
-             space trace at this shape; give a time instead (e.g. --goal 5ms)",
+             parameters ({why}) nor any of {count} configurations spread over its space (the \
+             first {WORK_TRACES} its rule accepts) trace at this shape; give a time instead \
+             (e.g. --goal 5ms)",
             job.kernel, job.shape_name
         ),
     ))

@@ -138,10 +138,10 @@ pub struct JournalMeta {
     /// `--objective pareto`: the checked front, fastest first (written at the end).
     #[serde(default)]
     pub front: Option<Vec<ParetoPoint>>,
-    /// New bests were validated (`--goal` or `--validate`), so the journal may hold
-    /// `rolled_back` lines.
+    /// New bests were validated (`--goal` or `--validate`) by a run of this journal, so it
+    /// may hold `rolled_back` lines (`None`: written before this was recorded).
     #[serde(default)]
-    pub validated: bool,
+    pub validated: Option<bool>,
     /// The diagnosis rules of the run that fired, as `tune` printed them (written at the
     /// end; the `slow` rule needs times a journal does not keep).
     #[serde(default)]

@@ -80,24 +80,29 @@ pub(super) fn tune_one(
         sim_version: job.sim_version.into(),
         default: default.clone(),
         front: None,
-        validated: job.goal.goal.is_some() || job.goal.validate,
+        validated: Some(job.goal.goal.is_some() || job.goal.validate),
         diagnoses: Vec::new(),
     };
     // A resumed run validates as the journal's run did, or its roll-backs would not match.
+    // The flag stays set once any run of the journal validated (its lines stay).
     if job.opts.resume {
         let old = std::fs::read_to_string(meta_path(&journal_path))
             .ok()
-            .and_then(|t| serde_json::from_str::<JournalMeta>(&t).ok());
-        if let Some(old) = old.filter(|o| o.validated != meta.validated) {
-            let how = |v: bool| if v { "with" } else { "without" };
-            ctx.out.note(format!(
-                "warning: {}: written {} validation (--goal or --validate), resumed {}: \
-                 its journaled roll-backs and this run's may disagree; resume with the same \
-                 flags",
-                journal_path.display(),
-                how(old.validated),
-                how(meta.validated)
-            ));
+            .and_then(|t| serde_json::from_str::<JournalMeta>(&t).ok())
+            .and_then(|m| m.validated);
+        if let (Some(old), Some(new)) = (old, meta.validated) {
+            if old != new {
+                let how = |v: bool| if v { "with" } else { "without" };
+                ctx.out.note(format!(
+                    "warning: {}: written {} validation (--goal or --validate), resumed {}: \
+                     its journaled roll-backs and this run's may disagree; resume with the \
+                     same flags",
+                    journal_path.display(),
+                    how(old),
+                    how(new)
+                ));
+            }
+            meta.validated = Some(old || new);
         }
     }
     let write_meta = |meta: &JournalMeta| {
@@ -142,10 +147,11 @@ pub(super) fn tune_one(
         .filter(|r| r.line == "round")
         .map(|r| r.round)
         .collect();
-    let journaled_rollbacks: Vec<u64> = journaled
+    // (n, params): a resumed proposer may evaluate other params under a journaled n.
+    let journaled_rollbacks: Vec<(u64, serde_json::Value)> = journaled
         .iter()
         .filter(|l| l["line"] == "rolled_back")
-        .filter_map(|l| l["n"].as_u64())
+        .filter_map(|l| Some((l["n"].as_u64()?, l["params"].clone())))
         .collect();
     let mut valid_cache: HashMap<Vec<u32>, bool> = HashMap::new();
     // An external proposer's proposals go through the oracle one by one: those it refuses
@@ -205,22 +211,26 @@ pub(super) fn tune_one(
                     configs: vec![params_of(space, c)],
                     chip: job.chip.clone(),
                 };
-                let refusal = match pool.request(request) {
+                // (valid, the rule's refusal): a failed request is not valid, but not the
+                // rule's doing either.
+                let (ok, refusal) = match pool.request(request) {
                     Ok(done) => match done.answer {
                         Ok(ResponseBody::Validate { verdicts }) => match verdicts.first() {
-                            Some(None) => None,
-                            Some(Some(why)) => Some(why.clone()),
-                            None => Some("the harness gave no verdict".to_string()),
+                            Some(None) => (true, None),
+                            Some(Some(why)) => (false, Some(why.clone())),
+                            None => (false, None),
                         },
-                        Ok(other) => Some(format!("unexpected answer {other:?}")),
-                        Err(e) => Some(e.to_string()),
+                        Ok(other) => {
+                            broken.get_or_insert(unexpected(&other));
+                            return false;
+                        }
+                        Err(_) => (false, None),
                     },
                     Err(f) => {
                         broken.get_or_insert(f);
                         return false;
                     }
                 };
-                let ok = refusal.is_none();
                 if let Some(why) = refusal.filter(|_| external) {
                     refused.push((params_of(space, c), why));
                 }
@@ -345,7 +355,8 @@ pub(super) fn tune_one(
                     for (j, e) in history[first..].iter_mut().enumerate() {
                         if rejected.contains(&e.params) && e.status == "measured" {
                             e.status = "rolled_back".into();
-                            if !journaled_rollbacks.contains(&(e.n as u64)) {
+                            let key = (e.n as u64, serde_json::to_value(&e.params).unwrap());
+                            if !journaled_rollbacks.contains(&key) {
                                 let line = serde_json::json!({
                                     "line": "rolled_back", "n": e.n, "params": e.params,
                                     "reason": rolled.last(),
@@ -376,6 +387,7 @@ pub(super) fn tune_one(
             let now = best_so_far.last().copied().flatten();
             let since = best_so_far.iter().rev().take_while(|b| **b == now).count();
             since_improvement = if now.is_some() { since - 1 } else { since };
+            stop |= job.opts.early_stop.is_some_and(|w| since_improvement >= w);
         }
         goal_met = met(&best);
         if target.is_some() {
