@@ -89,13 +89,18 @@ pub(super) fn goal_miss(kernel: &str, shape: &str, g: &GoalReport, best: &Best) 
     m
 }
 
+/// The best a round must beat: its time, and whether it is the default's.
+pub(super) type Standing = Option<(f64, bool)>;
+
 /// The decision of one round: a new best is kept; a would-be winner that failed its
 /// correctness check is rolled back (the previous best stays); otherwise nothing changed.
+/// `before` is the best before the round, the default included: a proposal slower than
+/// the default is no new best, whatever the search found before.
 pub(super) fn decide(
     round: usize,
     proposals: usize,
     entries: &[Entry],
-    before: Option<&Best>,
+    before: Standing,
     after: Option<(f64, Params)>,
     goal_met: bool,
     rolled: &[String],
@@ -116,9 +121,13 @@ pub(super) fn decide(
         .iter()
         .filter(|e| e.status == "measured")
         .filter_map(|e| Some((e.time_us?, e)))
-        .filter(|(t, _)| before.is_none_or(|b| *t < b.time_us))
+        .filter(|(t, _)| before.is_none_or(|(b, _)| *t < b))
         .min_by(|a, b| a.0.total_cmp(&b.0));
-    let previous = before.map_or("the default".to_string(), |b| format!("{:.2} µs", b.time_us));
+    let previous = match before {
+        Some((t, true)) => format!("the default's {t:.2} µs"),
+        Some((t, false)) => format!("{t:.2} µs"),
+        None => "nothing valid".to_string(),
+    };
     let (decision, mut reason) = match new_best {
         Some((t, e)) if !rolled.is_empty() => (
             "rolled_back",
@@ -228,4 +237,40 @@ pub(super) fn limit_of(
         Ok(other) => return Err(unexpected(&other)),
         Err(_) => None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(n: usize, bufs: i64, t: f64) -> Entry {
+        Entry {
+            n,
+            params: Params::new().with("bufs", bufs),
+            status: "measured".into(),
+            time_us: Some(t),
+            program_hash: None,
+            sbuf_bytes: None,
+            energy_uj: None,
+            bottleneck: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn a_round_is_judged_against_the_default_too() {
+        // The default takes 10 µs and the search has nothing yet: 12 and 11 are no new best
+        // (they are slower than the default), 9 is.
+        let slower = [measured(0, 1, 12.0), measured(1, 2, 11.0)];
+        let r = decide(1, 2, &slower, Some((10.0, true)), Some((10.0, Params::new())), false, &[]);
+        assert_eq!(r.decision, "no_improvement");
+        assert_eq!(r.reason, "nothing beat the default's 10.00 µs (2 slower, 0 pruned, 0 invalid)");
+        let faster = [measured(2, 3, 9.0), measured(3, 4, 12.0)];
+        let r = decide(2, 2, &faster, Some((10.0, true)), Some((9.0, Params::new())), false, &[]);
+        assert_eq!(r.decision, "kept");
+        assert_eq!(r.reason, "new best 9.00 µs bufs=3 (was the default's 10.00 µs)");
+        // Against the search's own best, which beat the default.
+        let r = decide(3, 1, &[measured(4, 5, 8.5)], Some((9.0, false)), None, false, &[]);
+        assert_eq!(r.reason, "new best 8.50 µs bufs=5 (was 9.00 µs)");
+    }
 }

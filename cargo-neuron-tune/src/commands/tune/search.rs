@@ -391,11 +391,17 @@ pub(super) fn tune_one(
         }
         goal_met = met(&best);
         if target.is_some() {
+            // The standing best before the round: the search's or the default's.
+            let standing = match (best_before.as_ref().map(|b| b.time_us), default_time) {
+                (Some(b), Some(d)) if d <= b => Some((d, true)),
+                (Some(b), _) => Some((b, false)),
+                (None, d) => d.map(|d| (d, true)),
+            };
             let round = decide(
                 rounds.len() + 1,
                 proposals,
                 &history[first..],
-                best_before.as_ref(),
+                standing,
                 overall(&best),
                 goal_met,
                 &rolled,
