@@ -379,9 +379,9 @@ impl Round {
     /// The human line of the decision log.
     pub fn line(&self) -> String {
         format!(
-            "round {}: {} proposals, best {}: {} — {}{}",
+            "round {}: {}, best {}: {} — {}{}",
             self.round,
-            self.proposals,
+            count(self.proposals, "proposal"),
             self.best_time_us.map_or("none".to_string(), |t| format!("{t:.2} µs")),
             self.decision.replace('_', " "),
             self.reason,

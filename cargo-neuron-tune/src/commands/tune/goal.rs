@@ -146,7 +146,7 @@ pub(super) fn decide(
             (
                 "no_improvement",
                 format!(
-                    "nothing beat {previous} ({} slower, {} pruned, {} invalid)",
+                    "nothing beat {previous} ({} no faster, {} pruned, {} invalid)",
                     counts("measured"),
                     counts("pruned"),
                     counts("invalid")
@@ -264,7 +264,10 @@ mod tests {
         let slower = [measured(0, 1, 12.0), measured(1, 2, 11.0)];
         let r = decide(1, 2, &slower, Some((10.0, true)), Some((10.0, Params::new())), false, &[]);
         assert_eq!(r.decision, "no_improvement");
-        assert_eq!(r.reason, "nothing beat the default's 10.00 µs (2 slower, 0 pruned, 0 invalid)");
+        assert_eq!(
+            r.reason,
+            "nothing beat the default's 10.00 µs (2 no faster, 0 pruned, 0 invalid)"
+        );
         let faster = [measured(2, 3, 9.0), measured(3, 4, 12.0)];
         let r = decide(2, 2, &faster, Some((10.0, true)), Some((9.0, Params::new())), false, &[]);
         assert_eq!(r.decision, "kept");
