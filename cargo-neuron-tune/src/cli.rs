@@ -398,6 +398,13 @@ pub struct GoalOpts {
     pub validate: bool,
 }
 
+impl GoalOpts {
+    /// New bests are validated: `--validate`, or a goal (which implies it).
+    pub fn validates(&self) -> bool {
+        self.validate || self.goal.is_some()
+    }
+}
+
 /// What `--goal` asks for.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Goal {

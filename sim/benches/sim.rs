@@ -8,7 +8,7 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 mod gemm;
 
-use gemm::{run_gemm, run_gemm_affine};
+use gemm::run_gemm;
 use neuron_sim::ExecMode;
 use std::hint::black_box;
 
@@ -17,33 +17,33 @@ fn timing(c: &mut Criterion) {
     // 17 K with one DMA per [128 x 128] A tile (1 DMA per matmul).
     let mut g = c.benchmark_group("timing_gemm");
     g.sample_size(20);
-    let (count, _) = run_gemm::<true>(ExecMode::TIMING, 4096, 4096, 4096, None);
+    let (count, _) = run_gemm::<true, false>(ExecMode::TIMING, 4096, 4096, 4096, None);
     g.throughput(Throughput::Elements(count));
     g.bench_function("4096^3_panel_loads", |bench| {
-        bench.iter(|| black_box(run_gemm::<true>(ExecMode::TIMING, 4096, 4096, 4096, None)))
+        bench.iter(|| black_box(run_gemm::<true, false>(ExecMode::TIMING, 4096, 4096, 4096, None)))
     });
     // The same program with the timing model off: what the builder (checks, views, program
     // hash, counters) costs on its own, so the report can say how the time splits.
     let builder_only = ExecMode { functional: false, timing: false, trace: false };
     g.bench_function("4096^3_panel_loads_builder_only", |bench| {
-        bench.iter(|| black_box(run_gemm::<true>(builder_only, 4096, 4096, 4096, None)))
+        bench.iter(|| black_box(run_gemm::<true, false>(builder_only, 4096, 4096, 4096, None)))
     });
-    let (count, _) = run_gemm::<false>(ExecMode::TIMING, 4096, 4096, 4096, None);
+    let (count, _) = run_gemm::<false, false>(ExecMode::TIMING, 4096, 4096, 4096, None);
     g.throughput(Throughput::Elements(count));
     g.bench_function("4096^3_tile_loads", |bench| {
-        bench.iter(|| black_box(run_gemm::<false>(ExecMode::TIMING, 4096, 4096, 4096, None)))
+        bench.iter(|| black_box(run_gemm::<false, false>(ExecMode::TIMING, 4096, 4096, 4096, None)))
     });
     // The same programs with affine loops: every instruction goes through the list
     // scheduler's window (docs/scheduling.md).
-    let (count, _) = run_gemm_affine::<true>(4096, 4096, 4096);
+    let (count, _) = run_gemm::<true, true>(ExecMode::TIMING, 4096, 4096, 4096, None);
     g.throughput(Throughput::Elements(count));
     g.bench_function("4096^3_panel_loads_affine", |bench| {
-        bench.iter(|| black_box(run_gemm_affine::<true>(4096, 4096, 4096)))
+        bench.iter(|| black_box(run_gemm::<true, true>(ExecMode::TIMING, 4096, 4096, 4096, None)))
     });
-    let (count, _) = run_gemm_affine::<false>(4096, 4096, 4096);
+    let (count, _) = run_gemm::<false, true>(ExecMode::TIMING, 4096, 4096, 4096, None);
     g.throughput(Throughput::Elements(count));
     g.bench_function("4096^3_tile_loads_affine", |bench| {
-        bench.iter(|| black_box(run_gemm_affine::<false>(4096, 4096, 4096)))
+        bench.iter(|| black_box(run_gemm::<false, true>(ExecMode::TIMING, 4096, 4096, 4096, None)))
     });
     g.finish();
 }
@@ -55,7 +55,9 @@ fn functional(c: &mut Criterion) {
     let mut g = c.benchmark_group("functional_gemm");
     g.sample_size(10);
     g.bench_function("bf16_1024x1024x1024", |bench| {
-        bench.iter(|| black_box(run_gemm::<true>(ExecMode::FUNCTIONAL, n, n, n, Some((&a, &b)))))
+        bench.iter(|| {
+            black_box(run_gemm::<true, false>(ExecMode::FUNCTIONAL, n, n, n, Some((&a, &b))))
+        })
     });
     g.finish();
 }

@@ -12,7 +12,7 @@
 #[path = "../benches/gemm/mod.rs"]
 mod gemm;
 
-use gemm::{run_gemm, run_gemm_affine};
+use gemm::run_gemm;
 use neuron_sim::ExecMode;
 
 fn main() {
@@ -27,10 +27,10 @@ fn main() {
         std::process::exit(2);
     };
     let (count, us) = match (form.as_str(), load.as_str()) {
-        ("plain", "panel") => run_gemm::<true>(ExecMode::TIMING, n, n, n, None),
-        ("plain", "tile") => run_gemm::<false>(ExecMode::TIMING, n, n, n, None),
-        ("affine", "panel") => run_gemm_affine::<true>(n, n, n),
-        ("affine", "tile") => run_gemm_affine::<false>(n, n, n),
+        ("plain", "panel") => run_gemm::<true, false>(ExecMode::TIMING, n, n, n, None),
+        ("plain", "tile") => run_gemm::<false, false>(ExecMode::TIMING, n, n, n, None),
+        ("affine", "panel") => run_gemm::<true, true>(ExecMode::TIMING, n, n, n, None),
+        ("affine", "tile") => run_gemm::<false, true>(ExecMode::TIMING, n, n, n, None),
         _ => {
             eprintln!("{usage}");
             std::process::exit(2);

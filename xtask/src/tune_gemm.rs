@@ -121,13 +121,7 @@ fn export_landscape(path: &Path, results: &[&Value]) -> Result<(), String> {
     for r in results {
         let Some(time) = r["time_us"].as_f64() else { continue };
         let p = &r["params"];
-        let id: Vec<String> = keys
-            .iter()
-            .map(|k| match &p[k.as_str()] {
-                Value::String(s) => s.clone(),
-                v => v.to_string(),
-            })
-            .collect();
+        let id: Vec<String> = keys.iter().map(|k| param_text(&p[k.as_str()])).collect();
         let mut entry: serde_json::Map<String, Value> =
             keys.iter().map(|k| ((*k).clone(), p[k.as_str()].clone())).collect();
         entry.insert("time".into(), time.into());
@@ -142,17 +136,19 @@ fn export_landscape(path: &Path, results: &[&Value]) -> Result<(), String> {
     std::fs::write(path, doc.to_string()).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// A parameter's value as the CLI and Kernel Tuner keys spell it (strings unquoted).
+fn param_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        v => v.to_string(),
+    }
+}
+
 /// `k=v,k=v` for `--params`, from a params object.
 fn params_arg(p: &Value) -> String {
     p.as_object()
         .map(|m| {
-            m.iter()
-                .map(|(k, v)| match v {
-                    Value::String(s) => format!("{k}={s}"),
-                    v => format!("{k}={v}"),
-                })
-                .collect::<Vec<_>>()
-                .join(",")
+            m.iter().map(|(k, v)| format!("{k}={}", param_text(v))).collect::<Vec<_>>().join(",")
         })
         .unwrap_or_default()
 }

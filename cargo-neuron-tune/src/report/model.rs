@@ -6,7 +6,7 @@
 //! command printed. Everything here is a pure function of files: the same store gives the
 //! same report.
 
-use crate::commands::tune::{meta_path, Entry, JournalMeta, ParetoPoint};
+use crate::commands::tune::{read_meta, Entry, JournalLines, JournalMeta, ParetoPoint};
 use crate::convergence::{Convergence, Round};
 use crate::eval::chip_key;
 use crate::store::Store;
@@ -145,37 +145,12 @@ pub fn read_runs(store_root: &Path) -> Vec<TuneRun> {
         if !(name.starts_with("tune-") && name.ends_with(".jsonl")) {
             continue;
         }
-        let Some(meta) = std::fs::read_to_string(meta_path(&journal))
-            .ok()
-            .and_then(|t| serde_json::from_str::<JournalMeta>(&t).ok())
-        else {
-            continue;
-        };
+        let Some(meta) = read_meta(&journal) else { continue };
         // Only sealed lines are trusted (a damaged or torn line is never shown).
-        let (mut entries, mut rounds) = (Vec::<Entry>::new(), Vec::new());
-        for line in crate::store::read_journal(&journal).map(|j| j.lines).unwrap_or_default() {
-            match line.get("line").and_then(|l| l.as_str()) {
-                Some("round") => rounds.extend(serde_json::from_value::<Round>(line).ok()),
-                // A measured winner that failed its validation later (`--goal`, `--validate`).
-                // A resumed run may have evaluated one `n` twice (a proposer's replayed
-                // proposal that differed): the line names the latest of that `n`.
-                Some("rolled_back") => {
-                    let n = line.get("n").and_then(|n| n.as_u64());
-                    let params = line.get("params").filter(|p| !p.is_null());
-                    let named = |e: &Entry| {
-                        Some(e.n as u64) == n
-                            && params.is_none_or(|p| {
-                                serde_json::to_value(&e.params).ok().as_ref() == Some(p)
-                            })
-                    };
-                    let latest = entries.iter_mut().rev().find(|e| named(e));
-                    if let Some(e) = latest.filter(|e| e.status == "measured") {
-                        e.status = "rolled_back".into();
-                    }
-                }
-                _ => entries.extend(serde_json::from_value::<Entry>(line).ok()),
-            }
-        }
+        let lines = crate::store::read_journal(&journal).map(|j| j.lines).unwrap_or_default();
+        let read = JournalLines::of(lines);
+        let entries = read.entries_after_roll_backs();
+        let rounds = read.rounds;
         runs.push(TuneRun { journal, meta, entries, rounds });
     }
     runs.sort_by(|a, b| {
@@ -421,7 +396,8 @@ mod tests {
             }
             let mut f = std::fs::OpenOptions::new().append(true).open(&j).unwrap();
             std::io::Write::write_all(&mut f, b"{\"n\": 9, \"par").unwrap();
-            std::fs::write(meta_path(&j), meta(seed, 8.0).to_string()).unwrap();
+            std::fs::write(crate::commands::tune::meta_path(&j), meta(seed, 8.0).to_string())
+                .unwrap();
         }
         // A journal without meta is not shown.
         std::fs::write(journals.join("tune-old-x-trn2-random-1.jsonl"), "").unwrap();

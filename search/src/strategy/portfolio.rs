@@ -150,8 +150,8 @@ impl Portfolio {
     /// Among all such repairs not yet proposed, the one the main-effects model predicts
     /// best (ties: the first in neighbour order), checking validity in that order.
     fn repaired(&self, from: &Config, ctx: &mut Ctx<'_>) -> Option<Config> {
-        let (near, far) = ctx.space.neighbours_by_distance(from);
-        let blocked: Vec<Config> = near.into_iter().chain(far).filter(|n| !ctx.valid(n)).collect();
+        let blocked: Vec<Config> =
+            ctx.space.neighbours(from).into_iter().filter(|n| !ctx.valid(n)).collect();
         if blocked.is_empty() {
             return None;
         }

@@ -13,6 +13,28 @@ pub(super) fn variant(job: &Job, params: &Params) -> Variant {
     }
 }
 
+/// The kernel's validity rule on `configs` at `shape` (on the job's chip): a verdict per
+/// configuration (`None`: accepted, else why not), or the harness's error; a worker that
+/// broke the protocol is the `Failure`.
+pub(super) fn verdicts(
+    pool: &mut Pool,
+    job: &Job,
+    shape: &Shape,
+    configs: Vec<Params>,
+) -> Result<Result<Vec<Option<String>>, neuron_tune_protocol::ErrorInfo>, Failure> {
+    let done = pool.request(RequestBody::Validate {
+        kernel: job.kernel.into(),
+        shape: ShapeRef::Dims(shape.clone()),
+        configs,
+        chip: job.chip.clone(),
+    })?;
+    match done.answer {
+        Ok(ResponseBody::Validate { verdicts }) => Ok(Ok(verdicts)),
+        Ok(other) => Err(unexpected(&other)),
+        Err(e) => Ok(Err(e)),
+    }
+}
+
 /// How many configurations, spread over the space, [`useful_work`] asks the validity rule
 /// about when the defaults do not trace, and how many of the accepted ones it traces.
 const WORK_CANDIDATES: u128 = 256;
@@ -48,15 +70,8 @@ pub(super) fn useful_work(
     let count = n.min(WORK_CANDIDATES);
     let configs: Vec<Params> =
         (0..count).map(|i| params_of(space, &sspace.config(i * n / count))).collect();
-    let done = pool.request(RequestBody::Validate {
-        kernel: job.kernel.into(),
-        shape: ShapeRef::Dims(job.shape.clone()),
-        configs: configs.clone(),
-        chip: job.chip.clone(),
-    })?;
-    let verdicts = match done.answer {
-        Ok(ResponseBody::Validate { verdicts }) => verdicts,
-        Ok(other) => return Err(unexpected(&other)),
+    let verdicts = match verdicts(pool, job, job.shape, configs.clone())? {
+        Ok(verdicts) => verdicts,
         Err(e) => {
             return Err(fail(
                 Exit::Config,

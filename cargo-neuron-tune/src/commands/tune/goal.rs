@@ -179,15 +179,8 @@ pub(super) fn validate_on_key_set(
 ) -> Result<Result<Vec<String>, String>, Failure> {
     let (mut names, mut shapes) = (Vec::new(), Vec::new());
     for (name, shape) in job.key_shapes {
-        let done = pool.request(RequestBody::Validate {
-            kernel: job.kernel.into(),
-            shape: ShapeRef::Dims(shape.clone()),
-            configs: vec![params.clone()],
-            chip: job.chip.clone(),
-        })?;
-        if matches!(done.answer, Ok(ResponseBody::Validate { ref verdicts })
-            if verdicts.first().is_some_and(|v| v.is_none()))
-        {
+        let accepted = verdicts(pool, job, shape, vec![params.clone()])?;
+        if accepted.is_ok_and(|v| v.first().is_some_and(|v| v.is_none())) {
             names.push(name.clone());
             shapes.push(shape.clone());
         }

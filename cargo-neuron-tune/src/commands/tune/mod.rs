@@ -153,6 +153,74 @@ pub fn meta_path(journal: &std::path::Path) -> std::path::PathBuf {
     journal.with_extension("meta.json")
 }
 
+/// A journal's meta file, if it has one that reads.
+pub fn read_meta(journal: &std::path::Path) -> Option<JournalMeta> {
+    let text = std::fs::read_to_string(meta_path(journal)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Write a journal's meta file (atomically).
+fn write_meta(journal: &std::path::Path, meta: &JournalMeta) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(meta).expect("meta serializes");
+    crate::store::write_atomic(&meta_path(journal), text.as_bytes())
+        .map_err(|e| fail(Exit::Internal, format!("writing the journal: {e:#}")))
+}
+
+/// A tune journal's trusted lines by kind (docs/tuning-loop.md, "The journal"); kinds it
+/// does not know are skipped. `--resume` and `report` read it the same way.
+#[derive(Debug, Default)]
+pub struct JournalLines {
+    /// The evaluations as journaled: a winner rolled back later is still `measured` here.
+    pub entries: Vec<Entry>,
+    /// `--goal`'s decision log.
+    pub rounds: Vec<Round>,
+    /// The `rolled_back` lines.
+    pub rolled_back: Vec<RolledBack>,
+}
+
+/// A `rolled_back` line: the measured evaluation `n` with `params` failed its validation.
+#[derive(Debug)]
+pub struct RolledBack {
+    pub n: u64,
+    pub params: serde_json::Value,
+    /// How many evaluations were journaled before the line (it names one of those).
+    before: usize,
+}
+
+impl JournalLines {
+    pub fn of(lines: Vec<serde_json::Value>) -> JournalLines {
+        let mut j = JournalLines::default();
+        for line in lines {
+            match line.get("line").and_then(|l| l.as_str()) {
+                Some("round") => j.rounds.extend(serde_json::from_value::<Round>(line).ok()),
+                Some("rolled_back") => j.rolled_back.extend(line["n"].as_u64().map(|n| {
+                    RolledBack { n, params: line["params"].clone(), before: j.entries.len() }
+                })),
+                _ => j.entries.extend(serde_json::from_value::<Entry>(line).ok()),
+            }
+        }
+        j
+    }
+
+    /// The evaluations as the run's result has them: each rolled-back winner `rolled_back`.
+    /// A resumed run may have evaluated one `n` twice (a proposer's replayed proposal that
+    /// differed): a line names the latest of that `n` before it, with its params.
+    pub fn entries_after_roll_backs(&self) -> Vec<Entry> {
+        let mut entries = self.entries.clone();
+        for r in &self.rolled_back {
+            let named = |e: &&mut Entry| {
+                e.n as u64 == r.n
+                    && serde_json::to_value(&e.params).ok().as_ref() == Some(&r.params)
+            };
+            let latest = entries[..r.before].iter_mut().rev().find(named);
+            if let Some(e) = latest.filter(|e| e.status == "measured") {
+                e.status = "rolled_back".into();
+            }
+        }
+        entries
+    }
+}
+
 impl Entry {
     /// What the strategy is told. A pruned variant is told its roofline bound: a value no
     /// better than the incumbent that still ranks it among the others (telling it invalid
@@ -229,7 +297,7 @@ pub fn run(
     let mut winners: Vec<(usize, Params, f64)> = Vec::new();
     // `--goal`/`--validate`: per target, the models whose winner must not lower their
     // throughput, and the winners of this run (the models use them once recorded).
-    let users = if goal.goal.is_some() || goal.validate {
+    let users = if goal.validates() {
         bar.suspend(|| model_check::users(&mut ws, &chip, &targets, &out))?
     } else {
         vec![Vec::new(); targets.len()]
@@ -283,7 +351,7 @@ pub fn run(
         // its budget (early stop, goal met, space or proposal cap exhausted) hands the rest
         // over, so the bar's position and ETA stay right for the next one.
         bar.inc(opts.budget.saturating_sub(charged(result.evaluations, result.pruned)) as u64);
-        if goal.goal.is_some() || goal.validate {
+        if goal.validates() {
             bar.suspend(|| {
                 if users[ti].is_empty() {
                     out.status(format!(
@@ -479,15 +547,10 @@ fn report(
     .flatten()
     .collect();
     // Kept with the journal for `report`; failing to is only a note (the result stands).
-    let meta = meta_path(&result.journal);
-    let stored = std::fs::read_to_string(&meta)
-        .ok()
-        .and_then(|t| serde_json::from_str::<JournalMeta>(&t).ok())
-        .map(|m| JournalMeta { diagnoses: diagnoses.clone(), ..m })
-        .map(|m| serde_json::to_string_pretty(&m).expect("meta serializes"))
-        .map(|text| crate::store::write_atomic(&meta, text.as_bytes()));
-    if !matches!(stored, Some(Ok(()))) {
-        out.note(format!("warning: {}: the diagnoses were not stored", meta.display()));
+    let meta = JournalMeta { diagnoses: diagnoses.clone(), ..result.meta.clone() };
+    if write_meta(&result.journal, &meta).is_err() {
+        let path = meta_path(&result.journal);
+        out.note(format!("warning: {}: the diagnoses were not stored", path.display()));
     }
     out.event(&Event::Tune {
         kernel: k.name.clone(),
@@ -614,6 +677,8 @@ struct TuneResult {
     invalid: usize,
     best_so_far: Vec<Option<f64>>,
     journal: std::path::PathBuf,
+    /// What the journal's meta file says (as last written).
+    meta: JournalMeta,
     /// Every evaluation, in order (for the diagnosis).
     history: Vec<Entry>,
     /// An external proposer's proposals that the kernel's validity rule refused before
@@ -664,7 +729,33 @@ pub struct ParetoPoint {
 
 #[cfg(test)]
 mod tests {
-    use super::{within_budget, PROPOSALS_PER_EVALUATION};
+    use super::{within_budget, JournalLines, PROPOSALS_PER_EVALUATION};
+    use serde_json::json;
+
+    #[test]
+    fn journal_lines_are_read_by_kind_and_a_roll_back_names_the_latest_of_its_n() {
+        let entry = |n: usize, a: i64, t: f64| {
+            json!({"n": n, "params": {"a": a}, "status": "measured", "time_us": t,
+                   "program_hash": null})
+        };
+        let lines = vec![
+            entry(0, 1, 5.0),
+            entry(1, 2, 4.0),
+            json!({"line": "rolled_back", "n": 1, "params": {"a": 2}, "reason": "wrong"}),
+            json!({"line": "round", "round": 1, "proposals": 2, "best_time_us": 5.0,
+                   "best_params": {"a": 1}, "decision": "rolled_back", "reason": "r",
+                   "goal_met": false}),
+            json!({"line": "from a later version"}),
+            // A resumed proposer evaluated other params under n = 1: it stands.
+            entry(1, 3, 3.0),
+        ];
+        let j = JournalLines::of(lines);
+        assert_eq!((j.entries.len(), j.rounds.len(), j.rolled_back.len()), (3, 1, 1));
+        assert!(j.entries.iter().all(|e| e.status == "measured"), "as journaled");
+        let after: Vec<String> =
+            j.entries_after_roll_backs().into_iter().map(|e| e.status).collect();
+        assert_eq!(after, ["measured", "rolled_back", "measured"]);
+    }
 
     #[test]
     fn the_budget_charges_unpruned_proposals_and_caps_all_of_them() {

@@ -33,7 +33,7 @@ pub(super) fn tune_one(
     };
     let journal_name = format!("tune-{key}");
     let journal_path = job.store.root().join("journals").join(format!("{journal_name}.jsonl"));
-    let replayed: HashMap<usize, Entry> = if job.opts.resume {
+    let journaled = if job.opts.resume {
         let read = crate::store::read_journal(&journal_path)
             .map_err(|e| fail(Exit::Internal, format!("{e:#}")))?;
         // An untrusted line is never used: its evaluation is made again.
@@ -43,14 +43,17 @@ pub(super) fn tune_one(
                 journal_path.display()
             ));
         }
-        read.lines
-            .into_iter()
-            .filter_map(|l| serde_json::from_value::<Entry>(l).ok())
-            .map(|e| (e.n, e))
-            .collect()
+        JournalLines::of(read.lines)
     } else {
         let _ = std::fs::remove_file(&journal_path);
-        HashMap::new()
+        JournalLines::default()
+    };
+    let replayed: HashMap<usize, Entry> =
+        journaled.entries.iter().map(|e| (e.n, e.clone())).collect();
+    let append = |line: &serde_json::Value| {
+        job.store
+            .append_journal(&journal_name, line)
+            .map_err(|e| fail(Exit::Internal, format!("writing the journal: {e:#}")))
     };
     if job.opts.resume && !replayed.is_empty() {
         ctx.out.status(format!(
@@ -80,16 +83,13 @@ pub(super) fn tune_one(
         sim_version: job.sim_version.into(),
         default: default.clone(),
         front: None,
-        validated: Some(job.goal.goal.is_some() || job.goal.validate),
+        validated: Some(job.goal.validates()),
         diagnoses: Vec::new(),
     };
     // A resumed run validates as the journal's run did, or its roll-backs would not match.
     // The flag stays set once any run of the journal validated (its lines stay).
     if job.opts.resume {
-        let old = std::fs::read_to_string(meta_path(&journal_path))
-            .ok()
-            .and_then(|t| serde_json::from_str::<JournalMeta>(&t).ok())
-            .and_then(|m| m.validated);
+        let old = read_meta(&journal_path).and_then(|m| m.validated);
         if let (Some(old), Some(new)) = (old, meta.validated) {
             if old != new {
                 let how = |v: bool| if v { "with" } else { "without" };
@@ -105,12 +105,7 @@ pub(super) fn tune_one(
             meta.validated = Some(old || new);
         }
     }
-    let write_meta = |meta: &JournalMeta| {
-        let text = serde_json::to_string_pretty(meta).expect("meta serializes");
-        crate::store::write_atomic(&meta_path(&journal_path), text.as_bytes())
-            .map_err(|e| fail(Exit::Internal, format!("writing the journal: {e:#}")))
-    };
-    write_meta(&meta)?;
+    write_meta(&journal_path, &meta)?;
     // `--goal`: the time to reach (a speed-up needs the default's time, a throughput the
     // shape's useful work).
     let target = match job.goal.goal {
@@ -136,23 +131,10 @@ pub(super) fn tune_one(
         }
     };
     // Rounds and roll-backs already in the journal (`--resume`): not written twice.
-    let journaled = if job.opts.resume {
-        crate::store::read_journal(&journal_path).map(|j| j.lines).unwrap_or_default()
-    } else {
-        Vec::new()
-    };
-    let journaled_rounds: Vec<usize> = journaled
-        .iter()
-        .filter_map(|l| serde_json::from_value::<Round>(l.clone()).ok())
-        .filter(|r| r.line == "round")
-        .map(|r| r.round)
-        .collect();
+    let journaled_rounds: Vec<usize> = journaled.rounds.iter().map(|r| r.round).collect();
     // (n, params): a resumed proposer may evaluate other params under a journaled n.
-    let journaled_rollbacks: Vec<(u64, serde_json::Value)> = journaled
-        .iter()
-        .filter(|l| l["line"] == "rolled_back")
-        .filter_map(|l| Some((l["n"].as_u64()?, l["params"].clone())))
-        .collect();
+    let journaled_rollbacks: Vec<(u64, serde_json::Value)> =
+        journaled.rolled_back.iter().map(|r| (r.n, r.params.clone())).collect();
     let mut valid_cache: HashMap<Vec<u32>, bool> = HashMap::new();
     // An external proposer's proposals go through the oracle one by one: those it refuses
     // are proposals that were invalid (a built-in strategy's oracle calls are not).
@@ -168,7 +150,7 @@ pub(super) fn tune_one(
     let mut exhausted = false;
     // `--goal` or `--validate`: each new best is validated on the key set and the models
     // using the kernel before it stands.
-    let validating = target.is_some() || job.goal.validate;
+    let validating = job.goal.validates();
     // The winners validated (with the shapes and models checked), and those rolled back.
     let mut validated: Vec<(Params, Validated)> = Vec::new();
     let mut rejected: Vec<Params> = Vec::new();
@@ -205,27 +187,16 @@ pub(super) fn tune_one(
                 if let Some(v) = valid_cache.get(&c.0) {
                     return *v;
                 }
-                let request = RequestBody::Validate {
-                    kernel: job.kernel.into(),
-                    shape: ShapeRef::Dims(job.shape.clone()),
-                    configs: vec![params_of(space, c)],
-                    chip: job.chip.clone(),
-                };
                 // (valid, the rule's refusal): a failed request is not valid, but not the
                 // rule's doing either.
-                let (ok, refusal) = match pool.request(request) {
-                    Ok(done) => match done.answer {
-                        Ok(ResponseBody::Validate { verdicts }) => match verdicts.first() {
-                            Some(None) => (true, None),
-                            Some(Some(why)) => (false, Some(why.clone())),
-                            None => (false, None),
-                        },
-                        Ok(other) => {
-                            broken.get_or_insert(unexpected(&other));
-                            return false;
-                        }
-                        Err(_) => (false, None),
+                let (ok, refusal) = match verdicts(pool, job, job.shape, vec![params_of(space, c)])
+                {
+                    Ok(Ok(v)) => match v.first() {
+                        Some(None) => (true, None),
+                        Some(Some(why)) => (false, Some(why.clone())),
+                        None => (false, None),
                     },
+                    Ok(Err(_)) => (false, None),
                     Err(f) => {
                         broken.get_or_insert(f);
                         return false;
@@ -284,10 +255,7 @@ pub(super) fn tune_one(
                             e.status = "failed_check".into();
                         }
                     }
-                    let line = serde_json::to_value(&e).expect("entries serialize");
-                    job.store
-                        .append_journal(&journal_name, &line)
-                        .map_err(|e| fail(Exit::Internal, format!("writing the journal: {e:#}")))?;
+                    append(&serde_json::to_value(&e).expect("entries serialize"))?;
                     e
                 }
             };
@@ -357,13 +325,10 @@ pub(super) fn tune_one(
                             e.status = "rolled_back".into();
                             let key = (e.n as u64, serde_json::to_value(&e.params).unwrap());
                             if !journaled_rollbacks.contains(&key) {
-                                let line = serde_json::json!({
+                                append(&serde_json::json!({
                                     "line": "rolled_back", "n": e.n, "params": e.params,
                                     "reason": rolled.last(),
-                                });
-                                job.store.append_journal(&journal_name, &line).map_err(|e| {
-                                    fail(Exit::Internal, format!("writing the journal: {e:#}"))
-                                })?;
+                                }))?;
                             }
                         }
                         if e.status == "measured"
@@ -407,10 +372,7 @@ pub(super) fn tune_one(
                 &rolled,
             );
             if !journaled_rounds.contains(&round.round) {
-                let line = serde_json::to_value(&round).expect("rounds serialize");
-                job.store
-                    .append_journal(&journal_name, &line)
-                    .map_err(|e| fail(Exit::Internal, format!("writing the journal: {e:#}")))?;
+                append(&serde_json::to_value(&round).expect("rounds serialize"))?;
             }
             rounds.push(round);
         }
@@ -436,7 +398,7 @@ pub(super) fn tune_one(
     };
     if front.is_some() {
         meta.front = front.clone();
-        write_meta(&meta)?;
+        write_meta(&journal_path, &meta)?;
     }
     let goal = match (job.goal.goal, target) {
         (Some(g), Some(target_us)) => Some(GoalReport {
@@ -468,6 +430,7 @@ pub(super) fn tune_one(
         invalid,
         best_so_far,
         journal: journal_path,
+        meta,
         validated: validated_best,
         history,
         refused,
