@@ -665,6 +665,17 @@ struct Best {
     program_hash: String,
 }
 
+impl Best {
+    /// A measured evaluation as the best.
+    fn of(e: &Entry) -> Best {
+        Best {
+            params: e.params.clone(),
+            time_us: e.time_us.unwrap_or(f64::MAX),
+            program_hash: e.program_hash.clone().unwrap_or_default(),
+        }
+    }
+}
+
 struct TuneResult {
     best: Option<Best>,
     /// `--objective pareto`: the non-dominated correct variants, fastest first.

@@ -141,7 +141,7 @@ pub(super) fn tune_one(
     let external = matches!(strategy, Searcher::External(_));
     let mut refused: Vec<(Params, String)> = Vec::new();
     let mut best: Option<Best> = None;
-    let (mut evaluations, mut pruned, mut invalid) = (0, 0, 0);
+    let (mut evaluations, mut pruned) = (0, 0);
     let mut best_so_far = Vec::new();
     let mut history: Vec<Entry> = Vec::new();
     let mut rounds: Vec<Round> = Vec::new();
@@ -151,9 +151,19 @@ pub(super) fn tune_one(
     // `--goal` or `--validate`: each new best is validated on the key set and the models
     // using the kernel before it stands.
     let validating = job.goal.validates();
-    // The winners validated (with the shapes and models checked), and those rolled back.
+    // The winners validated, with the shapes and models they were checked on.
     let mut validated: Vec<(Params, Validated)> = Vec::new();
-    let mut rejected: Vec<Params> = Vec::new();
+    // A rolled-back evaluation's journal line (once: `--resume` replays the journaled ones).
+    let journal_rollback = |e: &Entry, why: &str| {
+        let key = (e.n as u64, serde_json::to_value(&e.params).expect("params serialize"));
+        if journaled_rollbacks.contains(&key) {
+            return Ok(());
+        }
+        append(&serde_json::json!({
+            "line": "rolled_back", "n": e.n, "params": e.params, "reason": why,
+        }))
+        .map(|_| ())
+    };
     let start = Instant::now();
     let mut since_improvement = 0;
     // The best the goal is judged on: the search's or the default's, whichever is faster.
@@ -264,23 +274,17 @@ pub(super) fn tune_one(
                 job.bar.inc(1);
             }
             proposals += 1;
-            history.push(entry.clone());
-            match entry.status.as_str() {
-                "pruned" => pruned += 1,
-                "invalid" | "failed_check" => invalid += 1,
-                _ => {}
+            if entry.status == "pruned" {
+                pruned += 1;
             }
-            let outcome = entry.outcome();
-            strategy.get().tell(&c, outcome);
+            // The strategy hears what it would have without validation.
+            strategy.get().tell(&c, entry.outcome());
             strategy.saw(&entry);
+            history.push(entry.clone());
             let improved = entry.status == "measured"
                 && best.as_ref().is_none_or(|b| entry.time_us.unwrap_or(f64::MAX) < b.time_us);
             if improved {
-                best = Some(Best {
-                    params: entry.params.clone(),
-                    time_us: entry.time_us.unwrap_or(f64::MAX),
-                    program_hash: entry.program_hash.clone().unwrap_or_default(),
-                });
+                best = Some(Best::of(&entry));
                 since_improvement = 0;
             } else {
                 since_improvement += 1;
@@ -295,7 +299,8 @@ pub(super) fn tune_one(
         }
         // `--goal`/`--validate`: the round's winner must be right on every shape of its key
         // set and slow no model using the kernel, or it is rolled back to the round's next
-        // best (or the best before the round); the journal says which evaluation was.
+        // best (or the best before the round); the journal says which evaluation was, the
+        // decision log why.
         let mut rolled: Vec<String> = Vec::new();
         let first = history.len() - proposals;
         while let Some(b) = best.clone().filter(|_| validating) {
@@ -316,30 +321,23 @@ pub(super) fn tune_one(
             match verdict {
                 Ok(names) => validated.push((b.params.clone(), names)),
                 Err(why) => {
-                    rolled.push(format!("{} ({:.2} µs) {why}", b.params, b.time_us));
-                    rejected.push(b.params.clone());
-                    invalid += 1;
+                    let reason = format!("{} ({:.2} µs) {why}", b.params, b.time_us);
+                    for e in history[first..]
+                        .iter_mut()
+                        .filter(|e| e.status == "measured" && e.params == b.params)
+                    {
+                        e.status = "rolled_back".into();
+                        journal_rollback(e, &reason)?;
+                    }
+                    rolled.push(reason);
+                    // The round's best so far again, without it.
                     best = best_before.clone();
-                    for (j, e) in history[first..].iter_mut().enumerate() {
-                        if rejected.contains(&e.params) && e.status == "measured" {
-                            e.status = "rolled_back".into();
-                            let key = (e.n as u64, serde_json::to_value(&e.params).unwrap());
-                            if !journaled_rollbacks.contains(&key) {
-                                append(&serde_json::json!({
-                                    "line": "rolled_back", "n": e.n, "params": e.params,
-                                    "reason": rolled.last(),
-                                }))?;
-                            }
-                        }
+                    for (j, e) in history[first..].iter().enumerate() {
                         if e.status == "measured"
                             && e.time_us
                                 .is_some_and(|t| best.as_ref().is_none_or(|x| t < x.time_us))
                         {
-                            best = Some(Best {
-                                params: e.params.clone(),
-                                time_us: e.time_us.unwrap_or(f64::MAX),
-                                program_hash: e.program_hash.clone().unwrap_or_default(),
-                            });
+                            best = Some(Best::of(e));
                         }
                         best_so_far[first + j] = best.as_ref().map(|x| x.time_us);
                     }
@@ -384,11 +382,7 @@ pub(super) fn tune_one(
     let mut kept_default = false;
     if let (Some(d), Some(t)) = (default, default_time) {
         if best.as_ref().is_none_or(|b| t < b.time_us) {
-            best = Some(Best {
-                params: d.params,
-                time_us: t,
-                program_hash: d.program_hash.unwrap_or_default(),
-            });
+            best = Some(Best::of(&d));
             kept_default = true;
         }
     }
@@ -416,6 +410,11 @@ pub(super) fn tune_one(
         }),
         _ => None,
     };
+    // Counted from the evaluations as they stand, as `report` counts them from the journal.
+    let invalid = history
+        .iter()
+        .filter(|e| matches!(e.status.as_str(), "invalid" | "failed_check" | "rolled_back"))
+        .count();
     let validated_best = best
         .as_ref()
         .and_then(|b| validated.iter().find(|(p, _)| *p == b.params))
