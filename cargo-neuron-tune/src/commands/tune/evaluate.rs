@@ -131,7 +131,7 @@ pub(super) fn evaluate_batch(
     let measured = |n: usize, params: &Params, b: &BenchResult, hash: String| Entry {
         sbuf_bytes: Some(b.sbuf_bytes_per_partition),
         energy_uj: Some(crate::energy::estimate_uj(b)),
-        bottleneck: Some(format!("{}: {}", b.bottleneck, b.bottleneck_summary)),
+        bottleneck: Some(super::goal::verdict(&b.bottleneck, &b.bottleneck_summary)),
         ..entry(n, params, "measured", Some(b.time_us), Some(hash))
     };
     // The program hash is known once traced: `None` while tracing.

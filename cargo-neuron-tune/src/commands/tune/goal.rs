@@ -73,12 +73,7 @@ pub(super) fn goal_miss(kernel: &str, shape: &str, g: &GoalReport, best: &Best) 
         g.target_us
     );
     if let Some(l) = &g.limit {
-        // A verdict's summary starts with its kind ("DMA-bound: 80% of …").
-        if l.summary.starts_with(&l.kind) {
-            m.push_str(&format!("; limited by {}", l.summary));
-        } else {
-            m.push_str(&format!("; limited by {}: {}", l.kind, l.summary));
-        }
+        m.push_str(&format!("; limited by {}", verdict(&l.kind, &l.summary)));
         for e in &l.evidence {
             m.push_str(&format!("\n    evidence: {e}"));
         }
@@ -87,6 +82,16 @@ pub(super) fn goal_miss(kernel: &str, shape: &str, g: &GoalReport, best: &Best) 
         }
     }
     m
+}
+
+/// A verdict as one line: its summary, which starts with its kind ("DMA-bound: 80% of …"),
+/// else kind and summary.
+pub(super) fn verdict(kind: &str, summary: &str) -> String {
+    if summary.starts_with(kind) {
+        summary.to_string()
+    } else {
+        format!("{kind}: {summary}")
+    }
 }
 
 /// The best a round must beat: its time, and whether it is the default's.
@@ -235,6 +240,14 @@ pub(super) fn limit_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_verdict_line_names_its_kind_once() {
+        // The simulator's summaries start with their kind; others get it in front.
+        let s = "Vector-bound: VectorE active 48% of the time";
+        assert_eq!(verdict("Vector-bound", s), s);
+        assert_eq!(verdict("Unknown", "no timing"), "Unknown: no timing");
+    }
 
     fn measured(n: usize, bufs: i64, t: f64) -> Entry {
         Entry {
