@@ -242,10 +242,11 @@ fn an_external_proposer_ignoring_the_validity_rule_is_diagnosed_invalid_heavy() 
 #[test]
 fn a_run_spent_in_correctness_checks_is_diagnosed_slow() {
     // Each of the 4 grid proposals is a would-be winner, so each is checked (8 cases of
-    // tiny shapes), and the reference sleeps 250 ms a case: ≥ 8 s of checks against a warm
-    // build and four small simulations.
-    let (code, e, err) =
-        tune("105", &["--kernel", "steps", "--budget", "4"], &[("LOOP_REFERENCE_SLEEP_MS", "250")]);
+    // tiny shapes), and the reference sleeps 250 ms a case: on one worker (a check's parts
+    // run in parallel on as many as there are), ≥ 8 s of checks against a warm build and
+    // four small simulations.
+    let args = ["--kernel", "steps", "--budget", "4", "--jobs", "1"];
+    let (code, e, err) = tune("105", &args, &[("LOOP_REFERENCE_SLEEP_MS", "250")]);
     assert_eq!(code, 0, "{err}");
     let slow = diagnosis(&e, "slow");
     assert!(slow["summary"].as_str().unwrap().contains("correctness checks"), "{slow}");
@@ -253,6 +254,29 @@ fn a_run_spent_in_correctness_checks_is_diagnosed_slow() {
     let (code, e, err) = tune("106", &["--kernel", "steps", "--budget", "4"], &[]);
     assert_eq!(code, 0, "{err}");
     assert!(!rules(&e).contains(&"slow".to_string()), "{e}");
+}
+
+#[test]
+fn a_faster_variant_that_fails_its_property_check_never_wins() {
+    // `hasty` computes its output `passes` times; grid proposes 3, 2, 1 and each is faster
+    // than the last, so each is a would-be winner and checked. The single pass forgets a
+    // column: its check fails and it is recorded as such, faster or not, and the best is
+    // the correct 2. The check's cases are fixed by the seed, not by how many workers run
+    // them: with one worker or two, the same verdicts.
+    for (seed, jobs) in [("115", "1"), ("116", "2")] {
+        let (code, e, err) = tune(seed, &["--kernel", "hasty", "--jobs", jobs], &[]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(e["best_params"]["passes"], 2, "--jobs {jobs}: {e}");
+        let lines = journal(&e);
+        let status = |passes: i64| {
+            let l = lines.iter().find(|l| l["params"]["passes"] == passes).unwrap();
+            (l["status"].as_str().unwrap().to_string(), l["time_us"].as_f64().unwrap())
+        };
+        let ((two, t2), (one, t1)) = (status(2), status(1));
+        assert_eq!((two.as_str(), one.as_str()), ("measured", "failed_check"), "{lines:?}");
+        assert!(t1 < t2, "the wrong variant is the faster: {t1} vs {t2}");
+        assert_eq!(e["invalid"], 1, "{e}");
+    }
 }
 
 #[test]

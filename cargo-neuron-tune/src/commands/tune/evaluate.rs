@@ -231,20 +231,32 @@ pub(super) fn pareto(
     }
 }
 
+/// The property check of a would-be winner is [`CHECK_PARTS`] requests of
+/// [`CHECK_CASES_PER_PART`] cases, part `i` with seed `--seed + i` (so `check --cases 2
+/// --seed S+i` replays it): the same cases whatever `--jobs`, run in parallel on the pool's
+/// workers, which the search leaves idle while it waits for the check.
+const CHECK_PARTS: u64 = 4;
+const CHECK_CASES_PER_PART: u32 = 2;
+
 /// The harness's correctness check of a would-be winner. Not cached across runs: a check
 /// depends on the kernel's reference and body, which no key here would capture.
 pub(super) fn passes_check(pool: &mut Pool, job: &Job, params: &Params) -> Result<bool, Failure> {
-    let done = pool.request(RequestBody::Check {
+    let request = |part: &u64| RequestBody::Check {
         kernel: job.kernel.into(),
         params: params.clone(),
-        cases: 8,
-        seed: job.seed,
+        cases: CHECK_CASES_PER_PART,
+        seed: job.seed.wrapping_add(*part),
         chip: job.chip.clone(),
         regressions: None,
+    };
+    let mut passed = true;
+    stream(pool, 0..CHECK_PARTS, request, |_, done| {
+        match done.answer {
+            Ok(ResponseBody::Check(r)) => passed &= r.passed,
+            Ok(other) => return Err(unexpected(&other)),
+            Err(_) => passed = false,
+        }
+        Ok(Next::Done)
     })?;
-    match done.answer {
-        Ok(ResponseBody::Check(r)) => Ok(r.passed),
-        Ok(other) => Err(unexpected(&other)),
-        Err(_) => Ok(false),
-    }
+    Ok(passed)
 }
