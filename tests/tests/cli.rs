@@ -108,8 +108,12 @@ fn a_second_bench_simulates_nothing_and_reports_the_same_cycles() {
 
 #[test]
 fn changing_one_kernel_re_simulates_only_its_variants() {
-    // A multiplier no earlier run used, so the store cannot already hold the changed program.
-    let k = 3.0 + (std::process::id() % 997) as f32 / 1024.0;
+    // Multipliers no earlier run used (k and k + 0.5), so the store cannot already hold the
+    // changed program: 2^20 values from the clock (a process id repeats too often in a store
+    // that many test runs shared), exact in f32 (3 + a multiple of 2^-21).
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let k = 3.0 + (nanos % (1 << 20)) as f32 / (1u32 << 21) as f32;
     let dir = neuron_tune_tests::two_kernel_crate("resim", k);
     let manifest = dir.join("Cargo.toml");
     let bench = |m: &std::path::Path| {
