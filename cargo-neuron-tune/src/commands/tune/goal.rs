@@ -176,42 +176,46 @@ pub(super) fn decide(
 }
 
 /// `--goal`'s validation of a round's winner: right on every shape of its key set that its
-/// validity rule accepts? `Ok(the shapes checked)`, or `Err(why)` naming the failing shape.
+/// validity rule accepts? `Ok(the shapes checked)`, or `Err(why)` naming the first failing
+/// shape in the key set's order. Each shape is one full-size functional run, so the shapes
+/// are checked in parallel on the pool's workers.
 pub(super) fn validate_on_key_set(
     pool: &mut Pool,
     job: &Job,
     params: &Params,
 ) -> Result<Result<Vec<String>, String>, Failure> {
-    let (mut names, mut shapes) = (Vec::new(), Vec::new());
+    let mut accepted = Vec::new();
     for (name, shape) in job.key_shapes {
-        let accepted = verdicts(pool, job, shape, vec![params.clone()])?;
-        if accepted.is_ok_and(|v| v.first().is_some_and(|v| v.is_none())) {
-            names.push(name.clone());
-            shapes.push(shape.clone());
+        let verdict = verdicts(pool, job, shape, vec![params.clone()])?;
+        if verdict.is_ok_and(|v| v.first().is_some_and(|v| v.is_none())) {
+            accepted.push((name, shape));
         }
     }
-    let done = pool.request(RequestBody::CheckAt {
+    let request = |i: &usize| RequestBody::CheckAt {
         kernel: job.kernel.into(),
         params: params.clone(),
-        shapes,
+        shapes: vec![accepted[*i].1.clone()],
         seed: job.seed,
         chip: job.chip.clone(),
+    };
+    // Per shape, in the key set's order: `None` right, else why not.
+    let mut wrong: Vec<Option<String>> = vec![None; accepted.len()];
+    stream(pool, 0..accepted.len(), request, |i, done| {
+        let (name, shape) = accepted[i];
+        wrong[i] = match done.answer {
+            Ok(ResponseBody::Check(r)) if r.passed => None,
+            Ok(ResponseBody::Check(r)) => Some(match r.failure {
+                Some(f) => format!("wrong at shape {name} ({shape}): {}", f.message),
+                None => format!("failed at shape {name} ({shape})"),
+            }),
+            Ok(other) => return Err(unexpected(&other)),
+            Err(e) => Some(format!("failed at shape {name} ({shape}): {e}")),
+        };
+        Ok(Next::Done)
     })?;
-    Ok(match done.answer {
-        Ok(ResponseBody::Check(r)) if r.passed => Ok(names),
-        Ok(ResponseBody::Check(r)) => Err(match r.failure {
-            Some(f) => {
-                let name = job
-                    .key_shapes
-                    .iter()
-                    .find(|(_, s)| *s == f.shape)
-                    .map_or("?", |(n, _)| n.as_str());
-                format!("wrong at shape {name} ({}): {}", f.shape, f.message)
-            }
-            None => "failed on its key set".to_string(),
-        }),
-        Ok(other) => return Err(unexpected(&other)),
-        Err(e) => Err(format!("failed on its key set: {e}")),
+    Ok(match wrong.into_iter().flatten().next() {
+        Some(why) => Err(why),
+        None => Ok(accepted.into_iter().map(|(name, _)| name.clone()).collect()),
     })
 }
 
