@@ -128,17 +128,24 @@ fn add_rect(list: &mut Vec<Rect>, r: Rect) {
     list.push(r);
 }
 
-/// Accesses a buffer's log holds at one loop level before they are merged into its
-/// rectangles ([`BufRects::log`]).
-const LOG_CAP: usize = 128;
+/// Accesses the logs of one loop level hold at most ([`BufRects::log`]): when they reach it,
+/// every buffer's log at that level is merged into its rectangles. 4096 entries of 56 bytes
+/// (224 KiB) per level: the benchmark GEMM's row-block loop logs about 2 100 accesses per run
+/// at 4096³ (docs/scheduling.md §3). Small in unit tests, so that logs merge part-way.
+#[cfg(not(test))]
+const LOG_CAP: usize = 4096;
+#[cfg(test)]
+const LOG_CAP: usize = 64;
 
 /// An access recorded at a loop level and not yet merged ([`BufRects::log`]): its rectangle
-/// and the level's iteration counter ([`Level::iter`]) when it was recorded.
+/// and the level's iteration counter ([`Level::iter`]) when it was recorded. (Packed in
+/// 48 bytes, it cost more to pack and unpack than it saved.)
 #[derive(Clone, Copy, Debug)]
 struct Logged {
     rect: Rect,
     iter: u64,
 }
+const _: () = assert!(std::mem::size_of::<Logged>() == 56);
 
 #[derive(Default)]
 struct BufRects {
@@ -161,7 +168,7 @@ struct BufRects {
     /// The accesses recorded since the rectangles were last brought up to date, in order.
     /// Merging is what recording costs, and most levels' rectangles are never scanned (no
     /// access of a conflicting kind comes): they are merged only when a scan needs them or
-    /// when [`LOG_CAP`] accesses have piled up, by the same steps in the same order as
+    /// when [`LOG_CAP`] accesses have piled up at the level, by the same steps in the same order as
     /// merging each access when it came ([`BufRects::merge_log`]), so the rectangles a scan
     /// sees are the same; a loop that ends first drops its log unmerged.
     log: Vec<Logged>,
@@ -242,6 +249,8 @@ struct Level {
     /// when they are next looked at ([`Level::conflict`], [`BufRects::merge_log`]) rather
     /// than for every buffer when an iteration starts.
     iter: u64,
+    /// Accesses in the logs of this level's buffers ([`LOG_CAP`]).
+    logged: usize,
     /// Tests set this to merge every access into the rectangles when it is recorded, as
     /// before logs existed (see [`BufRects::log`]); it does not exist outside tests.
     #[cfg(test)]
@@ -269,6 +278,7 @@ impl Level {
         if (b.earlier_kinds | before) & t.kind.conflicts() == 0 || b.gen != t.gen || !t.exact {
             return None;
         }
+        self.logged -= b.log.len();
         b.merge_log();
         if b.iter != iter {
             b.move_current();
@@ -301,6 +311,7 @@ impl Level {
         if b.gen != t.gen {
             // A new allocation of a ring buffer: what the old one held is not this tile.
             b.gen = t.gen;
+            self.logged -= b.log.len();
             b.clear();
         }
         if b.kinds_iter != self.iter {
@@ -334,8 +345,12 @@ impl Level {
             return;
         }
         b.log.push(Logged { rect, iter: self.iter });
-        if b.log.len() >= LOG_CAP {
-            b.merge_log();
+        self.logged += 1;
+        if self.logged >= LOG_CAP {
+            for &id in &self.used {
+                self.bufs[id as usize].merge_log();
+            }
+            self.logged = 0;
         }
     }
 
@@ -356,6 +371,7 @@ impl Level {
             b.gen = 0;
             b.clear();
         }
+        self.logged = 0;
         self.index = 0;
     }
 }
@@ -724,8 +740,9 @@ mod tests {
             // What a check would see: the log merged (it never holds a full log).
             let level = &mut nc.loops.levels[0];
             for (id, size) in [(tids.0, &mut sizes.0), (tids.1, &mut sizes.1)] {
+                assert!(level.logged < LOG_CAP);
                 let b = &mut level.bufs[id as usize];
-                assert!(b.log.len() < LOG_CAP);
+                level.logged -= b.log.len();
                 b.merge_log();
                 *size = (*size).max(b.earlier.len());
             }
