@@ -130,8 +130,9 @@ fn add_rect(list: &mut Vec<Rect>, r: Rect) {
 
 /// Accesses the logs of one loop level hold at most ([`BufRects::log`]): when they reach it,
 /// every buffer's log at that level is merged into its rectangles. 4096 entries of 56 bytes
-/// (224 KiB) per level: the benchmark GEMM's row-block loop logs about 2 100 accesses per run
-/// at 4096³ (docs/scheduling.md §3). Small in unit tests, so that logs merge part-way.
+/// (224 KiB) per level: the benchmark GEMM's row-block loop logs about 1 100 (one A panel per
+/// row block) or 2 100 (one DMA per A tile) accesses per run at 4096³ (docs/scheduling.md §3).
+/// Small in unit tests, so that logs merge part-way.
 #[cfg(not(test))]
 const LOG_CAP: usize = 4096;
 #[cfg(test)]
