@@ -17,17 +17,17 @@
 //! A tile allocated during an iteration is that iteration's own: no other iteration of the
 //! loop has touched it, so its accesses are neither checked nor recorded at that level
 //! (most of a kernel's accesses; a handle kept into a later iteration is checked from that
-//! iteration on). Other accesses are tracked per loop level and buffer as rectangles (partitions × bytes, the
-//! regions the timing model uses), the current iteration's apart from the earlier ones'.
-//! Rectangles from the same source line that form a larger rectangle merge, so the common
-//! patterns (each iteration its own rows, columns or block of one tensor) keep one rectangle
-//! per line whatever the trip count; a list that still grows past [`MAX_RECTS`] drops its
-//! oldest rectangle (that part is no longer checked). Accesses are logged and merged only
-//! when a check needs the rectangles or the log is full, so an inner loop that ends first
-//! (the matmuls of a K loop) never pays for merging ([`BufRects::log`]). A rectangle is
-//! *exact* when its access touched every element in it; an overlap is reported only between exact rectangles, so a
-//! strided access (a bounding box with holes) never gives a false error — it is only kept in
-//! order by the scheduler.
+//! iteration on). Other accesses are tracked per loop level and buffer as rectangles
+//! (partitions × bytes, the regions the timing model uses), the current iteration's apart
+//! from the earlier ones'. Rectangles from the same source line that form a larger rectangle
+//! merge, so the common patterns (each iteration its own rows, columns or block of one
+//! tensor) keep one rectangle per line whatever the trip count; a list that still grows past
+//! [`MAX_RECTS`] drops its oldest rectangle (that part is no longer checked). Accesses are
+//! logged and merged only when a check needs the rectangles or the level's log is full, so
+//! an inner loop that ends first (the matmuls of a K loop) never pays for merging
+//! ([`BufRects::log`]). A rectangle is *exact* when its access touched every element in it;
+//! an overlap is reported only between exact rectangles, so a strided access (a bounding box
+//! with holes) never gives a false error — it is only kept in order by the scheduler.
 
 use super::{Nc, VResult};
 use crate::error::{Hazard, LoopCarried, SimResult, SourceLoc, ViolationKind as V};
@@ -153,10 +153,10 @@ struct BufRects {
     gen: u32,
     /// Whether the buffer is in its level's `used` list.
     used: bool,
-    /// The kinds of the exact accesses recorded in iterations before `kinds_iter` ([`Kind::bit`];
-    /// a dropped rectangle's kind may stay set): an access whose conflicting kinds are
-    /// neither among them nor, once another iteration has started, among `iter_kinds`, has
-    /// nothing to scan.
+    /// The kinds of the exact accesses recorded in iterations before `kinds_iter`
+    /// ([`Kind::bit`]; a dropped rectangle's kind may stay set): an access whose conflicting
+    /// kinds are neither among them nor, once another iteration has started, among
+    /// `iter_kinds`, has nothing to scan.
     earlier_kinds: u8,
     /// The kinds of the exact accesses recorded in iteration `kinds_iter`.
     iter_kinds: u8,
@@ -169,9 +169,9 @@ struct BufRects {
     /// The accesses recorded since the rectangles were last brought up to date, in order.
     /// Merging is what recording costs, and most levels' rectangles are never scanned (no
     /// access of a conflicting kind comes): they are merged only when a scan needs them or
-    /// when [`LOG_CAP`] accesses have piled up at the level, by the same steps in the same order as
-    /// merging each access when it came ([`BufRects::merge_log`]), so the rectangles a scan
-    /// sees are the same; a loop that ends first drops its log unmerged.
+    /// when [`LOG_CAP`] accesses have piled up at the level, by the same steps in the same
+    /// order as merging each access when it came ([`BufRects::merge_log`]), so the
+    /// rectangles a scan sees are the same; a loop that ends first drops its log unmerged.
     log: Vec<Logged>,
 }
 
