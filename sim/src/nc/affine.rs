@@ -17,15 +17,17 @@
 //! A tile allocated during an iteration is that iteration's own: no other iteration of the
 //! loop has touched it, so its accesses are neither checked nor recorded at that level
 //! (most of a kernel's accesses; a handle kept into a later iteration is checked from that
-//! iteration on). Other accesses are tracked per loop level and buffer as rectangles (partitions × bytes, the
-//! regions the timing model uses), the current iteration's apart from the earlier ones'.
-//! Rectangles from the same source line that form a larger rectangle merge, so the common
-//! patterns (each iteration its own rows, columns or block of one tensor) keep one rectangle
-//! per line whatever the trip count; a list that still grows past [`MAX_RECTS`] drops its
-//! oldest rectangle (that part is no longer checked). A rectangle is *exact* when its access
-//! touched every element in it; an overlap is reported only between exact rectangles, so a
-//! strided access (a bounding box with holes) never gives a false error — it is only kept in
-//! order by the scheduler.
+//! iteration on). Other accesses are tracked per loop level and buffer as rectangles
+//! (partitions × bytes, the regions the timing model uses), the current iteration's apart
+//! from the earlier ones'. Rectangles from the same source line that form a larger rectangle
+//! merge, so the common patterns (each iteration its own rows, columns or block of one
+//! tensor) keep one rectangle per line whatever the trip count; a list that still grows past
+//! [`MAX_RECTS`] drops its oldest rectangle (that part is no longer checked). Accesses are
+//! logged and merged only when a check needs the rectangles or the level's log is full, so
+//! an inner loop that ends first (the matmuls of a K loop) never pays for merging
+//! ([`BufRects::log`]). A rectangle is *exact* when its access touched every element in it;
+//! an overlap is reported only between exact rectangles, so a strided access (a bounding box
+//! with holes) never gives a false error — it is only kept in order by the scheduler.
 
 use super::{Nc, VResult};
 use crate::error::{Hazard, LoopCarried, SimResult, SourceLoc, ViolationKind as V};
@@ -126,20 +128,85 @@ fn add_rect(list: &mut Vec<Rect>, r: Rect) {
     list.push(r);
 }
 
+/// Accesses the logs of one loop level hold at most ([`BufRects::log`]): when they reach it,
+/// every buffer's log at that level is merged into its rectangles. 4096 entries of 56 bytes
+/// (224 KiB) per level: the benchmark GEMM's row-block loop logs about 1 100 (one A panel per
+/// row block) or 2 100 (one DMA per A tile) accesses per run at 4096³ (docs/scheduling.md §3).
+/// Small in unit tests, so that logs merge part-way.
+#[cfg(not(test))]
+const LOG_CAP: usize = 4096;
+#[cfg(test)]
+const LOG_CAP: usize = 64;
+
+/// An access recorded at a loop level and not yet merged ([`BufRects::log`]): its rectangle
+/// and the level's iteration counter ([`Level::iter`]) when it was recorded. (Packed in
+/// 48 bytes, it cost more to pack and unpack than it saved.)
+#[derive(Clone, Copy, Debug)]
+struct Logged {
+    rect: Rect,
+    iter: u64,
+}
+const _: () = assert!(std::mem::size_of::<Logged>() == 56);
+
 #[derive(Default)]
 struct BufRects {
     gen: u32,
     /// Whether the buffer is in its level's `used` list.
     used: bool,
-    /// The kinds of the exact rectangles in `earlier` ([`Kind::bit`]; a dropped rectangle's
-    /// kind may stay set): an access whose conflicting kinds are not among them has nothing
-    /// to scan.
+    /// The kinds of the exact accesses recorded in iterations before `kinds_iter`
+    /// ([`Kind::bit`]; a dropped rectangle's kind may stay set): an access whose conflicting
+    /// kinds are neither among them nor, once another iteration has started, among
+    /// `iter_kinds`, has nothing to scan.
     earlier_kinds: u8,
+    /// The kinds of the exact accesses recorded in iteration `kinds_iter`.
+    iter_kinds: u8,
+    kinds_iter: u64,
     earlier: Vec<Rect>,
     /// Rectangles of iteration `iter` of the level ([`Level::iter`]): the current one's, or,
     /// when an iteration has started since, earlier ones not yet moved to `earlier`.
     current: Vec<Rect>,
     iter: u64,
+    /// The accesses recorded since the rectangles were last brought up to date, in order.
+    /// Merging is what recording costs, and most levels' rectangles are never scanned (no
+    /// access of a conflicting kind comes): they are merged only when a scan needs them or
+    /// when [`LOG_CAP`] accesses have piled up at the level, by the same steps in the same
+    /// order as merging each access when it came ([`BufRects::merge_log`]), so the
+    /// rectangles a scan sees are the same; a loop that ends first drops its log unmerged.
+    log: Vec<Logged>,
+}
+
+impl BufRects {
+    /// Move the rectangles of `current` (of iteration `self.iter`) to `earlier`.
+    fn move_current(&mut self) {
+        for i in 0..self.current.len() {
+            let r = self.current[i];
+            add_rect(&mut self.earlier, r);
+        }
+        self.current.clear();
+    }
+
+    /// Merge the logged accesses into the rectangles, in order: each of a later iteration
+    /// than `current`'s first moves `current` to `earlier`.
+    fn merge_log(&mut self) {
+        for i in 0..self.log.len() {
+            let Logged { rect, iter } = self.log[i];
+            if self.iter != iter {
+                self.move_current();
+                self.iter = iter;
+            }
+            add_rect(&mut self.current, rect);
+        }
+        self.log.clear();
+    }
+
+    /// Forget everything recorded (a new allocation of the buffer, or the loop ended).
+    fn clear(&mut self) {
+        self.earlier_kinds = 0;
+        self.iter_kinds = 0;
+        self.earlier.clear();
+        self.current.clear();
+        self.log.clear();
+    }
 }
 
 impl Kind {
@@ -179,10 +246,16 @@ struct Level {
     /// Buffers with an entry in use at this level (reset when the loop ends).
     used: Vec<u32>,
     /// Counts the iterations started at this level (never reset): a buffer's `current`
-    /// rectangles of an older iteration are earlier ones, moved there when the buffer is
-    /// next accessed ([`Level::flush`]) rather than for every buffer when an iteration
-    /// starts.
+    /// rectangles and logged accesses of an older iteration are earlier ones, moved there
+    /// when they are next looked at ([`Level::conflict`], [`BufRects::merge_log`]) rather
+    /// than for every buffer when an iteration starts.
     iter: u64,
+    /// Accesses in the logs of this level's buffers ([`LOG_CAP`]).
+    logged: usize,
+    /// Tests set this to merge every access into the rectangles when it is recorded, as
+    /// before logs existed (see [`BufRects::log`]); it does not exist outside tests.
+    #[cfg(test)]
+    eager: bool,
 }
 
 impl Level {
@@ -194,31 +267,22 @@ impl Level {
         t.alloc_serial >= self.iter_serial
     }
 
-    /// Move buffer `id`'s rectangles of an earlier iteration to its earlier ones. Done
-    /// before the buffer's rectangles are looked at in an iteration: what `earlier` holds
-    /// then is what it would hold had the move been made when the iteration started.
-    #[inline]
-    fn flush(&mut self, id: u32) {
-        let Some(b) = self.bufs.get_mut(id as usize) else { return };
-        if b.iter == self.iter || b.current.is_empty() {
-            return;
-        }
-        for i in 0..b.current.len() {
-            let r = b.current[i];
-            if r.exact {
-                b.earlier_kinds |= r.kind.bit();
-            }
-            add_rect(&mut b.earlier, r);
-        }
-        b.current.clear();
-    }
-
-    /// The first conflict of `t` with an earlier iteration's exact access (the buffer
-    /// flushed, [`Level::flush`]; `t` not this iteration's own, [`Level::own`]).
-    fn conflict(&self, t: &Touch) -> Option<(Hazard, &Rect)> {
-        let b = self.bufs.get(t.region.id as usize)?;
-        if b.earlier_kinds & t.kind.conflicts() == 0 || b.gen != t.gen || !t.exact {
+    /// The first conflict of `t` with an earlier iteration's exact access (`t` not this
+    /// iteration's own, [`Level::own`]). The buffer's log is merged first when its kinds say
+    /// there may be one, and its rectangles of an earlier iteration are moved to the earlier
+    /// ones: what `earlier` then holds is what merging every access when it came, and moving
+    /// `current` when an iteration started, would have left there.
+    fn conflict(&mut self, t: &Touch) -> Option<(Hazard, Rect)> {
+        let iter = self.iter;
+        let b = self.bufs.get_mut(t.region.id as usize)?;
+        let before = if b.kinds_iter == iter { 0 } else { b.iter_kinds };
+        if (b.earlier_kinds | before) & t.kind.conflicts() == 0 || b.gen != t.gen || !t.exact {
             return None;
+        }
+        self.logged -= b.log.len();
+        b.merge_log();
+        if b.iter != iter {
+            b.move_current();
         }
         b.earlier.iter().filter(|e| e.exact && e.overlaps(&t.region)).find_map(|e| {
             // Which kinds conflict is `Kind::conflicts`' table; this only names the hazard.
@@ -230,11 +294,11 @@ impl Level {
                 (_, Kind::Read) => Hazard::War,
                 _ => Hazard::Waw,
             };
-            Some((hazard, e))
+            Some((hazard, *e))
         })
     }
 
-    /// Record `t` (the buffer flushed, `t` not this iteration's own).
+    /// Record `t` (`t` not this iteration's own): logged, merged later ([`BufRects::log`]).
     fn record(&mut self, t: &Touch, site: u32) {
         let id = t.region.id as usize;
         if self.bufs.len() <= id {
@@ -248,30 +312,51 @@ impl Level {
         if b.gen != t.gen {
             // A new allocation of a ring buffer: what the old one held is not this tile.
             b.gen = t.gen;
-            b.earlier_kinds = 0;
-            b.earlier.clear();
-            b.current.clear();
+            self.logged -= b.log.len();
+            b.clear();
         }
-        b.iter = self.iter;
+        if b.kinds_iter != self.iter {
+            b.earlier_kinds |= b.iter_kinds;
+            b.iter_kinds = 0;
+            b.kinds_iter = self.iter;
+        }
+        if t.exact {
+            b.iter_kinds |= t.kind.bit();
+        }
         let r = t.region;
-        add_rect(
-            &mut b.current,
-            Rect {
-                p0: r.p0,
-                p1: r.p1,
-                b0: r.b0,
-                b1: r.b1,
-                exact: t.exact,
-                kind: t.kind,
-                site,
-                first_index: self.index,
-                last_index: self.index,
-            },
-        );
+        let rect = Rect {
+            p0: r.p0,
+            p1: r.p1,
+            b0: r.b0,
+            b1: r.b1,
+            exact: t.exact,
+            kind: t.kind,
+            site,
+            first_index: self.index,
+            last_index: self.index,
+        };
+        #[cfg(test)]
+        if self.eager {
+            // Merged at once, as before logs existed: what the log must give.
+            if b.iter != self.iter {
+                b.move_current();
+            }
+            b.iter = self.iter;
+            add_rect(&mut b.current, rect);
+            return;
+        }
+        b.log.push(Logged { rect, iter: self.iter });
+        self.logged += 1;
+        if self.logged >= LOG_CAP {
+            for &id in &self.used {
+                self.bufs[id as usize].merge_log();
+            }
+            self.logged = 0;
+        }
     }
 
     /// The next iteration (serial `serial`) starts: the current one's accesses become
-    /// earlier ones (moved when their buffer is next accessed, [`Level::flush`]).
+    /// earlier ones (moved when they are next looked at, see [`Level::iter`]).
     fn next_iteration(&mut self, index: u64, serial: u64) {
         self.iter_serial = serial;
         self.iter += 1;
@@ -285,10 +370,9 @@ impl Level {
             let b = &mut self.bufs[id as usize];
             b.used = false;
             b.gen = 0;
-            b.earlier_kinds = 0;
-            b.earlier.clear();
-            b.current.clear();
+            b.clear();
         }
+        self.logged = 0;
         self.index = 0;
     }
 }
@@ -302,6 +386,9 @@ pub(crate) struct Loops {
     pub serial: u64,
     /// Levels of loops that ended, kept to reuse their maps.
     spare: Vec<Level>,
+    /// Makes new levels merge at once ([`Level::eager`]; tests only).
+    #[cfg(test)]
+    eager: bool,
     pub loops: u64,
     pub iterations: u64,
     /// The instruction sites (name, source location) seen in affine loops, which rectangles
@@ -393,6 +480,10 @@ impl Nc {
         self.h(&[30]);
         let mut level = self.loops.spare.pop().unwrap_or_default();
         level.loc = Some(loc);
+        #[cfg(test)]
+        {
+            level.eager = self.loops.eager;
+        }
         self.loops.levels.push(level);
         self.loops.loops += 1;
         if let Some(t) = &mut self.timing {
@@ -459,16 +550,15 @@ impl Nc {
         loc: SourceLoc,
     ) -> VResult<()> {
         // Every level is checked before any records (an instruction does not conflict with
-        // itself); a buffer's rectangles of earlier iterations are moved first.
+        // itself).
         let mut found = None;
         'levels: for level in &mut self.loops.levels {
             for t in touches {
                 if level.own(t) {
                     continue;
                 }
-                level.flush(t.region.id);
                 if let Some((hazard, e)) = level.conflict(t) {
-                    found = Some((t, hazard, *e, level.index, level.loc));
+                    found = Some((t, hazard, e, level.index, level.loc));
                     break 'levels;
                 }
             }
@@ -648,12 +738,96 @@ mod tests {
         nc.affine_range(0..n, |nc, i| {
             nc.memset(wide.cols(4 * i..4 * i + 4), 1.0)?;
             nc.dma(y.rows(i..i + 1), wide.cols(4 * i..4 * i + 4))?;
-            let level = &nc.loops.levels[0];
-            sizes.0 = sizes.0.max(level.bufs[tids.0 as usize].earlier.len());
-            sizes.1 = sizes.1.max(level.bufs[tids.1 as usize].earlier.len());
+            // What a check would see: the log merged (it never holds a full log).
+            let level = &mut nc.loops.levels[0];
+            for (id, size) in [(tids.0, &mut sizes.0), (tids.1, &mut sizes.1)] {
+                assert!(level.logged < LOG_CAP);
+                let b = &mut level.bufs[id as usize];
+                level.logged -= b.log.len();
+                b.merge_log();
+                *size = (*size).max(b.earlier.len());
+            }
             Ok(())
         })
         .unwrap();
         assert_eq!(sizes, (1, 2), "y: one store rectangle; wide: one memset, one read");
+    }
+
+    /// Merging the logged accesses late (when a check needs them, or the log is full) finds
+    /// what merging each access when it came finds: random nested affine loops whose
+    /// iterations read and write blocks of two tiles and an HBM tensor — mostly their own
+    /// blocks, some shared with other iterations at one level or all — end with the same
+    /// error, or none, either way. Logs fill up and are merged part-way (up to 16 × 12
+    /// iterations of up to 3 accesses per buffer).
+    #[test]
+    fn merging_the_log_late_finds_what_merging_at_once_finds() {
+        // (operation, block mode of its destination, of its source) per access of the body;
+        // operation 0: memset, 1: tile copy, 2: store to HBM, 3: load from HBM.
+        type Op = (u64, u64, u64);
+        let mut next = crate::test_rng(0x0123_4567_89ab_cdef);
+        let (mut errors, mut oks) = (0, 0);
+        for case in 0..200 {
+            let (outer, inner) = (1 + next(16), 1 + next(12));
+            let ops: Vec<Op> = (0..1 + next(3))
+                .map(|_| {
+                    // Block modes: 0 the iteration's own block (index i·inner + j), 1 the
+                    // inner index's (shared across outer iterations), 2 the outer index's
+                    // (shared across inner ones), 3 block 0 (shared by all). Mostly own.
+                    let mode = |next: &mut dyn FnMut(u64) -> u64| {
+                        if next(4) > 0 {
+                            0
+                        } else {
+                            next(4)
+                        }
+                    };
+                    (next(4), mode(&mut next), mode(&mut next))
+                })
+                .collect();
+            let run = |eager: bool| {
+                let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+                nc.loops.eager = eager;
+                let pool = nc.sbuf_pool("p", 1);
+                let blocks = 16 * 12;
+                let tiles = [
+                    nc.tile(pool, Dtype::F32, &[128, 8 * blocks]).unwrap(),
+                    nc.tile(pool, Dtype::F32, &[128, 8 * blocks]).unwrap(),
+                ];
+                let h = nc.hbm("h", Dtype::F32, &[blocks, 8 * 128]).unwrap();
+                let result = nc.affine_range(0..outer, |nc, i| {
+                    nc.affine_range(0..inner, |nc, j| {
+                        for (n, &(op, dm, sm)) in ops.iter().enumerate() {
+                            let block = |mode| match mode {
+                                0 => i * inner + j,
+                                1 => j,
+                                2 => i,
+                                _ => 0,
+                            };
+                            let (d, s) = (block(dm), block(sm));
+                            let (td, ts) = (tiles[n % 2], tiles[(n + 1) % 2]);
+                            match op {
+                                0 => nc.memset(td.cols(8 * d..8 * d + 8), 1.0)?,
+                                1 => nc.tensor_copy(
+                                    td.cols(8 * d..8 * d + 8),
+                                    ts.cols(8 * s..8 * s + 8),
+                                )?,
+                                2 => nc.dma(h.rows(d..d + 1), ts.cols(8 * s..8 * s + 8))?,
+                                _ => nc.dma(td.cols(8 * d..8 * d + 8), h.rows(s..s + 1))?,
+                            }
+                        }
+                        Ok(())
+                    })
+                });
+                result.map_err(|e| e.to_string())
+            };
+            let (late, at_once) = (run(false), run(true));
+            assert_eq!(late, at_once, "case {case}: {outer} x {inner}, {ops:?}");
+            if late.is_err() {
+                errors += 1;
+            } else {
+                oks += 1;
+            }
+        }
+        // Both outcomes were exercised.
+        assert!(errors >= 20 && oks >= 20, "{errors} errors, {oks} without");
     }
 }
