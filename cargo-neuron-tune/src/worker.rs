@@ -278,7 +278,8 @@ impl Pool {
 
     /// The next finished request, in completion order (`None` when nothing is outstanding).
     /// A worker that broke the protocol is the command's failure (exit 1), never an answer:
-    /// nothing that worker says can be trusted.
+    /// nothing that worker says can be trusted; so are workers that all stopped with
+    /// requests unanswered.
     pub fn recv(&mut self) -> Result<Option<Done>, Failure> {
         if self.outstanding == 0 {
             return Ok(None);
@@ -291,7 +292,17 @@ impl Pool {
             match self.done.recv_timeout(Duration::from_millis(100)) {
                 Ok(done) => break done,
                 Err(mpsc::RecvTimeoutError::Timeout) => continue,
-                Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(None),
+                // Every slot thread is gone with answers owed: nothing will answer them,
+                // and a caller must not take a missing answer for a good one.
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(fail(
+                        Exit::Internal,
+                        format!(
+                            "the harness workers stopped with {} request(s) unanswered",
+                            self.outstanding
+                        ),
+                    ))
+                }
             }
         };
         self.outstanding -= 1;

@@ -232,10 +232,13 @@ pub(super) fn pareto(
 }
 
 /// The property check of a would-be winner is [`CHECK_PARTS`] requests of
-/// [`CHECK_CASES_PER_PART`] cases, part `i` with seed `--seed + i` (so `check --cases 2
-/// --seed S+i` replays it): the same cases whatever `--jobs`, run in parallel on the pool's
-/// workers, which the search leaves idle while it waits for the check.
+/// [`CHECK_CASES_PER_PART`] cases, part `i` with seed `--seed + i`: the same cases whatever
+/// `--jobs`, run in parallel on the pool's workers, which the search leaves idle while it
+/// waits for the check. `check --params P --cases 2 --seed S+i` at the run's chip replays
+/// part `i`, after any failures an earlier `check` saved for it (tune saves and replays
+/// none).
 const CHECK_PARTS: u64 = 4;
+/// Cases per part: [`CHECK_PARTS`] × this = 8 cases per check.
 const CHECK_CASES_PER_PART: u32 = 2;
 
 /// The harness's correctness check of a would-be winner. Not cached across runs: a check

@@ -186,8 +186,8 @@ pub(super) fn validate_on_key_set(
 ) -> Result<Result<Vec<String>, String>, Failure> {
     let mut accepted = Vec::new();
     for (name, shape) in job.key_shapes {
-        let verdict = verdicts(pool, job, shape, vec![params.clone()])?;
-        if verdict.is_ok_and(|v| v.first().is_some_and(|v| v.is_none())) {
+        let rule = verdicts(pool, job, shape, vec![params.clone()])?;
+        if rule.is_ok_and(|v| v.first().is_some_and(|v| v.is_none())) {
             accepted.push((name, shape));
         }
     }

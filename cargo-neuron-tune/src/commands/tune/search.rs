@@ -151,8 +151,10 @@ pub(super) fn tune_one(
     // `--goal` or `--validate`: each new best is validated on the key set and the models
     // using the kernel before it stands.
     let validating = job.goal.validates();
-    // The winners validated, with the shapes and models they were checked on.
+    // The winners validated, with the shapes and models they were checked on, and those
+    // rolled back, with why: a rolled-back variant proposed again stays rolled back.
     let mut validated: Vec<(Params, Validated)> = Vec::new();
+    let mut rejected: Vec<(Params, String)> = Vec::new();
     // A rolled-back evaluation's journal line (once: `--resume` replays the journaled ones).
     let journal_rollback = |e: &Entry, why: &str| {
         let key = (e.n as u64, serde_json::to_value(&e.params).expect("params serialize"));
@@ -310,22 +312,29 @@ pub(super) fn tune_one(
                 break;
             }
             let checking = Instant::now();
-            let verdict = match validate_on_key_set(pool, job, &b.params)? {
-                // The parameters it would replace: the best before the round, else what the
-                // models use today.
-                Ok(shapes) => models(pool, &b.params, best_before.as_ref().map(|p| &p.params))?
-                    .map(|models| (shapes, models)),
-                Err(why) => Err(why),
+            let verdict = match rejected.iter().find(|(p, _)| *p == b.params) {
+                Some((_, why)) => Err(why.clone()),
+                None => match validate_on_key_set(pool, job, &b.params)? {
+                    // The parameters it would replace: the best before the round, else what
+                    // the models use today.
+                    Ok(shapes) => models(pool, &b.params, best_before.as_ref().map(|p| &p.params))?
+                        .map(|models| (shapes, models)),
+                    Err(why) => Err(why),
+                },
             };
             check_s += checking.elapsed().as_secs_f64();
             match verdict {
                 Ok(names) => validated.push((b.params.clone(), names)),
                 Err(why) => {
                     let reason = format!("{} ({:.2} µs) {why}", b.params, b.time_us);
-                    for e in history[first..]
-                        .iter_mut()
-                        .filter(|e| e.status == "measured" && e.params == b.params)
-                    {
+                    if !rejected.iter().any(|(p, _)| *p == b.params) {
+                        rejected.push((b.params.clone(), why));
+                    }
+                    // Every evaluation of a rejected variant in the round (a strategy may
+                    // propose one again), so none of them is the round's best below.
+                    for e in history[first..].iter_mut().filter(|e| {
+                        e.status == "measured" && rejected.iter().any(|(p, _)| *p == e.params)
+                    }) {
                         e.status = "rolled_back".into();
                         journal_rollback(e, &reason)?;
                     }
