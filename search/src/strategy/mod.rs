@@ -20,7 +20,8 @@
 //!   ordinal-aware mutation).
 //! * `default` — a portfolio: a short random warm-up, then an iterated local search (first
 //!   improvement over neighbours ranked by TPE for adjacent moves and by a main-effects model,
-//!   [`additive::Additive`], for far ones; two-dimension kicks at confirmed local optima),
+//!   [`additive::Additive`], for far ones; moves told worse one parameter away last;
+//!   two-dimension kicks at confirmed local optima),
 //!   with TPE proposing when the local search has nothing to offer.
 
 use std::collections::HashSet;
