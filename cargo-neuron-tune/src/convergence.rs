@@ -69,6 +69,13 @@ pub fn analyze(best_so_far: &[Option<f64>], pruned: usize, invalid: usize) -> Co
 }
 
 /// `n` and the noun, plural unless `n` is 1 (`1 evaluation`, `3 evaluations`).
+/// An evaluation's status that counts as invalid in a run's figures: refused when
+/// measured (`invalid`), by its property check (`failed_check`) or by validation
+/// (`rolled_back`). `tune` and `report` count with this, so they agree.
+pub fn is_invalid(status: &str) -> bool {
+    matches!(status, "invalid" | "failed_check" | "rolled_back")
+}
+
 pub fn count(n: usize, noun: &str) -> String {
     format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }
@@ -183,7 +190,7 @@ pub fn limit_of(status: &str, error: Option<&str>) -> &'static str {
 /// value, at least 75 % of them invalid), worst first.
 pub fn invalid_heavy(evals: &[Eval]) -> Option<Diagnosis> {
     let n = evals.len();
-    let bad = |e: &Eval| matches!(e.status, "invalid" | "failed_check" | "rolled_back" | "refused");
+    let bad = |e: &Eval| is_invalid(e.status) || e.status == "refused";
     let refused = evals.iter().filter(|e| e.status == "refused").count();
     // Without refused proposals every proposal was an evaluation: say so.
     let what = if refused > 0 { "proposals" } else { "evaluations" };

@@ -47,9 +47,9 @@ impl TuneRun {
     /// The run's convergence figures, as `tune` printed them with its result: invalid
     /// counts failed checks and rolled-back winners too.
     pub fn convergence(&self) -> Convergence {
-        let count = |s: &[&str]| self.entries.iter().filter(|e| s.contains(&&*e.status)).count();
-        let invalid = count(&["invalid", "failed_check", "rolled_back"]);
-        crate::convergence::analyze(&self.best_so_far(), count(&["pruned"]), invalid)
+        let count = |f: &dyn Fn(&str) -> bool| self.entries.iter().filter(|e| f(&e.status)).count();
+        let invalid = count(&crate::convergence::is_invalid);
+        crate::convergence::analyze(&self.best_so_far(), count(&|s| s == "pruned"), invalid)
     }
 }
 

@@ -64,10 +64,9 @@ pub(super) fn goal_miss(kernel: &str, shape: &str, g: &GoalReport, best: &Best) 
         None => String::new(),
     };
     let mut m = format!(
-        "{kernel} at {shape}: goal {} not met after {} round{}: best {:.2} µs{reached}{} (the goal needs ≤ {:.2} µs)",
+        "{kernel} at {shape}: goal {} not met after {}: best {:.2} µs{reached}{} (the goal needs ≤ {:.2} µs)",
         g.goal,
-        g.rounds,
-        if g.rounds == 1 { "" } else { "s" },
+        conv::count(g.rounds, "round"),
         best.time_us,
         g.speedup.map_or(String::new(), |s| format!(", {s:.2}x the default")),
         g.target_us

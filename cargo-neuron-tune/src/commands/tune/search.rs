@@ -420,10 +420,7 @@ pub(super) fn tune_one(
         _ => None,
     };
     // Counted from the evaluations as they stand, as `report` counts them from the journal.
-    let invalid = history
-        .iter()
-        .filter(|e| matches!(e.status.as_str(), "invalid" | "failed_check" | "rolled_back"))
-        .count();
+    let invalid = history.iter().filter(|e| conv::is_invalid(&e.status)).count();
     let validated_best = best
         .as_ref()
         .and_then(|b| validated.iter().find(|(p, _)| *p == b.params))
