@@ -183,6 +183,8 @@ pub struct JournalLines {
 pub struct RolledBack {
     pub n: u64,
     pub params: serde_json::Value,
+    /// Why validation refused it (absent in journals written before this was recorded).
+    pub why: Option<String>,
     /// How many evaluations were journaled before the line (it names one of those).
     before: usize,
 }
@@ -193,9 +195,14 @@ impl JournalLines {
         for line in lines {
             match line.get("line").and_then(|l| l.as_str()) {
                 Some("round") => j.rounds.extend(serde_json::from_value::<Round>(line).ok()),
-                Some("rolled_back") => j.rolled_back.extend(line["n"].as_u64().map(|n| {
-                    RolledBack { n, params: line["params"].clone(), before: j.entries.len() }
-                })),
+                Some("rolled_back") => {
+                    j.rolled_back.extend(line["n"].as_u64().map(|n| RolledBack {
+                        n,
+                        params: line["params"].clone(),
+                        why: line["why"].as_str().map(String::from),
+                        before: j.entries.len(),
+                    }))
+                }
                 _ => j.entries.extend(serde_json::from_value::<Entry>(line).ok()),
             }
         }
@@ -752,7 +759,8 @@ mod tests {
         let lines = vec![
             entry(0, 1, 5.0),
             entry(1, 2, 4.0),
-            json!({"line": "rolled_back", "n": 1, "params": {"a": 2}, "reason": "wrong"}),
+            json!({"line": "rolled_back", "n": 1, "params": {"a": 2}, "reason": "a=2 wrong",
+                   "why": "wrong"}),
             json!({"line": "round", "round": 1, "proposals": 2, "best_time_us": 5.0,
                    "best_params": {"a": 1}, "decision": "rolled_back", "reason": "r",
                    "goal_met": false}),
@@ -763,6 +771,8 @@ mod tests {
         let j = JournalLines::of(lines);
         assert_eq!((j.entries.len(), j.rounds.len(), j.rolled_back.len()), (3, 1, 1));
         assert!(j.entries.iter().all(|e| e.status == "measured"), "as journaled");
+        // What `--resume` takes instead of validating the winner again.
+        assert_eq!(j.rolled_back[0].why.as_deref(), Some("wrong"));
         let after: Vec<String> =
             j.entries_after_roll_backs().into_iter().map(|e| e.status).collect();
         assert_eq!(after, ["measured", "rolled_back", "measured"]);

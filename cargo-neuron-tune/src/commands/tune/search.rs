@@ -152,17 +152,27 @@ pub(super) fn tune_one(
     // using the kernel before it stands.
     let validating = job.goal.validates();
     // The winners validated, with the shapes and models they were checked on, and those
-    // rolled back, with why: a rolled-back variant proposed again stays rolled back.
+    // rolled back, with why: a rolled-back variant proposed again stays rolled back, and
+    // one the journal rolled back (`--resume`) is not validated again.
     let mut validated: Vec<(Params, Validated)> = Vec::new();
     let mut rejected: Vec<(Params, String)> = Vec::new();
-    // A rolled-back evaluation's journal line (once: `--resume` replays the journaled ones).
-    let journal_rollback = |e: &Entry, why: &str| {
+    for r in &journaled.rolled_back {
+        let params = serde_json::from_value::<Params>(r.params.clone()).ok();
+        if let (Some(p), Some(why)) = (params, &r.why) {
+            if !rejected.iter().any(|(q, _)| *q == p) {
+                rejected.push((p, why.clone()));
+            }
+        }
+    }
+    // A rolled-back evaluation's journal line (once: `--resume` replays the journaled ones):
+    // `reason` for the log, `why` (the validation's own words) for a resumed run.
+    let journal_rollback = |e: &Entry, reason: &str, why: &str| {
         let key = (e.n as u64, serde_json::to_value(&e.params).expect("params serialize"));
         if journaled_rollbacks.contains(&key) {
             return Ok(());
         }
         append(&serde_json::json!({
-            "line": "rolled_back", "n": e.n, "params": e.params, "reason": why,
+            "line": "rolled_back", "n": e.n, "params": e.params, "reason": reason, "why": why,
         }))
         .map(|_| ())
     };
@@ -328,7 +338,7 @@ pub(super) fn tune_one(
                 Err(why) => {
                     let reason = format!("{} ({:.2} µs) {why}", b.params, b.time_us);
                     if !rejected.iter().any(|(p, _)| *p == b.params) {
-                        rejected.push((b.params.clone(), why));
+                        rejected.push((b.params.clone(), why.clone()));
                     }
                     // Every evaluation of a rejected variant in the round (a strategy may
                     // propose one again), so none of them is the round's best below.
@@ -336,7 +346,7 @@ pub(super) fn tune_one(
                         e.status == "measured" && rejected.iter().any(|(p, _)| *p == e.params)
                     }) {
                         e.status = "rolled_back".into();
-                        journal_rollback(e, &reason)?;
+                        journal_rollback(e, &reason, &why)?;
                     }
                     rolled.push(reason);
                     // The round's best so far again, without it.
