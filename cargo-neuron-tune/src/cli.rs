@@ -396,6 +396,11 @@ pub struct GoalOpts {
     /// tuned database records what each winner was validated on. Always on with --goal.
     #[arg(long, help_heading = "Goal")]
     pub validate: bool,
+    /// Check every would-be winner against its CPU reference again. Without it, a verdict
+    /// stored by an earlier run of the same harness build (same binary, parameters, chip and
+    /// seed) is reused.
+    #[arg(long, help_heading = "Search")]
+    pub recheck: bool,
 }
 
 impl GoalOpts {

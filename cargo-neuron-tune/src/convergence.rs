@@ -321,42 +321,56 @@ pub struct Spent {
 }
 
 /// Slow: a run of at least 5 s where builds or correctness checks took more than half of
-/// the wall time.
+/// the wall time (the checks are named first: they are the kernel's, the build is not).
 pub fn slow(s: &Spent) -> Option<Diagnosis> {
+    slow_checks(s).or_else(|| slow_build(s))
+}
+
+/// The seconds judged and the evidence line both `slow` rules give.
+fn spent_evidence(s: &Spent) -> Option<(f64, Vec<String>)> {
     let whole = s.build_s + s.total_s;
     if whole < SLOW_MIN_S {
         return None;
     }
-    let evidence = vec![format!(
+    let line = format!(
         "of {whole:.1} s: harness builds {:.1} s ({:.0} %), correctness checks {:.1} s ({:.0} %)",
         s.build_s,
         100.0 * s.build_s / whole,
         s.check_s,
         100.0 * s.check_s / whole
-    )];
-    if s.check_s > 0.5 * whole {
-        Some(Diagnosis {
-            rule: "slow".into(),
-            summary: "slow: correctness checks took most of the run".into(),
-            evidence,
-            advice: vec!["make the kernel's check strategy draw smaller shapes (its small-shape \
-                 strategy), or its reference cheaper: every would-be winner is checked"
-                .into()],
-        })
-    } else if s.build_s > 0.5 * whole {
-        Some(Diagnosis {
-            rule: "slow".into(),
-            summary: "slow: building the harness took most of the run".into(),
-            evidence,
-            advice: vec![
-                "tune several kernels or shapes in one run (the build is shared), or keep the \
-                 target dir warm between runs; a larger --budget costs little next to the build"
-                    .into(),
-            ],
-        })
-    } else {
-        None
-    }
+    );
+    Some((whole, vec![line]))
+}
+
+/// Slow because correctness checks took more than half of a run of at least 5 s: a
+/// property of one kernel's search, diagnosed per (kernel, shape).
+pub fn slow_checks(s: &Spent) -> Option<Diagnosis> {
+    let (whole, evidence) = spent_evidence(s)?;
+    (s.check_s > 0.5 * whole).then(|| Diagnosis {
+        rule: "slow".into(),
+        summary: "slow: correctness checks took most of the run".into(),
+        evidence,
+        advice: vec!["make the kernel's check strategy draw smaller shapes (its small-shape \
+             strategy), or its reference cheaper: every would-be winner is checked"
+            .into()],
+    })
+}
+
+/// Slow because building the harnesses took more than half of a run of at least 5 s. The
+/// build is shared by every (kernel, shape) of a run, so `tune` judges it once, over the
+/// whole run, rather than charging it to each.
+pub fn slow_build(s: &Spent) -> Option<Diagnosis> {
+    let (whole, evidence) = spent_evidence(s)?;
+    (s.build_s > 0.5 * whole).then(|| Diagnosis {
+        rule: "slow".into(),
+        summary: "slow: building the harness took most of the run".into(),
+        evidence,
+        advice: vec![
+            "tune several kernels or shapes in one run (the build is shared), or keep the \
+             target dir warm between runs; a larger --budget costs little next to the build"
+                .into(),
+        ],
+    })
 }
 
 /// One round of `tune --goal` as its decision log says it (a journal line with
@@ -584,6 +598,9 @@ mod tests {
         assert_eq!(slow(&Spent { build_s: 2.0, check_s: 2.0, total_s: 10.0 }), None);
         // Dominated by checks, but too short to matter.
         assert_eq!(slow(&Spent { build_s: 0.5, check_s: 3.0, total_s: 4.0 }), None);
+        // Each rule names only its own cause.
+        assert_eq!(slow_checks(&builds), None);
+        assert_eq!(slow_build(&checks), None);
     }
 
     #[test]

@@ -244,16 +244,42 @@ fn a_run_spent_in_correctness_checks_is_diagnosed_slow() {
     // Each of the 4 grid proposals is a would-be winner, so each is checked (8 cases of
     // tiny shapes), and the reference sleeps 250 ms a case: on one worker (a check's parts
     // run in parallel on as many as there are), ≥ 8 s of checks against a warm build and
-    // four small simulations.
-    let args = ["--kernel", "steps", "--budget", "4", "--jobs", "1"];
+    // four small simulations. `--recheck`: an earlier run's verdicts are not reused.
+    let args = ["--kernel", "steps", "--budget", "4", "--jobs", "1", "--recheck"];
     let (code, e, err) = tune("105", &args, &[("LOOP_REFERENCE_SLEEP_MS", "250")]);
     assert_eq!(code, 0, "{err}");
     let slow = diagnosis(&e, "slow");
     assert!(slow["summary"].as_str().unwrap().contains("correctness checks"), "{slow}");
     // Without the sleep the same run is not slow (its checks draw tiny shapes).
-    let (code, e, err) = tune("106", &["--kernel", "steps", "--budget", "4"], &[]);
+    let args = ["--kernel", "steps", "--budget", "4", "--recheck"];
+    let (code, e, err) = tune("106", &args, &[]);
     assert_eq!(code, 0, "{err}");
     assert!(!rules(&e).contains(&"slow".to_string()), "{e}");
+}
+
+#[test]
+fn a_rerun_of_the_same_build_reuses_its_check_verdicts() {
+    // The slow run above, checked afresh (its verdicts stored), then run again with the
+    // same sleeping reference but without --recheck: its four would-be winners' verdicts
+    // come from the store, so the run is no longer slow (each check would sleep ≥ 2 s on
+    // one worker) and finds the same.
+    let sleepy = [("LOOP_REFERENCE_SLEEP_MS", "250")];
+    let args = ["--kernel", "steps", "--budget", "4", "--jobs", "1"];
+    // (n, status) per evaluation; read before the next run, which starts the journal anew.
+    let verdicts = |e: &Value| -> Vec<(Value, Value)> {
+        let evaluations = journal(e).into_iter().filter(|l| l.get("n").is_some());
+        evaluations.map(|l| (l["n"].clone(), l["status"].clone())).collect()
+    };
+    let fresh: Vec<&str> = args.iter().copied().chain(["--recheck"]).collect();
+    let (code, first, err) = tune("107", &fresh, &sleepy);
+    assert_eq!(code, 0, "{err}");
+    assert!(rules(&first).contains(&"slow".to_string()), "{first}");
+    let checked = verdicts(&first);
+    let (code, again, err) = tune("107", &args, &sleepy);
+    assert_eq!(code, 0, "{err}");
+    assert!(!rules(&again).contains(&"slow".to_string()), "{again}");
+    assert_eq!(checked, verdicts(&again));
+    assert_eq!(first["best_params"], again["best_params"]);
 }
 
 #[test]
@@ -271,7 +297,9 @@ fn a_faster_variant_that_fails_its_property_check_never_wins() {
     let runs: Vec<Vec<(Value, Value)>> = ["1", "2"]
         .iter()
         .map(|jobs| {
-            let (code, e, err) = tune("115", &["--kernel", "hasty", "--jobs", jobs], &[]);
+            // --recheck: each run checks for itself (the second would reuse the first's).
+            let args = ["--kernel", "hasty", "--jobs", jobs, "--recheck"];
+            let (code, e, err) = tune("115", &args, &[]);
             assert_eq!(code, 0, "{err}");
             assert_eq!(e["best_params"]["passes"], 2, "--jobs {jobs}: {e}");
             assert_eq!(e["invalid"], 1, "{e}");

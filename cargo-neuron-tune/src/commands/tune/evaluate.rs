@@ -241,9 +241,22 @@ const CHECK_PARTS: u64 = 4;
 /// Cases per part: [`CHECK_PARTS`] × this = 8 cases per check.
 const CHECK_CASES_PER_PART: u32 = 2;
 
-/// The harness's correctness check of a would-be winner. Not cached across runs: a check
-/// depends on the kernel's reference and body, which no key here would capture.
+/// The harness's correctness check of a would-be winner. Its verdict is stored under the
+/// harness binary's content hash (which captures the kernel's body, its reference and its
+/// case strategy), the parameters, the chip and the seeds, so a rerun of the same build
+/// does not check the same variant again; `--recheck` checks regardless. A verdict with a
+/// part that did not answer (a crash, a timeout) is not stored: it may not be the kernel's.
 pub(super) fn passes_check(pool: &mut Pool, job: &Job, params: &Params) -> Result<bool, Failure> {
+    let what = format!(
+        "check\0{}\0{}\0{CHECK_PARTS}x{CHECK_CASES_PER_PART}\0{}",
+        job.kernel, params, job.seed
+    );
+    let key = Store::key_for(job.harness_hash, &chip_key(job.chip), job.sim_version, &what);
+    if !job.goal.recheck {
+        if let Some(passed) = job.store.get::<bool>("checks", &key) {
+            return Ok(passed);
+        }
+    }
     let request = |part: &u64| RequestBody::Check {
         kernel: job.kernel.into(),
         params: params.clone(),
@@ -252,14 +265,19 @@ pub(super) fn passes_check(pool: &mut Pool, job: &Job, params: &Params) -> Resul
         chip: job.chip.clone(),
         regressions: None,
     };
-    let mut passed = true;
+    let (mut passed, mut answered) = (true, true);
     stream(pool, 0..CHECK_PARTS, request, |_, done| {
         match done.answer {
             Ok(ResponseBody::Check(r)) => passed &= r.passed,
             Ok(other) => return Err(unexpected(&other)),
-            Err(_) => passed = false,
+            Err(_) => (passed, answered) = (false, false),
         }
         Ok(Next::Done)
     })?;
+    if answered {
+        job.store
+            .put("checks", &key, &passed)
+            .map_err(|e| fail(Exit::Internal, format!("writing the store: {e:#}")))?;
+    }
     Ok(passed)
 }

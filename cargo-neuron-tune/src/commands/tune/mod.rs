@@ -310,6 +310,10 @@ pub fn run(
         vec![Vec::new(); targets.len()]
     };
     let mut fresh: Vec<neuron_tune_protocol::TunedEntry> = Vec::new();
+    let harness_hashes =
+        ws.crates.iter().map(|c| harness_hash(&c.exe)).collect::<Result<Vec<String>, Failure>>()?;
+    // The whole run's time, for the one build diagnosis (the build is shared by every target).
+    let mut run_spent = conv::Spent { build_s, ..Default::default() };
     for (ti, t) in targets.iter().enumerate() {
         let (before, rest) = ws.crates.split_at_mut(t.krate);
         let (c, after) = rest.split_first_mut().expect("a target's crate is in the workspace");
@@ -329,6 +333,7 @@ pub fn run(
             chip: &chip,
             store: &store,
             sim_version: &c.list.sim_version,
+            harness_hash: &harness_hashes[t.krate],
             seed,
             opts,
             bar: &bar,
@@ -372,7 +377,10 @@ pub fn run(
                 }
             });
         }
-        result.build_s = build_s;
+        // Each target is charged its share of the shared build.
+        result.build_s = build_s / targets.len() as f64;
+        run_spent.check_s += result.check_s;
+        run_spent.total_s += result.total_s;
         let Some(best) = result.best.clone() else {
             out.note(format!("  {} at {shape_name}: no valid variant found", k.name));
             if let Some(g) = &goal.goal {
@@ -425,12 +433,26 @@ pub fn run(
         out.result("");
         out.table(&table, "  ");
     }
+    // Judged once over the run: charged to each target, a cold build made every one "slow".
+    if let Some(d) = conv::slow_build(&run_spent) {
+        out.result(format!("  this run ({}):", conv::count(targets.len(), "kernel shape")));
+        for line in conv::diagnosis_lines(&d) {
+            out.result(format!("    {line}"));
+        }
+    }
     over_fitting(&mut ws, &targets, &winners, &chip, &out)?;
     if missed.is_empty() {
         Ok(Exit::Ok)
     } else {
         Err(fail(Exit::GoalNotMet, missed.join("\n")))
     }
+}
+
+/// xxh3-128 of a harness binary's bytes: what its check verdicts are stored under.
+fn harness_hash(exe: &std::path::Path) -> Result<String, Failure> {
+    let bytes = std::fs::read(exe)
+        .map_err(|e| fail(Exit::Internal, format!("reading {}: {e}", exe.display())))?;
+    Ok(format!("{:032x}", xxhash_rust::xxh3::xxh3_128(&bytes)))
 }
 
 /// A shape label as a file-name part.
@@ -548,7 +570,7 @@ fn report(
     let diagnoses: Vec<conv::Diagnosis> = [
         conv::not_converged(&convergence, result.evaluations, result.exhausted),
         conv::invalid_heavy(&evals),
-        conv::slow(&spent),
+        conv::slow_checks(&spent),
     ]
     .into_iter()
     .flatten()
@@ -657,6 +679,8 @@ struct Job<'a> {
     store: &'a Store,
     /// The simulator version of the crate's harness: results are stored under it.
     sim_version: &'a str,
+    /// The content hash of the crate's harness binary: check verdicts are stored under it.
+    harness_hash: &'a str,
     seed: u64,
     opts: &'a SearchOpts,
     /// Progress over every evaluation of the run (hidden off a terminal and in JSON mode).
