@@ -123,8 +123,9 @@ pub(super) fn report(
         ..Default::default()
     }));
     out.status(format!(
-        "   {variants} variants: {simulated} simulated, {cached} from the store, {invalid} invalid, \
-         {crashed} crashed or hung"
+        "   {}: {simulated} simulated, {cached} from the store, {invalid} invalid, {crashed} \
+         crashed or hung",
+        crate::convergence::count(variants, "variant")
     ));
     if crashed > 0 {
         Exit::Check

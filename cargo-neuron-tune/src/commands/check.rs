@@ -79,7 +79,8 @@ pub fn run(
         seed: Some(seed),
         ..Default::default()
     }));
-    out.status(format!("   {} of {total} variants passed", total - failed));
+    let of_total = crate::convergence::count(total, "variant");
+    out.status(format!("   {} of {of_total} passed", total - failed));
     Ok(if failed > 0 { Exit::Check } else { Exit::Ok })
 }
 
