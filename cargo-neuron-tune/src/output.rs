@@ -133,6 +133,11 @@ pub enum Event {
         chip: String,
         diagnosis: crate::convergence::Diagnosis,
     },
+    /// A diagnosis of a whole `tune` run rather than of one kernel and shape (`slow` by
+    /// the harness build, which every kernel shape of the run shares): after their events.
+    RunDiagnosis {
+        diagnosis: crate::convergence::Diagnosis,
+    },
     /// The result of a search (`tune` per kernel and shape; `replay` per landscape).
     Tune {
         kernel: String,

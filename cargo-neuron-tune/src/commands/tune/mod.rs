@@ -439,6 +439,7 @@ pub fn run(
         for line in conv::diagnosis_lines(&d) {
             out.result(format!("    {line}"));
         }
+        out.event(&Event::RunDiagnosis { diagnosis: d });
     }
     over_fitting(&mut ws, &targets, &winners, &chip, &out)?;
     if missed.is_empty() {
