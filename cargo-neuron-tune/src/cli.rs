@@ -375,7 +375,8 @@ pub struct SearchOpts {
     pub objective: Objective,
 }
 
-/// `tune --goal`: search in rounds until a target is met.
+/// `tune --goal`: search in rounds until a target is met; and how would-be winners are
+/// checked and validated (`--validate`, `--recheck`).
 #[derive(Args, Debug, Clone, Default)]
 pub struct GoalOpts {
     /// Stop as soon as the best variant meets this: a speed-up over the default (`20%`:

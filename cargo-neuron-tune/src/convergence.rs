@@ -320,13 +320,8 @@ pub struct Spent {
     pub total_s: f64,
 }
 
-/// Slow: a run of at least 5 s where builds or correctness checks took more than half of
-/// the wall time (the checks are named first: they are the kernel's, the build is not).
-pub fn slow(s: &Spent) -> Option<Diagnosis> {
-    slow_checks(s).or_else(|| slow_build(s))
-}
-
-/// The seconds judged and the evidence line both `slow` rules give.
+/// The seconds judged and the evidence line both `slow` rules ([`slow_checks`],
+/// [`slow_build`]) give: a run of at least 5 s, or `None`.
 fn spent_evidence(s: &Spent) -> Option<(f64, Vec<String>)> {
     let whole = s.build_s + s.total_s;
     if whole < SLOW_MIN_S {
@@ -592,15 +587,16 @@ mod tests {
     #[test]
     fn slow_names_what_dominates() {
         let checks = Spent { build_s: 1.0, check_s: 8.0, total_s: 10.0 };
-        assert!(slow(&checks).unwrap().summary.contains("correctness checks"));
+        assert!(slow_checks(&checks).unwrap().summary.contains("correctness checks"));
         let builds = Spent { build_s: 30.0, check_s: 1.0, total_s: 10.0 };
-        assert!(slow(&builds).unwrap().summary.contains("building"));
-        assert_eq!(slow(&Spent { build_s: 2.0, check_s: 2.0, total_s: 10.0 }), None);
-        // Dominated by checks, but too short to matter.
-        assert_eq!(slow(&Spent { build_s: 0.5, check_s: 3.0, total_s: 4.0 }), None);
+        assert!(slow_build(&builds).unwrap().summary.contains("building"));
         // Each rule names only its own cause.
         assert_eq!(slow_checks(&builds), None);
         assert_eq!(slow_build(&checks), None);
+        let neither = Spent { build_s: 2.0, check_s: 2.0, total_s: 10.0 };
+        assert_eq!((slow_checks(&neither), slow_build(&neither)), (None, None));
+        // Dominated by checks, but too short to matter.
+        assert_eq!(slow_checks(&Spent { build_s: 0.5, check_s: 3.0, total_s: 4.0 }), None);
     }
 
     #[test]

@@ -16,7 +16,12 @@ pub const FIELD: &str = "checksum";
 
 /// xxh3-128 of `text`, as 32 hex digits.
 pub fn checksum(text: &str) -> String {
-    format!("{:032x}", xxhash_rust::xxh3::xxh3_128(text.as_bytes()))
+    checksum_bytes(text.as_bytes())
+}
+
+/// xxh3-128 of `bytes`, as 32 hex digits (a file's content hash: the harness binary's).
+pub fn checksum_bytes(bytes: &[u8]) -> String {
+    format!("{:032x}", xxhash_rust::xxh3::xxh3_128(bytes))
 }
 
 /// The checksum of a JSON object's canonical text, its own `checksum` field left out.

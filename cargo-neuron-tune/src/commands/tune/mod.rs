@@ -310,8 +310,16 @@ pub fn run(
         vec![Vec::new(); targets.len()]
     };
     let mut fresh: Vec<neuron_tune_protocol::TunedEntry> = Vec::new();
-    let harness_hashes =
-        ws.crates.iter().map(|c| harness_hash(&c.exe)).collect::<Result<Vec<String>, Failure>>()?;
+    // Only the crates with something to tune: a binary is tens of MiB.
+    let harness_hashes = (0..ws.crates.len())
+        .map(|i| {
+            if targets.iter().any(|t| t.krate == i) {
+                harness_hash(&ws.crates[i].exe)
+            } else {
+                Ok(String::new())
+            }
+        })
+        .collect::<Result<Vec<String>, Failure>>()?;
     // The whole run's time, for the one build diagnosis (the build is shared by every target).
     let mut run_spent = conv::Spent { build_s, ..Default::default() };
     for (ti, t) in targets.iter().enumerate() {
@@ -453,7 +461,7 @@ pub fn run(
 fn harness_hash(exe: &std::path::Path) -> Result<String, Failure> {
     let bytes = std::fs::read(exe)
         .map_err(|e| fail(Exit::Internal, format!("reading {}: {e}", exe.display())))?;
-    Ok(format!("{:032x}", xxhash_rust::xxh3::xxh3_128(&bytes)))
+    Ok(crate::seal::checksum_bytes(&bytes))
 }
 
 /// A shape label as a file-name part.
