@@ -208,6 +208,9 @@ impl CargoFlags {
             }
         }
         let status = child.wait().map_err(|e| BuildError::Spawn(e.to_string()))?;
+        if crate::interrupt::note_child_exit(status) || crate::interrupt::requested() {
+            return Err(BuildError::Interrupted);
+        }
         if !status.success() {
             return Err(BuildError::Failed {
                 package: krate.package.clone(),
@@ -226,6 +229,9 @@ impl CargoFlags {
 pub enum BuildError {
     #[error("could not run cargo: {0}")]
     Spawn(String),
+    /// Ctrl-C during the build (cargo died of it, or the command was interrupted).
+    #[error("interrupted while building the harness")]
+    Interrupted,
     #[error("building the harness of `{package}` failed (cargo's errors are above)")]
     Failed { package: String, diagnostics: Vec<String> },
     #[error("cargo built `{package}` but reported no executable for target `{target}`")]

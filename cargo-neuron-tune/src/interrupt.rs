@@ -3,14 +3,21 @@
 //! The first Ctrl-C sets a flag: the pool stops waiting for answers and the command ends
 //! with [`Exit::Interrupted`] (130, as shells report SIGINT). Every result finished by then
 //! is already in the store (written atomically as it arrives) and every evaluation of a
-//! search in its journal, so rerunning the command continues. Workers, in the same process
-//! group, get the same SIGINT from the terminal and end with their request. A second
-//! Ctrl-C exits at once.
+//! search in its journal, so rerunning the command continues. Workers and cargo, in the same
+//! process group, get the same SIGINT from the terminal and die of it, possibly before this
+//! process's handler runs: a child's death by SIGINT is itself the interruption, so its
+//! failure is never taken for a crash, a failed check or a failed build. A second Ctrl-C
+//! exits at once.
 
 use crate::exit::{fail, Exit, Failure};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// A child (a worker, cargo) ended by SIGINT. The terminal's Ctrl-C reaches the whole
+/// process group, and a child can die of it before this process's handler has run; its
+/// failure must then be taken for the interruption it is, never for a crash or a failed
+/// check. Kept apart from [`INTERRUPTED`] so that it does not count as a first Ctrl-C.
+static CHILD_INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// Install the handler (once per process; a second call is ignored).
 pub fn install() {
@@ -22,9 +29,28 @@ pub fn install() {
     });
 }
 
-/// Whether the user asked to stop.
+/// Whether the user asked to stop (or a child died of the same Ctrl-C).
 pub fn requested() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
+    INTERRUPTED.load(Ordering::SeqCst) || CHILD_INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// Note that a child process ended by SIGINT: from here on the command is interrupted.
+pub fn child_interrupted() {
+    CHILD_INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Whether a child's exit status is death by SIGINT (noting it if so).
+pub fn note_child_exit(status: std::process::ExitStatus) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if status.signal() == Some(2) {
+            child_interrupted();
+            return true;
+        }
+    }
+    let _ = status;
+    false
 }
 
 /// The failure an interrupted command ends with.

@@ -146,12 +146,16 @@ impl WorkerProcess {
         let _ = self.handle.kill();
     }
 
-    /// How the process ended (its output is closed, so it is ending or has ended).
+    /// How the process ended (its output is closed, so it is ending or has ended). Death
+    /// by SIGINT is noted as the command's interruption ([`crate::interrupt`]).
     fn how_it_died(&self) -> String {
         let deadline = std::time::Instant::now() + Duration::from_secs(2);
         loop {
             match self.handle.try_wait() {
-                Ok(Some(out)) => return describe_exit(out.status),
+                Ok(Some(out)) => {
+                    crate::interrupt::note_child_exit(out.status);
+                    return describe_exit(out.status);
+                }
                 Ok(None) if std::time::Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(10))
                 }
@@ -290,6 +294,9 @@ impl Pool {
                 return Err(crate::interrupt::failure());
             }
             match self.done.recv_timeout(Duration::from_millis(100)) {
+                // An answer that came with or after Ctrl-C may be the interruption's doing
+                // (a worker that died of the same SIGINT answers "crashed"): not used.
+                Ok(_) if crate::interrupt::requested() => return Err(crate::interrupt::failure()),
                 Ok(done) => break done,
                 Err(mpsc::RecvTimeoutError::Timeout) => continue,
                 // Every slot thread is gone with answers owed: nothing will answer them,

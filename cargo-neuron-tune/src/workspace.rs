@@ -113,6 +113,7 @@ impl Workspace {
             ctx.out.status(format!("   Building {} harness `{}`", k.package, k.harness));
             let exe = cargo.build_harness(&k).map_err(|e| match e {
                 BuildError::Failed { .. } => fail(Exit::Build, e.to_string()),
+                BuildError::Interrupted => crate::interrupt::failure(),
                 other => fail(Exit::Internal, other.to_string()),
             })?;
             let exe = match &opts.exe_dir {

@@ -698,3 +698,105 @@ fn a_winner_that_lowers_a_model_using_the_kernel_is_rolled_back() {
     assert_eq!(e["rounds"][0]["decision"], "kept");
     assert!(!db().contains("validated_models"), "{}", db());
 }
+
+#[test]
+fn a_worker_killed_by_ctrl_c_during_a_check_journals_no_verdict_and_resume_finds_the_same() {
+    // A terminal's Ctrl-C reaches the whole process group, and a worker can die of it
+    // before the tool's own handler has run: its check part then answers "crashed", and if
+    // that was the last part outstanding, the old code took the check for failed and
+    // journaled the correct variant as `failed_check`. A worker dead of SIGINT is the
+    // interruption: the run ends with 130, journals no verdict for the evaluation in
+    // flight, and resumes to what an uninterrupted run finds. Here the SIGINT goes to the
+    // workers alone, so the tool learns of it only from them (the race, made certain).
+    // Each of the four grid proposals is checked, and the sleeping reference makes each
+    // check last ≥ 2 s on one worker, so the signal lands in one.
+    built();
+    let manifest = broken_manifest("loop");
+    let run = |seed: &str, extra: &[&str]| -> Vec<String> {
+        let mut a = vec!["tune", "--strategy", "grid", "--seed", seed, "--kernel", "steps"];
+        a.extend_from_slice(&["--budget", "4", "--jobs", "1", "--recheck"]);
+        a.extend_from_slice(extra);
+        a.extend_from_slice(&["--manifest-path", &manifest, "--message-format", "json"]);
+        a.into_iter().map(String::from).collect()
+    };
+    let journals = neuron_tune_tests::test_target_dir().join("neuron-tune/journals");
+    let journal_of = |seed: &str| -> Option<std::path::PathBuf> {
+        let suffix = format!("-grid-{seed}.jsonl");
+        std::fs::read_dir(&journals).ok()?.flatten().map(|e| e.path()).find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("tune-steps-") && name.ends_with(&suffix)
+        })
+    };
+    if let Some(old) = journal_of("108") {
+        std::fs::remove_file(old).unwrap();
+    }
+    let args = run("108", &[]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let child = cli_command(&a)
+        .env("LOOP_REFERENCE_SLEEP_MS", "250")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first evaluation is journaled once its check ends; the second one's starts.
+    let start = std::time::Instant::now();
+    let lines = |p: &Option<std::path::PathBuf>| {
+        p.as_ref().map_or(0, |p| cargo_neuron_tune::store::read_journal(p).unwrap().lines.len())
+    };
+    while lines(&journal_of("108")) < 1 {
+        assert!(start.elapsed().as_secs() < 120, "the run never journaled");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let workers = children_of(child.id());
+    assert!(!workers.is_empty(), "the tool has a worker");
+    for pid in workers {
+        let status =
+            std::process::Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap();
+        assert!(status.success());
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    let kept = cargo_neuron_tune::store::read_journal(&journal_of("108").unwrap()).unwrap().lines;
+    assert!(kept.len() < 4, "the run was interrupted before its end: {kept:?}");
+    assert!(kept.iter().all(|l| l["status"] == "measured"), "{kept:?}");
+
+    // Resumed, it ends as an uninterrupted run does (grid: every seed is the same run).
+    let (code, e, err) = tune_args(&run("108", &["--resume"]));
+    assert_eq!(code, 0, "{err}");
+    let (code, whole, err) = tune_args(&run("109", &[]));
+    assert_eq!(code, 0, "{err}");
+    let verdicts = |e: &Value| -> Vec<(Value, Value)> {
+        let evaluations = journal(e).into_iter().filter(|l| l.get("n").is_some());
+        evaluations.map(|l| (l["n"].clone(), l["status"].clone())).collect()
+    };
+    assert_eq!(verdicts(&e), verdicts(&whole));
+    assert_eq!(e["best_params"], whole["best_params"]);
+}
+
+/// The pids of a process's children (Linux: /proc/PID/stat, whose fourth field is the
+/// parent's pid).
+fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // "pid (comm) state ppid ...": comm may hold spaces, so read after its ')'.
+            let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+            after.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok()) == Some(parent)
+        })
+        .collect()
+}
+
+/// `tune` with these whole arguments: (exit code, final tune event, stderr).
+fn tune_args(args: &[String]) -> (i32, Value, String) {
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = cli_command(&a).output().expect("the CLI runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let mut all = events(&String::from_utf8_lossy(&out.stdout), "tune");
+    assert!(!all.is_empty(), "no tune event: {stderr}");
+    (out.status.code().unwrap_or(-1), all.pop().unwrap(), stderr)
+}
