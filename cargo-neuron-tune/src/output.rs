@@ -173,6 +173,15 @@ pub enum Event {
         /// "models": ["model@shape"]}` (absent when it was not: not asked, or the default).
         #[serde(skip_serializing_if = "Option::is_none")]
         validated: Option<Box<serde_json::Value>>,
+        /// `"default"` when nothing the search found was faster than the default
+        /// parameters (a tie too), which the result then is (absent otherwise).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        kept: Option<&'static str>,
+        /// `{"params", "time_us"}`: the tuned database's record, measured again, when it
+        /// stays in the file because the run's best is not faster (absent otherwise; the
+        /// run's own result above is unchanged by it).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        kept_record: Option<Box<serde_json::Value>>,
     },
     /// A model end to end (`bench --model`): throughput with the tuned parameters and with
     /// the defaults, each with its per-call breakdown.

@@ -16,6 +16,11 @@ fn tune_args(seed: &str, extra: &[&str]) -> Vec<String> {
     a
 }
 
+/// Held by the tests that tune the kernel fixtures: they write its tuned database, and each
+/// restores the file as it found it when it ends (one restoring it between another's runs
+/// would delete that one's records).
+static TUNED_FILE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn final_event(out: &str) -> Value {
     events(out, "tune").pop().unwrap_or_else(|| panic!("no tune event in {out}"))
 }
@@ -246,6 +251,7 @@ fn ctrl_c_stops_a_tuning_run_keeps_its_journal_and_says_how_to_resume() {
 fn pruned_proposals_are_not_charged_to_the_budget() {
     // The GEMM at its small shape on trn1: some proposals' roofline bounds cannot beat the
     // incumbent.
+    let _one = TUNED_FILE.lock().unwrap_or_else(|e| e.into_inner());
     let _keep = KeepFile::new(root().join("fixtures/kernels/neuron-tune.tuned.toml"));
     let a = [
         "tune",
@@ -287,4 +293,72 @@ fn pruned_proposals_are_not_charged_to_the_budget() {
     for l in lines.iter().filter(|l| l["status"] == "pruned") {
         assert!(l["time_us"].as_f64().unwrap() >= best, "{l}");
     }
+}
+
+#[test]
+fn a_run_that_finds_nothing_faster_keeps_the_recorded_winner_and_a_tie_keeps_the_default() {
+    let _one = TUNED_FILE.lock().unwrap_or_else(|e| e.into_inner());
+    let path = root().join("fixtures/kernels/neuron-tune.tuned.toml");
+    let _keep = KeepFile::new(path.clone());
+    let _ = std::fs::remove_file(&path);
+    let tune = |kernel: &str, strategy: &str, budget: &str, seed: &str| {
+        let a = [
+            "tune",
+            "-p",
+            "neuron-fixtures-kernels",
+            "--kernel",
+            kernel,
+            "--shape",
+            "small",
+            "--strategy",
+            strategy,
+            "--budget",
+            budget,
+            "--seed",
+            seed,
+            "-j",
+            "2",
+            "--message-format",
+            "json",
+        ];
+        let (code, out, err) = cli_env(&a, &[]);
+        assert_eq!(code, 0, "{err}");
+        (final_event(&out), err)
+    };
+    let recorded = |kernel: &str| -> Value {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let db: toml::Value = toml::from_str(&text).unwrap();
+        let rec =
+            db["tuned"].as_array().unwrap().iter().find(|r| r["kernel"].as_str() == Some(kernel));
+        serde_json::to_value(rec.unwrap_or_else(|| panic!("no {kernel} record in {text}"))).unwrap()
+    };
+    // The whole softmax space (18 variants, grid): its best beats the default.
+    let (whole, _) = tune("softmax", "grid", "18", "3");
+    let (best, best_time) = (whole["best_params"].clone(), whole["best_time"].as_f64().unwrap());
+    assert!(best_time < whole["default_time"].as_f64().unwrap(), "{whole}");
+    assert_eq!(recorded("softmax")["params"], best);
+    // One evaluation (grid's first variant, slower than the default): the run's result is
+    // the default, as always, but the file keeps its faster record, where it used to take
+    // the default.
+    let (short, err) = tune("softmax", "grid", "1", "3");
+    assert!(short["best_so_far"][0].as_f64().unwrap() > best_time, "{short}");
+    assert_eq!(short["kept"], "default", "{short}");
+    assert_eq!(short["kept_record"]["params"], best, "{err}");
+    assert_eq!(short["kept_record"]["time_us"].as_f64(), Some(best_time));
+    assert_eq!(recorded("softmax")["params"], best);
+    assert_eq!(recorded("softmax")["time_us"].as_f64(), Some(best_time));
+    // A run that does find it again has nothing to keep.
+    let (again, _) = tune("softmax", "grid", "18", "3");
+    assert_eq!(again["best_params"], best);
+    assert!(again.get("kept_record").is_none(), "{again}");
+
+    // `add`, seed 4 of `random`: its one proposal (bufs 3) runs exactly as long as the
+    // default (bufs 2) does; a tie keeps the default, so the record does not churn.
+    let (tie, _) = tune("add", "random", "1", "4");
+    let proposal = journal_lines(tie["journal"].as_str().unwrap())[0].clone();
+    assert_eq!(proposal["time_us"], tie["default_time"], "the seed's proposal ties: {proposal}");
+    assert_ne!(proposal["params"], tie["best_params"], "and is not the default: {proposal}");
+    assert_eq!(tie["best_time"], tie["default_time"]);
+    assert_eq!(tie["kept"], "default");
+    assert_eq!(recorded("add")["params"], tie["best_params"]);
 }

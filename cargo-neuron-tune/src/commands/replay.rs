@@ -81,6 +81,8 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
         rounds: vec![],
         goal: None,
         validated: None,
+        kept: None,
+        kept_record: None,
     });
     out.result(format!(
         "  best {best_time:.6} after {}: {}",

@@ -334,7 +334,26 @@ pub fn run(
             chip.name,
             opts.proposer.as_ref().map_or(opts.strategy.as_str(), |_| "proposer")
         );
+        // The crate's tuned database: its record of this target is a known answer.
+        let db = match &mut dbs[t.krate] {
+            Some(db) => db,
+            slot => {
+                let dir = c
+                    .krate
+                    .manifest_path
+                    .parent()
+                    .map(std::path::PathBuf::from)
+                    .unwrap_or_default();
+                slot.insert(TunedDb::load(&dir)?)
+            }
+        };
+        let recorded = db
+            .records()
+            .iter()
+            .find(|r| r.kernel == k.name && r.chip == chip.name && r.dims == t.shape)
+            .map(|r| r.params.clone());
         let job = Job {
+            recorded: recorded.as_ref(),
             kernel: &k.name,
             shape_name,
             shape: &t.shape,
@@ -404,19 +423,22 @@ pub fn run(
         if let Some(g) = result.goal.as_ref().filter(|g| !g.met) {
             missed.push(goal_miss(&k.name, shape_name, g, &best));
         }
-        let db = match &mut dbs[t.krate] {
-            Some(db) => db,
-            slot => {
-                let dir = c
-                    .krate
-                    .manifest_path
-                    .parent()
-                    .map(std::path::PathBuf::from)
-                    .unwrap_or_default();
-                slot.insert(TunedDb::load(&dir)?)
+        let db = dbs[t.krate].as_mut().expect("loaded before the search");
+        // The file's record stands when this run found nothing faster (it is refreshed:
+        // its time and program as measured today).
+        let (best, validated) = match &result.record {
+            Some((r, validated)) => {
+                bar.suspend(|| {
+                    out.status(format!(
+                        "   Kept the recorded {} {shape_name}: {} ({:.1} µs; this run's best {:.1}                          µs is not faster)",
+                        k.name, r.params, r.time_us, best.time_us
+                    ))
+                });
+                (r.clone(), validated.clone())
             }
+            None => (best, result.validated.clone()),
         };
-        let (validated_shapes, validated_models) = result.validated.clone().unwrap_or_default();
+        let (validated_shapes, validated_models) = validated.unwrap_or_default();
         let record = TunedRecord {
             kernel: k.name.clone(),
             chip: chip.name.clone(),
@@ -612,6 +634,11 @@ fn report(
         validated: result.validated.as_ref().map(|(shapes, models)| {
             Box::new(serde_json::json!({"shapes": shapes, "models": models}))
         }),
+        kept: result.kept_default.then_some("default"),
+        kept_record: result
+            .record
+            .as_ref()
+            .map(|(r, _)| Box::new(serde_json::json!({"params": r.params, "time_us": r.time_us}))),
     });
     let label = if t.shape_name.contains('@') {
         format!("{} {}", t.shape_name, t.shape)
@@ -681,6 +708,8 @@ fn report(
 }
 
 struct Job<'a> {
+    /// The parameters the crate's tuned database records for this kernel, chip and shape.
+    recorded: Option<&'a Params>,
     kernel: &'a str,
     shape_name: &'a str,
     shape: &'a Shape,
@@ -722,6 +751,9 @@ struct TuneResult {
     front: Option<Vec<ParetoPoint>>,
     /// No evaluated variant beat the default parameters, so `best` is the default.
     kept_default: bool,
+    /// The tuned database's record, re-measured, when it stands rather than `best` (no
+    /// slower, and checked), with what it was validated on ([`search::record_to_keep`]).
+    record: Option<(Best, Option<Validated>)>,
     default_time: Option<f64>,
     evaluations: usize,
     pruned: usize,

@@ -183,7 +183,7 @@ pub(super) fn tune_one(
         let d = default.as_ref().and_then(|d| Some((d.time_us?, d.params.clone())));
         let b = best.as_ref().map(|b| (b.time_us, b.params.clone()));
         match (b, d) {
-            (Some(b), Some(d)) => Some(if d.0 < b.0 { d } else { b }),
+            (Some(b), Some(d)) => Some(if d.0 <= b.0 { d } else { b }),
             (b, d) => b.or(d),
         }
     };
@@ -397,14 +397,19 @@ pub(super) fn tune_one(
             break 'rounds;
         }
     }
-    // The default is a known answer: a search that found nothing faster keeps it.
+    // The default is a known answer: a search that found nothing faster keeps it (a tie
+    // too, as the README promises).
     let mut kept_default = false;
     if let (Some(d), Some(t)) = (default, default_time) {
-        if best.as_ref().is_none_or(|b| t < b.time_us) {
+        if best.as_ref().is_none_or(|b| t <= b.time_us) {
             best = Some(Best::of(&d));
             kept_default = true;
         }
     }
+    let record = match &best {
+        Some(b) => record_to_keep(pool, job, defaults, b)?,
+        None => None,
+    };
     let front = match job.opts.objective {
         Objective::Pareto => Some(pareto(pool, job, &history)?),
         Objective::Time => None,
@@ -439,6 +444,7 @@ pub(super) fn tune_one(
         best,
         front,
         kept_default,
+        record,
         default_time,
         evaluations,
         pruned,
@@ -456,6 +462,38 @@ pub(super) fn tune_one(
         build_s: 0.0,
         exhausted,
     })
+}
+
+/// The tuned database's record of this kernel, chip and shape, when it should stand rather
+/// than the run's `best`: measured again (today's code may differ from the record's), no
+/// slower (a tie keeps it: no churn) and passing its check (and with `--goal` or
+/// `--validate` its key set; the models use it already). A short or unlucky run then never
+/// replaces a better record with a worse one. The run's own result is not changed by it, so
+/// a search's outcome never depends on the file.
+fn record_to_keep(
+    pool: &mut Pool,
+    job: &Job,
+    defaults: &Params,
+    best: &Best,
+) -> Result<Option<(Best, Option<Validated>)>, Failure> {
+    let Some(r) = job.recorded.filter(|r| **r != best.params) else { return Ok(None) };
+    let e = evaluate_batch(pool, job, vec![(usize::MAX, r.clone())], None)?.remove(&usize::MAX);
+    let Some(e) = e.filter(|e| e.status == "measured") else { return Ok(None) };
+    if e.time_us.is_none_or(|t| t > best.time_us) {
+        return Ok(None);
+    }
+    // The default needs no check (it is the kernel's known answer, as in the search).
+    if *r != *defaults && !passes_check(pool, job, &e.params)? {
+        return Ok(None);
+    }
+    let validated = match job.goal.validates() {
+        false => None,
+        true => match validate_on_key_set(pool, job, &e.params)? {
+            Ok(shapes) => Some((shapes, Vec::new())),
+            Err(_) => return Ok(None),
+        },
+    };
+    Ok(Some((Best::of(&e), validated)))
 }
 
 impl Searcher {
