@@ -51,8 +51,8 @@ pub struct Selection {
     /// Named shape (tuning key) to use; repeatable. Default: every shape of the kernel.
     #[arg(long = "shape", value_name = "NAME")]
     pub shapes: Vec<String>,
-    /// Parameter values `k=v,k=v`; unnamed parameters take the kernel's default.
-    /// Default: the kernel's default parameters.
+    /// Parameter values `k=v,k=v`; unnamed parameters take the kernel's default (`tune`:
+    /// the named ones are pinned, the rest searched). Default: the kernel's defaults.
     #[arg(long, value_name = "K=V,...")]
     pub params: Option<String>,
     /// Chip: `trn1`, `trn2`, `trn3`, or a chip TOML file.

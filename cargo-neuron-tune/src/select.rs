@@ -161,8 +161,9 @@ pub fn check_patterns(
 }
 
 /// The kernel's space with the parameters named in `--params` pinned to their given values
-/// (`--all-variants --params bufs=2` walks every variant with two buffers).
-fn pinned_space(k: &KernelInfo, text: Option<&str>) -> Result<Space, Failure> {
+/// (`--all-variants --params bufs=2` walks every variant with two buffers; `tune --params
+/// bufs=2` searches them).
+pub fn pinned_space(k: &KernelInfo, text: Option<&str>) -> Result<Space, Failure> {
     let mut space = k.space.clone();
     let Some(text) = text else { return Ok(space) };
     let given = parse_params(k, Some(text))?;

@@ -362,3 +362,34 @@ fn a_run_that_finds_nothing_faster_keeps_the_recorded_winner_and_a_tie_keeps_the
     assert_eq!(tie["kept"], "default");
     assert_eq!(recorded("add")["params"], tie["best_params"]);
 }
+
+#[test]
+fn tune_params_pins_those_parameters_and_searches_the_rest() {
+    let _one = TUNED_FILE.lock().unwrap_or_else(|e| e.into_inner());
+    let _keep = KeepFile::new(root().join("fixtures/kernels/neuron-tune.tuned.toml"));
+    let base = ["tune", "-p", "neuron-fixtures-kernels", "--kernel", "softmax", "--shape", "small"];
+    let with = |extra: &[&str]| {
+        let mut a = base.to_vec();
+        a.extend_from_slice(extra);
+        cli_env(&a, &[])
+    };
+    // softmax's space is 3 bufs × 3 normalize_on × 2 exp_dtype: with bufs pinned, grid
+    // exhausts the other 6 and proposes nothing with another bufs.
+    let args = ["--params", "bufs=1", "--strategy", "grid", "--budget", "18"];
+    let (code, out, err) = with(&[&args[..], &["--message-format", "json"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let e = final_event(&out);
+    assert_eq!(e["evaluations"], 6, "{e}");
+    let lines = journal_lines(e["journal"].as_str().unwrap());
+    assert_eq!(lines.len(), 6);
+    assert!(lines.iter().all(|l| l["params"]["bufs"] == 1), "{lines:?}");
+    assert_eq!(e["best_params"]["bufs"], 1);
+    // A misspelt or out-of-space pin is an error naming it (exit 2), as in `bench`.
+    let (code, _, err) = with(&["--params", "buf=1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("buf") && err.contains("unknown parameter"), "{err}");
+    // `--all-variants` is bench's grid, not a search.
+    let (code, _, err) = with(&["--all-variants"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--all-variants"), "{err}");
+}

@@ -327,8 +327,11 @@ pub fn run(
         let (c, after) = rest.split_first_mut().expect("a target's crate is in the workspace");
         let k = &t.kernel;
         let shape_name = &t.shape_name;
+        // A pinned run (`--params`) searches another space: its journal is its own.
+        let pins =
+            s.params.as_deref().map_or(String::new(), |p| format!("-pinned-{}", sanitize(p)));
         let key = format!(
-            "{}-{}-{}-{}-{seed}",
+            "{}-{}-{}-{}{pins}-{seed}",
             k.name,
             sanitize(shape_name),
             chip.name,
@@ -497,14 +500,29 @@ fn kernel_targets(
     s: &Selection,
     out: &crate::output::Reporter,
 ) -> Result<Vec<Target>, Failure> {
+    if s.all_variants {
+        return Err(fail(
+            Exit::Config,
+            "--all-variants is `bench`'s grid; `tune` searches the space (pin parameters with \
+             --params, e.g. --params bufs=2)"
+                .to_string(),
+        ));
+    }
     check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s, out)?;
     let mut out = Vec::new();
     for (i, c) in ws.crates.iter().enumerate() {
-        for k in select(&c.list, &Selection { all_variants: false, params: None, ..s.clone() })? {
+        for k in select(&c.list, &Selection { params: None, ..s.clone() })? {
+            // `--params`: those parameters pinned (checked against the kernel's
+            // declarations), the rest searched; the default is the kernel's with the pins.
+            let mut kernel = k.kernel.clone();
+            if s.params.is_some() {
+                kernel.space = crate::select::pinned_space(&k.kernel, s.params.as_deref())?;
+                kernel.defaults = crate::select::parse_params(&k.kernel, s.params.as_deref())?;
+            }
             for (shape_name, shape) in &k.shapes {
                 out.push(Target {
                     krate: i,
-                    kernel: k.kernel.clone(),
+                    kernel: kernel.clone(),
                     shape_name: shape_name.clone(),
                     shape: shape.clone(),
                     key_shapes: k.shapes.clone(),
