@@ -298,14 +298,8 @@ pub fn new_kernel(
     manifest: Option<&Path>,
     out: &Reporter,
 ) -> Result<Exit, Failure> {
-    if name.is_empty()
-        || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-        || name.starts_with(|c: char| c.is_ascii_digit())
-    {
-        return Err(fail(
-            Exit::Config,
-            format!("kernel name `{name}` must be snake_case (a-z, 0-9, _)"),
-        ));
+    if let Err(why) = kernel_name_ok(name) {
+        return Err(fail(Exit::Config, format!("kernel name `{name}` {why}")));
     }
     let (manifest, pkg) = package_at(manifest)?;
     let pkg = &pkg;
@@ -464,9 +458,46 @@ pub fn package_at(
     Ok((manifest, pkg))
 }
 
+/// Rust's strict and reserved keywords (2024 edition; weak ones such as `union` are
+/// identifiers): a kernel's name is a module's, so it cannot be one (`pub mod fn;` does not
+/// compile).
+const KEYWORDS: [&str; 51] = [
+    "abstract", "as", "async", "await", "become", "box", "break", "const", "continue", "crate",
+    "do", "dyn", "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl",
+    "in", "let", "loop", "macro", "match", "mod", "move", "mut", "override", "priv", "pub", "ref",
+    "return", "self", "static", "struct", "super", "trait", "true", "try", "type", "typeof",
+    "unsafe", "unsized", "use", "virtual", "where", "while", "yield",
+];
+
+/// A kernel name `new` can make a module of: snake_case, not a keyword, not `_` alone.
+fn kernel_name_ok(name: &str) -> Result<(), &'static str> {
+    if name.is_empty()
+        || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        || name.starts_with(|c: char| c.is_ascii_digit())
+    {
+        return Err("must be snake_case (a-z, 0-9, _; not starting with a digit)");
+    }
+    if name == "_" || KEYWORDS.contains(&name) {
+        return Err(
+            "is a Rust keyword: the kernel's module could not be declared (try another name)",
+        );
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kernel_name_must_make_a_module() {
+        for ok in ["my_add", "gemm2", "fn_like", "r", "union"] {
+            assert_eq!(kernel_name_ok(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "MyAdd", "2gemm", "my-add", "fn", "type", "self", "_", "gen"] {
+            assert!(kernel_name_ok(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn a_module_is_declared_once() {
