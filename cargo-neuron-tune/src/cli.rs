@@ -365,7 +365,7 @@ pub struct SearchOpts {
     #[arg(long, help_heading = "Search")]
     pub seed: Option<u64>,
     /// Continue the run of the same kernel, shape, chip, strategy and seed from its journal
-    /// without repeating an evaluation.
+    /// without repeating an evaluation (without --seed: the seed of the latest such journal).
     #[arg(long, help_heading = "Search")]
     pub resume: bool,
     /// `time`: the fastest correct variant. `pareto`: also the variants no other beats on

@@ -393,3 +393,29 @@ fn tune_params_pins_those_parameters_and_searches_the_rest() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--all-variants"), "{err}");
 }
+
+#[test]
+fn resume_without_a_seed_continues_the_latest_journal_of_the_run() {
+    // `--strategy random` on `many`: no other test here journals that run.
+    let run = |extra: &[&str]| {
+        let manifest = broken_manifest("noisy");
+        let mut a = vec!["tune", "--kernel", "many", "--strategy", "random", "--budget", "6"];
+        a.extend_from_slice(extra);
+        a.extend_from_slice(&["--manifest-path", &manifest, "--message-format", "json"]);
+        let (code, out, err) = cli_env(&a, &[]);
+        assert_eq!(code, 0, "{err}");
+        (final_event(&out), err)
+    };
+    let (older, _) = run(&["--seed", "31"]);
+    std::thread::sleep(Duration::from_millis(20));
+    let (latest, _) = run(&["--seed", "32"]);
+    let lines = journal_lines(latest["journal"].as_str().unwrap()).len();
+    let (resumed, _) = run(&["--resume"]);
+    assert_eq!(resumed["seed"], 32, "the latest journal's seed, not {older}");
+    assert_eq!(resumed["journal"], latest["journal"]);
+    for field in ["best_params", "best_time", "best_so_far"] {
+        assert_eq!(resumed[field], latest[field], "{field}");
+    }
+    // Everything came from the journal: nothing was evaluated (or journaled) again.
+    assert_eq!(journal_lines(resumed["journal"].as_str().unwrap()).len(), lines);
+}

@@ -276,11 +276,39 @@ pub fn run(
         let name = super::bench::item_name(&t.kernel.name, &t.shape_name, &t.shape);
         crate::partition::keeps(partition, &name)
     });
-    let seed = opts.seed.unwrap_or_else(default_seed);
+    // A pinned run (`--params`) searches another space: its journal is its own.
+    let pins = s.params.as_deref().map_or(String::new(), |p| format!("-pinned-{}", sanitize(p)));
+    let strategy_name = opts.proposer.as_ref().map_or(opts.strategy.as_str(), |_| "proposer");
+    let journal_prefix = |t: &Target| {
+        let shape = sanitize(&t.shape_name);
+        format!("tune-{}-{shape}-{}-{strategy_name}{pins}-", t.kernel.name, chip.name)
+    };
     let out = ctx.out.clone();
+    let seed = match (opts.seed, opts.resume) {
+        (Some(seed), _) => seed,
+        // `--resume` without `--seed`: the run of the latest journal of these targets.
+        (None, true) => {
+            let prefixes: Vec<String> = targets.iter().map(journal_prefix).collect();
+            match latest_journal_seed(&store.root().join("journals"), &prefixes) {
+                Some(seed) => {
+                    out.status(format!("   Resuming seed {seed} (the latest journal of this run)"));
+                    seed
+                }
+                None => {
+                    let seed = default_seed();
+                    out.note(format!(
+                        "warning: --resume: no journal of these kernels, shapes, chip and \
+                         strategy to resume; starting a new run with seed {seed}"
+                    ));
+                    seed
+                }
+            }
+        }
+        (None, false) => default_seed(),
+    };
     out.status(format!(
-        "   Tuning {} kernel shapes with strategy `{}`, seed {seed} (replay with --seed {seed}), {} simulations each",
-        targets.len(),
+        "   Tuning {} with strategy `{}`, seed {seed} (replay with --seed {seed}), {} simulations each",
+        conv::count(targets.len(), "kernel shape"),
         opts.proposer.as_deref().map_or(opts.strategy.clone(), |p| format!("proposer `{p}`")),
         opts.budget
     ));
@@ -327,16 +355,8 @@ pub fn run(
         let (c, after) = rest.split_first_mut().expect("a target's crate is in the workspace");
         let k = &t.kernel;
         let shape_name = &t.shape_name;
-        // A pinned run (`--params`) searches another space: its journal is its own.
-        let pins =
-            s.params.as_deref().map_or(String::new(), |p| format!("-pinned-{}", sanitize(p)));
-        let key = format!(
-            "{}-{}-{}-{}{pins}-{seed}",
-            k.name,
-            sanitize(shape_name),
-            chip.name,
-            opts.proposer.as_ref().map_or(opts.strategy.as_str(), |_| "proposer")
-        );
+        // The journal is `tune-{key}.jsonl`.
+        let key = format!("{}{seed}", &journal_prefix(t)["tune-".len()..]);
         // The crate's tuned database: its record of this target is a known answer.
         let db = match &mut dbs[t.krate] {
             Some(db) => db,
@@ -487,6 +507,24 @@ fn harness_hash(exe: &std::path::Path) -> Result<String, Failure> {
     let bytes = std::fs::read(exe)
         .map_err(|e| fail(Exit::Internal, format!("reading {}: {e}", exe.display())))?;
     Ok(crate::seal::checksum_bytes(&bytes))
+}
+
+/// The seed of the most recently written journal whose name is one of `prefixes` followed by
+/// a seed (`tune-{kernel}-{shape}-{chip}-{strategy}-{seed}.jsonl`).
+fn latest_journal_seed(dir: &std::path::Path, prefixes: &[String]) -> Option<u64> {
+    let mut latest: Option<(std::time::SystemTime, u64)> = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let name = entry.file_name();
+        let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else { continue };
+        let seed = prefixes.iter().find_map(|p| stem.strip_prefix(p.as_str())?.parse::<u64>().ok());
+        let (Some(seed), Ok(modified)) = (seed, entry.metadata().and_then(|m| m.modified())) else {
+            continue;
+        };
+        if latest.is_none_or(|(t, s)| (modified, seed) > (t, s)) {
+            latest = Some((modified, seed));
+        }
+    }
+    latest.map(|(_, seed)| seed)
 }
 
 /// A shape label as a file-name part.
