@@ -16,6 +16,18 @@ const K: &str = "neuron-fixtures-kernels";
 
 const CASES: &[Case] = &[
     Case {
+        what: "the only variant asked for is outside what the kernel accepts",
+        args: &["bench", "-p", K, "--kernel", "gemm", "--shape", "small", "--params", "tile_n=129"],
+        code: 2,
+        words: &["tile_n = 129 must be 128, 256 or 512", "no valid variant to bench"],
+    },
+    Case {
+        what: "a Rust keyword as a new kernel's name",
+        args: &["new", "fn", "--manifest-path", "fixtures/kernels/Cargo.toml"],
+        code: 2,
+        words: &["kernel name `fn` is a Rust keyword"],
+    },
+    Case {
         what: "a report directory that cannot be made",
         args: &["report", "-p", K, "--out", "Cargo.toml/report"],
         code: 2,
