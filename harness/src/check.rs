@@ -79,8 +79,16 @@ fn case(
     } else {
         Err((
             format!(
-                "{} of {} elements outside atol={} + rtol={}·|ref| (max abs err {:.3e}, cosine {:.6})",
-                m.mismatches, m.elements, tol.atol, tol.rtol, m.max_abs_err, m.cosine
+                "{} of {} elements outside |err| ≤ {:.2e} + {}·|ref| (atol {} × max(1, RMS of \
+                 the reference)); max abs err {:.3e}, cosine {:.6} (floor {})",
+                m.mismatches,
+                m.elements,
+                m.effective_atol,
+                tol.rtol,
+                tol.atol,
+                m.max_abs_err,
+                m.cosine,
+                tol.min_cosine
             ),
             Some(m),
         ))

@@ -25,7 +25,7 @@ fn an_off_by_one_is_caught_shrunk_and_replayable() {
     // than 128 rows (proptest shrinks it toward 1 row, 1 column).
     let (rows, cols) = (f.shape.0["rows"], f.shape.0["cols"]);
     assert!(rows < 128 && cols <= 8, "shrunk to {rows} x {cols}");
-    assert!(f.message.contains("outside atol"), "{}", f.message);
+    assert!(f.message.contains("elements outside |err| ≤"), "{}", f.message);
     assert!(f.metrics.is_some());
     // The failing case was persisted for the next run (proptest's regression file)...
     let persisted = std::fs::read_to_string(&regressions).unwrap();
