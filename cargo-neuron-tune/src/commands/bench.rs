@@ -356,8 +356,12 @@ fn print_model(out: &Reporter, tuned: &models::ModelRun, default: &models::Model
             c.kernel.clone(),
             shape.trim_start_matches('{').trim_end_matches('}').to_string(),
             c.calls.to_string(),
-            d.map_or("-".into(), |d| format!("{:.1}", d.time_us)),
-            if c.tuned { format!("{:.1}", c.time_us) } else { "-".into() },
+            d.map_or("-".into(), |d| format!("{:.1}", d.time_us + default.launch_overhead_us)),
+            if c.tuned {
+                format!("{:.1}", c.time_us + tuned.launch_overhead_us)
+            } else {
+                "-".into()
+            },
             format!("{:.3}", c.total_us / 1e3),
             format!("{:.1}%", 100.0 * c.total_us / tuned.total_us),
             if c.stale.is_some() { "stale".into() } else { String::new() },
@@ -366,4 +370,9 @@ fn print_model(out: &Reporter, tuned: &models::ModelRun, default: &models::Model
     for line in table.lines("    ") {
         out.result(line.trim_end());
     }
+    // Per call as `bench` and `tune` report a variant, so that calls × µs is the total.
+    out.result(format!(
+        "    µs per call include the {:.1} µs launch overhead, as in `bench`; total = calls × µs",
+        tuned.launch_overhead_us
+    ));
 }
