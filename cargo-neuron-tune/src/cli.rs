@@ -283,8 +283,8 @@ pub struct GateOpts {
     /// worktree under <target-dir>/neuron-tune/base/, built in the same target dir).
     #[arg(long, value_name = "REF")]
     pub base_ref: Option<String>,
-    /// A model regresses when its throughput drops by more than PCT percent.
-    #[arg(long, value_name = "PCT", default_value_t = 0.0)]
+    /// A model regresses when its throughput drops by more than PCT percent (`5` or `5%`).
+    #[arg(long, value_name = "PCT", default_value_t = 0.0, value_parser = percent)]
     pub threshold: f64,
     /// Model name or glob; repeatable. Default: every model.
     #[arg(long = "model", value_name = "NAME")]
@@ -534,6 +534,16 @@ pub enum Template {
 }
 
 /// A count that must be at least 1.
+/// A percentage, `5` or `5%`, from 0 to 100.
+fn percent(text: &str) -> Result<f64, String> {
+    let number = text.trim().strip_suffix('%').unwrap_or(text.trim());
+    match number.parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
+        Ok(_) => Err("must be a percentage from 0 to 100".into()),
+        Err(e) => Err(format!("expected a percentage such as 5 or 5%: {e}")),
+    }
+}
+
 fn positive(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
         Ok(0) => Err("must be at least 1".into()),
@@ -556,6 +566,16 @@ impl Cli {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_threshold_is_a_percentage_with_or_without_its_sign() {
+        assert_eq!(super::percent("5"), Ok(5.0));
+        assert_eq!(super::percent("5%"), Ok(5.0));
+        assert_eq!(super::percent("0.5%"), Ok(0.5));
+        for bad in ["", "%", "five", "-1", "101%", "nan"] {
+            assert!(super::percent(bad).is_err(), "{bad}");
+        }
+    }
+
     #[test]
     fn goals_parse_as_documented() {
         assert_eq!(parse_goal("20%"), Ok(Goal::Speedup(0.2)));

@@ -87,7 +87,10 @@ impl Landscape {
             std::fs::read(path).map_err(|e| err(format!("cannot read {}: {e}", path.display())))?;
         let file = path.file_name().and_then(|n| n.to_str()).unwrap_or("landscape");
         let name = file.trim_end_matches(".gz").trim_end_matches(".json");
-        Landscape::parse(&bytes, name).map_err(|e| err(format!("{}: {e}", path.display())))
+        Landscape::parse(&bytes, name).map_err(|e| match e {
+            SearchError::Landscape(why) => err(format!("{}: {why}", path.display())),
+            other => other,
+        })
     }
 
     /// Parse landscape bytes (gzip detected by its magic number).

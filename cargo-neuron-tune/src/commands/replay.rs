@@ -17,8 +17,8 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
             "--objective pareto: a recorded landscape has times only (no SBUF footprint or energy)",
         ));
     }
-    let landscape = Landscape::load(cache)
-        .map_err(|e| fail(Exit::Config, format!("{}: {e}", cache.display())))?;
+    // The error names the file.
+    let landscape = Landscape::load(cache).map_err(|e| fail(Exit::Config, e.to_string()))?;
     let seed = opts.seed.unwrap_or_else(default_seed);
     let mut strategy = builtin(&opts.strategy, seed).ok_or_else(|| {
         fail(

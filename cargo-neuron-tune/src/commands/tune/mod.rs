@@ -338,6 +338,8 @@ pub fn run(
         vec![Vec::new(); targets.len()]
     };
     let mut fresh: Vec<neuron_tune_protocol::TunedEntry> = Vec::new();
+    // The tuned databases written, with how many of this run's records each got.
+    let mut written: Vec<(std::path::PathBuf, usize)> = Vec::new();
     // Only the crates with something to tune: a binary is tens of MiB.
     let harness_hashes = (0..ws.crates.len())
         .map(|i| {
@@ -479,9 +481,15 @@ pub fn run(
         db.record(record);
         // Saved after every kernel: an interrupted run keeps the winners it found.
         let path = db.save()?;
-        bar.suspend(|| out.status(format!("   Wrote {}", path.display())));
+        match written.iter_mut().find(|(p, _)| *p == path) {
+            Some((_, n)) => *n += 1,
+            None => written.push((path, 1)),
+        }
     }
     bar.finish_and_clear();
+    for (path, n) in &written {
+        out.status(format!("   Wrote {} ({})", path.display(), conv::count(*n, "record")));
+    }
     if !targets.is_empty() {
         out.result("");
         out.table(&table, "  ");
