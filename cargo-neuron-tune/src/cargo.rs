@@ -105,8 +105,20 @@ impl CargoFlags {
     pub fn kernel_crates(&self, meta: &Metadata) -> Result<Vec<KernelCrate>> {
         let members: Vec<&Package> = meta.workspace_packages();
         for p in &self.packages {
-            if !members.iter().any(|m| m.name.as_str() == p) {
+            let Some(m) = members.iter().find(|m| m.name.as_str() == p) else {
                 bail!("package `{p}` is not a member of the workspace at {}", meta.workspace_root);
+            };
+            if m.metadata.get("neuron-tune").is_none() {
+                let kernel_crates: Vec<&str> = members
+                    .iter()
+                    .filter(|m| m.metadata.get("neuron-tune").is_some())
+                    .map(|m| m.name.as_str())
+                    .collect();
+                bail!(
+                    "package `{p}` is not a kernel crate (it has no [package.metadata.neuron-tune]; \
+                     `cargo neuron-tune init` makes it one); kernel crates here: {}",
+                    if kernel_crates.is_empty() { "none".into() } else { kernel_crates.join(", ") }
+                );
             }
         }
         let mut out = Vec::new();

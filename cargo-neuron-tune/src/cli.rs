@@ -355,11 +355,12 @@ pub struct SearchOpts {
     #[arg(long, default_value_t = 100, help_heading = "Search",
           value_parser = positive)]
     pub budget: usize,
-    /// Stop starting evaluations after this many seconds (per kernel and shape).
-    #[arg(long, value_name = "SECS", help_heading = "Search")]
+    /// Stop starting evaluations after this many seconds (per kernel and shape; the batch
+    /// under way finishes).
+    #[arg(long, value_name = "SECS", help_heading = "Search", value_parser = positive_secs)]
     pub time: Option<f64>,
     /// Stop after this many evaluations in a row without improvement.
-    #[arg(long, value_name = "N", help_heading = "Search")]
+    #[arg(long, value_name = "N", help_heading = "Search", value_parser = positive)]
     pub early_stop: Option<usize>,
     /// Seed of the strategy (printed on every run; the same seed replays the same run).
     #[arg(long, help_heading = "Search")]
@@ -534,6 +535,15 @@ pub enum Template {
 }
 
 /// A count that must be at least 1.
+/// A duration in seconds, above zero.
+fn positive_secs(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s > 0.0 && s.is_finite() => Ok(s),
+        Ok(_) => Err("must be a number of seconds above 0".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// A percentage, `5` or `5%`, from 0 to 100.
 fn percent(text: &str) -> Result<f64, String> {
     let number = text.trim().strip_suffix('%').unwrap_or(text.trim());

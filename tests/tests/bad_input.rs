@@ -16,6 +16,24 @@ const K: &str = "neuron-fixtures-kernels";
 
 const CASES: &[Case] = &[
     Case {
+        what: "a time budget of zero",
+        args: &["tune", "-p", K, "--time", "0"],
+        code: 2,
+        words: &["--time", "above 0"],
+    },
+    Case {
+        what: "early stop after zero evaluations",
+        args: &["tune", "-p", K, "--early-stop", "0"],
+        code: 2,
+        words: &["--early-stop", "at least 1"],
+    },
+    Case {
+        what: "a package of the workspace that is not a kernel crate",
+        args: &["bench", "-p", "neuron-sim"],
+        code: 2,
+        words: &["`neuron-sim` is not a kernel crate", "neuron-fixtures-kernels"],
+    },
+    Case {
         what: "the only variant asked for is outside what the kernel accepts",
         args: &["bench", "-p", K, "--kernel", "gemm", "--shape", "small", "--params", "tile_n=129"],
         code: 2,
