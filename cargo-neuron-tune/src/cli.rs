@@ -69,6 +69,9 @@ pub enum Command {
     List {
         #[command(flatten)]
         cargo: CargoFlags,
+        /// Kernel name or glob (`gemm`, `attention_*`); repeatable. Default: all kernels.
+        #[arg(long = "kernel", short = 'k', value_name = "NAME")]
+        kernels: Vec<String>,
     },
     /// Trace variants into the variant store (program hash, instruction count, footprint).
     Build {

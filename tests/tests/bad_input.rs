@@ -16,6 +16,12 @@ const K: &str = "neuron-fixtures-kernels";
 
 const CASES: &[Case] = &[
     Case {
+        what: "list of a kernel that does not exist",
+        args: &["list", "-p", K, "--kernel", "gemmm"],
+        code: 2,
+        words: &["--kernel gemmm: no such kernel", "gemm"],
+    },
+    Case {
         what: "a time budget of zero",
         args: &["tune", "-p", K, "--time", "0"],
         code: 2,

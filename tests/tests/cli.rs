@@ -329,3 +329,31 @@ fn new_kernels_from_every_template_pass_check() {
     assert_eq!(code, 2);
     assert!(err.contains("already exists"), "{err}");
 }
+
+#[test]
+fn list_kernel_shows_only_the_kernels_it_names_with_their_defaults() {
+    let (code, out, err) = cli_json(&[
+        "list",
+        "-p",
+        "neuron-fixtures-kernels",
+        "--kernel",
+        "gemm",
+        "--kernel",
+        "rms*",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let lists = events(&out, "list");
+    assert_eq!(lists.len(), 1, "one kernel crate has them: {out}");
+    let names: Vec<&str> = lists[0]["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["gemm", "rmsnorm"]);
+    // The human listing says each one's defaults.
+    let (code, out, err) = cli(&["list", "-p", "neuron-fixtures-kernels", "--kernel", "gemm"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.lines().any(|l| l.trim_start().starts_with("default: accumulate=")), "{out}");
+    assert!(!out.contains("rmsnorm"), "{out}");
+}

@@ -2,10 +2,10 @@
 
 use crate::cargo::CargoFlags;
 use crate::eval::trace_stream;
-use crate::exit::{Exit, Failure};
+use crate::exit::{fail, Exit, Failure};
 use crate::output::Event;
 use crate::output::{sgr, Reporter, Table, TunedStatus};
-use crate::select::Variant;
+use crate::select::{glob, Variant};
 use crate::workspace::{Ctx, Workspace};
 use neuron_tune_protocol::ChipSpec;
 
@@ -48,28 +48,47 @@ fn tuned_status(
     Ok(status)
 }
 
-pub fn run(cargo: &CargoFlags, ctx: &Ctx) -> Result<Exit, Failure> {
+pub fn run(cargo: &CargoFlags, patterns: &[String], ctx: &Ctx) -> Result<Exit, Failure> {
     let mut ws = Workspace::open(cargo, ctx)?;
     let out = ctx.out.clone();
     let out = &out;
+    let selected = |name: &str| patterns.is_empty() || patterns.iter().any(|p| glob(p, name));
+    for p in patterns {
+        let all = ws.crates.iter().flat_map(|c| c.list.kernels.iter().map(|k| k.name.as_str()));
+        if !all.clone().any(|n| glob(p, n)) {
+            return Err(fail(
+                Exit::Config,
+                format!(
+                    "--kernel {p}: no such kernel (kernels: {})",
+                    all.collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+    }
     for ci in 0..ws.crates.len() {
-        let tuned = tuned_status(&mut ws, ci, out)?;
+        let mut tuned = tuned_status(&mut ws, ci, out)?;
+        tuned.retain(|t| selected(&t.record.kernel));
         let c = &ws.crates[ci];
+        let kernels: Vec<_> =
+            c.list.kernels.iter().filter(|k| selected(&k.name)).cloned().collect();
+        if kernels.is_empty() && !patterns.is_empty() {
+            continue;
+        }
         out.event(&Event::List {
             package: c.krate.package.clone(),
-            kernels: c.list.kernels.clone(),
+            kernels: kernels.clone(),
             models: c.list.models.clone(),
             tuned: tuned.clone(),
         });
         out.result(format!(
-            "{} ({} kernels, {} models)",
+            "{} ({}, {})",
             c.krate.package,
-            c.list.kernels.len(),
-            c.list.models.len()
+            crate::convergence::count(c.list.kernels.len(), "kernel"),
+            crate::convergence::count(c.list.models.len(), "model")
         ));
         // The name column fits the longest name, so the lines under it stay aligned.
-        let w = c.list.kernels.iter().map(|k| k.name.chars().count()).max().unwrap_or(0).max(6);
-        for k in &c.list.kernels {
+        let w = kernels.iter().map(|k| k.name.chars().count()).max().unwrap_or(0).max(7);
+        for k in &kernels {
             let params: Vec<String> = k
                 .space
                 .0
@@ -83,6 +102,7 @@ pub fn run(cargo: &CargoFlags, ctx: &Ctx) -> Result<Exit, Failure> {
                 .collect();
             out.result(format!("  {:<w$}  {}", k.name, k.doc));
             out.result(format!("  {:<w$}  space: {}", "", params.join("  ")));
+            out.result(format!("  {:<w$}  default: {}", "", k.defaults));
             let size = k.space.len();
             let shapes: Vec<String> = k
                 .shapes
@@ -125,9 +145,10 @@ pub fn run(cargo: &CargoFlags, ctx: &Ctx) -> Result<Exit, Failure> {
         }
         if !c.list.models.is_empty() {
             out.result("");
-            let mut t = Table::new(&["model", "description"]);
+            let mut t = Table::new(&["model", "shapes", "description"]);
             for m in &c.list.models {
-                t.row(vec![m.name.clone(), m.doc.clone()]);
+                let shapes: Vec<&str> = m.shapes.iter().map(|(n, _)| n.as_str()).collect();
+                t.row(vec![m.name.clone(), shapes.join(", "), m.doc.clone()]);
             }
             out.table(&t, "  ");
         }

@@ -45,7 +45,7 @@ pub fn run(cli: Cli) -> ExitCode {
 
 fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
     match &cli.command {
-        Command::List { cargo } => list::run(cargo, ctx),
+        Command::List { cargo, kernels } => list::run(cargo, kernels, ctx),
         Command::Build { cargo, select } => build::run(cargo, select, ctx),
         Command::Check { cargo, select, cases, seed } => {
             check::run(cargo, select, *cases, *seed, ctx)
