@@ -354,17 +354,24 @@ pub fn slow_checks(s: &Spent) -> Option<Diagnosis> {
 /// Slow because building the harnesses took more than half of a run of at least 5 s. The
 /// build is shared by every (kernel, shape) of a run, so `tune` judges it once, over the
 /// whole run, rather than charging it to each.
-pub fn slow_build(s: &Spent) -> Option<Diagnosis> {
+pub fn slow_build(s: &Spent, targets: usize) -> Option<Diagnosis> {
     let (whole, evidence) = spent_evidence(s)?;
+    let mut advice = vec!["the build is paid once: keep the target dir and the next runs \
+                           reuse it (only a changed kernel crate is rebuilt)"
+        .to_string()];
+    // Advice the run has not already followed.
+    if targets == 1 {
+        advice.push(
+            "tune several kernels or shapes in one run (they share the build); a larger \
+             --budget also costs little next to it"
+                .into(),
+        );
+    }
     (s.build_s > 0.5 * whole).then(|| Diagnosis {
         rule: "slow".into(),
         summary: "slow: building the harness took most of the run".into(),
         evidence,
-        advice: vec![
-            "tune several kernels or shapes in one run (the build is shared), or keep the \
-             target dir warm between runs; a larger --budget costs little next to the build"
-                .into(),
-        ],
+        advice,
     })
 }
 
@@ -589,12 +596,16 @@ mod tests {
         let checks = Spent { build_s: 1.0, check_s: 8.0, total_s: 10.0 };
         assert!(slow_checks(&checks).unwrap().summary.contains("correctness checks"));
         let builds = Spent { build_s: 30.0, check_s: 1.0, total_s: 10.0 };
-        assert!(slow_build(&builds).unwrap().summary.contains("building"));
+        assert!(slow_build(&builds, 1).unwrap().summary.contains("building"));
+        // Advice to tune several kernels in one run goes only to a run that did not.
+        let several =
+            |n| slow_build(&builds, n).unwrap().advice.iter().any(|a| a.contains("several"));
+        assert!(several(1) && !several(8));
         // Each rule names only its own cause.
         assert_eq!(slow_checks(&builds), None);
-        assert_eq!(slow_build(&checks), None);
+        assert_eq!(slow_build(&checks, 1), None);
         let neither = Spent { build_s: 2.0, check_s: 2.0, total_s: 10.0 };
-        assert_eq!((slow_checks(&neither), slow_build(&neither)), (None, None));
+        assert_eq!((slow_checks(&neither), slow_build(&neither, 1)), (None, None));
         // Dominated by checks, but too short to matter.
         assert_eq!(slow_checks(&Spent { build_s: 0.5, check_s: 3.0, total_s: 4.0 }), None);
     }

@@ -495,7 +495,7 @@ pub fn run(
         out.table(&table, "  ");
     }
     // Judged once over the run: charged to each target, a cold build made every one "slow".
-    if let Some(d) = conv::slow_build(&run_spent) {
+    if let Some(d) = conv::slow_build(&run_spent, targets.len()) {
         out.result(format!("  this run ({}):", conv::count(targets.len(), "kernel shape")));
         for line in conv::diagnosis_lines(&d) {
             out.result(format!("    {line}"));
