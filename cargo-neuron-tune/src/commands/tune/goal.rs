@@ -34,14 +34,14 @@ pub(super) fn over_fitting(
                 pool.request(RequestBody::Bench(variant_ref(&v, chip)))?.answer
             {
                 cross.push(conv::CrossShape {
-                    shape: o.shape_name.clone(),
+                    shape: target_label(o),
                     time_us: b.time_us,
                     own_best_us: *own_best_us,
                 });
             }
         }
         if let Some(d) = conv::over_fitted(params, &cross) {
-            out.result(format!("  {} at {}:", t.kernel.name, t.shape_name));
+            out.result(format!("  {} at {}:", t.kernel.name, target_label(t)));
             for line in conv::diagnosis_lines(&d) {
                 out.result(format!("    {line}"));
             }
@@ -54,6 +54,16 @@ pub(super) fn over_fitting(
         }
     }
     Ok(())
+}
+
+/// A target's shape as people read it: its name, and for a model's call (`model@shape`,
+/// shared by the model's calls of one kernel) its dimensions too.
+pub(super) fn target_label(t: &Target) -> String {
+    if t.shape_name.contains('@') {
+        format!("{} {}", t.shape_name, t.shape)
+    } else {
+        t.shape_name.clone()
+    }
 }
 
 /// The message of a goal not met: how far the run got, and what limits its best.

@@ -704,11 +704,7 @@ fn report(
             .as_ref()
             .map(|(r, _)| Box::new(serde_json::json!({"params": r.params, "time_us": r.time_us}))),
     });
-    let label = if t.shape_name.contains('@') {
-        format!("{} {}", t.shape_name, t.shape)
-    } else {
-        t.shape_name.clone()
-    };
+    let label = target_label(t);
     // `--budget` counts simulations: say how many of the evaluations were pruned instead.
     let pruned_note = match result.pruned {
         0 => String::new(),
