@@ -537,7 +537,6 @@ pub enum Template {
     Attention,
 }
 
-/// A count that must be at least 1.
 /// A duration in seconds, above zero.
 fn positive_secs(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
@@ -557,6 +556,7 @@ fn percent(text: &str) -> Result<f64, String> {
     }
 }
 
+/// A count that must be at least 1.
 fn positive(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
         Ok(0) => Err("must be at least 1".into()),

@@ -18,10 +18,39 @@ fn camel(name: &str) -> String {
     name.split('_').filter(|s| !s.is_empty()).map(|s| s[..1].to_uppercase() + &s[1..]).collect()
 }
 
-const PRELUDE: &str = r#"use neuron_sim::{Act, ActArgs, Alu, Chip, Dtype, Hbm, Nc, Scalar, SimResult};
-use neuron_tune_harness::proptest::prelude::*;
-use neuron_tune_harness::{Kernel, ParamSpec, Params, Shape, TensorSpec, Work};
-"#;
+/// What a template may import from `neuron_sim` and `neuron_tune_harness`: each module
+/// imports the names its body uses, so a new kernel builds without unused-import warnings.
+const SIM_NAMES: [&str; 9] =
+    ["Act", "ActArgs", "Alu", "Chip", "Dtype", "Hbm", "Nc", "Scalar", "SimResult"];
+const HARNESS_NAMES: [&str; 6] = ["Kernel", "ParamSpec", "Params", "Shape", "TensorSpec", "Work"];
+
+/// Whether `word` occurs in `text` as a whole identifier.
+fn uses(text: &str, word: &str) -> bool {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    text.match_indices(word).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + word.len()..].chars().next();
+        !before.is_some_and(ident) && !after.is_some_and(ident)
+    })
+}
+
+/// The `use` lines of a template's body.
+fn prelude(body: &str) -> String {
+    let list = |names: &[&str]| -> String {
+        let used: Vec<&str> = names.iter().copied().filter(|n| uses(body, n)).collect();
+        match used.as_slice() {
+            [one] => one.to_string(),
+            _ => format!("{{{}}}", used.join(", ")),
+        }
+    };
+    let mut out = format!("use neuron_sim::{};\n", list(&SIM_NAMES));
+    // The proptest prelude: the small-shape strategies.
+    if uses(body, "BoxedStrategy") {
+        out.push_str("use neuron_tune_harness::proptest::prelude::*;\n");
+    }
+    out.push_str(&format!("use neuron_tune_harness::{};\n", list(&HARNESS_NAMES)));
+    out
+}
 
 fn body(t: Template) -> &'static str {
     match t {
@@ -331,7 +360,8 @@ pub fn new_kernel(
     }
     let ty = camel(name);
     let source = format!(
-        "//! Kernel `{name}` (from the `{t:?}` template of cargo neuron-tune new): edit freely.\n\n{PRELUDE}{}",
+        "//! Kernel `{name}` (from the `{t:?}` template of cargo neuron-tune new): edit freely.\n\n{}{}",
+        prelude(body(t)),
         body(t).replace("__NAME__", &ty).replace("__name__", name)
     );
     // Every change is computed before any is written: all of them happen, or none.
@@ -488,6 +518,17 @@ fn kernel_name_ok(name: &str) -> Result<(), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_template_imports_exactly_what_it_uses() {
+        for t in [Template::Elementwise, Template::Reduction, Template::Gemm, Template::Attention] {
+            let (body, prelude) = (body(t), prelude(body(t)));
+            for name in SIM_NAMES.iter().chain(&HARNESS_NAMES) {
+                assert_eq!(uses(&prelude, name), uses(body, name), "{t:?}: {name}\n{prelude}");
+            }
+        }
+        assert!(uses("x: Act::Exp", "Act") && !uses("ActArgs::default()", "Act"));
+    }
 
     #[test]
     fn a_kernel_name_must_make_a_module() {
