@@ -347,6 +347,14 @@ fn a_run_that_finds_nothing_faster_keeps_the_recorded_winner_and_a_tie_keeps_the
     assert_eq!(short["kept_record"]["time_us"].as_f64(), Some(best_time));
     assert_eq!(recorded("softmax")["params"], best);
     assert_eq!(recorded("softmax")["time_us"].as_f64(), Some(best_time));
+    // The human status says what was kept, and why.
+    let a = ["tune", "-p", "neuron-fixtures-kernels", "--kernel", "softmax", "--shape", "small"];
+    let (code, _, err) = cli_env(&[&a[..], &["--strategy", "grid", "--budget", "1"]].concat(), &[]);
+    assert_eq!(code, 0, "{err}");
+    let line = err.lines().find(|l| l.contains("Kept the recorded softmax small: ")).unwrap_or("");
+    assert!(line.contains(&format!("({best_time:.1} µs; this run's best ")), "{err}");
+    assert!(line.trim_end().ends_with(" µs is not faster)"), "{line}");
+    assert!(!line.trim_start().contains("  "), "one line, single spaces: {line:?}");
     // A run that does find it again has nothing to keep.
     let (again, _) = tune("softmax", "grid", "18", "3");
     assert_eq!(again["best_params"], best);

@@ -455,7 +455,8 @@ pub fn run(
             Some((r, validated)) => {
                 bar.suspend(|| {
                     out.status(format!(
-                        "   Kept the recorded {} {shape_name}: {} ({:.1} µs; this run's best {:.1}                          µs is not faster)",
+                        "   Kept the recorded {} {shape_name}: {} ({:.1} µs; this run's best {:.1} µs is \
+                         not faster)",
                         k.name, r.params, r.time_us, best.time_us
                     ))
                 });
