@@ -2,7 +2,7 @@
 
 use crate::cargo::CargoFlags;
 use crate::eval::trace_stream;
-use crate::exit::{fail, Exit, Failure};
+use crate::exit::{Exit, Failure};
 use crate::output::Event;
 use crate::output::{sgr, Reporter, Table, TunedStatus};
 use crate::select::{glob, Variant};
@@ -53,18 +53,9 @@ pub fn run(cargo: &CargoFlags, patterns: &[String], ctx: &Ctx) -> Result<Exit, F
     let out = ctx.out.clone();
     let out = &out;
     let selected = |name: &str| patterns.is_empty() || patterns.iter().any(|p| glob(p, name));
-    for p in patterns {
-        let all = ws.crates.iter().flat_map(|c| c.list.kernels.iter().map(|k| k.name.as_str()));
-        if !all.clone().any(|n| glob(p, n)) {
-            return Err(fail(
-                Exit::Config,
-                format!(
-                    "--kernel {p}: no such kernel (kernels: {})",
-                    all.collect::<Vec<_>>().join(", ")
-                ),
-            ));
-        }
-    }
+    let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
+    let by_name = crate::cli::Selection { kernels: patterns.to_vec(), ..Default::default() };
+    crate::select::check_patterns(&lists, &by_name, out)?;
     for ci in 0..ws.crates.len() {
         let mut tuned = tuned_status(&mut ws, ci, out)?;
         tuned.retain(|t| selected(&t.record.kernel));

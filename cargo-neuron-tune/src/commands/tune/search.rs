@@ -407,7 +407,7 @@ pub(super) fn tune_one(
         }
     }
     let record = match &best {
-        Some(b) => record_to_keep(pool, job, defaults, b)?,
+        Some(b) => record_to_keep(pool, job, b)?,
         None => None,
     };
     let front = match job.opts.objective {
@@ -473,7 +473,6 @@ pub(super) fn tune_one(
 fn record_to_keep(
     pool: &mut Pool,
     job: &Job,
-    defaults: &Params,
     best: &Best,
 ) -> Result<Option<(Best, Option<Validated>)>, Failure> {
     let Some(r) = job.recorded.filter(|r| **r != best.params) else { return Ok(None) };
@@ -482,8 +481,9 @@ fn record_to_keep(
     if e.time_us.is_none_or(|t| t > best.time_us) {
         return Ok(None);
     }
-    // The default needs no check (it is the kernel's known answer, as in the search).
-    if *r != *defaults && !passes_check(pool, job, &e.params)? {
+    // (A record of the defaults never gets here: the run's best is then the default, or
+    // faster than it.)
+    if !passes_check(pool, job, &e.params)? {
         return Ok(None);
     }
     let validated = match job.goal.validates() {
