@@ -23,8 +23,8 @@ pub struct CargoFlags {
     /// Every package of the workspace (the default when no -p is given).
     #[arg(long, help_heading = "Cargo options")]
     pub workspace: bool,
-    /// Packages to leave out.
-    #[arg(long, value_name = "SPEC", help_heading = "Cargo options")]
+    /// Packages to leave out of the whole workspace (not with -p, as in cargo).
+    #[arg(long, value_name = "SPEC", help_heading = "Cargo options", conflicts_with = "packages")]
     pub exclude: Vec<String>,
     /// Space or comma separated features to activate.
     #[arg(short = 'F', long, value_name = "FEATURES", help_heading = "Cargo options")]
@@ -121,6 +121,16 @@ impl CargoFlags {
                 );
             }
         }
+        // Leaving out a package that is not there is a typo that would otherwise select
+        // everything silently.
+        for e in &self.exclude {
+            if !members.iter().any(|m| m.name.as_str() == e) {
+                bail!(
+                    "--exclude {e}: no package `{e}` in the workspace at {}",
+                    meta.workspace_root
+                );
+            }
+        }
         let mut out = Vec::new();
         for pkg in members {
             let selected = if self.packages.is_empty() {
@@ -147,6 +157,24 @@ impl CargoFlags {
             let is_bench = target.kind.contains(&TargetKind::Bench);
             if !is_bench && !target.kind.contains(&TargetKind::Bin) {
                 bail!("{}: harness target `{harness}` must be a [[bin]] or a [[bench]] with harness = false", pkg.manifest_path);
+            }
+            // Each harness is built with `-p <crate> --features …`, so cargo would refuse a
+            // feature the crate lacks, after the metadata and as a build failure (exit 3);
+            // it is the command line that is wrong (exit 2).
+            for f in self.features.iter().flat_map(|f| f.split([',', ' '])) {
+                if !f.is_empty() && !f.contains('/') && !pkg.features.contains_key(f) {
+                    let mut known: Vec<&str> = pkg.features.keys().map(String::as_str).collect();
+                    known.retain(|k| *k != "default");
+                    bail!(
+                        "--features {f}: kernel crate `{}` has no feature `{f}` ({})",
+                        pkg.name,
+                        if known.is_empty() {
+                            "it declares none".to_string()
+                        } else {
+                            format!("it has: {}", known.join(", "))
+                        }
+                    );
+                }
             }
             out.push(KernelCrate {
                 package: pkg.name.to_string(),

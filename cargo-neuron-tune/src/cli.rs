@@ -350,7 +350,7 @@ pub struct SearchOpts {
     pub strategy: String,
     /// An external program proposing configurations (JSON on stdin and stdout; see
     /// search/PROPOSER.md). Replaces --strategy.
-    #[arg(long, value_name = "CMD", help_heading = "Search")]
+    #[arg(long, value_name = "CMD", help_heading = "Search", conflicts_with = "strategy")]
     pub proposer: Option<String>,
     /// Evaluations per kernel and shape. In `tune` these are the variants simulated (or
     /// found invalid): a proposal pruned by its roofline bound costs no simulation and is
@@ -667,6 +667,28 @@ mod tests {
         assert!(cargo.release && cargo.locked && cargo.offline);
         assert_eq!(select.kernels, ["gemm"]);
         assert_eq!(cli.global.message_format, MessageFormat::Json);
+    }
+
+    #[test]
+    fn flags_that_would_silently_override_each_other_are_refused() {
+        use clap::error::ErrorKind;
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(["cargo-neuron-tune"].iter().chain(args)).map(|_| ())
+        };
+        let conflict = |args: &[&str]| parse(args).map_err(|e| e.kind());
+        // An external proposer replaces the strategy: asking for both is a mistake.
+        assert_eq!(
+            conflict(&["tune", "--proposer", "p", "--strategy", "random"]),
+            Err(ErrorKind::ArgumentConflict)
+        );
+        assert!(parse(&["tune", "--proposer", "p"]).is_ok());
+        assert!(parse(&["tune", "--strategy", "random"]).is_ok());
+        // As in cargo, --exclude trims the whole workspace, not a -p selection.
+        assert_eq!(
+            conflict(&["bench", "-p", "k", "--exclude", "k"]),
+            Err(ErrorKind::ArgumentConflict)
+        );
+        assert!(parse(&["bench", "--exclude", "k"]).is_ok());
     }
 
     #[test]

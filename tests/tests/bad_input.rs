@@ -16,6 +16,24 @@ const K: &str = "neuron-fixtures-kernels";
 
 const CASES: &[Case] = &[
     Case {
+        what: "a feature the kernel crate does not have",
+        args: &["list", "-p", K, "--features", "nope"],
+        code: 2,
+        words: &["--features nope: kernel crate `neuron-fixtures-kernels` has no feature `nope`"],
+    },
+    Case {
+        what: "leaving out a package that is not in the workspace",
+        args: &["list", "--exclude", "neuron-fixtures-kernelz"],
+        code: 2,
+        words: &["--exclude neuron-fixtures-kernelz: no package `neuron-fixtures-kernelz`"],
+    },
+    Case {
+        what: "--exclude with -p (as cargo, it trims the whole workspace)",
+        args: &["list", "-p", K, "--exclude", K],
+        code: 2,
+        words: &["--exclude", "cannot be used with"],
+    },
+    Case {
         what: "list of a kernel that does not exist",
         args: &["list", "-p", K, "--kernel", "gemmm"],
         code: 2,

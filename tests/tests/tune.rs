@@ -126,6 +126,26 @@ fn replay_runs_a_strategy_on_a_recorded_landscape() {
 }
 
 #[test]
+fn the_seed_line_says_how_to_replay_only_a_seed_the_tool_chose() {
+    let cache = root().join("fixtures/landscapes/convolution_milo_A4000.json.gz");
+    let status = |extra: &[&str]| {
+        let mut args = vec!["replay", "--cache", cache.to_str().unwrap(), "--budget", "5"];
+        args.extend(extra);
+        let (code, _, err) = cli(&args);
+        assert_eq!(code, 0, "{err}");
+        err.lines().find(|l| l.contains("Replaying")).unwrap_or_else(|| panic!("{err}")).to_string()
+    };
+    // Given: the user knows the flag; the line names the seed and nothing more.
+    let given = status(&["--seed", "11"]);
+    assert!(given.ends_with(", seed 11"), "{given}");
+    // Chosen from the clock: the line is the only record of it, so it says how to replay.
+    let chosen = status(&[]);
+    let seed = chosen.split("seed ").nth(1).and_then(|w| w.split(' ').next()).unwrap();
+    assert!(seed.parse::<u64>().is_ok(), "{chosen}");
+    assert!(chosen.ends_with(&format!("(replay with --seed {seed})")), "{chosen}");
+}
+
+#[test]
 fn an_external_proposer_drives_a_real_tuning_run() {
     let proposer =
         neuron_tune_tests::cargo_build_bin("neuron-tune-example-proposer", "example-proposer");

@@ -1,7 +1,7 @@
 //! `check`: property-based correctness of the selected parameter sets against the CPU
 //! references (the harness decides; this only reports).
 
-use super::{default_seed, report_failure};
+use super::{default_seed, report_failure, seed_words};
 use crate::cargo::CargoFlags;
 use crate::cli::Selection;
 use crate::eval::{stream, unexpected, Next};
@@ -22,9 +22,11 @@ pub fn run(
     let chip = chip_spec(&s.chip)?;
     check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s, &ctx.out)?;
     let out = &ctx.out;
+    let chosen_by_tool = seed.is_none();
     let seed = seed.unwrap_or_else(default_seed);
     out.status(format!(
-        "   Checking with seed {seed} ({cases} cases per variant; replay with --seed {seed})"
+        "   Checking with {} ({cases} cases per variant)",
+        seed_words(seed, chosen_by_tool)
     ));
     let regress = ws.target_dir.join("neuron-tune").join("regressions");
     std::fs::create_dir_all(&regress)

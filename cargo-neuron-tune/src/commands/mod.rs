@@ -176,3 +176,13 @@ fn report_failure(
 fn default_seed() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
+
+/// How a status line names the run's seed: with how to replay it when the tool chose it,
+/// bare when the user gave it (they already know the flag).
+fn seed_words(seed: u64, chosen_by_tool: bool) -> String {
+    if chosen_by_tool {
+        format!("seed {seed} (replay with --seed {seed})")
+    } else {
+        format!("seed {seed}")
+    }
+}

@@ -2,7 +2,7 @@
 //! results file) instead of the simulator: the same strategies, evaluated by lookup, so a
 //! strategy can be judged on real measured spaces in seconds.
 
-use super::default_seed;
+use super::{default_seed, seed_words};
 use crate::cli::SearchOpts;
 use crate::exit::{fail, Exit, Failure};
 use crate::output::{Event, Reporter};
@@ -27,11 +27,12 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
         )
     })?;
     out.status(format!(
-        "   Replaying {} ({} configurations, {} valid) with `{}`, seed {seed} (replay with --seed {seed})",
+        "   Replaying {} ({} configurations, {} valid) with `{}`, {}",
         landscape.name(),
         landscape.space().len(),
         landscape.valid_values().len(),
-        opts.strategy
+        opts.strategy,
+        seed_words(seed, opts.seed.is_none())
     ));
     let budget = Budget {
         evaluations: Some(opts.budget),

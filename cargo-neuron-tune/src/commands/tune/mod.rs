@@ -307,9 +307,10 @@ pub fn run(
         (None, false) => default_seed(),
     };
     out.status(format!(
-        "   Tuning {} with strategy `{}`, seed {seed} (replay with --seed {seed}), {} simulations each",
+        "   Tuning {} with strategy `{}`, {}, {} simulations each",
         conv::count(targets.len(), "kernel shape"),
         opts.proposer.as_deref().map_or(opts.strategy.clone(), |p| format!("proposer `{p}`")),
+        super::seed_words(seed, opts.seed.is_none()),
         opts.budget
     ));
     let mut dbs: Vec<Option<TunedDb>> = ws.crates.iter().map(|_| None).collect();
