@@ -215,6 +215,8 @@ pub enum Event {
         tuned: usize,
         gate_series: usize,
         traces: Vec<std::path::PathBuf>,
+        /// Programs profiled by this run (the others' profiles were stored).
+        profiled: usize,
     },
     Summary(Summary),
     Error {

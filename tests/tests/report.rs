@@ -6,7 +6,7 @@
 //! skips with a loud message, unless `NEURON_TUNE_REQUIRE_CHROMIUM` is set (CI sets it):
 //! then it fails.
 
-use neuron_tune_tests::{cli, events, fixture_workspace, scratch_dir};
+use neuron_tune_tests::{cli, events, fixture_workspace, scratch_dir, test_target_dir};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -135,16 +135,48 @@ fn the_report_of_a_real_tuning_run_renders_in_chromium_with_every_chart_drawn() 
         events(&tuned, "tune")[0]["pareto"].as_array().is_some_and(|f| !f.is_empty()),
         "{tuned}"
     );
+    // A run pinned to the default: its best is the default, one program shown twice.
+    run(
+        &ws,
+        &[
+            "tune",
+            "--kernel",
+            "add",
+            "--shape",
+            "small",
+            "--chip",
+            "trn1",
+            "--budget",
+            "1",
+            "--params",
+            "bufs=2,cols_per_tile=1024",
+            "--seed",
+            "15004",
+        ],
+    );
     // Two gate runs of one model: a history of two points.
     run(&ws, &["baseline", "save", "--model", "qwen3", "--shape", "tiny", "--chip", "trn1"]);
     for _ in 0..2 {
         run(&ws, &["gate", "--model", "qwen3", "--shape", "tiny", "--chip", "trn1"]);
     }
 
+    // Tune stored the profiles of its best and default; without them the report profiles
+    // what it shows (checked below). Other tests only lose a cache entry.
+    let _ = std::fs::remove_dir_all(test_target_dir().join("neuron-tune").join("profile"));
     let dir = scratch_dir("report-out");
     let out = run(
         &ws,
-        &["report", "--kernel", "rmsnorm", "--chip", "trn1", "--out", dir.to_str().unwrap()],
+        &[
+            "report",
+            "--kernel",
+            "rmsnorm",
+            "--kernel",
+            "add",
+            "--chip",
+            "trn1",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
     );
     let ev = events(&out, "report").pop().unwrap_or_else(|| panic!("no report event: {out}"));
     let page = PathBuf::from(ev["path"].as_str().unwrap());
@@ -166,6 +198,29 @@ fn the_report_of_a_real_tuning_run_renders_in_chromium_with_every_chart_drawn() 
         assert!(trace["traceEvents"].as_array().is_some_and(|e| !e.is_empty()), "{name}");
     }
     assert!(html.contains("ui.perfetto.dev"));
+    // Each distinct program was profiled once (a default that is the best shares its
+    // program, and so its trace text), and a second report profiles nothing: all stored.
+    let mut programs: Vec<String> =
+        traces.iter().map(|t| std::fs::read_to_string(t.as_str().unwrap()).unwrap()).collect();
+    programs.sort_unstable();
+    programs.dedup();
+    assert_eq!(ev["profiled"].as_u64(), Some(programs.len() as u64), "{ev}");
+    assert!(programs.len() < traces.len(), "add's best is its default: {ev}");
+    let again = run(
+        &ws,
+        &[
+            "report",
+            "--kernel",
+            "rmsnorm",
+            "--kernel",
+            "add",
+            "--chip",
+            "trn1",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(events(&again, "report")[0]["profiled"], 0, "{again}");
     // The best-variant table comes from the copy's tuned database.
     assert!(html.contains("<td>rmsnorm</td><td>trn1</td><td>small</td>"), "tuned table");
 

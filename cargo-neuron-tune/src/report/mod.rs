@@ -53,7 +53,7 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     }
     tuned.retain(|r| kernel_ok(&r.kernel) && chip_ok(&r.chip));
     let data = model::build(&store, runs.clone(), tuned.clone());
-    profile_shown(&mut ws, &store, &data, ctx)?;
+    let profiled = profile_shown(&mut ws, &store, &data, ctx)?;
     let mut data = model::build(&store, runs, tuned);
     data.gate.retain(|g| chip_ok(&g.chip));
     if data.targets.is_empty() && data.tuned.is_empty() && data.gate.is_empty() {
@@ -88,6 +88,7 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
         tuned: data.tuned.len(),
         gate_series: data.gate.len(),
         traces,
+        profiled,
     });
     out.result(page.display().to_string());
     if open {
@@ -97,16 +98,28 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
 }
 
 /// Profile (with a trace) each shown variant that has no stored profile, through the
-/// harness of the crate that lists its kernel, and store it. A run whose simulator version
-/// is not the harness's is left as it is: its profile would be another simulator's.
+/// harness of the crate that lists its kernel, and store it; returns how many it
+/// profiled. A program shown twice (the default is the best) is profiled once. A run whose
+/// simulator version is not the harness's is left as it is: its profile would be another
+/// simulator's.
 fn profile_shown(
     ws: &mut Workspace,
     store: &Store,
     data: &model::ReportData,
     ctx: &Ctx,
-) -> Result<(), Failure> {
+) -> Result<usize, Failure> {
+    let (mut profiled, mut requests) = (std::collections::HashSet::new(), 0);
     for t in &data.targets {
         for s in [&t.best, &t.default].into_iter().flatten().filter(|s| s.profile.is_none()) {
+            let key = Store::key_for(
+                &s.program_hash,
+                &crate::eval::chip_key(&t.chip),
+                &t.sim_version,
+                "profile",
+            );
+            if profiled.contains(&key) {
+                continue;
+            }
             let Some(c) =
                 ws.crates.iter_mut().find(|c| c.list.kernels.iter().any(|k| k.name == t.kernel))
             else {
@@ -126,20 +139,16 @@ fn profile_shown(
                 params: s.params.clone(),
             };
             ctx.out.status(format!("   Profiling {} {} at {}", t.kernel, s.params, t.shape));
+            requests += 1;
             let done = c
                 .pool
                 .request(RequestBody::Profile { variant: variant_ref(&v, &t.chip), trace: true })?;
             match done.answer {
                 Ok(ResponseBody::Bench(b)) if b.program_hash == s.program_hash => {
-                    let key = Store::key_for(
-                        &s.program_hash,
-                        &crate::eval::chip_key(&t.chip),
-                        &t.sim_version,
-                        "profile",
-                    );
                     store
                         .put("profile", &key, &b)
                         .map_err(|e| fail(Exit::Internal, format!("writing the store: {e:#}")))?;
+                    profiled.insert(key);
                 }
                 // The kernel changed since it was tuned: its program is not the one measured.
                 Ok(ResponseBody::Bench(_)) => ctx.out.status(format!(
@@ -154,7 +163,7 @@ fn profile_shown(
             }
         }
     }
-    Ok(())
+    Ok(requests)
 }
 
 /// `--open`: the platform's opener, in the background; failing to open is only a note.
