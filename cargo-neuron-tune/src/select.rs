@@ -220,12 +220,26 @@ pub fn chip_spec(chip: &str) -> Result<ChipSpec, Failure> {
     if path.exists() {
         let text = std::fs::read_to_string(path)
             .map_err(|e| fail(Exit::Config, format!("{}: {e}", path.display())))?;
-        neuron_sim::Chip::from_toml(&text)
+        let parsed = neuron_sim::Chip::from_toml(&text)
             .map_err(|e| fail(Exit::Config, format!("{}: {e}", path.display())))?;
         let name = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| chip.into());
+        // The tool names a chip file by its stem (tuned records, journals, baselines); the
+        // simulator by its `name` (profiles, traces). A copy of `chip trn2` that still says
+        // `name = "trn2"` would label another chip's traces as trn2's: they must agree.
+        if parsed.name != name {
+            return Err(fail(
+                Exit::Config,
+                format!(
+                    "{}: name = \"{}\" but the file is named `{name}`: a chip file's `name` \
+                     must be its file name without .toml (set name = \"{name}\")",
+                    path.display(),
+                    parsed.name
+                ),
+            ));
+        }
         return Ok(ChipSpec { name, toml: Some(text) });
     }
     Err(fail(

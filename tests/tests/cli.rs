@@ -1,7 +1,7 @@
 //! `cargo neuron-tune` end to end: the real binary, real cargo builds of the fixture crates,
 //! real harness worker processes.
 
-use neuron_tune_tests::{cli, cli_json, events, root};
+use neuron_tune_tests::{cli, cli_json, events, root, scratch_dir};
 use serde_json::Value;
 
 #[test]
@@ -356,4 +356,44 @@ fn list_kernel_shows_only_the_kernels_it_names_with_their_defaults() {
     assert_eq!(code, 0, "{err}");
     assert!(out.lines().any(|l| l.trim_start().starts_with("default: accumulate=")), "{out}");
     assert!(!out.contains("rmsnorm"), "{out}");
+}
+
+#[test]
+fn a_chip_file_from_chip_is_named_by_its_file_and_simulated_as_written() {
+    let (code, trn2, err) = cli(&["chip", "trn2"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(trn2.contains("name = \"trn2\"\n"), "{trn2}");
+    let dir = scratch_dir("chip-file");
+    // A what-if chip: trn2 with a 1 µs kernel launch instead of 11 µs.
+    let launch = "launch_overhead_ns = 11000.0\n";
+    assert!(trn2.contains(launch), "{trn2}");
+    let faster = trn2.replace(launch, "launch_overhead_ns = 1000.0\n");
+    let bench = |chip: &str| {
+        let args =
+            ["bench", "-p", "neuron-fixtures-kernels", "--kernel", "add", "--shape", "small"];
+        let (code, out, err) = cli_json(&[&args[..], &["--chip", chip]].concat());
+        (code, events(&out, "bench"), err)
+    };
+
+    // Still called trn2: its profiles would say trn2. Refused, naming both names.
+    let copy = dir.join("quick-launch.toml");
+    std::fs::write(&copy, &faster).unwrap();
+    let (code, _, err) = bench(copy.to_str().unwrap());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("name = \"trn2\" but the file is named `quick-launch`"), "{err}");
+
+    // Named as its file: results carry that name, and the file's launch overhead is the one
+    // simulated: the same kernel time, 10 µs less per call.
+    std::fs::write(&copy, faster.replace("name = \"trn2\"", "name = \"quick-launch\"")).unwrap();
+    let (code, fast, err) = bench(copy.to_str().unwrap());
+    assert_eq!(code, 0, "{err}");
+    let (code, base, err) = bench("trn2");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(fast[0]["chip"], "quick-launch");
+    assert_eq!(base[0]["chip"], "trn2");
+    let us = |e: &Value, what: &str| e[what].as_f64().unwrap();
+    let (fast, base) = (&fast[0], &base[0]);
+    assert_eq!(us(fast, "kernel_time_us"), us(base, "kernel_time_us"), "{fast} vs {base}");
+    let saved = us(base, "time_us") - us(fast, "time_us");
+    assert!((saved - 10.0).abs() < 1e-9, "{fast} vs {base}");
 }

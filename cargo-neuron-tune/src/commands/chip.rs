@@ -16,7 +16,8 @@ pub fn run(chip: &str, out: &Reporter) -> Result<Exit, Failure> {
     let toml = parsed.to_toml();
     out.event(&Event::Chip { name: spec.name.clone(), toml: toml.clone() });
     out.result(format!(
-        "# Chip `{}` as neuron-sim reads it (docs/chip-toml.md describes every field).\n{}",
+        "# Chip `{}` as neuron-sim reads it (docs/chip-toml.md describes every field).\n\
+         # To use it as --chip NAME.toml, set name = \"NAME\" (the file's stem).\n{}",
         spec.name,
         toml.trim_end()
     ));
