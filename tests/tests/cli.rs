@@ -397,3 +397,27 @@ fn a_chip_file_from_chip_is_named_by_its_file_and_simulated_as_written() {
     let saved = us(base, "time_us") - us(fast, "time_us");
     assert!((saved - 10.0).abs() < 1e-9, "{fast} vs {base}");
 }
+
+#[test]
+fn check_lines_keep_their_columns_for_long_parameter_sets() {
+    // rmsnorm's parameter set is 80 characters, add's 26: the columns after them line up.
+    let (code, out, err) = cli(&[
+        "check",
+        "-p",
+        "neuron-fixtures-kernels",
+        "--kernel",
+        "rmsnorm",
+        "--kernel",
+        "add",
+        "--cases",
+        "1",
+        "--seed",
+        "5",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let ok: Vec<&str> = out.lines().filter(|l| l.starts_with("  ok ")).collect();
+    assert_eq!(ok.len(), 2, "{out}");
+    let at: Vec<usize> = ok.iter().map(|l| l.find("  cases ").unwrap()).collect();
+    assert_eq!(at[0], at[1], "{out}");
+    assert!(ok.iter().all(|l| l.contains("bufs=")), "{out}");
+}

@@ -36,14 +36,22 @@ pub fn run(
         // A check covers the kernel's small random shapes, not a named one: each parameter
         // set once.
         let selected = select(&c.list, s)?;
-        let sets = selected.iter().flat_map(|k| {
-            k.params.iter().map(move |p| Variant {
-                kernel: k.kernel.name.clone(),
-                shape_name: "(small shapes)".into(),
-                shape: Default::default(),
-                params: p,
+        let sets: Vec<Variant> = selected
+            .iter()
+            .flat_map(|k| {
+                k.params.iter().map(move |p| Variant {
+                    kernel: k.kernel.name.clone(),
+                    shape_name: "(small shapes)".into(),
+                    shape: Default::default(),
+                    params: p,
+                })
             })
-        });
+            .collect();
+        // Lines are printed as checks finish, so the columns are sized up front.
+        let widths = Widths {
+            kernel: sets.iter().map(|v| v.kernel.len()).max().unwrap_or(0),
+            params: sets.iter().map(|v| v.params.to_string().len()).max().unwrap_or(0),
+        };
         let request = |v: &Variant| RequestBody::Check {
             kernel: v.kernel.clone(),
             params: v.params.clone(),
@@ -56,13 +64,13 @@ pub fn run(
                 short_hash(&v.params.to_string())
             ))),
         };
-        stream(&mut c.pool, sets, request, |v, done| {
+        stream(&mut c.pool, sets.into_iter(), request, |v, done| {
             show_output(out, &v.kernel, &v.shape_name, &v.params, &done.output);
             total += 1;
             match done.answer {
                 Ok(ResponseBody::Check(r)) => {
                     failed += usize::from(!r.passed);
-                    report(ctx, &v, &chip.name, &r);
+                    report(ctx, &v, &chip.name, &r, &widths);
                 }
                 Ok(other) => return Err(unexpected(&other)),
                 Err(e) => {
@@ -86,7 +94,13 @@ pub fn run(
     Ok(if failed > 0 { Exit::Check } else { Exit::Ok })
 }
 
-fn report(ctx: &Ctx, v: &Variant, chip: &str, r: &CheckReport) {
+/// Column widths of a crate's check lines.
+struct Widths {
+    kernel: usize,
+    params: usize,
+}
+
+fn report(ctx: &Ctx, v: &Variant, chip: &str, r: &CheckReport, w: &Widths) {
     let out = &ctx.out;
     out.event(&Event::Check {
         kernel: v.kernel.clone(),
@@ -106,24 +120,28 @@ fn report(ctx: &Ctx, v: &Variant, chip: &str, r: &CheckReport) {
     });
     if r.passed {
         out.result(format!(
-            "  ok     {:<18} {:<40} cases {:>3}  max abs err {:.2e}  cosine {:.6}  {}",
+            "  ok     {:<kw$}  {:<pw$}  cases {:>3}  max abs err {:.2e}  cosine {:.6}  {}",
             v.kernel,
             v.params.to_string(),
             r.cases,
             r.max_abs_err,
             r.cosine,
-            allowed(r)
+            allowed(r),
+            kw = w.kernel,
+            pw = w.params,
         ));
         return;
     }
     // A failure is the check's result: on stdout with the passes (exit 4 says it failed).
     let f = r.failure.as_ref().expect("a failed check has a failure");
     out.result(format!(
-        "  FAILED {:<18} {:<40} after {} (seed {})",
+        "  FAILED {:<kw$}  {:<pw$}  after {} (seed {})",
         v.kernel,
         v.params.to_string(),
         crate::convergence::count(r.cases as usize, "case"),
-        r.seed
+        r.seed,
+        kw = w.kernel,
+        pw = w.params,
     ));
     out.result(format!(
         "         smallest failing shape {} (input seed {}, {:?} inputs)",
