@@ -8,6 +8,7 @@
 //! * [`space`] — search spaces and shapes from TOML, validated with located errors.
 //! * [`check()`] — property-based correctness against the reference, with shrinking.
 //! * [`model`] — models composed of kernel calls, evaluated end to end.
+//! * [`panics`] — a panic reported once per request, however often shrinking repeats it.
 //! * [`worker`] / [`stdio`] — the worker side of the protocol (`neuron-tune-protocol`,
 //!   re-exported as [`protocol`]) on a channel kernel code cannot print into; a harness
 //!   binary is one [`harness_main!`] call:
@@ -20,6 +21,7 @@ pub mod check;
 pub mod inputs;
 pub mod kernel;
 pub mod model;
+pub mod panics;
 pub mod params;
 pub mod space;
 pub mod stdio;

@@ -329,6 +329,7 @@ pub fn main(reg: Registry) -> i32 {
         eprintln!("usage: {} [--list | --serve]  (unknown argument `{a}`)", reg.crate_name);
         return 2;
     }
+    crate::panics::install();
     let cfg = reg.config();
     if args.iter().any(|a| a == "--list") {
         let answer = cfg
@@ -403,7 +404,11 @@ pub fn main(reg: Registry) -> i32 {
             Ok(req) => {
                 let id = req.id;
                 let resp = match &cfg {
-                    Some(cfg) => chan.capturing(|| reg.handle(cfg, req)),
+                    Some(cfg) => chan.capturing(|| {
+                        let resp = reg.handle(cfg, req);
+                        crate::panics::end_request();
+                        resp
+                    }),
                     None => cfg_error(id),
                 };
                 (resp, false)

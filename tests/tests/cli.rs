@@ -260,6 +260,36 @@ fn panicking_and_hanging_variants_are_reported_and_the_others_finish() {
 }
 
 #[test]
+fn a_panic_repeated_by_shrinking_is_shown_once_with_its_count() {
+    let m = root().join("fixtures/broken/panic/Cargo.toml");
+    let (code, out, err) = cli(&[
+        "check",
+        "--manifest-path",
+        m.to_str().unwrap(),
+        "--all-variants",
+        "--cases",
+        "8",
+        "--seed",
+        "1",
+    ]);
+    assert_eq!(code, 4, "{err}");
+    let all = format!("{out}{err}");
+    // The failing case is shrunk, each step panicking again at the same line.
+    assert!(all.contains("smallest failing shape {cols=1, rows=1}"), "{all}");
+    assert_eq!(all.matches("panicked at src/main.rs:16").count(), 1, "{all}");
+    let repeats = all
+        .lines()
+        .find_map(|l| l.split("(the same panic ").nth(1))
+        .unwrap_or_else(|| panic!("no count of the repeats: {all}"));
+    assert!(
+        repeats.ends_with(
+            "not shown: src/main.rs:16:28: index out of bounds: the len is 0 but the index is 0)"
+        ),
+        "{repeats}"
+    );
+}
+
+#[test]
 fn an_sbuf_overflow_is_an_invalid_variant_with_the_pool_breakdown() {
     let m = root().join("fixtures/broken/sbuf_overflow/Cargo.toml");
     let (code, out, err) =
