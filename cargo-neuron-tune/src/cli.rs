@@ -119,7 +119,7 @@ pub enum Command {
         /// Parameter values `k=v,k=v` (default: the kernel's default parameters).
         #[arg(long, value_name = "K=V,...")]
         params: Option<String>,
-        /// Named shape (default: the kernel's first shape).
+        /// Named shape (default: the kernel's smallest, by elements over all dims).
         #[arg(long)]
         shape: Option<String>,
         /// Chip: `trn1`, `trn2`, `trn3`, or a chip TOML file.

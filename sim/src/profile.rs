@@ -11,6 +11,7 @@ use crate::timing::{
     CAT_DMA, CAT_DMA_FIXED, CAT_HBM, CAT_LATENCY, CAT_PORT, CAT_QUEUE, CRIT_CATEGORIES,
     WINDOW_INSTRUCTIONS, WINDOW_ITERATIONS,
 };
+use crate::Chip;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -265,14 +266,59 @@ impl Nc {
                 }
             }),
         };
-        p.bottleneck = verdict(&p, &crit, self.timing.is_some());
+        p.bottleneck = verdict(&p, &crit, self.timing.is_some(), &chip);
         p
+    }
+}
+
+/// What to do about a TensorE-bound kernel: only the remedies this program leaves open
+/// (fp32 operands, part-filled matmuls, transposes on the PE array), each with its share.
+/// At verdict time `model_flops` is still the matmuls' own 2·K·M·N sum, so what
+/// `hardware_flops` holds beyond it and the transposes is the fp32 matmuls' second count.
+fn tensor_advice(p: &Profile, chip: &Chip) -> String {
+    let mut open = Vec::new();
+    let fp32 = p.hardware_flops - p.transpose_flops - p.model_flops;
+    if p.model_flops > 0.0 && fp32 > 0.5 {
+        open.push(format!(
+            "use bf16 operands ({:.0}% of the matmul FLOPs are fp32, {}x slower on the PE array)",
+            100.0 * fp32 / p.model_flops,
+            chip.tensor.fp32_factor
+        ));
+    }
+    let t = &chip.tensor;
+    let full =
+        2.0 * chip.memory.partitions as f64 * t.stationary_fmax as f64 * t.moving_fmax as f64;
+    if p.matmul_instruction_count > 0 {
+        let fill = p.model_flops / p.matmul_instruction_count as f64 / full;
+        if fill < 0.75 {
+            open.push(format!(
+                "fill the PE array (a matmul averages {:.0}% of a full one: K {} × stationary {} × moving N {})",
+                100.0 * fill,
+                chip.memory.partitions,
+                t.stationary_fmax,
+                t.moving_fmax
+            ));
+        }
+    }
+    if p.transpose_flops > 0.0 && p.hardware_flops > 0.0 {
+        open.push(format!(
+            "take transposes off the PE array ({:.0}% of its FLOPs): load the operand transposed by DMA or in the layout the matmul reads",
+            100.0 * p.transpose_flops / p.hardware_flops
+        ));
+    }
+    let mfu = p.mfu_estimated_percent;
+    if open.is_empty() {
+        format!(
+            "TensorE is the limit at {mfu:.0}% MFU with full bf16 matmuls and no transposes: do less matmul work, or hide the rest under it"
+        )
+    } else {
+        format!("TensorE is the limit at {mfu:.0}% MFU: {}", open.join("; "))
     }
 }
 
 /// Decide the bottleneck from the critical path (which work the end time waited for) and
 /// back it with utilization numbers.
-fn verdict(p: &Profile, crit: &[u32; 10], timed: bool) -> Verdict {
+fn verdict(p: &Profile, crit: &[u32; 10], timed: bool, chip: &Chip) -> Verdict {
     if !timed || p.kernel_time_us == 0.0 {
         return Verdict {
             kind: "Unknown".into(),
@@ -396,9 +442,7 @@ fn verdict(p: &Profile, crit: &[u32; 10], timed: bool) -> Verdict {
             p.gpsimd_engine_active_time_percent,
         ][best.0];
         match best.0 {
-            0 => {
-                advice.push(format!("TensorE is the limit at {:.0}% MFU: keep moving tiles at N=512 and stationary at 128x128, use bf16 instead of fp32 (4x), and avoid transposes on the PE array", p.mfu_estimated_percent));
-            }
+            0 => advice.push(tensor_advice(p, chip)),
             1 => advice.push("VectorE is the limit: fuse element-wise ops (tensor_scalar with two ops), use bf16 SBUF operands for performance mode, or move work to ScalarE (activation with scale/bias) or GpSimd".into()),
             2 => advice.push("ScalarE is the limit: fold scale, bias and reduce into one activation, or move copies and tensor_scalar to VectorE".into()),
             _ => advice.push("GpSimd is the limit: it is the slowest engine; move element-wise work to VectorE and keep GpSimd for masks and iota".into()),

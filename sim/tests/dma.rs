@@ -7,6 +7,9 @@
 //! `b / (b + descriptor_ns × rate)` — must have the documented shape [DMABW]: overhead-bound
 //! below 256 B per descriptor, close to peak from 2 KiB, saturated from 4 KiB; at every
 //! transfer size, not only at the one a constant was fitted on.
+//!
+//! The bottleneck verdicts are here too: which resource a kernel waited for, and for a
+//! TensorE-bound one, which remedies its program leaves open.
 
 use neuron_sim::{Chip, Dtype, ExecMode, Nc};
 use proptest::prelude::*;
@@ -383,4 +386,38 @@ proptest! {
         }
         prop_assert_eq!(&s, &random_program(trn2, &list).1);
     }
+}
+
+/// A TensorE-bound verdict advises only what the program leaves open, with its share: the
+/// bf16 remedy only for fp32 operands, filling the array only for part-filled matmuls.
+#[test]
+fn the_tensor_bound_advice_names_only_the_remedies_left() {
+    let advice = |dt: Dtype, n: u64| {
+        let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+        let pool = nc.sbuf_pool("p", 1);
+        let st = nc.tile_named(pool, "st", dt, &[128, 128]).unwrap();
+        let mv = nc.tile_named(pool, "mv", dt, &[128, n]).unwrap();
+        let ps = nc.psum_pool("ps", 1);
+        let acc = nc.tile_named(ps, "acc", Dtype::F32, &[128, n]).unwrap();
+        nc.memset(st, 1.0).unwrap();
+        nc.memset(mv, 1.0).unwrap();
+        for i in 0..64 {
+            nc.matmul(acc, st, mv, i > 0).unwrap();
+        }
+        let p = nc.profile();
+        assert_eq!(p.bottleneck.kind, "Tensor-bound", "{dt} N={n}: {:?}", p.bottleneck);
+        p.bottleneck.advice.join(" | ")
+    };
+    // Full bf16 matmuls (128 × 128 stationary, N = 512 moving): nothing left but less work.
+    let full = advice(Dtype::Bf16, 512);
+    assert!(full.contains("with full bf16 matmuls and no transposes"), "{full}");
+    // fp32: all of the matmul FLOPs are fp32, 4x slower on trn2's PE array (chip field
+    // tensor.fp32_factor), and only that.
+    let fp32 = advice(Dtype::F32, 512);
+    assert!(fp32.contains("use bf16 operands (100% of the matmul FLOPs are fp32, 4x"), "{fp32}");
+    assert!(!fp32.contains("fill the PE array"), "{fp32}");
+    // N = 128: each matmul is a quarter of a full one.
+    let quarter = advice(Dtype::Bf16, 128);
+    assert!(quarter.contains("a matmul averages 25% of a full one"), "{quarter}");
+    assert!(!quarter.contains("bf16 operands"), "{quarter}");
 }

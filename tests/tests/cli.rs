@@ -451,3 +451,28 @@ fn check_lines_keep_their_columns_for_long_parameter_sets() {
     assert_eq!(at[0], at[1], "{out}");
     assert!(ok.iter().all(|l| l.contains("bufs=")), "{out}");
 }
+
+#[test]
+fn profile_without_a_shape_takes_the_kernels_smallest_and_says_so() {
+    // gemm's shapes (fixtures/kernels/Cargo.toml): qwen3_mlp_up 4096·8192·8192, small
+    // 512·1024·1024, medium 1024·2048·2048 elements over (m, k, n): `small` is the least.
+    let (code, out, err) = cli(&["profile", "-p", "neuron-fixtures-kernels", "gemm"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(
+            "Profiling at `small`, the smallest of gemm's shapes (medium, qwen3_mlp_up, small); \
+             --shape picks another"
+        ),
+        "{err}"
+    );
+    assert!(
+        out.lines().any(|l| l.starts_with("  gemm ") && l.contains(" at small on trn2")),
+        "{out}"
+    );
+    // The source lines come under a header that names the columns and what the time is.
+    let lines: Vec<&str> = out.lines().collect();
+    let at = lines.iter().position(|l| l.contains("top source lines by busy time")).unwrap();
+    let head: Vec<&str> = lines[at + 1].split_whitespace().collect();
+    assert_eq!(head, ["busy", "count", "instruction", "line"], "{out}");
+    assert!(lines[at + 2].contains("µs") && lines[at + 2].contains("gemm.rs:"), "{out}");
+}

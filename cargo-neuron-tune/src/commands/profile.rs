@@ -8,7 +8,7 @@ use crate::output::{show_output, Event, Reporter};
 use crate::select::{chip_spec, parse_params, Variant};
 use crate::store::write_atomic;
 use crate::workspace::{Ctx, Workspace};
-use neuron_tune_protocol::{Params, ProfileSummary, RequestBody, ResponseBody};
+use neuron_tune_protocol::{Params, ProfileSummary, RequestBody, ResponseBody, Shape};
 use std::path::Path;
 
 pub struct Args<'a> {
@@ -41,11 +41,29 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
                 format!("kernel `{}` has no shape `{n}` (it has: {})", a.kernel, have.join(", ")),
             )
         })?,
-        None => k
-            .shapes
-            .first()
-            .cloned()
-            .ok_or_else(|| fail(Exit::Config, format!("kernel `{}` has no shapes", a.kernel)))?,
+        // The smallest (fewest elements over all dims; ties by name): a profile is a quick
+        // look, and the named shapes run from a test size to a whole model's.
+        None => {
+            let size = |s: &Shape| s.0.values().fold(1u128, |n, &d| n.saturating_mul(d as u128));
+            let picked = k
+                .shapes
+                .iter()
+                .min_by(|(an, a), (bn, b)| size(a).cmp(&size(b)).then(an.cmp(bn)))
+                .cloned()
+                .ok_or_else(|| {
+                    fail(Exit::Config, format!("kernel `{}` has no shapes", a.kernel))
+                })?;
+            if k.shapes.len() > 1 {
+                let names: Vec<&str> = k.shapes.iter().map(|(n, _)| n.as_str()).collect();
+                out.status(format!(
+                    "   Profiling at `{}`, the smallest of {}'s shapes ({}); --shape picks another",
+                    picked.0,
+                    a.kernel,
+                    names.join(", ")
+                ));
+            }
+            picked
+        }
     };
     if let Some(path) = a.trace {
         // Refused before simulating: the simulation may take long, the path is a typo.
@@ -125,10 +143,18 @@ fn print_profile(out: &Reporter, kernel: &str, shape: &str, p: &Params, prof: &P
     for a in &b.advice {
         out.result(format!("    → {a}"));
     }
-    out.result("\n  top source lines:");
+    // A line's busy time adds up every engine and DMA queue that ran its instructions, and a
+    // transfer is split over queues that run at once: the header says so, or a DMA line
+    // busy for more than the kernel's whole time reads as a bug.
+    out.result(format!(
+        "\n  top source lines by busy time (summed over engines and DMA queues: a DMA line \
+         can exceed the {:.1} µs kernel):",
+        prof.kernel_time_us
+    ));
+    out.result(format!("    {:>10}  {:>8}  {:<14} {}", "busy", "count", "instruction", "line"));
     for l in prof.top_lines.iter().take(8) {
         out.result(format!(
-            "    {:>10.1} µs  {:>7}×  {:<14} {}",
+            "    {:>7.1} µs  {:>7}×  {:<14} {}",
             l.busy_time_us, l.instruction_count, l.opcode, l.nki_source_location
         ));
     }
