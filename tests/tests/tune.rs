@@ -369,8 +369,18 @@ fn a_run_that_finds_nothing_faster_keeps_the_recorded_winner_and_a_tie_keeps_the
     assert_eq!(recorded("softmax")["time_us"].as_f64(), Some(best_time));
     // The human status says what was kept, and why.
     let a = ["tune", "-p", "neuron-fixtures-kernels", "--kernel", "softmax", "--shape", "small"];
-    let (code, _, err) = cli_env(&[&a[..], &["--strategy", "grid", "--budget", "1"]].concat(), &[]);
+    let (code, out, err) =
+        cli_env(&[&a[..], &["--strategy", "grid", "--budget", "1"]].concat(), &[]);
     assert_eq!(code, 0, "{err}");
+    // The convergence line says the figures are the search's, which lost to the default.
+    let (d, s) =
+        (short["default_time"].as_f64().unwrap(), short["best_so_far"][0].as_f64().unwrap());
+    let kept = format!(
+        "  softmax small: kept the default, {d:.1} µs: no variant beat it (the search's best: \
+         {s:.1} µs, {:.1} % slower); the search: 95 % of the final best after 1 evaluation",
+        100.0 * (s / d - 1.0)
+    );
+    assert!(out.contains(&kept), "{kept}\n{out}");
     let line = err.lines().find(|l| l.contains("Kept the recorded softmax small: ")).unwrap_or("");
     assert!(line.contains(&format!("({best_time:.1} µs; this run's best ")), "{err}");
     assert!(line.trim_end().ends_with(" µs is not faster)"), "{line}");

@@ -734,8 +734,29 @@ fn report(
         result.invalid.to_string(),
         best.params.to_string(),
     ]);
-    // How the run went, under the kernel's name (its row is in the table at the end).
-    out.result(format!("  {} {label}: {}", k.name, conv::describe(&convergence)));
+    // How the run went, under the kernel's name (its row is in the table at the end). The
+    // convergence figures are the search's; when the default stands, they are said to be.
+    let how = conv::describe(&convergence);
+    match (result.kept_default, result.default_time) {
+        (true, Some(d)) => {
+            let searched = result.best_so_far.iter().rev().find_map(|b| *b);
+            let slower = match searched {
+                Some(s) if s > d => {
+                    format!(
+                        " (the search's best: {s:.1} µs, {:.1} % slower)",
+                        100.0 * (s / d - 1.0)
+                    )
+                }
+                _ => String::new(),
+            };
+            out.result(format!(
+                "  {} {label}: kept the default, {d:.1} µs: no variant beat it{slower}; \
+                 the search: {how}",
+                k.name
+            ));
+        }
+        _ => out.result(format!("  {} {label}: {how}", k.name)),
+    }
     for r in &result.rounds {
         out.result(format!("    {}", r.line()));
     }
