@@ -1,8 +1,9 @@
 //! The gate in this repository: the fixture models (`fixtures/qwen3`: qwen3 with flash
 //! attention, qwen3_naive) against the committed baseline `fixtures/neuron-tune.baseline.toml`.
 //!
-//! * `cargo xtask ci` ends with [`ci_gate`]: the gate at the `tiny` shape (a few seconds once
-//!   built). A change that makes a fixture model slower fails CI until it is blessed.
+//! * `cargo xtask ci` ends with [`ci_gate`]: the gate at the `tiny` shape, on the tests'
+//!   build (seconds). A change that makes a fixture model slower fails CI until it is
+//!   blessed.
 //! * `cargo xtask bless` ([`bless`]) saves the baseline again on purpose; `--tuned` first
 //!   re-runs the README's tune of the fixture kernels (the tuned database the models use).
 //!   Nothing else ever writes the baseline.
@@ -25,9 +26,54 @@ fn neuron_tune(what: &str, args: &[&str]) -> Result<(), ExitCode> {
     super::run(what, &all)
 }
 
-/// The gate of `cargo xtask ci`.
+/// The gate of `cargo xtask ci`, after the tests: it runs on their build of the tool and
+/// of the fixture harnesses (`target/e2e`, dev profile), since simulated cycles do not
+/// depend on the build profile (the baseline is blessed from a release build and this gate
+/// must reproduce it exactly). A release build of its own took about 5 minutes of CI; the
+/// gate itself takes seconds. Its store starts empty, so it reads nothing the tests left
+/// (some damage stored entries on purpose): every call is simulated as in a fresh clone.
 pub fn ci_gate() -> Result<(), ExitCode> {
-    neuron_tune("gate", &["gate", "--baseline", BASELINE, "--shape", "tiny"])
+    let target = super::root().join("target").join("e2e");
+    let target_arg = target.to_str().expect("a UTF-8 path");
+    super::run(
+        "gate: the tool",
+        &["build", "-q", "-p", "cargo-neuron-tune", "--target-dir", target_arg],
+    )?;
+    if let Err(e) = std::fs::remove_dir_all(target.join("neuron-tune")) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            eprintln!("xtask: could not empty the gate's store {}: {e}", target.display());
+            return Err(ExitCode::from(1));
+        }
+    }
+    let exe =
+        target.join("debug").join(format!("cargo-neuron-tune{}", std::env::consts::EXE_SUFFIX));
+    let args = [
+        "gate",
+        "--baseline",
+        BASELINE,
+        "--shape",
+        "tiny",
+        "--target-dir",
+        target_arg,
+        "--profile",
+        "dev",
+    ];
+    eprintln!("xtask: gate: cargo neuron-tune {}", args.join(" "));
+    let status = Command::new(&exe)
+        .arg("neuron-tune")
+        .args(args)
+        .current_dir(super::root())
+        .status()
+        .map_err(|e| {
+            eprintln!("xtask: could not run {}: {e}", exe.display());
+            ExitCode::from(1)
+        })?;
+    if status.success() {
+        Ok(())
+    } else {
+        eprintln!("xtask: gate failed ({status})");
+        Err(ExitCode::from(status.code().unwrap_or(1).clamp(1, 255) as u8))
+    }
 }
 
 /// Update the committed baseline (and with `--tuned` the fixtures' tuned database) on
