@@ -293,13 +293,20 @@ pub fn fixture_workspace(name: &str) -> PathBuf {
         .and_then(|s| s.split("\n[").next())
         .unwrap()
         .replace("path = \"", &format!("path = \"{}/", r.display()));
+    // The root's profiles, verbatim: dependencies built with the same settings as the
+    // repository's own builds in the shared target dir are reused, not built again.
+    let profiles: String = root_manifest
+        .split("\n[")
+        .filter(|section| section.starts_with("profile."))
+        .map(|section| format!("\n[{}", section.trim_end()))
+        .collect();
+    assert!(profiles.contains("[profile.dev.package.\"*\"]"), "{profiles}");
     std::fs::write(
         dir.join("Cargo.toml"),
         format!(
             "[workspace]\nresolver = \"2\"\nmembers = [\"kernels\", \"qwen3\"]\n\n\
              [workspace.package]\nversion = \"0.1.0-{tag}.{pid}\"\nedition = \"2021\"\nlicense = \"MIT\"\n\n\
-             [workspace.dependencies]{deps}\n\
-             [profile.dev.package.\"*\"]\nopt-level = 2\n",
+             [workspace.dependencies]{deps}\n{profiles}\n",
             tag = name.replace(|c: char| !c.is_ascii_alphanumeric(), "-"),
             pid = std::process::id()
         ),
