@@ -164,20 +164,18 @@ fn the_report_of_a_real_tuning_run_renders_in_chromium_with_every_chart_drawn() 
     // what it shows (checked below). Other tests only lose a cache entry.
     let _ = std::fs::remove_dir_all(test_target_dir().join("neuron-tune").join("profile"));
     let dir = scratch_dir("report-out");
-    let out = run(
-        &ws,
-        &[
-            "report",
-            "--kernel",
-            "rmsnorm",
-            "--kernel",
-            "add",
-            "--chip",
-            "trn1",
-            "--out",
-            dir.to_str().unwrap(),
-        ],
-    );
+    let report = [
+        "report",
+        "--kernel",
+        "rmsnorm",
+        "--kernel",
+        "add",
+        "--chip",
+        "trn1",
+        "--out",
+        dir.to_str().unwrap(),
+    ];
+    let out = run(&ws, &report);
     let ev = events(&out, "report").pop().unwrap_or_else(|| panic!("no report event: {out}"));
     let page = PathBuf::from(ev["path"].as_str().unwrap());
     assert_eq!(page, dir.join("index.html"));
@@ -206,20 +204,7 @@ fn the_report_of_a_real_tuning_run_renders_in_chromium_with_every_chart_drawn() 
     programs.dedup();
     assert_eq!(ev["profiled"].as_u64(), Some(programs.len() as u64), "{ev}");
     assert!(programs.len() < traces.len(), "add's best is its default: {ev}");
-    let again = run(
-        &ws,
-        &[
-            "report",
-            "--kernel",
-            "rmsnorm",
-            "--kernel",
-            "add",
-            "--chip",
-            "trn1",
-            "--out",
-            dir.to_str().unwrap(),
-        ],
-    );
+    let again = run(&ws, &report);
     assert_eq!(events(&again, "report")[0]["profiled"], 0, "{again}");
     // The best-variant table comes from the copy's tuned database.
     assert!(html.contains("<td>rmsnorm</td><td>trn1</td><td>small</td>"), "tuned table");

@@ -46,7 +46,11 @@ fn tune_all_in(
     env: &[(&str, &str)],
 ) -> (i32, Vec<Value>, String) {
     built();
-    let mut a = vec!["tune", "--strategy", "grid", "--seed", seed];
+    let mut a = vec!["tune", "--seed", seed];
+    // An external proposer replaces the strategy (the CLI refuses both).
+    if !args.contains(&"--proposer") {
+        a.extend_from_slice(&["--strategy", "grid"]);
+    }
     a.extend_from_slice(args);
     a.extend_from_slice(&["--manifest-path", manifest, "--message-format", "json"]);
     let mut cmd = cli_command(&a);

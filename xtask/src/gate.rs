@@ -58,22 +58,9 @@ pub fn ci_gate() -> Result<(), ExitCode> {
         "--profile",
         "dev",
     ];
-    eprintln!("xtask: gate: cargo neuron-tune {}", args.join(" "));
-    let status = Command::new(&exe)
-        .arg("neuron-tune")
-        .args(args)
-        .current_dir(super::root())
-        .status()
-        .map_err(|e| {
-            eprintln!("xtask: could not run {}: {e}", exe.display());
-            ExitCode::from(1)
-        })?;
-    if status.success() {
-        Ok(())
-    } else {
-        eprintln!("xtask: gate failed ({status})");
-        Err(ExitCode::from(status.code().unwrap_or(1).clamp(1, 255) as u8))
-    }
+    let mut cmd = Command::new(&exe);
+    cmd.arg("neuron-tune").args(args);
+    super::run_command("gate", &format!("cargo neuron-tune {}", args.join(" ")), cmd)
 }
 
 /// Update the committed baseline (and with `--tuned` the fixtures' tuned database) on

@@ -39,9 +39,17 @@ pub(crate) fn root() -> std::path::PathBuf {
 
 /// `cargo ARGS` from the repository root; its failure is the step's exit code.
 pub(crate) fn run(what: &str, args: &[&str]) -> Result<(), ExitCode> {
-    eprintln!("xtask: {what}: cargo {}", args.join(" "));
-    let status = cargo().args(args).current_dir(root()).status().map_err(|e| {
-        eprintln!("xtask: could not start cargo: {e}");
+    let mut cmd = cargo();
+    cmd.args(args);
+    run_command(what, &format!("cargo {}", args.join(" ")), cmd)
+}
+
+/// `cmd` (announced as `shown`) from the repository root; its failure is the step's exit
+/// code.
+pub(crate) fn run_command(what: &str, shown: &str, mut cmd: Command) -> Result<(), ExitCode> {
+    eprintln!("xtask: {what}: {shown}");
+    let status = cmd.current_dir(root()).status().map_err(|e| {
+        eprintln!("xtask: could not start `{shown}`: {e}");
         ExitCode::from(1)
     })?;
     if status.success() {
