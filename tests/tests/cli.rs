@@ -1,7 +1,7 @@
 //! `cargo neuron-tune` end to end: the real binary, real cargo builds of the fixture crates,
 //! real harness worker processes.
 
-use neuron_tune_tests::{cli, cli_json, events, root, scratch_dir};
+use neuron_tune_tests::{broken_manifest, cli, cli_json, events, root, scratch_dir};
 use serde_json::Value;
 
 #[test]
@@ -261,17 +261,9 @@ fn panicking_and_hanging_variants_are_reported_and_the_others_finish() {
 
 #[test]
 fn a_panic_repeated_by_shrinking_is_shown_once_with_its_count() {
-    let m = root().join("fixtures/broken/panic/Cargo.toml");
-    let (code, out, err) = cli(&[
-        "check",
-        "--manifest-path",
-        m.to_str().unwrap(),
-        "--all-variants",
-        "--cases",
-        "8",
-        "--seed",
-        "1",
-    ]);
+    let m = broken_manifest("panic");
+    let (code, out, err) =
+        cli(&["check", "--manifest-path", &m, "--all-variants", "--cases", "8", "--seed", "1"]);
     assert_eq!(code, 4, "{err}");
     let all = format!("{out}{err}");
     // The failing case is shrunk, each step panicking again at the same line.

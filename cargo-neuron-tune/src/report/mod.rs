@@ -98,18 +98,30 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
 }
 
 /// Profile (with a trace) each shown variant that has no stored profile, through the
-/// harness of the crate that lists its kernel, and store it; returns how many it
-/// profiled. A program shown twice (the default is the best) is profiled once. A run whose
-/// simulator version is not the harness's is left as it is: its profile would be another
-/// simulator's.
+/// harness of the crate that lists its kernel, and store it; returns how many programs it
+/// asked for. A program shown twice (the default is the best) is asked for once. A run
+/// whose simulator version is not the harness's is left as it is: its profile would be
+/// another simulator's.
 fn profile_shown(
     ws: &mut Workspace,
     store: &Store,
     data: &model::ReportData,
     ctx: &Ctx,
 ) -> Result<usize, Failure> {
-    let (mut profiled, mut requests) = (std::collections::HashSet::new(), 0);
+    let mut asked = std::collections::HashSet::new();
     for t in &data.targets {
+        let Some(c) =
+            ws.crates.iter_mut().find(|c| c.list.kernels.iter().any(|k| k.name == t.kernel))
+        else {
+            continue;
+        };
+        if c.list.sim_version != t.sim_version {
+            ctx.out.status(format!(
+                "   {} @ {} was tuned with simulator {} (the harness has {}): no engine chart or trace",
+                t.kernel, t.shape, t.sim_version, c.list.sim_version
+            ));
+            continue;
+        }
         for s in [&t.best, &t.default].into_iter().flatten().filter(|s| s.profile.is_none()) {
             let key = Store::key_for(
                 &s.program_hash,
@@ -117,19 +129,7 @@ fn profile_shown(
                 &t.sim_version,
                 "profile",
             );
-            if profiled.contains(&key) {
-                continue;
-            }
-            let Some(c) =
-                ws.crates.iter_mut().find(|c| c.list.kernels.iter().any(|k| k.name == t.kernel))
-            else {
-                continue;
-            };
-            if c.list.sim_version != t.sim_version {
-                ctx.out.status(format!(
-                    "   {} @ {} was tuned with simulator {} (the harness has {}): no engine chart or trace",
-                    t.kernel, t.shape, t.sim_version, c.list.sim_version
-                ));
+            if !asked.insert(key.clone()) {
                 continue;
             }
             let v = Variant {
@@ -139,17 +139,13 @@ fn profile_shown(
                 params: s.params.clone(),
             };
             ctx.out.status(format!("   Profiling {} {} at {}", t.kernel, s.params, t.shape));
-            requests += 1;
             let done = c
                 .pool
                 .request(RequestBody::Profile { variant: variant_ref(&v, &t.chip), trace: true })?;
             match done.answer {
-                Ok(ResponseBody::Bench(b)) if b.program_hash == s.program_hash => {
-                    store
-                        .put("profile", &key, &b)
-                        .map_err(|e| fail(Exit::Internal, format!("writing the store: {e:#}")))?;
-                    profiled.insert(key);
-                }
+                Ok(ResponseBody::Bench(b)) if b.program_hash == s.program_hash => store
+                    .put("profile", &key, &b)
+                    .map_err(|e| fail(Exit::Internal, format!("writing the store: {e:#}")))?,
                 // The kernel changed since it was tuned: its program is not the one measured.
                 Ok(ResponseBody::Bench(_)) => ctx.out.status(format!(
                     "   {} {} at {} changed since it was tuned: no engine chart or trace",
@@ -163,7 +159,7 @@ fn profile_shown(
             }
         }
     }
-    Ok(requests)
+    Ok(asked.len())
 }
 
 /// `--open`: the platform's opener, in the background; failing to open is only a note.
