@@ -16,7 +16,10 @@ pub fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
-/// Target directory for crates built by the tests (shared, so dependencies build once).
+/// Target directory for crates built by the tests: their binaries and their variant store
+/// (`target/e2e/neuron-tune`), apart from a developer's own. Their intermediate units go to
+/// the repository's one build dir (`build.build-dir` in `.cargo/config.toml`), shared with
+/// `cargo test`'s own build, so dependencies build once.
 pub fn test_target_dir() -> PathBuf {
     root().join("target").join("e2e")
 }
@@ -293,20 +296,12 @@ pub fn fixture_workspace(name: &str) -> PathBuf {
         .and_then(|s| s.split("\n[").next())
         .unwrap()
         .replace("path = \"", &format!("path = \"{}/", r.display()));
-    // The root's profiles, verbatim: dependencies built with the same settings as the
-    // repository's own builds in the shared target dir are reused, not built again.
-    let profiles: String = root_manifest
-        .split("\n[")
-        .filter(|section| section.starts_with("profile."))
-        .map(|section| format!("\n[{}", section.trim_end()))
-        .collect();
-    assert!(profiles.contains("[profile.dev.package.\"*\"]"), "{profiles}");
     std::fs::write(
         dir.join("Cargo.toml"),
         format!(
             "[workspace]\nresolver = \"2\"\nmembers = [\"kernels\", \"qwen3\"]\n\n\
              [workspace.package]\nversion = \"0.1.0-{tag}.{pid}\"\nedition = \"2021\"\nlicense = \"MIT\"\n\n\
-             [workspace.dependencies]{deps}\n{profiles}\n",
+             [workspace.dependencies]{deps}\n",
             tag = name.replace(|c: char| !c.is_ascii_alphanumeric(), "-"),
             pid = std::process::id()
         ),

@@ -10,19 +10,19 @@
 //! valid-only random search does with the same budget, computed exactly from this
 //! landscape: random gets within 5 % in 35 % of runs and within 2 % in 5.5 %.
 //!
-//! The harness is built with the release profile (in the tests' target dir): an unoptimised
-//! simulator would make the sweep of ~5400 variants and the search's checks several times
-//! slower.
+//! The harness is the dev build the other tests use: the workspace's dev profile builds its
+//! own crates at opt-level 1, at which the sweep of ~5400 variants runs as fast as with a
+//! release build (`.cargo/config.toml`).
 
 use neuron_tune_tests::{cli_exe, root, test_target_dir, KeepFile};
 use serde_json::Value;
 
-/// `cargo neuron-tune ARGS` on the kernel fixtures, release harness, JSON events.
+/// `cargo neuron-tune ARGS` on the kernel fixtures, dev harness, JSON events.
 fn run(args: &[&str]) -> Vec<Value> {
     let out = std::process::Command::new(cli_exe())
         .arg("neuron-tune")
         .args(args)
-        .args(["-p", "neuron-fixtures-kernels", "--release", "--message-format", "json"])
+        .args(["-p", "neuron-fixtures-kernels", "--profile", "dev", "--message-format", "json"])
         .arg("--target-dir")
         .arg(test_target_dir())
         .current_dir(root())
