@@ -24,6 +24,23 @@ pub fn test_target_dir() -> PathBuf {
     root().join("target").join("e2e")
 }
 
+/// The repository's build dir (made absolute) and profiles from its `.cargo/config.toml`, as
+/// the text of a config file: written into `.cargo/` above a crate outside the repository,
+/// it lets that crate's builds reuse the units the tests built, as every workspace inside
+/// the repository does. Nothing else (no aliases, no environment).
+pub fn shared_build_config() -> String {
+    let path = root().join(".cargo").join("config.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut config: toml::Table = text.parse().unwrap();
+    config.retain(|key, _| key == "build" || key == "profile");
+    let build = config.get_mut("build").and_then(toml::Value::as_table_mut).unwrap();
+    let dir = build.get("build-dir").and_then(toml::Value::as_str).unwrap();
+    let dir = root().join(dir).display().to_string();
+    build.insert("build-dir".into(), toml::Value::String(dir));
+    assert!(config.contains_key("profile"), "{}: no profiles", path.display());
+    toml::to_string(&config).unwrap()
+}
+
 /// Build the harness binary of `fixtures/broken/<name>` (its own workspace) and return it,
 /// or cargo's stderr if the build fails.
 pub fn build_broken(name: &str) -> Result<PathBuf, String> {

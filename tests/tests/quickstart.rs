@@ -3,14 +3,16 @@
 //!
 //! They run in a temporary directory outside this workspace (under the system's temp dir),
 //! with `cargo neuron-tune` resolved through PATH to the copy `cargo install` put there —
-//! nothing of this repository's `.cargo/config.toml` applies. What the test adds, all
-//! invisible to the commands' meaning: `--root <tmp>/root --debug` to `cargo install` (not
-//! the user's ~/.cargo, and no release build), `--profile dev` to `check` and `bench`, the
-//! tests' shared target dir through `CARGO_TARGET_DIR` (dependencies build once),
+//! no alias or setting of this repository's `.cargo/config.toml` reaches the new crate but
+//! its build dir and profiles (below). What the test adds, all invisible to the commands'
+//! meaning: `--root <tmp>/root --debug` to `cargo install` (not the user's ~/.cargo, and no
+//! release build), `--profile dev` to `check` and `bench`, the tests' shared target dir
+//! through `CARGO_TARGET_DIR` and the repository's build dir and profiles in
+//! `<tmp>/.cargo/config.toml` (dependencies build once, not again for this crate),
 //! `CARGO_NET_OFFLINE`, and this repository's Cargo.lock copied into the new crate right
 //! after `cargo new` (so its dependencies resolve offline to the versions already here).
 
-use neuron_tune_tests::{cargo, root, test_target_dir};
+use neuron_tune_tests::{cargo, root, shared_build_config, test_target_dir};
 use std::path::{Path, PathBuf};
 
 /// The shell lines of the first ```sh block after `heading` in the README.
@@ -34,7 +36,8 @@ fn the_readme_quickstart_works_on_a_fresh_crate_outside_the_workspace() {
     }
     let tmp = std::env::temp_dir().join(format!("neuron-tune-quickstart-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::create_dir_all(tmp.join(".cargo")).unwrap();
+    std::fs::write(tmp.join(".cargo").join("config.toml"), shared_build_config()).unwrap();
     let install_root = tmp.join("root");
     let path = std::env::join_paths(
         std::iter::once(install_root.join("bin"))
