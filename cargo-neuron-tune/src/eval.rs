@@ -111,7 +111,7 @@ pub fn bench_stream(
             (None, Ok(ResponseBody::Trace(t))) => {
                 let key = Store::key_for(&t.program_hash, &chip_text, sim_version, "bench");
                 match store.get::<BenchResult>("bench", &key).filter(|_| !force) {
-                    Some(bench) => Ok(Measured { bench, cached: true }),
+                    Some(bench) => Ok(Measured { bench: served(bench, &t), cached: true }),
                     None => {
                         let bench = RequestBody::Bench(variant_ref(&variant, chip));
                         return Ok(Next::Then(bench, (index, variant, Some(key))));
@@ -132,6 +132,17 @@ pub fn bench_stream(
         done(Outcome { index, variant, result });
         Ok(Next::Done)
     })
+}
+
+/// A stored result served to the variant traced as `trace`. The store is keyed by the
+/// program (its instructions and the buffers they touch), and the pools a kernel allocates
+/// are not part of it: variants that differ only in a ring buffer's depth they never use up
+/// (`bufs` 2, 3 or 4 over two tiles) run the same program and share one result, whose SBUF
+/// figure is that of the variant measured first. The variant's own allocation comes from
+/// its trace.
+pub fn served(mut stored: BenchResult, trace: &TraceResult) -> BenchResult {
+    stored.sbuf_bytes_per_partition = trace.sbuf_bytes_per_partition;
+    stored
 }
 
 /// Trace `variants` (no simulation), outcomes as they complete.

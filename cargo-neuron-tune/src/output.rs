@@ -235,6 +235,8 @@ pub struct GateSummary {
     #[serde(flatten)]
     pub counts: crate::gate::Counts,
     pub moved: Vec<crate::gate::CallDelta>,
+    /// The stale tuned entries themselves (`stale`, among the counts, is how many).
+    #[serde(rename = "stale_entries")]
     pub stale: Vec<String>,
     pub notes: Vec<String>,
     pub exit_code: u8,

@@ -19,16 +19,25 @@ impl Nc {
         let mut ev = Vec::with_capacity(slices.len() + 64);
         ev.push(json!({"ph": "M", "pid": 1, "name": "process_name", "args": {"name": format!("NeuronCore ({})", self.chip.name)}}));
         let queues = self.chip.dma.engines as usize;
-        for i in 0..4 + queues {
-            let name = if i < 4 {
+        let track_name = |i: usize| {
+            if i < 4 {
                 format!("{}E", Engine::ALL[i].name())
             } else {
                 format!("DMA queue {}", i - 4)
+            }
+        };
+        let lanes = lanes(slices.iter().map(|s| (s.track as usize, s.start, s.dur)), 4 + queues);
+        for (tid, &(track, lane)) in lanes.tracks.iter().enumerate() {
+            let name = match lane {
+                0 => track_name(track),
+                _ => format!("{} (overlap {lane})", track_name(track)),
             };
-            ev.push(json!({"ph": "M", "pid": 1, "tid": i, "name": "thread_name", "args": {"name": name}}));
-            ev.push(json!({"ph": "M", "pid": 1, "tid": i, "name": "thread_sort_index", "args": {"sort_index": i}}));
+            ev.push(json!({"ph": "M", "pid": 1, "tid": tid, "name": "thread_name", "args": {"name": name}}));
+            // Each lane right below its track.
+            let sort_index = track * LANE_SORT_STRIDE + lane;
+            ev.push(json!({"ph": "M", "pid": 1, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": sort_index}}));
         }
-        for s in slices {
+        for (s, &tid) in slices.iter().zip(&lanes.of_slice) {
             let mut args = json!({
                 "operands": s.args,
                 "nki_source_location": format!("{}:{}", s.loc.file, s.loc.line),
@@ -37,7 +46,7 @@ impl Nc {
                 args["bytes"] = json!(s.bytes);
             }
             ev.push(json!({
-                "ph": "X", "pid": 1, "tid": s.track, "name": s.name,
+                "ph": "X", "pid": 1, "tid": tid, "name": s.name,
                 "ts": us(s.start), "dur": us(s.dur), "args": args,
             }));
         }
@@ -59,4 +68,52 @@ impl Nc {
         }
         Some(json!({"traceEvents": ev, "displayTimeUnit": "ns"}))
     }
+}
+
+/// Sort indices of a track's lanes follow the track's own: track × this + lane.
+const LANE_SORT_STRIDE: usize = 1000;
+
+/// Where each slice goes: the trace format wants the complete ("X") slices of one thread to
+/// nest, and Perfetto drops those that overlap without nesting. A compute engine's slices
+/// never overlap, but a DMA engine serves its queues round-robin (docs/dma.md §3), so a
+/// transfer on one queue starts before another's has ended. Each slice goes to the first
+/// lane of its track whose last slice has ended by its start (slices taken by start, then
+/// in program order); lane 0 is the track itself (`tid` = track, so a trace without
+/// overlaps is laid out as before), and further lanes get the next free `tid`s.
+struct Lanes {
+    /// Per `tid`: (track, lane).
+    tracks: Vec<(usize, usize)>,
+    /// Per slice, in the given order: its `tid`.
+    of_slice: Vec<usize>,
+}
+
+fn lanes(slices: impl Iterator<Item = (usize, u64, u64)>, tracks: usize) -> Lanes {
+    let slices: Vec<(usize, u64, u64)> = slices.collect();
+    let tracks = slices.iter().map(|s| s.0 + 1).max().unwrap_or(0).max(tracks);
+    let mut order: Vec<usize> = (0..slices.len()).collect();
+    order.sort_by_key(|&i| (slices[i].0, slices[i].1, i));
+    let mut out =
+        Lanes { tracks: (0..tracks).map(|t| (t, 0)).collect(), of_slice: vec![0; slices.len()] };
+    // Per track: each lane's tid and the end of its last slice.
+    let mut open: Vec<Vec<(usize, u64)>> = vec![Vec::new(); tracks];
+    for i in order {
+        let (track, start, dur) = slices[i];
+        let lanes = &mut open[track];
+        let slot = match lanes.iter().position(|&(_, end)| end <= start) {
+            Some(l) => l,
+            None => {
+                let tid = if lanes.is_empty() {
+                    track
+                } else {
+                    out.tracks.push((track, lanes.len()));
+                    out.tracks.len() - 1
+                };
+                lanes.push((tid, 0));
+                lanes.len() - 1
+            }
+        };
+        lanes[slot].1 = start + dur;
+        out.of_slice[i] = lanes[slot].0;
+    }
+    out
 }

@@ -178,12 +178,74 @@ pub fn cli_command(args: &[&str]) -> Command {
 }
 
 /// The JSON events of kind `kind` in a `--message-format json` stdout.
+/// Every event is checked for keys repeated in one object, which `serde_json::Value` (and
+/// Python's `json`) would silently collapse to the last.
 pub fn events(stdout: &str, kind: &str) -> Vec<serde_json::Value> {
     stdout
         .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["event"] == kind)
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok().map(|v| (l, v)))
+        .filter(|(_, v)| v["event"] == kind)
+        .map(|(line, v)| {
+            if let Err(e) = serde_json::from_str::<UniqueKeys>(line) {
+                panic!("a `{kind}` event repeats a key ({e}): {line}");
+            }
+            v
+        })
         .collect()
+}
+
+/// A JSON value that fails to deserialize if any object in it repeats a key.
+struct UniqueKeys;
+
+impl<'de> serde::Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = UniqueKeys;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<UniqueKeys, A::Error> {
+                let mut seen = std::collections::HashSet::new();
+                while let Some(key) = m.next_key::<String>()? {
+                    if !seen.insert(key.clone()) {
+                        return Err(serde::de::Error::custom(format!("key `{key}` twice")));
+                    }
+                    m.next_value::<UniqueKeys>()?;
+                }
+                Ok(UniqueKeys)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut s: A,
+            ) -> Result<UniqueKeys, A::Error> {
+                while s.next_element::<UniqueKeys>()?.is_some() {}
+                Ok(UniqueKeys)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<UniqueKeys, E> {
+                Ok(UniqueKeys)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<UniqueKeys, E> {
+                Ok(UniqueKeys)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<UniqueKeys, E> {
+                Ok(UniqueKeys)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<UniqueKeys, E> {
+                Ok(UniqueKeys)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<UniqueKeys, E> {
+                Ok(UniqueKeys)
+            }
+            fn visit_unit<E>(self) -> Result<UniqueKeys, E> {
+                Ok(UniqueKeys)
+            }
+        }
+        d.deserialize_any(Visit)
+    }
 }
 
 /// `profile` of a DMA-bound GEMM variant of the kernel fixtures: [128 x 128] output tiles

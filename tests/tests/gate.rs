@@ -249,8 +249,9 @@ fn the_gate_fails_a_slower_kernel_naming_it_and_its_models_and_passes_after_the_
     // Against the same commit, so nothing but the stale entries can fail it.
     let (models, summary, _) = gate(&ws, &["--base-ref", "HEAD"], 0);
     assert_eq!(verdicts(&models), all(&models, "unchanged"));
-    let stale = summary["stale"].as_array().unwrap();
+    let stale = summary["stale_entries"].as_array().unwrap();
     assert_eq!(stale.len(), 2, "both tuned RoPE calls: {summary}");
+    assert_eq!(summary["stale"], 2, "the count beside them: {summary}");
     assert!(models.iter().all(|m| m["stale"].as_array().unwrap().len() == 2), "{models:?}");
     let (_, summary, _) = gate(&ws, &["--base-ref", "HEAD", "--strict"], 5);
     assert_eq!(summary["regressions"], 0, "it fails on the stale entries alone: {summary}");

@@ -224,6 +224,68 @@ fn the_pareto_objective_returns_exactly_the_non_dominated_variants() {
     assert!(front_pts.len() > 1, "{front_pts:?}");
 }
 
+/// rmsnorm with `bufs` 2, 3 and 4 at `small` (two row tiles) runs one program: its ring
+/// buffers are never used up, so the store serves all three one result. Their SBUF
+/// differs all the same, and the Pareto front must see each variant's own: from the
+/// kernel's allocation, the weight row (bf16) + `bufs` × (x and y tiles in bf16 and the
+/// bf16 work tile) + 2 fp32 statistics, per partition, with hidden = 1024 and one row each.
+#[test]
+fn each_variant_gets_its_own_sbuf_even_where_variants_share_a_stored_result() {
+    let _one = TUNED_FILE.lock().unwrap_or_else(|e| e.into_inner());
+    let _keep = KeepFile::new(root().join("fixtures/kernels/neuron-tune.tuned.toml"));
+    let pins = "rows_per_partition=1,scale_on=vector,square_on=scalar,work_dtype=bf16";
+    let args = [
+        "tune",
+        "-p",
+        "neuron-fixtures-kernels",
+        "--kernel",
+        "rmsnorm",
+        "--shape",
+        "small",
+        "--params",
+        pins,
+        "--strategy",
+        "grid",
+        "--budget",
+        "4",
+        "--seed",
+        "1",
+        "--objective",
+        "pareto",
+        "--message-format",
+        "json",
+    ];
+    // Twice: the second run is served from the store throughout.
+    for run in ["first", "second"] {
+        let (code, out, err) = cli_env(&args, &[]);
+        assert_eq!(code, 0, "{err}");
+        let e = final_event(&out);
+        let journal = e["journal"].as_str().unwrap().to_string();
+        assert!(journal.contains("-pareto-"), "a Pareto run has a journal of its own: {journal}");
+        let lines = journal_lines(&journal);
+        assert_eq!(lines.len(), 4, "{run} run: {lines:?}");
+        let hidden = 1024;
+        let mut hashes = std::collections::BTreeSet::new();
+        for l in &lines {
+            let bufs = l["params"]["bufs"].as_u64().unwrap();
+            let expected = hidden * 2 + bufs * hidden * (2 + 2 + 2) + 2 * 4;
+            assert_eq!(l["sbuf_bytes"], expected, "{run} run, bufs={bufs}: {l}");
+            if bufs >= 2 {
+                hashes.insert(l["program_hash"].as_str().unwrap().to_string());
+            }
+        }
+        assert_eq!(hashes.len(), 1, "bufs 2, 3 and 4 share one program: {hashes:?}");
+        // So bufs 3 and 4 (as fast as 2, more SBUF) are dominated and off the front.
+        let front: Vec<u64> = e["pareto"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["params"]["bufs"].as_u64().unwrap())
+            .collect();
+        assert!(!front.contains(&3) && !front.contains(&4), "{run} run: front {front:?}");
+    }
+}
+
 #[test]
 fn ctrl_c_stops_a_tuning_run_keeps_its_journal_and_says_how_to_resume() {
     let args = tune_args("77", &[]);

@@ -152,7 +152,10 @@ pub(super) fn evaluate_batch(
                 } else {
                     let key = Store::key_for(&t.program_hash, &chip_text, job.sim_version, "bench");
                     match job.store.get::<BenchResult>("bench", &key) {
-                        Some(b) => measured(n, &params, &b, t.program_hash),
+                        Some(b) => {
+                            let b = crate::eval::served(b, &t);
+                            measured(n, &params, &b, t.program_hash)
+                        }
                         None => {
                             let bench =
                                 RequestBody::Bench(variant_ref(&variant(job, &params), job.chip));

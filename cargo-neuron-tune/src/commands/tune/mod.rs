@@ -279,9 +279,15 @@ pub fn run(
     // A pinned run (`--params`) searches another space: its journal is its own.
     let pins = s.params.as_deref().map_or(String::new(), |p| format!("-pinned-{}", sanitize(p)));
     let strategy_name = opts.proposer.as_ref().map_or(opts.strategy.as_str(), |_| "proposer");
+    // So is a Pareto run: it prunes nothing and keeps other figures, so neither run may
+    // resume from (or replace) the other's journal.
+    let objective = match opts.objective {
+        Objective::Time => "",
+        Objective::Pareto => "-pareto",
+    };
     let journal_prefix = |t: &Target| {
         let shape = sanitize(&t.shape_name);
-        format!("tune-{}-{shape}-{}-{strategy_name}{pins}-", t.kernel.name, chip.name)
+        format!("tune-{}-{shape}-{}-{strategy_name}{objective}{pins}-", t.kernel.name, chip.name)
     };
     let out = ctx.out.clone();
     let seed = match (opts.seed, opts.resume) {
