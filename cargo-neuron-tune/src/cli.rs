@@ -537,11 +537,15 @@ pub enum Template {
     Attention,
 }
 
+/// The longest duration accepted (about 31 years): beyond what a `Duration` holds, a time
+/// limit would overflow.
+const MAX_SECS: f64 = 1e9;
+
 /// A duration in seconds, above zero.
 fn positive_secs(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
-        Ok(s) if s > 0.0 && s.is_finite() => Ok(s),
-        Ok(_) => Err("must be a number of seconds above 0".into()),
+        Ok(s) if s > 0.0 && s <= MAX_SECS => Ok(s),
+        Ok(_) => Err(format!("must be a number of seconds above 0 and at most {MAX_SECS:e}")),
         Err(e) => Err(e.to_string()),
     }
 }

@@ -337,7 +337,10 @@ impl Reporter {
     /// A result line (human mode only): stdout.
     pub fn result(&self, line: impl AsRef<str>) {
         if !self.json {
-            println!("{}", line.as_ref());
+            // As in JSON mode, a closed stdout (`| head`) is not an error worth a panic:
+            // the run goes on and still writes its files.
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{}", line.as_ref());
         }
     }
 

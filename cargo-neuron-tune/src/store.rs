@@ -168,10 +168,27 @@ pub fn append_journal(root: &Path, name: &str, line: &serde_json::Value) -> Resu
         obj.insert("schema".into(), JOURNAL_SCHEMA.into());
     }
     crate::seal::seal_json(&mut line);
-    let mut f = OpenOptions::new().create(true).append(true).open(&path)?;
+    let mut f = OpenOptions::new().create(true).read(true).append(true).open(&path)?;
+    // A killed run can leave a torn last line: start a line of our own, or this one would
+    // be glued to it and lost with it on every read.
+    if ends_mid_line(&mut f)? {
+        writeln!(f)?;
+    }
     writeln!(f, "{line}")?;
     f.sync_data()?;
     Ok(path)
+}
+
+/// Whether a file's last byte is not a newline (an empty file is not mid-line).
+fn ends_mid_line(f: &mut File) -> std::io::Result<bool> {
+    use std::io::{Read, Seek, SeekFrom};
+    if f.metadata()?.len() == 0 {
+        return Ok(false);
+    }
+    f.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8];
+    f.read_exact(&mut last)?;
+    Ok(last[0] != b'\n')
 }
 
 /// A journal as read back: the lines that can be trusted, and those that cannot.
@@ -244,6 +261,22 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_appended_after_a_torn_one_starts_a_line_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = serde_json::json!({"n": 1, "time_us": 2.5});
+        let path = append_journal(dir.path(), "j", &first).unwrap();
+        // A killed run's half-written line, with no newline.
+        OpenOptions::new().append(true).open(&path).unwrap().write_all(b"{\"n\": 2, \"ti").unwrap();
+        let third = serde_json::json!({"n": 3, "time_us": 4.5});
+        append_journal(dir.path(), "j", &third).unwrap();
+        let read = read_journal(&path).unwrap();
+        let ns: Vec<u64> = read.lines.iter().map(|l| l["n"].as_u64().unwrap()).collect();
+        assert_eq!(ns, [1, 3], "the torn line alone is lost: {read:?}");
+        assert_eq!(read.rejected.len(), 1, "{read:?}");
+        assert_eq!(read.rejected[0].0, 2, "line 2 is the torn one: {read:?}");
+    }
 
     #[test]
     fn an_edited_truncated_or_moved_entry_is_never_served() {

@@ -46,6 +46,12 @@ const CASES: &[Case] = &[
         words: &["--time", "above 0"],
     },
     Case {
+        what: "a time budget beyond what a duration holds (it panicked)",
+        args: &["tune", "-p", K, "--time", "1e300"],
+        code: 2,
+        words: &["--time", "at most 1e9"],
+    },
+    Case {
         what: "early stop after zero evaluations",
         args: &["tune", "-p", K, "--early-stop", "0"],
         code: 2,

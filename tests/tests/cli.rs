@@ -460,3 +460,18 @@ fn profile_without_a_shape_takes_the_kernels_smallest_and_says_so() {
     assert_eq!(head, ["busy", "count", "instruction", "line"], "{out}");
     assert!(lines[at + 2].contains("µs") && lines[at + 2].contains("gemm.rs:"), "{out}");
 }
+
+#[test]
+fn a_closed_stdout_ends_nothing_in_a_panic() {
+    // `cargo neuron-tune list | head -0`: the reader is gone before the first result line.
+    let mut child = neuron_tune_tests::cli_command(&["list", "-p", "neuron-fixtures-kernels"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the CLI runs");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+}
