@@ -226,6 +226,19 @@ pub fn chip_spec(chip: &str) -> Result<ChipSpec, Failure> {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| chip.into());
+        // Records, journals and stored results of a chip file go by its name: one named
+        // like a built-in chip would replace that chip's (and resume its journals).
+        if neuron_sim::Chip::builtin(&name).is_some() {
+            return Err(fail(
+                Exit::Config,
+                format!(
+                    "{}: a chip file may not be named like the built-in chip `{name}`: its \
+                     results would replace the built-in chip's in tuned records, journals and \
+                     baselines; rename the file and its `name` (e.g. `{name}-what-if`)",
+                    path.display()
+                ),
+            ));
+        }
         // The tool names a chip file by its stem (tuned records, journals, baselines); the
         // simulator by its `name` (profiles, traces). A copy of `chip trn2` that still says
         // `name = "trn2"` would label another chip's traces as trn2's: they must agree.

@@ -52,6 +52,35 @@ const CASES: &[Case] = &[
         words: &["--time", "at most 1e9"],
     },
     Case {
+        what: "replay with an external proposer (it was silently ignored)",
+        args: &[
+            "replay",
+            "--cache",
+            "fixtures/landscapes/convolution_milo_A4000.json.gz",
+            "--proposer",
+            "does-not-exist",
+        ],
+        code: 2,
+        words: &["--proposer: not for `replay`"],
+    },
+    Case {
+        what: "replay with --resume (it keeps no journal; it was silently ignored)",
+        args: &[
+            "replay",
+            "--cache",
+            "fixtures/landscapes/convolution_milo_A4000.json.gz",
+            "--resume",
+        ],
+        code: 2,
+        words: &["--resume: not for `replay`"],
+    },
+    Case {
+        what: "a trace that cannot be written (a directory): exit 1, as documented",
+        args: &["profile", "-p", K, "add", "--shape", "small", "--trace", "fixtures"],
+        code: 1,
+        words: &["--trace fixtures"],
+    },
+    Case {
         what: "early stop after zero evaluations",
         args: &["tune", "-p", K, "--early-stop", "0"],
         code: 2,

@@ -218,6 +218,22 @@ fn a_wrong_result_exits_4_with_the_shrunk_case() {
     let _ = err;
 }
 
+/// Every variant of the kernel, its default included, fails the check (the bug does not
+/// depend on the parameters): `tune` has nothing correct to record, so it records nothing
+/// and fails, rather than keep the default as the winner.
+#[test]
+fn a_tune_where_even_the_default_fails_its_check_records_nothing_and_exits_4() {
+    let m = root().join("fixtures/broken/wrong_result/Cargo.toml");
+    let tuned = root().join("fixtures/broken/wrong_result/neuron-tune.tuned.toml");
+    let _ = std::fs::remove_file(&tuned);
+    let (code, _, err) =
+        cli(&["tune", "--manifest-path", m.to_str().unwrap(), "--budget", "4", "--seed", "1"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("the default parameters fail their correctness check"), "{err}");
+    assert!(err.contains("no variant passed its correctness check"), "{err}");
+    assert!(!tuned.exists(), "nothing is recorded: {}", std::fs::read_to_string(&tuned).unwrap());
+}
+
 #[test]
 fn panicking_and_hanging_variants_are_reported_and_the_others_finish() {
     for (krate, bad_kind, bad_param, good) in [
@@ -395,6 +411,13 @@ fn a_chip_file_from_chip_is_named_by_its_file_and_simulated_as_written() {
     let (code, _, err) = bench(copy.to_str().unwrap());
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("name = \"trn2\" but the file is named `quick-launch`"), "{err}");
+    // Named trn2 throughout, file and field: its results would replace the built-in trn2's
+    // records and resume its journals. Refused too.
+    let clash = dir.join("trn2.toml");
+    std::fs::write(&clash, &faster).unwrap();
+    let (code, _, err) = bench(clash.to_str().unwrap());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("may not be named like the built-in chip `trn2`"), "{err}");
 
     // Named as its file: results carry that name, and the file's launch overhead is the one
     // simulated: the same kernel time, 10 µs less per call.

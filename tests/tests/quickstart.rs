@@ -224,6 +224,17 @@ fn new_outside_a_kernel_crate_says_to_run_init_and_init_then_new_work() {
     let bin = dir.join("src/bin/neuron-tune-harness.rs");
     assert!(std::fs::read_to_string(&bin).unwrap().contains("firstuse::my_add::MyAdd"));
 
+    // From a directory inside the crate, without --manifest-path, the crate is found as
+    // cargo finds it: the nearest Cargo.toml above.
+    let out = std::process::Command::new(neuron_tune_tests::cli_exe())
+        .args(["neuron-tune", "new", "my_sub"])
+        .current_dir(dir.join("src"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(dir.join("src/my_sub.rs").is_file());
+    assert!(std::fs::read_to_string(&bin).unwrap().contains("firstuse::my_sub::MySub"));
+
     // A failure after the first change leaves every file as it was.
     std::fs::write(&bin, "fn main() {}\n").unwrap();
     let before = snapshot(&dir);

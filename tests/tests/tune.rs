@@ -286,6 +286,22 @@ fn each_variant_gets_its_own_sbuf_even_where_variants_share_a_stored_result() {
     }
 }
 
+/// `--time` stops starting evaluations; the batch under way (4 proposals, evaluated
+/// together) finishes and is journaled, rather than cut after its first result with the
+/// other three simulated and lost.
+#[test]
+fn a_time_limit_lets_the_batch_under_way_finish() {
+    let args = tune_args("8", &["--time", "0.000001"]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = cli_env(&a, &[]);
+    assert_eq!(code, 0, "{err}");
+    let e = final_event(&out);
+    assert_eq!(e["evaluations"], 4, "one whole batch: {e}");
+    let lines = journal_lines(e["journal"].as_str().unwrap());
+    let evaluated = lines.iter().filter(|l| l["n"].is_u64() && l["n"] != u64::MAX).count();
+    assert!(evaluated >= 4, "all four are journaled: {lines:?}");
+}
+
 #[test]
 fn ctrl_c_stops_a_tuning_run_keeps_its_journal_and_says_how_to_resume() {
     let args = tune_args("77", &[]);
@@ -443,6 +459,10 @@ fn a_run_that_finds_nothing_faster_keeps_the_recorded_winner_and_a_tie_keeps_the
         100.0 * (s / d - 1.0)
     );
     assert!(out.contains(&kept), "{kept}\n{out}");
+    // The table (stdout) shows what the file holds: the recorded winner, marked.
+    let row = out.lines().rfind(|l| l.trim_start().starts_with("softmax ")).unwrap_or("");
+    assert!(row.contains(&format!(" {best_time:.1} ")), "{row}\n{out}");
+    assert!(row.trim_end().ends_with("(recorded winner kept)"), "{row}");
     let line = err.lines().find(|l| l.contains("Kept the recorded softmax small: ")).unwrap_or("");
     assert!(line.contains(&format!("({best_time:.1} µs; this run's best ")), "{err}");
     assert!(line.trim_end().ends_with(" µs is not faster)"), "{line}");

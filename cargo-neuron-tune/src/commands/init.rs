@@ -123,7 +123,7 @@ const HARNESS_SRC: &str =
 //! registers each new kernel in the list below.\n\n\
 neuron_tune_harness::harness_main!(kernels: []);\n";
 
-/// Make the library crate at `manifest` (default: ./Cargo.toml) a kernel crate.
+/// Make the library crate at `manifest` (default: the nearest Cargo.toml) a kernel crate.
 pub fn init(
     manifest: Option<&Path>,
     source: &Source,

@@ -320,7 +320,7 @@ fn space(t: Template) -> &'static str {
     }
 }
 
-/// Scaffold kernel `name` into the crate at `manifest` (default: ./Cargo.toml).
+/// Scaffold kernel `name` into the crate at `manifest` (default: the nearest Cargo.toml).
 pub fn new_kernel(
     name: &str,
     t: Template,
@@ -461,13 +461,20 @@ fn with_space(toml: &str, name: &str, space: &str) -> Result<String, String> {
     Ok(doc.to_string())
 }
 
-/// The package whose manifest is `manifest` (default: ./Cargo.toml), canonical path and
-/// metadata (`cargo metadata --no-deps`); a workspace root without a package is refused.
+/// The package whose manifest is `manifest` (default: the nearest `Cargo.toml` in this
+/// directory or above it, as cargo finds it), canonical path and metadata (`cargo metadata
+/// --no-deps`); a workspace root without a package is refused.
 pub fn package_at(
     manifest: Option<&Path>,
 ) -> Result<(std::path::PathBuf, cargo_metadata::Package), Failure> {
-    let manifest =
-        manifest.map(Path::to_path_buf).unwrap_or_else(|| Path::new("Cargo.toml").to_path_buf());
+    let nearest = || {
+        let here = std::env::current_dir().ok()?;
+        here.ancestors().map(|d| d.join("Cargo.toml")).find(|m| m.is_file())
+    };
+    let manifest = manifest
+        .map(Path::to_path_buf)
+        .or_else(nearest)
+        .unwrap_or_else(|| Path::new("Cargo.toml").to_path_buf());
     let meta = cargo_metadata::MetadataCommand::new()
         .cargo_path(crate::cargo::cargo_bin())
         .manifest_path(&manifest)

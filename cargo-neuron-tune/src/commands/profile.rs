@@ -99,7 +99,8 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     let prof = r.profile.clone().unwrap_or_default();
     if let (Some(path), Some(t)) = (a.trace, &r.trace) {
         write_atomic(path, t.as_bytes())
-            .map_err(|e| fail(Exit::Config, format!("--trace {}: {e:#}", path.display())))?;
+            // A file that cannot be written is exit 1, as documented (not a usage error).
+            .map_err(|e| fail(Exit::Internal, format!("--trace {}: {e:#}", path.display())))?;
         out.status(format!("   Wrote Perfetto trace {} (open in ui.perfetto.dev)", path.display()));
     }
     out.event(&Event::Profile {

@@ -17,6 +17,15 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
             "--objective pareto: a recorded landscape has times only (no SBUF footprint or energy)",
         ));
     }
+    // Flags `tune` takes that mean nothing here are refused, not ignored.
+    for (given, flag, why) in [
+        (opts.proposer.is_some(), "--proposer", "a replay runs the built-in strategies only"),
+        (opts.resume, "--resume", "a replay keeps no journal: it takes seconds, run it again"),
+    ] {
+        if given {
+            return Err(fail(Exit::Config, format!("{flag}: not for `replay` ({why})")));
+        }
+    }
     // The error names the file.
     let landscape = Landscape::load(cache).map_err(|e| fail(Exit::Config, e.to_string()))?;
     let seed = opts.seed.unwrap_or_else(default_seed);

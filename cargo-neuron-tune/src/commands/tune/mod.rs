@@ -335,6 +335,8 @@ pub fn run(
     let bar = super::bench::progress(&out, (targets.len() * opts.budget) as u64);
     bar.set_prefix("tune");
     let mut missed: Vec<String> = Vec::new();
+    // Targets where nothing correct was found to record (exit 4).
+    let mut failed: Vec<String> = Vec::new();
     // Each tuned target's winner (index into `targets`, params, time), for `over_fitted`.
     let mut winners: Vec<(usize, Params, f64)> = Vec::new();
     // `--goal`/`--validate`: per target, the models whose winner must not lower their
@@ -440,8 +442,25 @@ pub fn run(
         result.build_s = build_s / targets.len() as f64;
         run_spent.check_s += result.check_s;
         run_spent.total_s += result.total_s;
+        if result.default_fails_check {
+            out.note(format!(
+                "warning: {} at {shape_name}: the default parameters fail their correctness \
+                 check, so they are not kept (`cargo neuron-tune check --kernel {}` shows the \
+                 shrunk failing case)",
+                k.name, k.name
+            ));
+        }
         let Some(best) = result.best.clone() else {
-            out.note(format!("  {} at {shape_name}: no valid variant found", k.name));
+            if result.default_fails_check {
+                // Nothing correct to record: the file keeps what it had, and the run fails.
+                failed.push(format!(
+                    "{} at {shape_name}: no variant passed its correctness check, the default \
+                     included; nothing recorded",
+                    k.name
+                ));
+            } else {
+                out.note(format!("  {} at {shape_name}: no valid variant found", k.name));
+            }
             if let Some(g) = &goal.goal {
                 missed.push(format!(
                     "{} at {shape_name}: goal {g} not met: no valid variant found",
@@ -511,7 +530,9 @@ pub fn run(
         out.event(&Event::RunDiagnosis { diagnosis: d });
     }
     over_fitting(&mut ws, &targets, &winners, &chip, &out)?;
-    if missed.is_empty() {
+    if !failed.is_empty() {
+        Err(fail(Exit::Check, failed.join("\n")))
+    } else if missed.is_empty() {
         Ok(Exit::Ok)
     } else {
         Err(fail(Exit::GoalNotMet, missed.join("\n")))
@@ -656,7 +677,6 @@ fn report(
     table: &mut crate::output::Table,
 ) {
     let k = &t.kernel;
-    let gain = result.default_time.map(|d| d / best.time_us);
     let convergence = conv::analyze(&result.best_so_far, result.pruned, result.invalid);
     let evals: Vec<conv::Eval> = result
         .history
@@ -725,20 +745,26 @@ fn report(
         conv::count(result.evaluations, "evaluation"),
         super::replay::curve(&result.best_so_far)
     ));
+    // The table says what the tuned file now holds: a record that stands (this run found
+    // nothing faster) is shown, marked, rather than the run's own best.
+    let (shown, kept_record) = match &result.record {
+        Some((r, _)) => (r, " (recorded winner kept)"),
+        None => (best, ""),
+    };
     table.row(vec![
         k.name.clone(),
         label.clone(),
-        format!("{:.1}", best.time_us),
+        format!("{:.1}", shown.time_us),
         result.default_time.map_or("-".into(), |d| format!("{d:.1}")),
-        match gain {
-            _ if result.kept_default => "default".into(),
+        match result.default_time.map(|d| d / shown.time_us) {
+            _ if result.kept_default && result.record.is_none() => "default".into(),
             Some(g) => format!("{g:.2}x"),
             None => "-".into(),
         },
         result.evaluations.to_string(),
         result.pruned.to_string(),
         result.invalid.to_string(),
-        best.params.to_string(),
+        format!("{}{kept_record}", shown.params),
     ]);
     // How the run went, under the kernel's name (its row is in the table at the end). The
     // convergence figures are the search's; when the default stands, they are said to be.
@@ -853,6 +879,8 @@ struct TuneResult {
     meta: JournalMeta,
     /// Every evaluation, in order (for the diagnosis).
     history: Vec<Entry>,
+    /// The default was the best but failed its correctness check, so it was not kept.
+    default_fails_check: bool,
     /// An external proposer's proposals that the kernel's validity rule refused before
     /// evaluation, with the rule's reason (for the diagnosis; built-in strategies ask the
     /// rule before proposing, so theirs are never proposals).

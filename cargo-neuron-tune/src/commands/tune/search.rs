@@ -302,11 +302,14 @@ pub(super) fn tune_one(
                 since_improvement += 1;
             }
             best_so_far.push(best.as_ref().map(|b| b.time_us));
-            if job.opts.early_stop.is_some_and(|w| since_improvement >= w)
-                || job.opts.time.is_some_and(|t| start.elapsed() >= Duration::from_secs_f64(t))
-            {
+            if job.opts.early_stop.is_some_and(|w| since_improvement >= w) {
                 stop = true;
                 break;
+            }
+            // `--time`: the batch under way finishes, as the help says; its proposals are
+            // evaluated already, and dropping them would lose what was measured.
+            if job.opts.time.is_some_and(|t| start.elapsed() >= Duration::from_secs_f64(t)) {
+                stop = true;
             }
         }
         // `--goal`/`--validate`: the round's winner must be right on every shape of its key
@@ -398,12 +401,18 @@ pub(super) fn tune_one(
         }
     }
     // The default is a known answer: a search that found nothing faster keeps it (a tie
-    // too, as the README promises).
+    // too, as the README promises) — if it passes its check, as every winner must: a
+    // default that fails it is never recorded, and the search's best (checked) stands.
     let mut kept_default = false;
+    let mut default_fails_check = false;
     if let (Some(d), Some(t)) = (default, default_time) {
         if best.as_ref().is_none_or(|b| t <= b.time_us) {
-            best = Some(Best::of(&d));
-            kept_default = true;
+            if passes_check(pool, job, &d.params)? {
+                best = Some(Best::of(&d));
+                kept_default = true;
+            } else {
+                default_fails_check = true;
+            }
         }
     }
     let record = match &best {
@@ -444,6 +453,7 @@ pub(super) fn tune_one(
         best,
         front,
         kept_default,
+        default_fails_check,
         record,
         default_time,
         evaluations,
