@@ -45,6 +45,10 @@ impl Nc {
             if s.bytes > 0 {
                 args["bytes"] = json!(s.bytes);
             }
+            // Which DMA engine served a transfer, whichever lane of its track it is drawn in.
+            if let Some(engine) = (s.track as usize).checked_sub(4) {
+                args["dma_engine"] = json!(engine);
+            }
             ev.push(json!({
                 "ph": "X", "pid": 1, "tid": tid, "name": s.name,
                 "ts": us(s.start), "dur": us(s.dur), "args": args,

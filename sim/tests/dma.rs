@@ -117,12 +117,13 @@ fn spans(nc: &Nc) -> Vec<Span> {
     let events = trace["traceEvents"].as_array().expect("events");
     events
         .iter()
-        .filter(|e| e["ph"] == "X" && e["tid"].as_u64().unwrap() >= 4)
+        .filter(|e| e["ph"] == "X" && e["args"]["dma_engine"].is_u64())
         .map(|e| {
             let ts = e["ts"].as_f64().unwrap() * 1e3;
             Span {
                 operands: e["args"]["operands"].as_str().unwrap().to_string(),
-                engine: e["tid"].as_u64().unwrap() - 4,
+                // Its engine, whichever lane of the engine's track it is drawn in.
+                engine: e["args"]["dma_engine"].as_u64().unwrap(),
                 start: ts,
                 end: ts + e["dur"].as_f64().unwrap() * 1e3,
                 bytes: e["args"]["bytes"].as_f64().unwrap_or(0.0),

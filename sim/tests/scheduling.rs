@@ -434,7 +434,7 @@ fn ring_buffer_reuse_is_ordered_not_an_error() {
     let events = trace["traceEvents"].as_array().unwrap();
     let dma: Vec<(f64, f64, bool)> = events
         .iter()
-        .filter(|e| e["ph"] == "X" && e["tid"] == 4)
+        .filter(|e| e["ph"] == "X" && e["args"]["dma_engine"] == 0)
         .map(|e| {
             let ops = e["args"]["operands"].as_str().unwrap();
             (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap(), ops.starts_with("dst=sbuf"))
@@ -558,7 +558,7 @@ fn the_trace_shows_the_scheduled_order() {
     // Queue 4: the weight load, then the four loads back to back ahead of the first store.
     let q4: Vec<String> = slices
         .iter()
-        .filter(|e| e["tid"] == 4)
+        .filter(|e| e["args"]["dma_engine"] == 0)
         .map(|e| e["args"]["operands"].as_str().unwrap().to_string())
         .collect();
     let issue = |s: &str| -> Option<u64> {
