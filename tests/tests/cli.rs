@@ -234,6 +234,25 @@ fn a_tune_where_even_the_default_fails_its_check_records_nothing_and_exits_4() {
     assert!(!tuned.exists(), "nothing is recorded: {}", std::fs::read_to_string(&tuned).unwrap());
 }
 
+/// A search goes on past a variant whose kernel code panics (it is counted invalid), but
+/// says so, with the command that reproduces it: a panic is a bug, not a refused variant.
+#[test]
+fn a_tune_says_which_variant_panicked_and_how_to_reproduce_it() {
+    let m = broken_manifest("panic");
+    let args =
+        ["tune", "--manifest-path", &m, "--budget", "8", "--seed", "1", "--strategy", "grid"];
+    let (code, _, err) = cli(&args);
+    assert_eq!(code, 0, "the other variants are tuned: {err}");
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("warning: double ") && l.contains("panic: "))
+        .collect();
+    assert!(!warnings.is_empty(), "{err}");
+    assert!(warnings.iter().all(|w| w.contains("cols_per_tile=128")), "{warnings:?}");
+    assert!(warnings[0].contains("`cargo neuron-tune bench --kernel double --shape "), "{err}");
+    let _ = std::fs::remove_file(root().join("fixtures/broken/panic/neuron-tune.tuned.toml"));
+}
+
 #[test]
 fn panicking_and_hanging_variants_are_reported_and_the_others_finish() {
     for (krate, bad_kind, bad_param, good) in [

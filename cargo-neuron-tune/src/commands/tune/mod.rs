@@ -28,8 +28,8 @@ use crate::tuned::{TunedDb, TunedRecord};
 use crate::worker::Pool;
 use crate::workspace::{Ctx, Workspace};
 use neuron_tune_protocol::{
-    BenchResult, ChipSpec, KernelInfo, ParamValue, Params, RequestBody, ResponseBody, Shape,
-    ShapeRef, Work,
+    BenchResult, ChipSpec, ErrorKind, KernelInfo, ParamValue, Params, RequestBody, ResponseBody,
+    Shape, ShapeRef, Work,
 };
 use neuron_tune_search::{builtin, Config, Ctx as SearchCtx, Dim, Level, Outcome, Space, Strategy};
 use std::collections::HashMap;
@@ -795,6 +795,21 @@ fn report(
     for d in &diagnoses {
         for line in conv::diagnosis_lines(d) {
             out.result(format!("    {line}"));
+        }
+    }
+    // Kernel code that panicked, crashed or hung is a bug to fix, not a variant its rules
+    // refuse: the search counts it invalid and goes on, but says so, once per distinct error.
+    let faults =
+        [ErrorKind::Panic, ErrorKind::Crashed, ErrorKind::Timeout].map(|k| format!("{k}: "));
+    let mut told = std::collections::BTreeSet::new();
+    for e in &result.history {
+        let Some(err) = e.error.as_deref() else { continue };
+        if faults.iter().any(|f| err.starts_with(f.as_str())) && told.insert(err) {
+            out.note(format!(
+                "warning: {} {} {}: {err} (counted invalid; `cargo neuron-tune bench --kernel {} \
+                 --shape {} --params {}` reproduces it)",
+                k.name, t.shape_name, e.params, k.name, t.shape_name, e.params
+            ));
         }
     }
     if let Some(front) = &result.front {
