@@ -93,6 +93,8 @@ struct Lanes {
 
 fn lanes(slices: impl Iterator<Item = (usize, u64, u64)>, tracks: usize) -> Lanes {
     let slices: Vec<(usize, u64, u64)> = slices.collect();
+    // Every slice's track is below `tracks` (engines, then DMA queues); a larger one would
+    // still get a track of its own.
     let tracks = slices.iter().map(|s| s.0 + 1).max().unwrap_or(0).max(tracks);
     let mut order: Vec<usize> = (0..slices.len()).collect();
     order.sort_by_key(|&i| (slices[i].0, slices[i].1, i));
