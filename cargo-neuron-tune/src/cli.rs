@@ -25,15 +25,30 @@ pub struct GlobalOpts {
     /// per line on stdout, nothing else there).
     #[arg(long, value_enum, default_value_t = MessageFormat::Human, global = true)]
     pub message_format: MessageFormat,
+}
+
+/// The harness workers, for the commands that run kernel code (not `chip`, `analyze`,
+/// `replay`, `init`, `new`, `merge`, `baseline show`).
+#[derive(Debug, Args, Clone, Copy)]
+pub struct WorkerOpts {
     /// Parallel harness workers (default: the number of CPUs).
-    #[arg(short = 'j', long, global = true, value_name = "N",
-          value_parser = positive)]
+    #[arg(short = 'j', long, value_name = "N", value_parser = positive)]
     pub jobs: Option<usize>,
-    /// Seconds a worker may spend on one request before it is killed and the variant is
-    /// reported as failed.
-    #[arg(long, global = true, value_name = "SECS", default_value_t = 120,
+    /// Seconds a worker may spend on one request (its start-up included) before it is
+    /// killed and the variant is reported as failed.
+    #[arg(long, value_name = "SECS", default_value_t = WorkerOpts::DEFAULT_TIMEOUT,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
+}
+
+impl WorkerOpts {
+    pub const DEFAULT_TIMEOUT: u64 = 120;
+}
+
+impl Default for WorkerOpts {
+    fn default() -> Self {
+        WorkerOpts { jobs: None, timeout: Self::DEFAULT_TIMEOUT }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -58,9 +73,26 @@ pub struct Selection {
     /// Chip: `trn1`, `trn2`, `trn3`, or a chip TOML file.
     #[arg(long, default_value = "trn2", value_name = "CHIP")]
     pub chip: String,
-    /// Run every variant of the kernel's search space instead of its default parameters.
+    /// Every variant of the kernel's search space instead of its default parameters: set
+    /// from [`Grid`] by the commands that walk a grid (`build`, `check`, `bench`).
+    #[arg(skip)]
+    pub all_variants: bool,
+}
+
+/// `--all-variants`, for the commands that walk a grid (`tune` searches the space instead).
+#[derive(Debug, Args, Clone, Copy, Default)]
+pub struct Grid {
+    /// Run every variant of the kernel's search space instead of its default parameters
+    /// (with `--params`, those parameters pinned).
     #[arg(long)]
     pub all_variants: bool,
+}
+
+impl Grid {
+    /// The selection with this grid flag.
+    pub fn apply(self, s: &Selection) -> Selection {
+        Selection { all_variants: self.all_variants, ..s.clone() }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -69,6 +101,8 @@ pub enum Command {
     List {
         #[command(flatten)]
         cargo: CargoFlags,
+        #[command(flatten)]
+        workers: WorkerOpts,
         /// Kernel name or glob (`gemm`, `attention_*`); repeatable. Default: all kernels.
         #[arg(long = "kernel", short = 'k', value_name = "NAME")]
         kernels: Vec<String>,
@@ -78,15 +112,25 @@ pub enum Command {
         #[command(flatten)]
         cargo: CargoFlags,
         #[command(flatten)]
+        workers: WorkerOpts,
+        #[command(flatten)]
         select: Selection,
+        #[command(flatten)]
+        grid: Grid,
     },
-    /// Check variants against the CPU reference with property-based tests (functional model).
+    /// Check variants against the CPU reference with property-based tests (functional model):
+    /// `--cases` random small shapes and inputs per parameter set, shrunk to the smallest
+    /// failing case. With `--shape`, one seeded case at each named shape instead, at full size.
     Check {
         #[command(flatten)]
         cargo: CargoFlags,
         #[command(flatten)]
+        workers: WorkerOpts,
+        #[command(flatten)]
         select: Selection,
-        /// Random cases per variant.
+        #[command(flatten)]
+        grid: Grid,
+        /// Random cases per variant (without `--shape`).
         #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
         cases: u32,
         /// Seed for the random cases (printed on every run; replay with it).
@@ -98,7 +142,11 @@ pub enum Command {
         #[command(flatten)]
         cargo: CargoFlags,
         #[command(flatten)]
+        workers: WorkerOpts,
+        #[command(flatten)]
         select: Selection,
+        #[command(flatten)]
+        grid: Grid,
         /// Re-simulate even variants whose results are in the store.
         #[arg(long)]
         force: bool,
@@ -114,6 +162,8 @@ pub enum Command {
     Profile {
         #[command(flatten)]
         cargo: CargoFlags,
+        #[command(flatten)]
+        workers: WorkerOpts,
         /// The kernel to profile.
         kernel: String,
         /// Parameter values `k=v,k=v` (default: the kernel's default parameters).
@@ -135,11 +185,17 @@ pub enum Command {
         #[command(flatten)]
         cargo: CargoFlags,
         #[command(flatten)]
+        workers: WorkerOpts,
+        #[command(flatten)]
         select: Selection,
         #[command(flatten)]
         search: SearchOpts,
         #[command(flatten)]
         goal: GoalOpts,
+        /// Not a `tune` flag (hidden): refused with a pointer to `--params`, since a user
+        /// coming from `bench --all-variants` may well try it.
+        #[arg(long, hide = true)]
+        all_variants: bool,
         /// Tune every distinct kernel call of this model (name or glob; repeatable) at the
         /// shapes it calls them with, instead of the kernels' named shapes. `--shape` then
         /// names the model's shapes; `--kernel` narrows which calls.
@@ -156,6 +212,8 @@ pub enum Command {
     Gate {
         #[command(flatten)]
         cargo: CargoFlags,
+        #[command(flatten)]
+        workers: WorkerOpts,
         #[command(flatten)]
         gate: GateOpts,
         #[command(flatten)]
@@ -191,6 +249,8 @@ pub enum Command {
     Report {
         #[command(flatten)]
         cargo: CargoFlags,
+        #[command(flatten)]
+        workers: WorkerOpts,
         /// Directory for the report and its traces (default: <target-dir>/neuron-tune/report).
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
@@ -263,6 +323,31 @@ pub enum Command {
     },
 }
 
+impl Command {
+    /// The command's harness worker options; the defaults for a command that runs no
+    /// kernel code.
+    pub fn workers(&self) -> WorkerOpts {
+        match self {
+            Command::List { workers, .. }
+            | Command::Build { workers, .. }
+            | Command::Check { workers, .. }
+            | Command::Bench { workers, .. }
+            | Command::Profile { workers, .. }
+            | Command::Tune { workers, .. }
+            | Command::Gate { workers, .. }
+            | Command::Report { workers, .. }
+            | Command::Baseline { action: BaselineAction::Save { workers, .. } } => *workers,
+            Command::Baseline { action: BaselineAction::Show { .. } }
+            | Command::Merge { .. }
+            | Command::Chip { .. }
+            | Command::Analyze { .. }
+            | Command::Replay { .. }
+            | Command::Init { .. }
+            | Command::New { .. } => WorkerOpts::default(),
+        }
+    }
+}
+
 /// Splitting a command's work between CI jobs.
 #[derive(Debug, Args, Clone, Default)]
 pub struct PartitionOpts {
@@ -319,6 +404,8 @@ pub enum BaselineAction {
     Save {
         #[command(flatten)]
         cargo: CargoFlags,
+        #[command(flatten)]
+        workers: WorkerOpts,
         /// The baseline file (default: neuron-tune.baseline.toml at the workspace root).
         #[arg(long, value_name = "FILE")]
         baseline: Option<PathBuf>,
@@ -693,6 +780,70 @@ mod tests {
             Err(ErrorKind::ArgumentConflict)
         );
         assert!(parse(&["bench", "--exclude", "k"]).is_ok());
+    }
+
+    /// Each command's help lists the flags it acts on and no others: `--all-variants` only
+    /// where a grid is walked, `--jobs`/`--timeout` only where kernel code runs.
+    #[test]
+    fn each_command_offers_only_the_flags_it_uses() {
+        let mut cli = Cli::command();
+        cli.build();
+        let offers = |path: &[&str], flag: &str| {
+            let mut c = &cli;
+            for name in path {
+                c = c.find_subcommand(name).unwrap_or_else(|| panic!("no command {name}"));
+            }
+            c.get_arguments().any(|a| a.get_long() == Some(flag) && !a.is_hide_set())
+        };
+        for cmd in ["build", "check", "bench"] {
+            assert!(offers(&[cmd], "all-variants"), "{cmd}");
+        }
+        for cmd in ["tune", "list", "profile", "gate", "report"] {
+            assert!(!offers(&[cmd], "all-variants"), "{cmd}");
+        }
+        let runs_kernels: &[&[&str]] = &[
+            &["list"],
+            &["build"],
+            &["check"],
+            &["bench"],
+            &["profile"],
+            &["tune"],
+            &["gate"],
+            &["report"],
+            &["baseline", "save"],
+        ];
+        let runs_none: &[&[&str]] = &[
+            &["chip"],
+            &["analyze"],
+            &["replay"],
+            &["init"],
+            &["new"],
+            &["merge"],
+            &["baseline", "show"],
+        ];
+        for path in runs_kernels {
+            assert!(offers(path, "jobs") && offers(path, "timeout"), "{path:?}");
+            let mut args = vec!["cargo-neuron-tune"];
+            args.extend_from_slice(path);
+            if path == &["profile"] {
+                args.push("gemm");
+            }
+            args.extend_from_slice(&["-j", "3", "--timeout", "7"]);
+            let workers = Cli::try_parse_from(&args).unwrap().command.workers();
+            assert_eq!((workers.jobs, workers.timeout), (Some(3), 7), "{path:?}");
+        }
+        for path in runs_none {
+            assert!(!offers(path, "jobs") && !offers(path, "timeout"), "{path:?}");
+        }
+    }
+
+    #[test]
+    fn tune_refuses_all_variants_with_a_pointer_to_params() {
+        let cli = Cli::try_parse_from(["cargo-neuron-tune", "tune", "--all-variants"]).unwrap();
+        assert!(matches!(cli.command, Command::Tune { all_variants: true, .. }));
+        let cli = Cli::try_parse_from(["cargo-neuron-tune", "bench", "--all-variants"]).unwrap();
+        let Command::Bench { select, grid, .. } = cli.command else { panic!("bench") };
+        assert!(grid.apply(&select).all_variants);
     }
 
     #[test]

@@ -53,7 +53,8 @@ pub enum Event {
     },
     Check {
         kernel: String,
-        /// Checks run over the kernel's small random shapes, not a named one.
+        /// The named shape checked (`check --shape`); `None`: the kernel's small random
+        /// shapes were.
         shape: Option<String>,
         params: Params,
         chip: String,

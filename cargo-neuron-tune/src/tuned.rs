@@ -78,8 +78,9 @@ impl TunedDb {
                 fail(
                     Exit::Config,
                     format!(
-                        "{}: {why}; not used. Tune that kernel again (`cargo neuron-tune tune \
-                         --kernel NAME`) after deleting the record, or delete the file",
+                        "{}: {why}. A damaged tuned database is never used: delete the \
+                         record and tune that kernel again (`cargo neuron-tune tune --kernel \
+                         NAME`), or delete the file",
                         path.display()
                     ),
                 )

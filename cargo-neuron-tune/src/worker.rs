@@ -48,7 +48,13 @@ struct WorkerProcess {
 }
 
 impl WorkerProcess {
-    fn start(exe: &Path, manifest_dir: &Path) -> Result<WorkerProcess, ErrorInfo> {
+    /// Start a worker and shake hands; `timeout` bounds the handshake as it bounds a
+    /// request (a harness whose start-up hangs is killed like a hung request).
+    fn start(
+        exe: &Path,
+        manifest_dir: &Path,
+        timeout: Duration,
+    ) -> Result<WorkerProcess, ErrorInfo> {
         let cannot = |e: std::io::Error| {
             failure(ErrorKind::Crashed, format!("cannot start {}: {e}", exe.display()))
         };
@@ -84,10 +90,12 @@ impl WorkerProcess {
             lines,
             name: format!("worker {pid} ({})", exe.display()),
         };
-        let hello = w.roundtrip(
-            &Request { id: 0, body: RequestBody::Hello { protocol: PROTOCOL_VERSION } },
-            Duration::from_secs(60),
-        )?;
+        let hello = w
+            .roundtrip(
+                &Request { id: 0, body: RequestBody::Hello { protocol: PROTOCOL_VERSION } },
+                timeout,
+            )
+            .map_err(|e| ErrorInfo { message: format!("starting up: {}", e.message), ..e })?;
         check_hello(&hello).map_err(|e| failure(ErrorKind::ProtocolMismatch, e))?;
         Ok(w)
     }
@@ -405,7 +413,7 @@ fn answer_with_retry(
         let w = match worker {
             Some(w) => w,
             None => {
-                let w = WorkerProcess::start(exe, manifest_dir)?;
+                let w = WorkerProcess::start(exe, manifest_dir, timeout)?;
                 events.worker_started(w.pid());
                 worker.insert(w)
             }

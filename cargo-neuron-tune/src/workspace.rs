@@ -10,7 +10,7 @@ use crate::exit::{fail, Exit, Failure};
 use crate::models::TunedSet;
 use crate::output::{Event, Reporter};
 use crate::worker::{Pool, PoolEvents};
-use neuron_tune_protocol::{ListDoc, RequestBody, ResponseBody};
+use neuron_tune_protocol::{ErrorKind, ListDoc, RequestBody, ResponseBody};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,7 +38,18 @@ pub struct Workspace {
     pub root: PathBuf,
     pub target_dir: PathBuf,
     /// The tuned databases of every local package (models use them).
-    pub tuned: TunedSet,
+    pub tuned: Tuned,
+}
+
+/// The tuned databases, or why one was refused. Only the commands that use them (models,
+/// `tune`, `list`, baselines) fail on a damaged one (exit 2, naming the file and the
+/// record); those that never read them (`check`, `build`, kernel `bench`, `profile`) go on.
+pub struct Tuned(Result<TunedSet, Failure>);
+
+impl Tuned {
+    pub fn get(&self) -> Result<&TunedSet, Failure> {
+        self.0.as_ref().map_err(|f| Failure::new(f.exit, f.message.clone()))
+    }
 }
 
 struct StartEvents {
@@ -129,7 +140,19 @@ impl Workspace {
             let list = match done.answer {
                 Ok(ResponseBody::List(l)) => l,
                 Ok(other) => return Err(crate::eval::unexpected(&other)),
-                Err(e) => return Err(fail(Exit::Config, format!("{}: {}", k.package, e.message))),
+                // The harness's own code failed listing its kernels (a panic in a
+                // registration, a crash, a hang): what README's exit 4 covers. Anything
+                // else is how the crate is configured.
+                Err(e) => {
+                    let exit = match e.kind {
+                        ErrorKind::Panic | ErrorKind::Crashed | ErrorKind::Timeout => Exit::Check,
+                        _ => Exit::Config,
+                    };
+                    return Err(fail(
+                        exit,
+                        format!("{}: listing its kernels: {} ({})", k.package, e.message, e.kind),
+                    ));
+                }
             };
             if !done.output.is_empty() {
                 crate::output::show_output(
@@ -142,7 +165,7 @@ impl Workspace {
             }
             built.push(Crate { krate: k, exe, list, pool });
         }
-        let tuned = TunedSet::load(&meta)?;
+        let tuned = Tuned(TunedSet::load(&meta));
         Ok(Workspace {
             crates: built,
             root: meta.workspace_root.clone().into(),

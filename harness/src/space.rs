@@ -9,7 +9,7 @@
 //! harness = "neuron-tune-harness"          # the [[bin]] or [[bench]] that serves workers
 //! [package.metadata.neuron-tune.kernels.rmsnorm]
 //! space = { bufs = [1, 2, 3, 4] }          # values each parameter may take
-//! shapes = { qwen3 = { rows = 16384, hidden = 1024 } }   # tuning keys
+//! shapes = { qwen3 = { rows = 16384, hidden = 1024 } }   # tuning keys, added to the kernel's
 //! default = { bufs = 2 }                   # optional: the variant used when not tuning
 //! ```
 //!
@@ -62,7 +62,8 @@ pub struct KernelConfig {
     /// Values per parameter (every declared parameter is present; one not in the TOML
     /// space takes just its default).
     pub space: BTreeMap<String, Vec<ParamValue>>,
-    /// Named shapes (the TOML's, else the kernel's own).
+    /// Named shapes: the kernel's own, then the TOML's (one named like a kernel's shape
+    /// replaces it).
     pub shapes: Vec<(String, Shape)>,
     /// The variant used when not tuning.
     pub defaults: Params,
@@ -302,7 +303,9 @@ pub fn parse_config(
                 .first()
                 .map(|(_, s)| s.0.keys().cloned().collect())
                 .unwrap_or_default();
-            let mut shapes = Vec::new();
+            // The TOML's shapes are added to the kernel's own; one with the name of a
+            // kernel's shape replaces it, in its place.
+            let shapes = &mut cfg.shapes;
             for (sname, sdims) in &rk.shapes {
                 let skey = format!("{key}.shapes.{}", sname.get_ref());
                 let mut shape = Shape::default();
@@ -329,9 +332,11 @@ pub fn parse_config(
                         ),
                     ));
                 }
-                shapes.push((sname.get_ref().clone(), shape));
+                match shapes.iter_mut().find(|(n, _)| n == sname.get_ref()) {
+                    Some(same_name) => same_name.1 = shape,
+                    None => shapes.push((sname.get_ref().clone(), shape)),
+                }
             }
-            cfg.shapes = shapes;
         }
         out.kernels.insert(kernel.name().to_string(), cfg);
     }

@@ -61,13 +61,24 @@ fn expect(body: &str, line: usize, key: &str, what: &str) {
 }
 
 #[test]
+fn a_toml_shape_named_like_the_kernels_replaces_it_in_place() {
+    let cfg = parse("[package.metadata.neuron-tune.kernels.rmsnorm]\nshapes = { big = { rows = 8, hidden = 8 }, small = { rows = 128, hidden = 64 } }\n").unwrap();
+    let names: Vec<(&str, u64)> =
+        cfg.kernels["rmsnorm"].shapes.iter().map(|(n, s)| (n.as_str(), s.dim("rows"))).collect();
+    assert_eq!(names, [("small", 128), ("big", 8)]);
+}
+
+#[test]
 fn a_good_space_is_read_with_its_shapes_and_defaults() {
     let cfg = parse("[package.metadata.neuron-tune.kernels.rmsnorm]\nspace = { bufs = [1, 2, 4], engine = [\"scalar\"] }\nshapes = { big = { rows = 16384, hidden = 1024 } }\ndefault = { bufs = 4 }\n").unwrap();
     let k = &cfg.kernels["rmsnorm"];
     assert_eq!(k.space["bufs"], [ParamValue::Int(1), ParamValue::Int(2), ParamValue::Int(4)]);
     assert_eq!(k.space["fuse"], [ParamValue::Bool(false)], "undeclared in TOML: just the default");
     assert_eq!(k.space().len(), 3);
-    assert_eq!(k.shapes, [("big".to_string(), Shape::new(&[("rows", 16384), ("hidden", 1024)]))]);
+    // Added to the kernel's own `small`, not instead of it.
+    let small = ("small".to_string(), Shape::new(&[("rows", 256), ("hidden", 1024)]));
+    let big = ("big".to_string(), Shape::new(&[("rows", 16384), ("hidden", 1024)]));
+    assert_eq!(k.shapes, [small, big]);
     assert_eq!(k.defaults.int("bufs").unwrap(), 4);
     assert_eq!(cfg.harness.as_deref(), Some("h"));
 }

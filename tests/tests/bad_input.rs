@@ -116,7 +116,7 @@ const CASES: &[Case] = &[
         code: 2,
         words: &[
             "--shape nosuch: no selected kernel has this shape",
-            "gemm: medium, qwen3_mlp_up, small",
+            "gemm: qwen3_mlp_up, small, medium",
         ],
     },
     Case {
@@ -178,6 +178,18 @@ const CASES: &[Case] = &[
         words: &["--budget", "at least 1"],
     },
     Case { what: "zero jobs", args: &["list", "-j", "0"], code: 2, words: &["--jobs"] },
+    Case {
+        what: "tune asked for bench's grid",
+        args: &["tune", "-p", K, "--all-variants"],
+        code: 2,
+        words: &["--all-variants is `bench`'s grid", "--params bufs=2"],
+    },
+    Case {
+        what: "--jobs where no kernel code runs",
+        args: &["chip", "trn2", "--jobs", "2"],
+        code: 2,
+        words: &["unexpected argument '--jobs'"],
+    },
     Case {
         what: "a trace into a directory that does not exist",
         args: &[

@@ -218,6 +218,29 @@ fn a_wrong_result_exits_4_with_the_shrunk_case() {
     let _ = err;
 }
 
+/// `check --shape` checks at that named shape, not at random small ones: the off-by-one
+/// kernel above skips a partial last tile of rows, which the random shapes have and the
+/// named `small` shape (256 rows, two whole tiles) does not. So it passes there, one
+/// seeded case per variant, and the event names the shape.
+#[test]
+fn check_at_a_named_shape_checks_that_shape() {
+    let m = root().join("fixtures/broken/wrong_result/Cargo.toml");
+    let m = m.to_str().unwrap();
+    let args = ["check", "--manifest-path", m, "--seed", "1", "--shape", "small"];
+    let (code, out, err) = cli_json(&args);
+    assert_eq!(code, 0, "{err}");
+    let c = &events(&out, "check")[0];
+    assert_eq!(
+        (&c["passed"], &c["cases"], &c["shape"]),
+        (&true.into(), &1.into(), &"small".into())
+    );
+    assert!(err.contains("one seeded case per variant at each named shape"), "{err}");
+    // Human lines carry the shape column.
+    let (code, out, err) = cli(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.lines().any(|l| l.starts_with("  ok     double  small  ")), "{out}");
+}
+
 /// Every variant of the kernel, its default included, fails the check (the bug does not
 /// depend on the parameters): `tune` has nothing correct to record, so it records nothing
 /// and fails, rather than keep the default as the winner.
@@ -486,7 +509,7 @@ fn profile_without_a_shape_takes_the_kernels_smallest_and_says_so() {
     assert_eq!(code, 0, "{err}");
     assert!(
         err.contains(
-            "Profiling at `small`, the smallest of gemm's shapes (medium, qwen3_mlp_up, small); \
+            "Profiling at `small`, the smallest of gemm's shapes (qwen3_mlp_up, small, medium); \
              --shape picks another"
         ),
         "{err}"

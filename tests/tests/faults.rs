@@ -141,7 +141,7 @@ fn every_fault_exits_with_its_code_says_why_and_keeps_what_was_stored() {
         (
             "a shape no kernel has",
             vec!["bench", "-p", k, "--shape", "nosuch"],
-            vec!["--shape nosuch", "gemm: medium, qwen3_mlp_up, small"],
+            vec!["--shape nosuch", "gemm: qwen3_mlp_up, small, medium"],
         ),
         ("an unknown kernel", vec!["bench", "-p", k, "--kernel", "gemmm"], vec!["no such kernel"]),
         ("zero property cases", vec!["check", "-p", k, "--cases", "0"], vec!["--cases"]),
@@ -246,6 +246,20 @@ fn every_fault_exits_with_its_code_says_why_and_keeps_what_was_stored() {
         assert_kept(what, &finished);
         kinds += 1;
     }
+    // A harness whose start-up code hangs: killed after --timeout (not a fixed wait) like a
+    // hung request, and the kernel code's failure is exit 4, not a configuration error.
+    let started = std::time::Instant::now();
+    case(
+        "a harness that hangs at start-up",
+        &["list", "--manifest-path", &broken_manifest("hang"), "--timeout", "3"],
+        &[("BROKEN_HANG_AT_START", "1")],
+        4,
+        &["broken-hang: listing its kernels: starting up: timed out after 3 s", "(timeout)"],
+        &seed,
+    );
+    let waited = started.elapsed();
+    assert!(waited < std::time::Duration::from_secs(40), "--timeout 3 bounds it: {waited:?}");
+    kinds += 1;
     let many = ["bench", "--manifest-path", n, "--kernel", "many", "--all-variants", "-j", "2"];
     let (out, _) = case(
         "a worker killed by a signal",
@@ -364,6 +378,17 @@ fn every_fault_exits_with_its_code_says_why_and_keeps_what_was_stored() {
         &["neuron-tune.tuned.toml", "tuned #1 (double/trn2/", "checksum does not match"],
         &seed,
     );
+    case(
+        "tune with an edited tuned database: refused before it searches",
+        &["tune", "--manifest-path", mine, "--budget", "2"],
+        &[],
+        2,
+        &["tuned #1 (double/trn2/", "A damaged tuned database is never used"],
+        &seed,
+    );
+    // A command that never reads the tuned database is not blocked by it.
+    let (code, _, err) = run(&["check", "--manifest-path", mine, "--cases", "2"], &[]);
+    assert_eq!(code, 0, "check does not read tuned records: {err}");
     kinds += 1;
 
     let baseline = scratch.join("neuron-tune.baseline.toml");

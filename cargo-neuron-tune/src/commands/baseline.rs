@@ -39,7 +39,7 @@ pub fn save(
     let store = open_store(&ws.target_dir, &ctx.out)?;
     let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
     let targets = models::select_models(&lists, patterns, shapes)?;
-    let tuned = ws.tuned.for_chip(&chip.name);
+    let tuned = ws.tuned.get()?.for_chip(&chip.name);
     let out = &ctx.out;
     let mut failed = Vec::new();
     for t in &targets {
@@ -50,7 +50,7 @@ pub fn save(
             store: &store,
             sim_version: &sim_version,
             chip: &chip,
-            records: &ws.tuned,
+            records: ws.tuned.get()?,
             force: false,
             out,
         };

@@ -261,7 +261,7 @@ pub fn run_models(
         .into_iter()
         .filter(|t| keeps(partition, &crate::gate::item_name(&t.model, &t.shape_name, &chip.name)))
         .collect();
-    let tuned = ws.tuned.for_chip(&chip.name);
+    let tuned = ws.tuned.get()?.for_chip(&chip.name);
     let out = &ctx.out;
     let mut failed = 0;
     for t in &targets {
@@ -271,7 +271,7 @@ pub fn run_models(
             store: &store,
             sim_version: &c.list.sim_version,
             chip: &chip,
-            records: &ws.tuned,
+            records: ws.tuned.get()?,
             force,
             out,
         };

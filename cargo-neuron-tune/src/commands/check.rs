@@ -31,38 +31,63 @@ pub fn run(
     let regress = ws.target_dir.join("neuron-tune").join("regressions");
     std::fs::create_dir_all(&regress)
         .map_err(|e| fail(Exit::Internal, format!("{}: {e}", regress.display())))?;
+    // Without `--shape` a check draws `cases` small random shapes per parameter set; with
+    // it, each named shape is one seeded case at its full size (`tune --goal`'s check).
+    let at_named = !s.shapes.is_empty();
+    if at_named {
+        out.note(format!(
+            "note: --shape checks one seeded case per variant at each named shape, at full \
+             size (--cases {cases} applies to the random small shapes checked without --shape)"
+        ));
+    }
     let (mut failed, mut total) = (0, 0);
     for c in &mut ws.crates {
-        // A check covers the kernel's small random shapes, not a named one: each parameter
-        // set once.
         let selected = select(&c.list, s)?;
-        let sets: Vec<Variant> = selected
-            .iter()
-            .flat_map(|k| {
-                k.params.iter().map(move |p| Variant {
-                    kernel: k.kernel.name.clone(),
-                    shape_name: "(small shapes)".into(),
-                    shape: Default::default(),
-                    params: p,
+        let sets: Vec<Variant> = if at_named {
+            selected.iter().flat_map(|k| k.variants()).collect()
+        } else {
+            selected
+                .iter()
+                .flat_map(|k| {
+                    k.params.iter().map(move |p| Variant {
+                        kernel: k.kernel.name.clone(),
+                        shape_name: "(small shapes)".into(),
+                        shape: Default::default(),
+                        params: p,
+                    })
                 })
-            })
-            .collect();
+                .collect()
+        };
         // Lines are printed as checks finish, so the columns are sized up front.
         let widths = Widths {
             kernel: sets.iter().map(|v| v.kernel.len()).max().unwrap_or(0),
+            shape: if at_named {
+                sets.iter().map(|v| v.shape_name.len()).max().unwrap_or(0)
+            } else {
+                0
+            },
             params: sets.iter().map(|v| v.params.to_string().len()).max().unwrap_or(0),
         };
-        let request = |v: &Variant| RequestBody::Check {
-            kernel: v.kernel.clone(),
-            params: v.params.clone(),
-            cases,
-            seed,
-            chip: chip.clone(),
-            regressions: Some(regress.join(format!(
-                "{}-{}.txt",
-                v.kernel,
-                short_hash(&v.params.to_string())
-            ))),
+        let request = |v: &Variant| match at_named {
+            true => RequestBody::CheckAt {
+                kernel: v.kernel.clone(),
+                params: v.params.clone(),
+                shapes: vec![v.shape.clone()],
+                seed,
+                chip: chip.clone(),
+            },
+            false => RequestBody::Check {
+                kernel: v.kernel.clone(),
+                params: v.params.clone(),
+                cases,
+                seed,
+                chip: chip.clone(),
+                regressions: Some(regress.join(format!(
+                    "{}-{}.txt",
+                    v.kernel,
+                    short_hash(&v.params.to_string())
+                ))),
+            },
         };
         stream(&mut c.pool, sets.into_iter(), request, |v, done| {
             show_output(out, &v.kernel, &v.shape_name, &v.params, &done.output);
@@ -94,17 +119,29 @@ pub fn run(
     Ok(if failed > 0 { Exit::Check } else { Exit::Ok })
 }
 
-/// Column widths of a crate's check lines.
+/// Column widths of a crate's check lines (`shape` 0: no shape column, the random small
+/// shapes are checked).
 struct Widths {
     kernel: usize,
+    shape: usize,
     params: usize,
+}
+
+impl Widths {
+    /// The kernel column, and the shape column when checking at named shapes.
+    fn variant(&self, v: &Variant) -> String {
+        match self.shape {
+            0 => format!("{:<kw$}", v.kernel, kw = self.kernel),
+            sw => format!("{:<kw$}  {:<sw$}", v.kernel, v.shape_name, kw = self.kernel),
+        }
+    }
 }
 
 fn report(ctx: &Ctx, v: &Variant, chip: &str, r: &CheckReport, w: &Widths) {
     let out = &ctx.out;
     out.event(&Event::Check {
         kernel: v.kernel.clone(),
-        shape: None,
+        shape: (w.shape > 0).then(|| v.shape_name.clone()),
         params: v.params.clone(),
         chip: chip.to_string(),
         passed: r.passed,
@@ -120,14 +157,13 @@ fn report(ctx: &Ctx, v: &Variant, chip: &str, r: &CheckReport, w: &Widths) {
     });
     if r.passed {
         out.result(format!(
-            "  ok     {:<kw$}  {:<pw$}  cases {:>3}  max abs err {:.2e}  cosine {:.6}  {}",
-            v.kernel,
+            "  ok     {}  {:<pw$}  cases {:>3}  max abs err {:.2e}  cosine {:.6}  {}",
+            w.variant(v),
             v.params.to_string(),
             r.cases,
             r.max_abs_err,
             r.cosine,
             allowed(r),
-            kw = w.kernel,
             pw = w.params,
         ));
         return;
@@ -135,12 +171,11 @@ fn report(ctx: &Ctx, v: &Variant, chip: &str, r: &CheckReport, w: &Widths) {
     // A failure is the check's result: on stdout with the passes (exit 4 says it failed).
     let f = r.failure.as_ref().expect("a failed check has a failure");
     out.result(format!(
-        "  FAILED {:<kw$}  {:<pw$}  after {} (seed {})",
-        v.kernel,
+        "  FAILED {}  {:<pw$}  after {} (seed {})",
+        w.variant(v),
         v.params.to_string(),
         crate::convergence::count(r.cases as usize, "case"),
         r.seed,
-        kw = w.kernel,
         pw = w.params,
     ));
     out.result(format!(

@@ -170,14 +170,14 @@ fn measure(
     chip: &ChipSpec,
     out: &Reporter,
 ) -> Result<Result<Side, String>, Failure> {
-    let tuned = ws.tuned.for_chip(&chip.name);
+    let tuned = ws.tuned.get()?.for_chip(&chip.name);
     let c = &mut ws.crates[t.krate];
     let sim_version = c.list.sim_version.clone();
     let env = models::Bench {
         store,
         sim_version: &sim_version,
         chip,
-        records: &ws.tuned,
+        records: ws.tuned.get()?,
         force: false,
         out,
     };

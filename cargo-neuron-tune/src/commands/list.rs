@@ -19,6 +19,7 @@ fn tuned_status(
     let c = &ws.crates[ci];
     let mut status: Vec<TunedStatus> = ws
         .tuned
+        .get()?
         .records()
         .filter(|(_, r)| c.list.kernels.iter().any(|k| k.name == r.kernel))
         .map(|(_, r)| TunedStatus { record: r.clone(), stale: None })

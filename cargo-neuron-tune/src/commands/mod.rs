@@ -28,11 +28,10 @@ use std::time::Duration;
 pub fn run(cli: Cli) -> ExitCode {
     crate::interrupt::install();
     let out = Arc::new(Reporter::new(cli.global.message_format == MessageFormat::Json));
-    let jobs = cli
-        .global
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let ctx = Ctx { out: out.clone(), jobs, timeout: Duration::from_secs(cli.global.timeout) };
+    let workers = cli.command.workers();
+    let jobs =
+        workers.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let ctx = Ctx { out: out.clone(), jobs, timeout: Duration::from_secs(workers.timeout) };
     match dispatch(&cli, &ctx) {
         Ok(exit) => ExitCode::from(exit.code()),
         Err(f) => {
@@ -45,12 +44,13 @@ pub fn run(cli: Cli) -> ExitCode {
 
 fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
     match &cli.command {
-        Command::List { cargo, kernels } => list::run(cargo, kernels, ctx),
-        Command::Build { cargo, select } => build::run(cargo, select, ctx),
-        Command::Check { cargo, select, cases, seed } => {
-            check::run(cargo, select, *cases, *seed, ctx)
+        Command::List { cargo, kernels, .. } => list::run(cargo, kernels, ctx),
+        Command::Build { cargo, select, grid, .. } => build::run(cargo, &grid.apply(select), ctx),
+        Command::Check { cargo, select, grid, cases, seed, .. } => {
+            check::run(cargo, &grid.apply(select), *cases, *seed, ctx)
         }
-        Command::Bench { cargo, select, force, models, parts } if !models.is_empty() => {
+        Command::Bench { cargo, select, grid, force, models, parts, .. } if !models.is_empty() => {
+            let select = &grid.apply(select);
             if parts.results.is_some() {
                 return Err(crate::exit::fail(
                     Exit::Config,
@@ -59,10 +59,10 @@ fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
             }
             bench::run_models(cargo, select, models, *force, parts.partition, ctx)
         }
-        Command::Bench { cargo, select, force, parts, .. } => {
-            bench::run(cargo, select, *force, parts, ctx)
+        Command::Bench { cargo, select, grid, force, parts, .. } => {
+            bench::run(cargo, &grid.apply(select), *force, parts, ctx)
         }
-        Command::Profile { cargo, kernel, params, shape, chip, trace } => profile::run(
+        Command::Profile { cargo, kernel, params, shape, chip, trace, .. } => profile::run(
             cargo,
             &profile::Args {
                 kernel,
@@ -73,7 +73,13 @@ fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
             },
             ctx,
         ),
-        Command::Tune { cargo, select, search, goal, models, parts } => match &parts.results {
+        Command::Tune { all_variants: true, .. } => Err(crate::exit::fail(
+            Exit::Config,
+            "--all-variants is `bench`'s grid; `tune` searches the space (pin parameters with \
+             --params, e.g. --params bufs=2)"
+                .to_string(),
+        )),
+        Command::Tune { cargo, select, search, goal, models, parts, .. } => match &parts.results {
             None => tune::run(cargo, select, models, search, goal, parts.partition, ctx),
             Some(path) => {
                 // The run's results are the tuned records it added or changed.
@@ -88,9 +94,9 @@ fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
                 Ok(exit)
             }
         },
-        Command::Gate { cargo, gate, parts } => gate::run(cargo, gate, parts, ctx),
+        Command::Gate { cargo, gate, parts, .. } => gate::run(cargo, gate, parts, ctx),
         Command::Baseline { action } => match action {
-            BaselineAction::Save { cargo, baseline, models, shapes, chip } => {
+            BaselineAction::Save { cargo, baseline, models, shapes, chip, .. } => {
                 baseline::save(cargo, baseline.as_deref(), models, shapes, chip, ctx)
             }
             BaselineAction::Show { cargo, baseline } => {
@@ -100,7 +106,7 @@ fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
         Command::Merge { cargo, files, markdown, junit, results } => {
             merge::run(cargo, files, markdown.as_deref(), junit.as_deref(), results.as_deref(), ctx)
         }
-        Command::Report { cargo, out, open, kernels, chip } => crate::report::run(
+        Command::Report { cargo, out, open, kernels, chip, .. } => crate::report::run(
             cargo,
             &crate::report::Args {
                 out: out.as_deref(),

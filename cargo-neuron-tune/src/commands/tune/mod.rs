@@ -263,6 +263,8 @@ pub fn run(
 ) -> Result<Exit, Failure> {
     let build_start = Instant::now();
     let mut ws = Workspace::open(cargo, ctx)?;
+    // A damaged tuned database is refused before any search, not when a winner is recorded.
+    ws.tuned.get()?;
     let build_s = build_start.elapsed().as_secs_f64();
     let store = open_store(&ws.target_dir, &ctx.out)?;
     let chip = chip_spec(&s.chip)?;
@@ -407,7 +409,7 @@ pub fn run(
             shape: &t.shape,
             chip: &chip,
             store: &store,
-            tuned: &ws.tuned,
+            tuned: ws.tuned.get()?,
             out: &ctx.out,
             fresh: &fresh,
             skipped: Default::default(),
@@ -575,14 +577,6 @@ fn kernel_targets(
     s: &Selection,
     out: &crate::output::Reporter,
 ) -> Result<Vec<Target>, Failure> {
-    if s.all_variants {
-        return Err(fail(
-            Exit::Config,
-            "--all-variants is `bench`'s grid; `tune` searches the space (pin parameters with \
-             --params, e.g. --params bufs=2)"
-                .to_string(),
-        ));
-    }
     check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s, out)?;
     let mut out = Vec::new();
     for (i, c) in ws.crates.iter().enumerate() {
@@ -616,11 +610,10 @@ fn model_targets(
     patterns: &[String],
     chip: &ChipSpec,
 ) -> Result<Vec<Target>, Failure> {
-    if s.params.is_some() || s.all_variants {
+    if s.params.is_some() {
         return Err(fail(
             Exit::Config,
-            "--model tunes what the models call: --params and --all-variants do not apply"
-                .to_string(),
+            "--model tunes what the models call: --params does not apply".to_string(),
         ));
     }
     let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();

@@ -25,7 +25,7 @@ pub(super) fn users(
     targets: &[Target],
     out: &Reporter,
 ) -> Result<Vec<Vec<ModelTarget>>, Failure> {
-    let tuned = ws.tuned.for_chip(&chip.name);
+    let tuned = ws.tuned.get()?.for_chip(&chip.name);
     let mut plans: Vec<(ModelTarget, Vec<(String, Shape)>)> = Vec::new();
     for krate in 0..ws.crates.len() {
         for m in ws.crates[krate].list.models.clone() {
