@@ -27,6 +27,11 @@ const EPS: f64 = 1e-12;
 /// How many moved calls the reports name.
 pub const TOP_MOVED: usize = 5;
 
+/// What the moved calls' "Δ µs, all calls" column adds up, under both tables.
+pub const MOVED_FOOTNOTE: &str = "µs per call include the launch overhead, as in `bench`; \
+     Δ µs, all calls: the change in the time of all of the kernel's calls at this shape, \
+     summed over the models listed";
+
 /// One side of a comparison: a model run and the simulator version that produced it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Side {
@@ -106,7 +111,8 @@ pub struct CallDelta {
     pub chip: String,
     pub before_params: Option<Params>,
     pub after_params: Option<Params>,
-    /// One call, without launch overhead (`None`: the side does not make this call).
+    /// One call as `bench` reports it, the launch overhead included (`None`: the side does
+    /// not make this call).
     pub before_us: Option<f64>,
     pub after_us: Option<f64>,
     /// Σ over the models of the change of the call's total time in the model.
@@ -318,8 +324,8 @@ pub fn moved_calls(base: &ModelRun, cur: &ModelRun) -> Vec<CallDelta> {
                 chip: cur.chip.clone(),
                 before_params: b.map(|c| c.params.clone()),
                 after_params: a.map(|c| c.params.clone()),
-                before_us: b.map(|c| c.time_us),
-                after_us: a.map(|c| c.time_us),
+                before_us: b.map(|c| c.time_us + base.launch_overhead_us),
+                after_us: a.map(|c| c.time_us + cur.launch_overhead_us),
                 delta_total_us: delta,
                 models: vec![label.clone()],
             })
@@ -456,7 +462,8 @@ pub(crate) mod tests {
         assert_eq!(m.kernel, "rope");
         assert_eq!(m.models, ["qwen3@tiny", "qwen3_naive@tiny"]);
         assert!((m.delta_total_us - 2.0 * 2.0 * 1.0).abs() < 1e-9, "{}", m.delta_total_us);
-        assert_eq!((m.before_us, m.after_us), (Some(17.6), Some(18.6)));
+        // Per call with the 1 µs launch overhead, as `bench` reports a call.
+        assert_eq!((m.before_us, m.after_us), (Some(17.6 + 1.0), Some(18.6 + 1.0)));
         assert_eq!(call_params(m), "bufs=2 → bufs=1");
     }
 

@@ -2,7 +2,9 @@
 //! summary), and JUnit XML for CI's test view (each model at a shape on a chip a test
 //! case; a regression a `<failure>` with the numbers). Pure functions of a [`Report`].
 
-use crate::gate::{call_params, call_times, dims, pct, tokens, Report, Verdict, TOP_MOVED};
+use crate::gate::{
+    call_params, call_times, dims, pct, tokens, Report, Verdict, MOVED_FOOTNOTE, TOP_MOVED,
+};
 use quick_xml::events::{BytesDecl, BytesText, Event};
 use quick_xml::Writer;
 
@@ -69,7 +71,7 @@ pub fn markdown(r: &Report) -> String {
     if !r.moved.is_empty() {
         s.push_str(&format!(
             "\n**Kernel calls whose time moved most** (of {})\n\n\
-             | kernel | call shape | params | µs per call | Δ total µs | models |\n\
+             | kernel | call shape | params | µs per call | Δ µs, all calls | models |\n\
              |---|---|---|---:|---:|---|\n",
             r.moved.len()
         ));
@@ -84,6 +86,7 @@ pub fn markdown(r: &Report) -> String {
                 m.models.join(", ")
             ));
         }
+        s.push_str(&format!("\n{MOVED_FOOTNOTE}.\n"));
     }
     let notes: Vec<String> = r
         .notes
@@ -279,10 +282,12 @@ mod tests {
         assert_eq!(cells[6], pct(c.change_pct.unwrap()));
         assert!(cells[7].contains("regression"));
         assert!(rows[1].contains("new"), "{md}");
+        // Per call with the run's 1 µs launch overhead; the footnote says what is summed.
         assert!(
-            md.contains("| `rope` | heads=8, tokens=256 | bufs=2 → bufs=1 | 17.6 → 18.6 |"),
+            md.contains("| `rope` | heads=8, tokens=256 | bufs=2 → bufs=1 | 18.6 → 19.6 |"),
             "{md}"
         );
+        assert!(md.contains("summed over the models listed."), "{md}");
     }
 
     #[test]

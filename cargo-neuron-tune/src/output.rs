@@ -183,6 +183,10 @@ pub enum Event {
         /// run's own result above is unchanged by it).
         #[serde(skip_serializing_if = "Option::is_none")]
         kept_record: Option<Box<serde_json::Value>>,
+        /// `"early_stop"` or `"time"` when `--early-stop` or `--time` ended the search
+        /// before its budget (absent otherwise).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stopped_by: Option<&'static str>,
     },
     /// A model end to end (`bench --model`): throughput with the tuned parameters and with
     /// the defaults, each with its per-call breakdown.

@@ -47,16 +47,23 @@ pub struct Landscape {
     /// Recorded failures by configuration index, with the recorded marker.
     failures: HashMap<u128, String>,
     optimum: (Config, f64),
+    /// The objective's unit (`ms` for Kernel Tuner's `time`), or its name when the file
+    /// does not say.
+    unit: String,
+    /// `Some(lines dropped)` for an unterminated Kernel Tuner cache (an interrupted run:
+    /// whatever it had not reached is absent, and a last partial entry was dropped).
+    unterminated: Option<usize>,
 }
 
 fn err(msg: impl Into<String>) -> SearchError {
     SearchError::Landscape(msg.into())
 }
 
-/// Parse JSON, accepting a Kernel Tuner cache that was never closed.
-fn parse_lenient(text: &str) -> Result<Value, SearchError> {
+/// Parse JSON, accepting a Kernel Tuner cache that was never closed: `(document, None)`,
+/// or `(document, Some(lines dropped))` for an unterminated one.
+fn parse_lenient(text: &str) -> Result<(Value, Option<usize>), SearchError> {
     let first = match serde_json::from_str(text) {
-        Ok(v) => return Ok(v),
+        Ok(v) => return Ok((v, None)),
         Err(e) => e,
     };
     if !text.contains("\"cache\"") {
@@ -66,10 +73,10 @@ fn parse_lenient(text: &str) -> Result<Value, SearchError> {
     // interrupted run stops after any of them, possibly partway through the last line.
     // Close the document after the last complete entry (at most two lines dropped).
     let mut body = text;
-    for _ in 0..3 {
+    for dropped in 0..3 {
         let trimmed = body.trim_end().trim_end_matches(',');
         if let Ok(v) = serde_json::from_str(&format!("{trimmed}}}}}")) {
-            return Ok(v);
+            return Ok((v, Some(dropped)));
         }
         match trimmed.rfind('\n') {
             Some(i) => body = &trimmed[..i],
@@ -104,14 +111,15 @@ impl Landscape {
         } else {
             String::from_utf8(bytes.to_vec()).map_err(|_| err("not UTF-8 text"))?
         };
-        let doc = parse_lenient(&text)?;
-        if doc.get("cache").is_some() {
+        let (doc, unterminated) = parse_lenient(&text)?;
+        let landscape = if doc.get("cache").is_some() {
             Landscape::from_kernel_tuner(&doc, name)
         } else if doc.get("results").is_some() {
             Landscape::from_t4(&doc, name)
         } else {
             Err(err("neither a Kernel Tuner cache (no `cache`) nor T4 results (no `results`)"))
-        }
+        };
+        landscape.map(|l| Landscape { unterminated, ..l })
     }
 
     /// A landscape from a parsed Kernel Tuner cache document.
@@ -146,7 +154,9 @@ impl Landscape {
                 .map_err(|e| err(format!("cache entry {key}: {e}")))?;
             records.push((config, entry.get(objective).cloned().unwrap_or(Value::Null)));
         }
-        Landscape::build(name, space, records)
+        // Kernel Tuner records `time` in milliseconds.
+        let unit = if objective == "time" { "ms" } else { objective };
+        Landscape::build(name, space, records, unit)
     }
 
     /// A landscape from a parsed T4 results document.
@@ -184,26 +194,36 @@ impl Landscape {
             .collect::<Result<_, _>>()?;
         let space = Space::new(dims)?;
         let mut records = Vec::with_capacity(results.len());
+        // The unit of the first measurement of the objective (T4 states one per value).
+        let mut unit: Option<String> = None;
         for (i, r) in results.iter().enumerate() {
             let config = config_of(&space, |name| r["configuration"].get(name))
                 .map_err(|e| err(format!("result {i}: {e}")))?;
             let objective = r["objectives"][0].as_str().unwrap_or("time");
             let value = match r["invalidity"].as_str() {
-                None | Some("correct") => r["measurements"]
-                    .as_array()
-                    .and_then(|ms| ms.iter().find(|m| m["name"] == objective))
-                    .map_or(Value::Null, |m| m["value"].clone()),
+                None | Some("correct") => {
+                    let m = r["measurements"]
+                        .as_array()
+                        .and_then(|ms| ms.iter().find(|m| m["name"] == objective));
+                    if unit.is_none() {
+                        unit = m.and_then(|m| m["unit"].as_str()).map(str::to_owned);
+                    }
+                    m.map_or(Value::Null, |m| m["value"].clone())
+                }
                 Some(reason) => Value::String(reason.to_owned()),
             };
             records.push((config, value));
         }
-        Landscape::build(name, space, records)
+        let objective = results.first().and_then(|r| r["objectives"][0].as_str());
+        let unit = unit.unwrap_or_else(|| objective.unwrap_or("time").to_owned());
+        Landscape::build(name, space, records, &unit)
     }
 
     fn build(
         name: &str,
         space: Space,
         records: Vec<(Config, Value)>,
+        unit: &str,
     ) -> Result<Landscape, SearchError> {
         let mut values = HashMap::new();
         let mut failures = HashMap::new();
@@ -227,12 +247,33 @@ impl Landscape {
             .min_by(|a, b| a.1.total_cmp(b.1).then(a.0.cmp(b.0)))
             .map(|(&i, &v)| (space.config(i), v))
             .ok_or_else(|| err("no configuration has a numeric objective"))?;
-        Ok(Landscape { name: name.to_owned(), space, values, failures, optimum })
+        Ok(Landscape {
+            name: name.to_owned(),
+            space,
+            values,
+            failures,
+            optimum,
+            unit: unit.to_owned(),
+            unterminated: None,
+        })
     }
 
     /// The landscape's name (its file name without `.json`/`.gz`).
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The objective's unit (`ms` for a Kernel Tuner `time`, a T4 file's own unit), or the
+    /// objective's name when the file does not give one.
+    pub fn unit(&self) -> &str {
+        &self.unit
+    }
+
+    /// `Some(lines dropped)` when the file was an unterminated Kernel Tuner cache: a run
+    /// interrupted before it reached every configuration, so the landscape (and its
+    /// optimum) holds only what it had recorded.
+    pub fn unterminated(&self) -> Option<usize> {
+        self.unterminated
     }
 
     /// The space.

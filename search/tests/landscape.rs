@@ -39,7 +39,10 @@ fn kernel_tuner_cache_plain_and_gzipped() {
     check_kt(&Landscape::parse(KT.as_bytes(), "kt").unwrap());
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     std::io::Write::write_all(&mut gz, KT.as_bytes()).unwrap();
-    check_kt(&Landscape::parse(&gz.finish().unwrap(), "kt").unwrap());
+    let l = Landscape::parse(&gz.finish().unwrap(), "kt").unwrap();
+    check_kt(&l);
+    assert_eq!(l.unit(), "ms", "Kernel Tuner's `time` is in milliseconds");
+    assert_eq!(l.unterminated(), None);
 }
 
 #[test]
@@ -48,10 +51,14 @@ fn unterminated_kernel_tuner_cache_is_accepted() {
     let cut = KT.rfind("}}").unwrap();
     let unterminated = format!("{},\n", &KT[..cut + 1]);
     assert!(serde_json::from_str::<serde_json::Value>(&unterminated).is_err());
-    check_kt(&Landscape::parse(unterminated.as_bytes(), "kt").unwrap());
+    let l = Landscape::parse(unterminated.as_bytes(), "kt").unwrap();
+    check_kt(&l);
+    assert_eq!(l.unterminated(), Some(0), "said, so a replay can warn");
     // Interrupted partway through writing an entry: the partial line is dropped.
     let partial = format!("{unterminated}\"99,0\": {{\"bx\": 99, \"ro\"");
-    check_kt(&Landscape::parse(partial.as_bytes(), "kt").unwrap());
+    let l = Landscape::parse(partial.as_bytes(), "kt").unwrap();
+    check_kt(&l);
+    assert_eq!(l.unterminated(), Some(1));
 }
 
 #[test]
@@ -67,6 +74,7 @@ fn t4_results() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/t4_small.json");
     let l = Landscape::load(path).unwrap();
     assert_eq!(l.name(), "t4_small");
+    assert_eq!(l.unit(), "ms", "the measurements' own unit");
     let s = l.space();
     // Dimensions by name; numeric levels ascending, others in order of appearance.
     assert_eq!(s.dims()[0].name(), "block");

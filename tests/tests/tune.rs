@@ -125,6 +125,55 @@ fn replay_runs_a_strategy_on_a_recorded_landscape() {
     assert_eq!(replay()["best_so_far"], e["best_so_far"]);
 }
 
+/// A replay states its landscape's unit (Kernel Tuner's `time` is in ms) and, when
+/// `--early-stop` ends it before its budget, says so in the event and the result lines.
+#[test]
+fn a_replay_gives_its_unit_and_says_what_stopped_it() {
+    let cache = root().join("fixtures/landscapes/convolution_milo_A4000.json.gz");
+    let args = ["replay", "--cache", cache.to_str().unwrap(), "--budget", "500", "--seed", "3"];
+    let mut early = args.to_vec();
+    early.extend(["--early-stop", "5"]);
+    let (code, out, err) = cli(&early);
+    assert_eq!(code, 0, "{err}");
+    let best = out.lines().find(|l| l.starts_with("  best ")).unwrap_or_else(|| panic!("{out}"));
+    assert!(best.contains(" ms after "), "{best}");
+    assert!(best.contains("; stopped by --early-stop: no improvement in the last 5 evaluations"));
+    assert!(out.contains("convergence (best so far, ms): @1 "), "{out}");
+    early.extend(["--message-format", "json"]);
+    let (_, out, _) = cli(&early);
+    let e = final_event(&out);
+    assert_eq!(e["stopped_by"], "early_stop", "{e}");
+    // The best so far was last improved 5 evaluations before the end.
+    let curve: Vec<Option<f64>> =
+        e["best_so_far"].as_array().unwrap().iter().map(Value::as_f64).collect();
+    let n = curve.len();
+    assert!(n < 500 && curve[n - 1] == curve[n - 6] && curve[n - 6] != curve[n - 7], "{curve:?}");
+    // Run to its budget, nothing stopped it early: no such field.
+    let mut budget = args.to_vec();
+    budget[4] = "20";
+    budget.extend(["--message-format", "json"]);
+    let (_, out, _) = cli(&budget);
+    assert!(final_event(&out).get("stopped_by").is_none(), "{out}");
+}
+
+/// A Kernel Tuner cache whose run was interrupted (never closed, its last entry cut) is
+/// replayed, with a warning that what it never reached counts as absent.
+#[test]
+fn an_interrupted_kernel_tuner_cache_is_replayed_with_a_warning() {
+    let path = neuron_tune_tests::scratch_dir("interrupted-cache").join("cut.json");
+    let text = "{\n\"tune_params_keys\": [\"bx\"],\n\"tune_params\": {\"bx\": [16, 32, 64]},\n\
+                \"objective\": \"time\",\n\"cache\": {\n\
+                \"16\": {\"bx\": 16, \"time\": 3.0},\n\"32\": {\"bx\": 32, \"time\": 1.5},\n\
+                \"64\": {\"bx\": 64, \"ti";
+    std::fs::write(&path, text).unwrap();
+    let (code, out, err) =
+        cli(&["replay", "--cache", path.to_str().unwrap(), "--budget", "3", "--seed", "1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("cut.json is an unterminated Kernel Tuner cache"), "{err}");
+    assert!(err.contains("its last partial entry dropped"), "{err}");
+    assert!(out.contains("optimum is 1.5000 ms (bx=32)"), "{out}");
+}
+
 #[test]
 fn the_seed_line_says_how_to_replay_only_a_seed_the_tool_chose() {
     let cache = root().join("fixtures/landscapes/convolution_milo_A4000.json.gz");
@@ -297,6 +346,7 @@ fn a_time_limit_lets_the_batch_under_way_finish() {
     assert_eq!(code, 0, "{err}");
     let e = final_event(&out);
     assert_eq!(e["evaluations"], 4, "one whole batch: {e}");
+    assert_eq!(e["stopped_by"], "time", "it says what ended it: {e}");
     let lines = journal_lines(e["journal"].as_str().unwrap());
     let evaluated = lines.iter().filter(|l| l["n"].is_u64() && l["n"] != u64::MAX).count();
     assert!(evaluated >= 4, "all four are journaled: {lines:?}");

@@ -18,7 +18,7 @@ use crate::cli::{GateOpts, PartitionOpts};
 use crate::exit::{fail, Exit, Failure};
 use crate::gate::{
     call_params, call_times, dims, item_name, judge, pct, tokens, Config, Item, Report, Side,
-    Verdict, TOP_MOVED,
+    Verdict, MOVED_FOOTNOTE, TOP_MOVED,
 };
 use crate::models::{self, ModelTarget};
 use crate::output::{sgr, Event, GateSummary, Reporter, Summary, Table};
@@ -429,7 +429,7 @@ fn print(out: &Reporter, r: &Report) {
             "call shape",
             "params",
             ">µs per call",
-            ">Δ total µs",
+            ">Δ µs, all calls",
             "models",
         ]);
         for m in r.moved.iter().take(TOP_MOVED) {
@@ -443,6 +443,7 @@ fn print(out: &Reporter, r: &Report) {
             ]);
         }
         out.table(&t, "  ");
+        out.result(format!("  {MOVED_FOOTNOTE}"));
     }
     for n in &r.notes {
         out.note(format!("note: {n}"));

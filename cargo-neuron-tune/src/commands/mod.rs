@@ -129,6 +129,19 @@ fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
     }
 }
 
+/// "; stopped by …" when `--early-stop` or `--time` ended a search before its budget (see
+/// `Event::Tune::stopped_by`), else nothing.
+pub(crate) fn stop_note(stopped_by: Option<&str>, opts: &crate::cli::SearchOpts) -> String {
+    match stopped_by {
+        Some("early_stop") => format!(
+            "; stopped by --early-stop: no improvement in the last {}",
+            crate::convergence::count(opts.early_stop.unwrap_or(0), "evaluation")
+        ),
+        Some(_) => format!("; stopped by --time {} s", opts.time.unwrap_or(0.0)),
+        None => String::new(),
+    }
+}
+
 /// Open the variant store, saying so when another run holds its lock.
 pub(crate) fn open_store(
     target: &std::path::Path,

@@ -28,6 +28,15 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
     }
     // The error names the file.
     let landscape = Landscape::load(cache).map_err(|e| fail(Exit::Config, e.to_string()))?;
+    if let Some(dropped) = landscape.unterminated() {
+        let partial = if dropped > 0 { ", its last partial entry dropped" } else { "" };
+        out.note(format!(
+            "warning: {} is an unterminated Kernel Tuner cache (its run was interrupted{partial}): \
+             the configurations it never reached count as absent (invalid), and the optimum \
+             is the best of what it recorded",
+            cache.display()
+        ));
+    }
     let seed = opts.seed.unwrap_or_else(default_seed);
     let mut strategy = builtin(&opts.strategy, seed).ok_or_else(|| {
         fail(
@@ -71,6 +80,11 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
         crate::convergence::not_converged(&convergence, result.history.len(), exhausted)
             .into_iter()
             .collect();
+    let stopped_by = match result.stop {
+        neuron_tune_search::Stop::EarlyStop => Some("early_stop"),
+        neuron_tune_search::Stop::WallTime => Some("time"),
+        _ => None,
+    };
     out.event(&Event::Tune {
         kernel: landscape.name().to_string(),
         shape: None,
@@ -93,18 +107,24 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
         validated: None,
         kept: None,
         kept_record: None,
+        stopped_by,
     });
+    let unit = landscape.unit();
     out.result(format!(
-        "  best {best_time:.6} after {}: {}",
+        "  best {} {unit} after {}{}: {}",
+        significant(*best_time),
         crate::convergence::count(result.history.len(), "evaluation"),
+        super::stop_note(stopped_by, opts),
         landscape.space().describe(best)
     ));
+    // optimum ≤ best: a best of 0 is the optimum itself (not 0/0).
+    let reached = if *best_time == optimum { 100.0 } else { 100.0 * optimum / best_time };
     out.result(format!(
-        "  the landscape's optimum is {optimum:.6} ({}): this run reached {:.1} % of it",
+        "  the landscape's optimum is {} {unit} ({}): this run reached {reached:.1} % of it",
+        significant(optimum),
         landscape.space().describe(optimum_config),
-        100.0 * optimum / best_time
     ));
-    out.result(format!("  convergence (best so far): {}", curve(&result.best_so_far)));
+    out.result(format!("  convergence (best so far, {unit}): {}", curve(&result.best_so_far)));
     out.result(format!("  {}", crate::convergence::describe(&convergence)));
     for d in &diagnoses {
         for line in crate::convergence::diagnosis_lines(d) {
@@ -112,6 +132,16 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
         }
     }
     Ok(Exit::Ok)
+}
+
+/// `v` to 5 significant digits, whatever its scale (a landscape's unit may be seconds or
+/// nanoseconds).
+fn significant(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let decimals = (4 - v.abs().log10().floor() as i32).clamp(0, 12) as usize;
+    format!("{v:.decimals$}")
 }
 
 /// The best-so-far curve at a few points, for a human.
@@ -122,7 +152,21 @@ pub fn curve(best_so_far: &[Option<f64>]) -> String {
     marks.push(n);
     marks
         .iter()
-        .filter_map(|&m| best_so_far.get(m - 1).copied().flatten().map(|v| format!("@{m} {v:.4}")))
+        .filter_map(|&m| {
+            best_so_far.get(m - 1).copied().flatten().map(|v| format!("@{m} {}", significant(v)))
+        })
         .collect::<Vec<_>>()
         .join("  ")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn values_keep_five_significant_digits_at_any_scale() {
+        assert_eq!(super::significant(1234.5678), "1234.6");
+        assert_eq!(super::significant(1.2345678), "1.2346");
+        assert_eq!(super::significant(0.00123456), "0.0012346");
+        assert_eq!(super::significant(98765432.1), "98765432");
+        assert_eq!(super::significant(0.0), "0");
+    }
 }

@@ -724,6 +724,7 @@ fn report(
             .record
             .as_ref()
             .map(|(r, _)| Box::new(serde_json::json!({"params": r.params, "time_us": r.time_us}))),
+        stopped_by: result.stopped_by,
     });
     let label = target_label(t);
     // `--budget` counts simulations: say how many of the evaluations were pruned instead.
@@ -731,8 +732,9 @@ fn report(
         0 => String::new(),
         n => format!(" ({n} pruned without simulating)"),
     };
+    let stop_note = super::stop_note(result.stopped_by, opts);
     out.status(format!(
-        "   Tuned {} {label}: {:.1} µs after {}{pruned_note}; convergence {}",
+        "   Tuned {} {label}: {:.1} µs after {}{pruned_note}{stop_note}; convergence {}",
         k.name,
         best.time_us,
         conv::count(result.evaluations, "evaluation"),
@@ -906,6 +908,8 @@ struct TuneResult {
     build_s: f64,
     /// The strategy had nothing more to propose.
     exhausted: bool,
+    /// `"early_stop"` or `"time"`: which flag ended the search before its budget.
+    stopped_by: Option<&'static str>,
 }
 
 /// What a `--goal` winner was validated on: the key-set shapes, and the models (as

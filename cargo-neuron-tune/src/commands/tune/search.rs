@@ -148,6 +148,8 @@ pub(super) fn tune_one(
     let mut check_s = 0.0;
     // The strategy proposed everything it will (the space is exhausted).
     let mut exhausted = false;
+    // Which of `--early-stop` and `--time` ended the search, if one did.
+    let mut stopped_by: Option<&'static str> = None;
     // `--goal` or `--validate`: each new best is validated on the key set and the models
     // using the kernel before it stands.
     let validating = job.goal.validates();
@@ -304,12 +306,14 @@ pub(super) fn tune_one(
             best_so_far.push(best.as_ref().map(|b| b.time_us));
             if job.opts.early_stop.is_some_and(|w| since_improvement >= w) {
                 stop = true;
+                stopped_by = Some("early_stop");
                 break;
             }
             // `--time`: the batch under way finishes, as the help says; its proposals are
             // evaluated already, and dropping them would lose what was measured.
             if job.opts.time.is_some_and(|t| start.elapsed() >= Duration::from_secs_f64(t)) {
                 stop = true;
+                stopped_by = stopped_by.or(Some("time"));
             }
         }
         // `--goal`/`--validate`: the round's winner must be right on every shape of its key
@@ -372,7 +376,10 @@ pub(super) fn tune_one(
             let now = best_so_far.last().copied().flatten();
             let since = best_so_far.iter().rev().take_while(|b| **b == now).count();
             since_improvement = if now.is_some() { since - 1 } else { since };
-            stop |= job.opts.early_stop.is_some_and(|w| since_improvement >= w);
+            if job.opts.early_stop.is_some_and(|w| since_improvement >= w) {
+                stop = true;
+                stopped_by = stopped_by.or(Some("early_stop"));
+            }
         }
         goal_met = met(&best);
         if target.is_some() {
@@ -471,6 +478,7 @@ pub(super) fn tune_one(
         total_s: start.elapsed().as_secs_f64(),
         build_s: 0.0,
         exhausted,
+        stopped_by,
     })
 }
 
