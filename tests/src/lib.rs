@@ -275,9 +275,22 @@ pub fn cli_json(args: &[&str]) -> (i32, String, String) {
 }
 
 /// A fresh directory for one test's files.
+///
+/// Earlier processes' directories of the same name are removed. They must not outlive the
+/// next run: a scratch crate is its own workspace inside the shared build dir, so every
+/// copy of it has the same build units, and cargo records their sources relative to the
+/// build dir's parent — a build of this copy would check an older copy's sources (still
+/// there, unchanged) and keep a stale binary.
 pub fn scratch_dir(name: &str) -> PathBuf {
-    let d =
-        root().join("target").join("e2e-scratch").join(format!("{name}-{}", std::process::id()));
+    let parent = root().join("target").join("e2e-scratch");
+    for old in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
+        let file_name = old.file_name();
+        let pid = file_name.to_str().and_then(|n| n.strip_prefix(name)?.strip_prefix('-'));
+        if pid.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) {
+            let _ = std::fs::remove_dir_all(old.path());
+        }
+    }
+    let d = parent.join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d

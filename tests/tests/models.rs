@@ -69,6 +69,24 @@ fn a_tuned_database_changes_model_throughput_and_a_changed_kernel_makes_it_stale
     let text = std::fs::read_to_string(&db).unwrap();
     assert_eq!(text.matches("kernel = \"rope\"").count(), 2, "{text}");
     assert!(text.contains("shape = \"qwen3@tiny\""), "{text}");
+    // The two calls share the label `qwen3@tiny` but are two problems: each has its own
+    // journal, so resuming replays each one's own evaluations and records the same winners
+    // (a shared journal replayed one call's times as the other's).
+    let journals: Vec<&str> = tuned.iter().map(|t| t["journal"].as_str().unwrap()).collect();
+    assert_ne!(journals[0], journals[1]);
+    let out = run(
+        &ws,
+        &[
+            "tune", "--model", "qwen3", "--shape", "tiny", "--kernel", "rope", "--budget", "6",
+            "--seed", "1", "--resume",
+        ],
+    );
+    let resumed = events(&out, "tune");
+    for (a, b) in tuned.iter().zip(&resumed) {
+        assert_eq!((&a["best_params"], &a["best_time"]), (&b["best_params"], &b["best_time"]));
+        assert_eq!(a["journal"], b["journal"]);
+    }
+    assert_eq!(std::fs::read_to_string(&db).unwrap(), text, "a resumed run records the same");
 
     // The model now runs the tuned RoPE calls, and is faster by exactly their gain.
     let after = model_event(&ws);

@@ -362,8 +362,9 @@ fn ctrl_c_stops_a_tuning_run_keeps_its_journal_and_says_how_to_resume() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let journal =
-        root().join("target/e2e/neuron-tune/journals/tune-many-small-trn2-default-77.jsonl");
+    let journal = root().join(
+        "target/e2e/neuron-tune/journals/tune-many-small-cols512-rows256-trn2-default-77.jsonl",
+    );
     let _ = std::fs::remove_file(&journal);
     let start = Instant::now();
     while journal_lines(journal.to_str().unwrap()).len() < 5 {

@@ -287,9 +287,17 @@ pub fn run(
         Objective::Time => "",
         Objective::Pareto => "-pareto",
     };
+    // Keyed by the problem's dimensions too: a model's calls of one kernel share a label
+    // (`qwen3@tiny`) but are different problems, and a named shape whose dimensions were
+    // edited is another problem; none may resume from another's evaluations.
     let journal_prefix = |t: &Target| {
         let shape = sanitize(&t.shape_name);
-        format!("tune-{}-{shape}-{}-{strategy_name}{objective}{pins}-", t.kernel.name, chip.name)
+        let dims: Vec<String> = t.shape.0.iter().map(|(d, n)| format!("{d}{n}")).collect();
+        let dims = sanitize(&dims.join("-"));
+        format!(
+            "tune-{}-{shape}-{dims}-{}-{strategy_name}{objective}{pins}-",
+            t.kernel.name, chip.name
+        )
     };
     let out = ctx.out.clone();
     let seed = match (opts.seed, opts.resume) {

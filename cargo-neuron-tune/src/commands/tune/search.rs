@@ -33,7 +33,20 @@ pub(super) fn tune_one(
     };
     let journal_name = format!("tune-{key}");
     let journal_path = job.store.root().join("journals").join(format!("{journal_name}.jsonl"));
-    let journaled = if job.opts.resume {
+    // A journal is resumed only by a run of its own problem (its name says which; the meta
+    // file is checked in case a file was renamed or copied).
+    let foreign = job.opts.resume
+        && read_meta(&journal_path).is_some_and(|m| {
+            m.kernel != job.kernel || m.dims != *job.shape || m.chip.name != job.chip.name
+        });
+    if foreign {
+        ctx.out.note(format!(
+            "warning: {}: a journal of another kernel, shape or chip; not resumed (this run \
+             starts afresh and replaces it)",
+            journal_path.display()
+        ));
+    }
+    let journaled = if job.opts.resume && !foreign {
         let read = crate::store::read_journal(&journal_path)
             .map_err(|e| fail(Exit::Internal, format!("{e:#}")))?;
         // An untrusted line is never used: its evaluation is made again.
