@@ -119,6 +119,16 @@ impl BaselineEntry {
     }
 }
 
+/// An entry of a baseline file whose seal does not hold, by what it says it is.
+#[derive(Debug)]
+pub struct Damaged {
+    pub model: String,
+    pub shape: String,
+    pub chip: String,
+    /// What is wrong, naming the entry.
+    pub message: String,
+}
+
 /// A baseline file.
 #[derive(Debug)]
 pub struct Baseline {
@@ -160,26 +170,52 @@ impl Baseline {
         Ok(Baseline { path: path.to_path_buf(), entries })
     }
 
-    /// The baseline `baseline save` adds to. A file that cannot be trusted (another schema,
-    /// a broken seal) is replaced rather than refused — saving is how it is repaired — and
-    /// the returned warning says that its entries are gone. A file that cannot be read is
-    /// still an error.
-    pub fn load_for_save(path: &Path) -> Result<(Baseline, Option<String>), Failure> {
-        let (entries, warning) = match Baseline::read(path)? {
-            None => (Vec::new(), None),
-            Some(text) => match Baseline::parse(&text) {
-                Ok(entries) => (entries, None),
-                Err(why) => (
-                    Vec::new(),
-                    Some(format!(
-                        "warning: {}: {why}; replacing the file: it will hold only the models \
-                         measured now",
-                        path.display()
-                    )),
-                ),
-            },
+    /// The baseline `baseline save` adds to, with its damaged entries apart (a broken seal:
+    /// saving again is how an entry is repaired, so the save decides what to do with them,
+    /// see [`Damaged`]). A file that cannot be read as a whole (not TOML, as a merge
+    /// conflict leaves it; another schema) is an error: replacing it would lose every entry.
+    pub fn load_for_save(path: &Path) -> Result<(Baseline, Vec<Damaged>), Failure> {
+        let (entries, damaged) = match Baseline::read(path)? {
+            None => (Vec::new(), Vec::new()),
+            Some(text) => {
+                let read = crate::seal::read_sealed_toml_records(&text, SCHEMA, "model", |t| {
+                    crate::seal::describe_keys(t, &["model", "shape", "chip"])
+                });
+                let (entries, damaged) = read.map_err(|why| {
+                    fail(
+                        Exit::Config,
+                        format!(
+                            "{}: {why}; not replaced, so that its entries are not lost: repair it \
+                             (a merge conflict?), or delete it and save every model again",
+                            path.display()
+                        ),
+                    )
+                })?;
+                let damaged = damaged
+                    .into_iter()
+                    .map(|d| {
+                        let field = |k: &str| {
+                            d.fields.get(k).and_then(|v| v.as_str()).unwrap_or("?").to_string()
+                        };
+                        Damaged {
+                            model: field("model"),
+                            shape: field("shape"),
+                            chip: field("chip"),
+                            message: d.message,
+                        }
+                    })
+                    .collect();
+                (entries, damaged)
+            }
         };
-        Ok((Baseline { path: path.to_path_buf(), entries }, warning))
+        Ok((Baseline { path: path.to_path_buf(), entries }, damaged))
+    }
+
+    /// Drop the entries `keep` refuses; returns them.
+    pub fn drop_entries(&mut self, keep: impl Fn(&BaselineEntry) -> bool) -> Vec<BaselineEntry> {
+        let (kept, dropped) = std::mem::take(&mut self.entries).into_iter().partition(keep);
+        self.entries = kept;
+        dropped
     }
 
     /// The file's text, or `None` if there is no file yet.
@@ -324,10 +360,28 @@ mod tests {
         {
             assert!(e.message.contains(w), "{w}: {}", e.message);
         }
-        // `baseline save` repairs it: it starts over, saying so.
-        let (b, warning) = Baseline::load_for_save(&path).unwrap();
-        assert!(b.entries().is_empty());
-        assert!(warning.unwrap().contains("model #1 (qwen3/tiny/trn2)"));
-        assert_eq!(Baseline::load_for_save(&dir.path().join("none.toml")).unwrap().1, None);
+        // `baseline save` gets the damaged entry apart (it repairs it by measuring it again)
+        // and keeps the intact ones.
+        b.record(BaselineEntry::from_run(&run("qwen3", "small", 40.0), "sim1"));
+        let text = b.to_toml().unwrap();
+        let edited = text.replacen(&tps, "1000.0", 1);
+        assert_ne!(text, edited);
+        std::fs::write(&path, edited).unwrap();
+        let (kept, damaged) = Baseline::load_for_save(&path).unwrap();
+        let keys: Vec<_> = kept.entries().iter().map(|e| e.key()).collect();
+        assert_eq!(keys, [("qwen3", "small", "trn2")]);
+        assert_eq!(damaged.len(), 1);
+        let d = &damaged[0];
+        assert_eq!(
+            (d.model.as_str(), d.shape.as_str(), d.chip.as_str()),
+            ("qwen3", "tiny", "trn2")
+        );
+        assert!(d.message.contains("checksum does not match"), "{}", d.message);
+        assert!(Baseline::load_for_save(&dir.path().join("none.toml")).unwrap().1.is_empty());
+        // A file that is not TOML at all is refused, never replaced.
+        std::fs::write(&path, format!("{text}<<<<<<< HEAD\n")).unwrap();
+        let e = Baseline::load_for_save(&path).unwrap_err();
+        assert_eq!(e.exit, Exit::Config);
+        assert!(e.message.contains("not replaced"), "{}", e.message);
     }
 }

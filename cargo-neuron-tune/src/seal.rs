@@ -107,6 +107,30 @@ pub fn read_sealed_toml<T: serde::de::DeserializeOwned>(
     key: &str,
     describe: impl Fn(&toml::Table) -> String,
 ) -> Result<Vec<T>, String> {
+    let (records, damaged) = read_sealed_toml_records(text, schema, key, describe)?;
+    match damaged.into_iter().next() {
+        Some(d) => Err(d.message),
+        None => Ok(records),
+    }
+}
+
+/// A record of a sealed file that cannot be trusted: what is wrong (naming it) and its
+/// fields as written (to tell which record it was).
+#[derive(Debug)]
+pub struct Damaged {
+    pub message: String,
+    pub fields: toml::Table,
+}
+
+/// [`read_sealed_toml`], keeping what can be trusted: the intact records, and each
+/// damaged one apart. An error only when the file as a whole cannot be read (not TOML,
+/// another schema, another layout): then no record can be told from another.
+pub fn read_sealed_toml_records<T: serde::de::DeserializeOwned>(
+    text: &str,
+    schema: u32,
+    key: &str,
+    describe: impl Fn(&toml::Table) -> String,
+) -> Result<(Vec<T>, Vec<Damaged>), String> {
     let mut root: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
     match root.remove("schema") {
         Some(toml::Value::Integer(n)) if n == i64::from(schema) => {}
@@ -121,18 +145,22 @@ pub fn read_sealed_toml<T: serde::de::DeserializeOwned>(
     if let Some(other) = root.keys().next() {
         return Err(format!("unknown key `{other}`"));
     }
-    records
-        .into_iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let toml::Value::Table(mut t) = r else {
-                return Err(format!("{key} #{} is not a table", i + 1));
-            };
-            let what = format!("{key} #{} ({})", i + 1, describe(&t));
-            unseal_toml(&mut t).map_err(|why| format!("{what}: {why}"))?;
+    let (mut intact, mut damaged) = (Vec::new(), Vec::new());
+    for (i, r) in records.into_iter().enumerate() {
+        let toml::Value::Table(mut t) = r else {
+            return Err(format!("{key} #{} is not a table", i + 1));
+        };
+        let what = format!("{key} #{} ({})", i + 1, describe(&t));
+        let fields = t.clone();
+        let read = unseal_toml(&mut t).map_err(|why| format!("{what}: {why}")).and_then(|()| {
             T::deserialize(toml::Value::Table(t)).map_err(|e| format!("{what}: {e}"))
-        })
-        .collect()
+        });
+        match read {
+            Ok(record) => intact.push(record),
+            Err(message) => damaged.push(Damaged { message, fields }),
+        }
+    }
+    Ok((intact, damaged))
 }
 
 /// `a/b/c` from the string values of `keys` in a record, for naming it in a message.

@@ -404,6 +404,33 @@ fn every_fault_exits_with_its_code_says_why_and_keeps_what_was_stored() {
         &["neuron-tune.baseline.toml", "model #1 (", "checksum does not match"],
         &seed,
     );
+    // Saving repairs a damaged entry by measuring it again; a save that would not is
+    // refused before it simulates, rather than drop the entry (or every entry).
+    let save = ["baseline", "save", "-p", "neuron-fixtures-qwen3", "--baseline"];
+    let mut args = save.to_vec();
+    args.extend([baseline.to_str().unwrap(), "--model", "qwen3_naive", "--shape", "tiny"]);
+    case(
+        "a baseline save that would lose a damaged entry",
+        &args,
+        &[],
+        2,
+        &["model #1 (qwen3/tiny/trn2)", "include it (`--model qwen3 --shape tiny --chip trn2`)"],
+        &seed,
+    );
+    std::fs::write(&baseline, format!("{committed}<<<<<<< HEAD\n")).unwrap();
+    case(
+        "a baseline save over a file that is not TOML (a merge conflict)",
+        &args,
+        &[],
+        2,
+        &["not replaced, so that its entries are not lost"],
+        &seed,
+    );
+    assert_eq!(
+        std::fs::read_to_string(&baseline).unwrap(),
+        format!("{committed}<<<<<<< HEAD\n"),
+        "left as it was"
+    );
     kinds += 1;
 
     // Ctrl-C: finished variants are kept and the message says how to continue. The

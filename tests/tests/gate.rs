@@ -257,4 +257,25 @@ fn the_gate_fails_a_slower_kernel_naming_it_and_its_models_and_passes_after_the_
     assert_eq!(summary["regressions"], 0, "it fails on the stale entries alone: {summary}");
     let md = std::fs::read_to_string(reports(&ws).0).unwrap();
     assert!(md.contains("Stale tuned entries") && md.contains("--strict"), "{md}");
+
+    // A baselined model renamed away: the gate fails on what it can no longer measure (it
+    // must not pass on models it never compared), until `baseline save` drops it.
+    let lib = ws.join("qwen3/src/lib.rs");
+    let code = std::fs::read_to_string(&lib).unwrap();
+    let renamed = code.replace("\"qwen3_naive\"", "\"qwen3_plain\"");
+    assert_ne!(code, renamed, "the fixture names its naive model where this test expects");
+    std::fs::write(&lib, renamed).unwrap();
+    let file = ws.join("neuron-tune.baseline.toml");
+    let (code, out, err) = run(&ws, &["gate", "--baseline", file.to_str().unwrap()]);
+    assert_eq!(code, 4, "{out}\n{err}");
+    let models = events(&out, "gate");
+    let gone = models.iter().find(|m| m["model"] == "qwen3_naive").expect("the gone model");
+    assert_eq!(gone["verdict"], "failed", "{gone}");
+    assert!(gone["note"].as_str().unwrap().contains("no longer in the workspace"), "{gone}");
+    assert_eq!(models.iter().find(|m| m["model"] == "qwen3_plain").unwrap()["verdict"], "new");
+    let (code, _, err) = run(&ws, &["baseline", "save", "--shape", "tiny"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("dropping qwen3_naive at tiny on trn2: no such model"), "{err}");
+    let (code, out, err) = run(&ws, &["gate", "--baseline", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
 }

@@ -32,13 +32,48 @@ pub fn save(
     let chip = chip_spec(chip)?;
     let mut ws = Workspace::open(cargo, ctx)?;
     let path = file.map_or_else(|| ws.root.join(baseline::FILE_NAME), Path::to_path_buf);
-    let (mut b, replaced) = Baseline::load_for_save(&path)?;
-    if let Some(warning) = replaced {
-        ctx.out.note(warning);
-    }
+    let (mut b, damaged) = Baseline::load_for_save(&path)?;
     let store = open_store(&ws.target_dir, &ctx.out)?;
     let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
     let targets = models::select_models(&lists, patterns, shapes)?;
+    // A damaged entry is replaced by measuring it again; one this save does not measure
+    // would be lost, so the save is refused before it simulates anything.
+    for d in &damaged {
+        let measured = d.chip == chip.name
+            && targets.iter().any(|t| t.model == d.model && t.shape_name == d.shape);
+        if !measured {
+            return Err(fail(
+                Exit::Config,
+                format!(
+                    "{}: {}; this save does not measure it again: include it (`--model {} \
+                     --shape {} --chip {}`), or delete that entry from the file",
+                    path.display(),
+                    d.message,
+                    d.model,
+                    d.shape,
+                    d.chip
+                ),
+            ));
+        }
+        ctx.out.note(format!("warning: {}: {}; measured again now", path.display(), d.message));
+    }
+    // Entries of models or shapes the workspace no longer has (removed or renamed) go: the
+    // gate fails on them until they do.
+    let exists = |e: &BaselineEntry| {
+        lists
+            .iter()
+            .flat_map(|l| &l.models)
+            .any(|m| m.name == e.model && m.shapes.iter().any(|(s, _)| *s == e.shape))
+    };
+    for e in b.drop_entries(exists) {
+        ctx.out.note(format!(
+            "note: {}: dropping {} at {} on {}: no such model or shape in the workspace",
+            path.display(),
+            e.model,
+            e.shape,
+            e.chip
+        ));
+    }
     let tuned = ws.tuned.get()?.for_chip(&chip.name);
     let out = &ctx.out;
     let mut failed = Vec::new();

@@ -147,6 +147,7 @@ pub fn run(
             base_note,
         });
     }
+    items.extend(gone_from_workspace(&against, &targets, g, &chip.name, parts));
     items.sort_by_key(|i| i.name());
     let cfg = Config { threshold_pct: g.threshold, strict: g.strict, against: described };
     if let Some(path) = &parts.results {
@@ -159,6 +160,66 @@ pub fn run(
         ctx.out.status(format!("   Wrote {}", path.display()));
     }
     finish(&items, &cfg, &target, g.markdown.as_deref(), g.junit.as_deref(), &ctx.out)
+}
+
+/// What the baseline measured, within the selection (`--model`, `--shape`, the chip, the
+/// partition), that the workspace no longer has: a model or shape removed or renamed. Each
+/// is a failed item (exit 4), so a gate never passes on models it did not measure;
+/// `baseline save` drops such entries when the change is meant.
+fn gone_from_workspace(
+    against: &Against,
+    targets: &[ModelTarget],
+    g: &GateOpts,
+    chip: &str,
+    parts: &PartitionOpts,
+) -> Vec<Item> {
+    let selected = |model: &str, shape: &str| {
+        (g.models.is_empty() || g.models.iter().any(|p| crate::select::glob(p, model)))
+            && (g.shapes.is_empty() || g.shapes.iter().any(|s| s == shape))
+            && keeps(parts.partition, &item_name(model, shape, chip))
+            && !targets.iter().any(|t| t.model == model && t.shape_name == shape)
+    };
+    let gone = |model: &str, shape: &str, base: Option<Side>, what: String| Item {
+        model: model.into(),
+        shape: shape.into(),
+        chip: chip.into(),
+        current: None,
+        error: Some(what),
+        base,
+        base_note: None,
+    };
+    match against {
+        Against::File(b) => b
+            .entries()
+            .iter()
+            .filter(|e| e.chip == chip && selected(&e.model, &e.shape))
+            .map(|e| {
+                let side = Side { sim_version: e.sim_version.clone(), run: e.to_run() };
+                let what = format!(
+                    "in {} but no longer in the workspace (no model `{}` with a shape `{}`); \
+                     if that is meant, `cargo neuron-tune baseline save` drops it",
+                    b.path().display(),
+                    e.model,
+                    e.shape
+                );
+                gone(&e.model, &e.shape, Some(side), what)
+            })
+            .collect(),
+        Against::Rev { spec, ws, .. } => ws
+            .crates
+            .iter()
+            .flat_map(|c| &c.list.models)
+            .flat_map(|m| m.shapes.iter().map(move |(s, _)| (m.name.as_str(), s.as_str())))
+            .filter(|(m, s)| selected(m, s))
+            .map(|(m, s)| {
+                let what = format!(
+                    "model `{m}` at `{s}` is in {spec} but no longer in the workspace (removed \
+                     or renamed)"
+                );
+                gone(m, s, None, what)
+            })
+            .collect(),
+    }
 }
 
 /// One model measured in a workspace (with that workspace's tuned databases), or why it
