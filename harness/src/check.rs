@@ -244,8 +244,21 @@ pub fn check(
                 Err(e) => e,
                 Ok(m) => ("failed only in the original (unshrunk) case".into(), Some(m)),
             };
-            let m = metrics.unwrap_or(Metrics { max_abs_err: f64::MAX, max_rel_err: f64::MAX, mse: f64::MAX, cosine: 0.0, mismatches: 0, effective_atol: 0.0, elements: 0 });
-            let m = Metrics { max_abs_err: finite(m.max_abs_err), max_rel_err: finite(m.max_rel_err), mse: finite(m.mse), ..m };
+            let m = metrics.unwrap_or(Metrics {
+                max_abs_err: f64::MAX,
+                max_rel_err: f64::MAX,
+                mse: f64::MAX,
+                cosine: 0.0,
+                mismatches: 0,
+                effective_atol: 0.0,
+                elements: 0,
+            });
+            let m = Metrics {
+                max_abs_err: finite(m.max_abs_err),
+                max_rel_err: finite(m.max_rel_err),
+                mse: finite(m.mse),
+                ..m
+            };
             let metrics = metrics.map(|_| m);
             Ok(CheckReport {
                 passed: false,
@@ -256,12 +269,37 @@ pub fn check(
                 mse: m.mse,
                 cosine: m.cosine,
                 effective_atol: m.effective_atol,
-                failure: Some(CheckFailure { shape, input_seed: seed, distribution: dist, message, metrics }),
+                failure: Some(CheckFailure {
+                    shape,
+                    input_seed: seed,
+                    distribution: dist,
+                    message,
+                    metrics,
+                }),
                 tolerance: Some(kernel.tolerance()),
             })
         }
-        Err(TestError::Abort(reason)) => Err(RunError::Invalid(format!(
-            "no valid small shape for these parameters ({reason}); widen the kernel's small_shapes strategy"
-        ))),
+        // Every small shape drawn was refused by the kernel's rule: usually the parameters
+        // themselves are invalid, so the rule's own reason (for a shape drawn the same way)
+        // comes first.
+        Err(TestError::Abort(reason)) => {
+            let mut runner = TestRunner::deterministic();
+            let why = kernel
+                .small_shapes(params)
+                .new_tree(&mut runner)
+                .ok()
+                .map(|t| t.current())
+                .and_then(|s| kernel.validate(params, &s, &cfg.chip).err().map(|e| (s, e)));
+            Err(RunError::Invalid(match why {
+                Some((shape, rule)) => format!(
+                    "the kernel's rule refuses these parameters at every small shape drawn \
+                     (at {shape}: {rule})"
+                ),
+                None => format!(
+                    "no valid small shape for these parameters ({reason}); widen the kernel's \
+                     small_shapes strategy"
+                ),
+            }))
+        }
     }
 }

@@ -254,12 +254,21 @@ impl Params {
         specs: &[ParamSpec],
     ) -> Result<Params, ParamError> {
         let mut out = base.clone();
+        let mut given: Vec<&str> = Vec::new();
         for part in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (k, v) = part.split_once('=').ok_or_else(|| ParamError {
                 name: part.into(),
                 problem: "expected `name=value`".into(),
             })?;
             let (k, v) = (k.trim(), v.trim());
+            // The second value would win silently: say which one was meant instead.
+            if given.contains(&k) {
+                return Err(ParamError {
+                    name: k.into(),
+                    problem: "given twice: give each parameter once".into(),
+                });
+            }
+            given.push(k);
             let spec = specs.iter().find(|s| s.name == k).ok_or_else(|| ParamError {
                 name: k.into(),
                 problem: format!(

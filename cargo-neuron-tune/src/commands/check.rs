@@ -40,7 +40,8 @@ pub fn run(
              size (--cases {cases} applies to the random small shapes checked without --shape)"
         ));
     }
-    let (mut failed, mut total) = (0, 0);
+    // Variants their rules refuse are not checked (as `bench` skips them): not failures.
+    let (mut failed, mut total, mut invalid) = (0, 0, 0);
     for c in &mut ws.crates {
         let selected = select(&c.list, s)?;
         let sets: Vec<Variant> = if at_named {
@@ -99,7 +100,11 @@ pub fn run(
                 }
                 Ok(other) => return Err(unexpected(&other)),
                 Err(e) => {
-                    failed += 1;
+                    if e.kind.is_invalid_variant() {
+                        invalid += 1;
+                    } else {
+                        failed += 1;
+                    }
                     report_failure(out, &v, &chip.name, &e);
                 }
             }
@@ -107,6 +112,16 @@ pub fn run(
         })?;
     }
     out.flush_invalid();
+    if total > 0 && invalid == total {
+        return Err(fail(
+            Exit::Config,
+            format!(
+                "no valid variant to check: the kernels' rules refuse every one selected ({}; see \
+                 above; --params names the parameters, `cargo neuron-tune list` their spaces)",
+                crate::convergence::count(total, "variant")
+            ),
+        ));
+    }
     out.event(&Event::Summary(Summary {
         command: "check".into(),
         variants: total,
@@ -115,7 +130,11 @@ pub fn run(
         ..Default::default()
     }));
     let of_total = crate::convergence::count(total, "variant");
-    out.status(format!("   {} of {of_total} passed", total - failed));
+    let skipped = match invalid {
+        0 => String::new(),
+        n => format!(" ({n} invalid, not checked)"),
+    };
+    out.status(format!("   {} of {of_total} passed{skipped}", total - failed - invalid));
     Ok(if failed > 0 { Exit::Check } else { Exit::Ok })
 }
 

@@ -77,6 +77,15 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
                 format!("--trace {}: no directory {}", path.display(), dir.display()),
             ));
         }
+        if path.is_dir() {
+            return Err(fail(
+                Exit::Config,
+                format!(
+                    "--trace {}: a directory; name the trace file (e.g. trace.json)",
+                    path.display()
+                ),
+            ));
+        }
     }
     let v = Variant {
         kernel: k.name.clone(),
@@ -92,8 +101,11 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     let r = match done.answer {
         Ok(ResponseBody::Bench(r)) => r,
         Ok(other) => return Err(unexpected(&other)),
+        // A variant its rules or the hardware's refuse is not one to profile: a usage error,
+        // as in `bench`. Kernel code that failed is exit 4.
         Err(e) => {
-            return Err(fail(Exit::Check, format!("{} {params} at {shape_name}: {e}", a.kernel)))
+            let exit = if e.kind.is_invalid_variant() { Exit::Config } else { Exit::Check };
+            return Err(fail(exit, format!("{} {params} at {shape_name}: {e}", a.kernel)));
         }
     };
     let prof = r.profile.clone().unwrap_or_default();
