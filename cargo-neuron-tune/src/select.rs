@@ -255,13 +255,17 @@ pub fn chip_spec(chip: &str) -> Result<ChipSpec, Failure> {
         }
         return Ok(ChipSpec { name, toml: Some(text) });
     }
-    Err(fail(
-        Exit::Config,
-        format!(
-            "--chip {chip}: not a built-in chip ({}) nor a chip TOML file",
-            neuron_sim::Chip::BUILTIN.join(", ")
-        ),
-    ))
+    // Spelled as a path: the file is what is missing.
+    let what = if chip.ends_with(".toml") || chip.contains(std::path::MAIN_SEPARATOR) {
+        format!("no such file (a chip is a built-in name, {}, or a chip TOML file)", builtins())
+    } else {
+        format!("not a built-in chip ({}) nor a chip TOML file", builtins())
+    };
+    Err(fail(Exit::Config, format!("--chip {chip}: {what}")))
+}
+
+fn builtins() -> String {
+    neuron_sim::Chip::BUILTIN.join(", ")
 }
 
 #[cfg(test)]

@@ -317,6 +317,25 @@ impl Chip {
                 return Err(ChipError::Invalid(format!("{field} must be > 0, got {v}")));
             }
         }
+        // The timing model counts whole picoseconds in 64 bits: a clock far above any
+        // NeuronCore's (1.4–2.8 GHz) rounds its cycle to nothing, one far below overflows a
+        // long run; the same for bandwidths. The bounds leave every plausible what-if open.
+        let ranged = [
+            ("clocks.base_ghz", self.clocks.base_ghz, 0.01, 100.0),
+            ("clocks.tensor_ghz", self.clocks.tensor_ghz, 0.01, 100.0),
+            ("clocks.vector_ghz", self.clocks.vector_ghz, 0.01, 100.0),
+            ("clocks.scalar_ghz", self.clocks.scalar_ghz, 0.01, 100.0),
+            ("clocks.gpsimd_ghz", self.clocks.gpsimd_ghz, 0.01, 100.0),
+            ("memory.hbm_gbps_per_core", self.memory.hbm_gbps_per_core, 0.1, 1e5),
+            ("dma.engine_gbps", self.dma.engine_gbps, 0.1, 1e5),
+        ];
+        for (field, v, lo, hi) in ranged {
+            if !(lo..=hi).contains(&v) {
+                return Err(ChipError::Invalid(format!(
+                    "{field} must be between {lo} and {hi}, got {v}"
+                )));
+            }
+        }
         let non_negative = [
             ("dma.fixed_ns", self.dma.fixed_ns),
             ("dma.descriptor_ns", self.dma.descriptor_ns),
@@ -330,6 +349,12 @@ impl Chip {
         let counts = [
             ("memory.partitions", self.memory.partitions as u64),
             ("memory.psum_banks", self.memory.psum_banks as u64),
+            ("memory.sbuf_bytes_per_partition", self.memory.sbuf_bytes_per_partition),
+            ("memory.psum_bank_bytes_per_partition", self.memory.psum_bank_bytes_per_partition),
+            ("memory.max_free_elems_sbuf", self.memory.max_free_elems_sbuf),
+            ("memory.max_free_elems_psum", self.memory.max_free_elems_psum),
+            ("tensor.stationary_fmax", self.tensor.stationary_fmax),
+            ("tensor.moving_fmax", self.tensor.moving_fmax),
             ("dma.engines", self.dma.engines as u64),
             ("dma.partitions_per_engine", self.dma.partitions_per_engine as u64),
             ("dma.max_descriptor_bytes", self.dma.max_descriptor_bytes),
@@ -420,6 +445,45 @@ mod tests {
         assert_ne!(text, Chip::trn2().to_toml(), "the TOML spells `engines = 16`");
         let err = Chip::from_toml(&text).unwrap_err().to_string();
         assert!(err.contains("dma.engines must be at most 64") && err.contains("got 65"), "{err}");
+    }
+
+    /// Every size and count the builder divides by or allocates from must be at least 1,
+    /// and clocks and bandwidths within what the picosecond timing model can count (a
+    /// zero PSUM bank size panicked a kernel; a 1e-300 GHz TensorE made a GEMM faster).
+    #[test]
+    fn sizes_of_zero_and_unrunnable_clocks_are_refused_naming_the_field() {
+        let trn2 = Chip::trn2().to_toml();
+        for (line, field) in [
+            ("psum_bank_bytes_per_partition = 2048", "memory.psum_bank_bytes_per_partition"),
+            ("sbuf_bytes_per_partition = 229376", "memory.sbuf_bytes_per_partition"),
+            ("max_free_elems_sbuf = 65536", "memory.max_free_elems_sbuf"),
+            ("max_free_elems_psum = 4096", "memory.max_free_elems_psum"),
+            ("stationary_fmax = 128", "tensor.stationary_fmax"),
+            ("moving_fmax = 512", "tensor.moving_fmax"),
+        ] {
+            let key = line.split(" = ").next().unwrap();
+            assert!(trn2.contains(line), "trn2's TOML spells `{line}`");
+            let text = trn2.replace(line, &format!("{key} = 0"));
+            let err = Chip::from_toml(&text).unwrap_err().to_string();
+            assert!(err.contains(&format!("{field} must be at least 1")), "{err}");
+        }
+        for (value, ok) in
+            [("1e-300", false), ("0.001", false), ("0.01", true), ("100.0", true), ("1e9", false)]
+        {
+            let text = trn2.replace("tensor_ghz = 2.4", &format!("tensor_ghz = {value}"));
+            match Chip::from_toml(&text) {
+                Ok(_) => assert!(ok, "{value} accepted"),
+                Err(e) => {
+                    assert!(!ok, "{value}: {e}");
+                    assert!(e
+                        .to_string()
+                        .contains("clocks.tensor_ghz must be between 0.01 and 100"));
+                }
+            }
+        }
+        let text = trn2.replace("engine_gbps = 23.0", "engine_gbps = 1e-9");
+        assert_ne!(text, trn2, "trn2's TOML spells `engine_gbps = 23.0`");
+        assert!(Chip::from_toml(&text).unwrap_err().to_string().contains("dma.engine_gbps"));
     }
 
     #[test]

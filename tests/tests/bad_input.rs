@@ -203,6 +203,18 @@ const CASES: &[Case] = &[
         words: &["bufs = -1: must be at least 1"],
     },
     Case {
+        what: "a chip file that does not exist",
+        args: &["bench", "-p", K, "--kernel", "add", "--chip", "/nonexistent/my-chip.toml"],
+        code: 2,
+        words: &["--chip /nonexistent/my-chip.toml: no such file"],
+    },
+    Case {
+        what: "chip of a file that does not exist (a positional argument, not --chip)",
+        args: &["chip", "nope.toml"],
+        code: 2,
+        words: &["error: nope.toml: no such file"],
+    },
+    Case {
         what: "a parameter given twice in --params",
         args: &[
             "bench",

@@ -6,7 +6,8 @@
 //! summary and the JUnit XML of the failing run are read back (the XML with quick-xml).
 //! Tuned entries made stale by a kernel change are reported, and fail with `--strict`.
 
-use neuron_tune_tests::{cli, events, fixture_workspace, git, test_target_dir};
+use neuron_tune_tests::test_target_dir;
+use neuron_tune_tests::{cli, cli_env, events, fixture_workspace, git, root, scratch_dir};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -278,4 +279,22 @@ fn the_gate_fails_a_slower_kernel_naming_it_and_its_models_and_passes_after_the_
     assert!(err.contains("dropping qwen3_naive at tiny on trn2: no such model"), "{err}");
     let (code, out, err) = run(&ws, &["gate", "--baseline", file.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}\n{err}");
+}
+
+/// On GitHub Actions the Markdown summary is appended to `$GITHUB_STEP_SUMMARY` (after what
+/// earlier steps wrote); a variable set but empty is treated as unset, not as a path.
+#[test]
+fn the_summary_is_appended_to_github_step_summary_and_an_empty_one_is_ignored() {
+    let summary = scratch_dir("step-summary").join("summary.md");
+    std::fs::write(&summary, "earlier step\n").unwrap();
+    let baseline = root().join("fixtures/neuron-tune.baseline.toml");
+    let args =
+        ["gate", "--baseline", baseline.to_str().unwrap(), "--shape", "tiny", "--model", "qwen3"];
+    let (code, _, err) = cli_env(&args, &[("GITHUB_STEP_SUMMARY", summary.to_str().unwrap())]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&summary).unwrap();
+    assert!(text.starts_with("earlier step\n## neuron-tune gate: "), "{text}");
+    let (code, _, err) = cli_env(&args, &[("GITHUB_STEP_SUMMARY", "")]);
+    assert_eq!(code, 0, "an empty variable is no path: {err}");
+    assert!(test_target_dir().join("neuron-tune/gate/summary.md").is_file());
 }

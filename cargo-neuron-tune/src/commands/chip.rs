@@ -5,7 +5,11 @@ use crate::exit::{fail, Exit, Failure};
 use crate::output::{Event, Reporter};
 
 pub fn run(chip: &str, out: &Reporter) -> Result<Exit, Failure> {
-    let spec = crate::select::chip_spec(chip)?;
+    // Its argument is positional here, not `--chip`.
+    let spec = crate::select::chip_spec(chip).map_err(|f| crate::exit::Failure {
+        message: f.message.strip_prefix("--chip ").unwrap_or(&f.message).to_string(),
+        ..f
+    })?;
     let parsed = match &spec.toml {
         // A file: `chip_spec` validated it; print it as the simulator reads it (every field,
         // normalised), which also shows what a hand-written file means.

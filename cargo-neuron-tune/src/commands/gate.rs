@@ -370,7 +370,9 @@ pub(super) fn finish(
     let gate_dir = target.join("neuron-tune").join("gate");
     let md = crate::gate_report::markdown(&report);
     let io = |p: &Path, e: String| fail(Exit::Internal, format!("{}: {e}", p.display()));
-    let md_path = match (markdown, std::env::var_os("GITHUB_STEP_SUMMARY")) {
+    // Set but empty (a runner's template left blank) is as good as unset.
+    let step_summary = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|v| !v.is_empty());
+    let md_path = match (markdown, step_summary) {
         (Some(p), _) => {
             write_atomic(p, md.as_bytes()).map_err(|e| io(p, format!("{e:#}")))?;
             p.to_path_buf()
