@@ -260,12 +260,18 @@ pub fn evaluate(
         let stale = if c.tuned {
             records.find(&c.kernel, &c.shape, &plan.chip).and_then(|(file, r)| {
                 (r.program_hash != m.bench.program_hash).then(|| {
+                    // A model call's label (`qwen3@tiny`) is shared by the model's calls
+                    // of the kernel: the dimensions tell them apart.
+                    let at = if r.shape.contains('@') {
+                        format!("{} {}", r.shape, r.dims)
+                    } else {
+                        r.shape.clone()
+                    };
                     format!(
-                        "{}: `{}` at {} was tuned as program {}, its parameters now give {} \
+                        "{}: `{}` at {at} was tuned as program {}, its parameters now give {} \
                          (the kernel changed since; tune it again)",
                         file.display(),
                         c.kernel,
-                        r.shape,
                         short(&r.program_hash),
                         short(&m.bench.program_hash)
                     )

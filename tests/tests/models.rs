@@ -120,6 +120,15 @@ fn a_tuned_database_changes_model_throughput_and_a_changed_kernel_makes_it_stale
     let notes: Vec<&str> =
         stale["stale"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
     assert_eq!(notes.len(), 2, "both tuned RoPE calls are stale: {notes:?}");
+    // The two share the label qwen3@tiny: each note names its own call's dimensions.
+    assert_ne!(notes[0], notes[1]);
+    for (note, call) in notes.iter().zip(rope_calls(&stale["tuned"])) {
+        let heads = call["shape"]["heads"].as_u64().unwrap();
+        assert!(
+            note.contains("at qwen3@tiny {") && note.contains(&format!("heads={heads}")),
+            "{note}"
+        );
+    }
     assert!(notes.iter().all(|n| n.contains("rope") && n.contains("neuron-tune.tuned.toml")));
     assert!(rope_calls(&stale["tuned"]).iter().all(|c| c["stale"].is_string()));
 

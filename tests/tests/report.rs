@@ -206,6 +206,18 @@ fn the_report_of_a_real_tuning_run_renders_in_chromium_with_every_chart_drawn() 
     assert!(programs.len() < traces.len(), "add's best is its default: {ev}");
     let again = run(&ws, &report);
     assert_eq!(events(&again, "report")[0]["profiled"], 0, "{again}");
+    // Filters that let nothing through say so (there is data, just not of that chip); a
+    // kernel that does not exist is a usage error.
+    let manifest = ws.join("Cargo.toml");
+    let m = manifest.to_str().unwrap();
+    let other = scratch_dir("report-other-chip");
+    let (code, _, err) =
+        cli(&["report", "--chip", "trn3", "--out", other.to_str().unwrap(), "--manifest-path", m]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("nothing to report for --chip trn3: what there is"), "{err}");
+    let (code, _, err) = cli(&["report", "--kernel", "nosuch", "--manifest-path", m]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--kernel nosuch: no such kernel (have: "), "{err}");
     // The best-variant table comes from the copy's tuned database.
     assert!(html.contains("<td>rmsnorm</td><td>trn1</td><td>small</td>"), "tuned table");
 

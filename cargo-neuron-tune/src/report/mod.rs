@@ -41,26 +41,59 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
             .map_err(|e| fail(Exit::Config, format!("--out {}: {e}", dir.display())))?;
     }
     let mut ws = Workspace::open(cargo, ctx)?;
+    // A --kernel that names no kernel is a typo, as in every other command.
+    for p in a.kernels {
+        if !ws.crates.iter().flat_map(|c| &c.list.kernels).any(|k| glob(p, &k.name)) {
+            return Err(fail(
+                Exit::Config,
+                format!("--kernel {p}: no such kernel (have: {})", ws.kernel_names()),
+            ));
+        }
+    }
+    // A chip file goes by its file name, as its results do.
+    let chip = a.chip.map(|c| match c.strip_suffix(".toml") {
+        Some(_) => Path::new(c).file_stem().map_or(c.to_string(), |s| s.to_string_lossy().into()),
+        None => c.to_string(),
+    });
     let store = crate::commands::open_store(&ws.target_dir, out)?;
     let kernel_ok = |k: &str| a.kernels.is_empty() || a.kernels.iter().any(|p| glob(p, k));
-    let chip_ok = |c: &str| a.chip.is_none_or(|x| x == c);
+    let chip_ok = |c: &str| chip.as_deref().is_none_or(|x| x == c);
     let mut runs = model::read_runs(store.root());
+    let any_runs = !runs.is_empty();
     runs.retain(|r| kernel_ok(&r.meta.kernel) && chip_ok(&r.meta.chip.name));
     let mut tuned = Vec::new();
     for c in &ws.crates {
         let dir = c.krate.manifest_path.parent().map(PathBuf::from).unwrap_or_default();
         tuned.extend(TunedDb::load(&dir)?.records().iter().cloned());
     }
+    let any_tuned = !tuned.is_empty();
     tuned.retain(|r| kernel_ok(&r.kernel) && chip_ok(&r.chip));
     let data = model::build(&store, runs.clone(), tuned.clone());
     let profiled = profile_shown(&mut ws, &store, &data, ctx)?;
     let mut data = model::build(&store, runs, tuned);
+    let any_gate = !data.gate.is_empty();
     data.gate.retain(|g| chip_ok(&g.chip));
     if data.targets.is_empty() && data.tuned.is_empty() && data.gate.is_empty() {
-        out.note(
-            "warning: nothing to report yet: no tune journal, tuned database or gate run \
-             (run `cargo neuron-tune tune` or `gate` first)",
-        );
+        // Say whether there is nothing at all, or nothing the filters let through.
+        if any_runs || any_tuned || any_gate {
+            out.note(format!(
+                "warning: nothing to report for {}: what there is (tune journals, tuned \
+                 databases, gate runs) is of other kernels or chips",
+                [
+                    (!a.kernels.is_empty()).then(|| format!("--kernel {}", a.kernels.join(","))),
+                    chip.as_ref().map(|c| format!("--chip {c}")),
+                ]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(" ")
+            ));
+        } else {
+            out.note(
+                "warning: nothing to report yet: no tune journal, tuned database or gate run \
+                 (run `cargo neuron-tune tune` or `gate` first)",
+            );
+        }
     }
 
     let dir =
