@@ -159,6 +159,20 @@ pub fn parse(text: &str, name: &str) -> Result<Summary, String> {
             values.insert(f.key, v);
         }
     }
+    // Every share and rate is of the run's time: without one (null counts as absent,
+    // docs/analyze.md) or with none (0), nothing in the file can be judged.
+    match values.get("total_time") {
+        None => {
+            return Err(format!(
+                "{name}: `total_time` is null: the run's time is what every figure is a share \
+                 of"
+            ))
+        }
+        Some(t) if *t <= 0.0 => {
+            return Err(format!("{name}: `total_time` is {t}: a run takes some time (> 0)"))
+        }
+        Some(_) => {}
+    }
     // In the file's own unit, which the engine active times below share.
     let total_s = values.get("total_time").copied();
     normalise(&mut values, origin, name)?;
@@ -529,6 +543,15 @@ mod tests {
         );
         assert_eq!(s.get("vector_engine_active_time_percent"), Some(0.74));
         assert_eq!(s.get("scalar_engine_active_time_percent"), Some(0.005));
+    }
+
+    /// A run's time that is null or 0 leaves nothing to judge: refused, not "Unknown".
+    #[test]
+    fn a_null_or_zero_total_time_is_refused() {
+        let e = parse(r#"{"total_time": null}"#, "n.json").unwrap_err();
+        assert!(e.contains("n.json: `total_time` is null"), "{e}");
+        let e = parse(r#"{"total_time": 0, "hbm_read_bytes": 1000}"#, "z.json").unwrap_err();
+        assert!(e.contains("z.json: `total_time` is 0"), "{e}");
     }
 
     #[test]
