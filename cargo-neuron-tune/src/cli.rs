@@ -207,8 +207,10 @@ pub enum Command {
     /// Gate a change on end-to-end model throughput: build the workspace's models with
     /// their tuned (or default) kernels, simulate them end to end and compare each model's
     /// tokens/s with the baseline (the committed `neuron-tune.baseline.toml`, or the same
-    /// models built from another git revision). Exit 5 on a regression. Writes a Markdown
-    /// summary (to $GITHUB_STEP_SUMMARY when set) and JUnit XML.
+    /// models built from another git revision). Exit 5 on a regression (or, with
+    /// --strict, a stale tuned entry); exit 4 when a model could not be evaluated or a
+    /// baselined model or shape is gone from the workspace (4 wins over 5). Writes a
+    /// Markdown summary (to $GITHUB_STEP_SUMMARY when set) and JUnit XML.
     Gate {
         #[command(flatten)]
         cargo: CargoFlags,

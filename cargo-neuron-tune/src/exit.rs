@@ -47,9 +47,11 @@ impl Exit {
             Exit::Config => "usage or configuration error (bad flag, bad TOML space, unknown kernel)",
             Exit::Build => "build failed (cargo's errors are printed above)",
             Exit::Check => {
-                "a correctness check failed (the shrunk failing case is printed), or a variant crashed or hung"
+                "a correctness check failed (the shrunk failing case is printed), a variant's kernel code panicked, crashed or hung, or (gate) a model could not be evaluated"
             }
-            Exit::Regression => "a performance regression (gate)",
+            Exit::Regression => {
+                "a performance regression (gate), or a stale tuned entry (gate --strict)"
+            }
             Exit::GoalNotMet => {
                 "tune --goal: the goal was not met (how far it got and what limits it are printed)"
             }

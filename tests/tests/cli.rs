@@ -258,14 +258,21 @@ fn a_tune_where_even_the_default_fails_its_check_records_nothing_and_exits_4() {
 }
 
 /// A search goes on past a variant whose kernel code panics (it is counted invalid), but
-/// says so, with the command that reproduces it: a panic is a bug, not a refused variant.
+/// says so, with the command that reproduces it, and ends with exit 4 as `bench` does: a
+/// panic is a bug, not a refused variant. The winner among the others is still recorded.
 #[test]
 fn a_tune_says_which_variant_panicked_and_how_to_reproduce_it() {
     let m = broken_manifest("panic");
+    let tuned = root().join("fixtures/broken/panic/neuron-tune.tuned.toml");
+    let _ = std::fs::remove_file(&tuned);
     let args =
         ["tune", "--manifest-path", &m, "--budget", "8", "--seed", "1", "--strategy", "grid"];
     let (code, _, err) = cli(&args);
-    assert_eq!(code, 0, "the other variants are tuned: {err}");
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("variant panicked, crashed or hung"), "{err}");
+    assert!(err.contains("the winners found are recorded"), "{err}");
+    let text = std::fs::read_to_string(&tuned).unwrap_or_default();
+    assert!(text.contains("cols_per_tile = 512"), "the other variant won: {text}");
     let warnings: Vec<&str> = err
         .lines()
         .filter(|l| l.starts_with("warning: double ") && l.contains("panic: "))

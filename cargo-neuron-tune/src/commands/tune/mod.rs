@@ -347,6 +347,9 @@ pub fn run(
     let mut missed: Vec<String> = Vec::new();
     // Targets where nothing correct was found to record (exit 4).
     let mut failed: Vec<String> = Vec::new();
+    // Targets some of whose variants' kernel code failed: their winners are recorded, and
+    // the run ends with exit 4, as `bench` does for such variants.
+    let mut faults: Vec<String> = Vec::new();
     // Each tuned target's winner (index into `targets`, params, time), for `over_fitted`.
     let mut winners: Vec<(usize, Params, f64)> = Vec::new();
     // `--goal`/`--validate`: per target, the models whose winner must not lower their
@@ -452,6 +455,15 @@ pub fn run(
         result.build_s = build_s / targets.len() as f64;
         run_spent.check_s += result.check_s;
         run_spent.total_s += result.total_s;
+        let faulty = bar.suspend(|| warn_faults(&out, t, &result));
+        if faulty > 0 {
+            faults.push(format!(
+                "{} at {shape_name}: {} panicked, crashed or hung (the warnings above say how \
+                 to reproduce each)",
+                k.name,
+                conv::count(faulty, "variant")
+            ));
+        }
         if result.default_fails_check {
             out.note(format!(
                 "warning: {} at {shape_name}: the default parameters fail their correctness \
@@ -540,8 +552,14 @@ pub fn run(
         out.event(&Event::RunDiagnosis { diagnosis: d });
     }
     over_fitting(&mut ws, &targets, &winners, &chip, &out)?;
-    if !failed.is_empty() {
-        Err(fail(Exit::Check, failed.join("\n")))
+    if !failed.is_empty() || !faults.is_empty() {
+        let mut why = failed;
+        if !faults.is_empty() {
+            why.extend(faults);
+            why.push("the winners found are recorded; the faults are bugs in kernel code".into());
+        }
+        why.extend(missed);
+        Err(fail(Exit::Check, why.join("\n")))
     } else if missed.is_empty() {
         Ok(Exit::Ok)
     } else {
@@ -577,6 +595,32 @@ fn latest_journal_seed(dir: &std::path::Path, prefixes: &[String]) -> Option<u64
 /// A shape label as a file-name part.
 fn sanitize(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' }).collect()
+}
+
+/// Kernel code that panicked, crashed or hung is a bug to fix, not a variant its rules
+/// refuse: the search counts it invalid and goes on, but each distinct error is told, with
+/// the command that reproduces it. Returns how many variants failed so.
+fn warn_faults(out: &crate::output::Reporter, t: &Target, result: &TuneResult) -> usize {
+    let faults =
+        [ErrorKind::Panic, ErrorKind::Crashed, ErrorKind::Timeout].map(|k| format!("{k}: "));
+    let mut told = std::collections::BTreeSet::new();
+    let mut count = 0;
+    let k = &t.kernel.name;
+    for e in &result.history {
+        let Some(err) = e.error.as_deref() else { continue };
+        if !faults.iter().any(|f| err.starts_with(f.as_str())) {
+            continue;
+        }
+        count += 1;
+        if told.insert(err) {
+            out.note(format!(
+                "warning: {k} {} {}: {err} (counted invalid; `cargo neuron-tune bench --kernel \
+                 {k} --shape {} --params {}` reproduces it)",
+                t.shape_name, e.params, t.shape_name, e.params
+            ));
+        }
+    }
+    count
 }
 
 /// The selected kernels at their selected named shapes.
@@ -798,21 +842,6 @@ fn report(
     for d in &diagnoses {
         for line in conv::diagnosis_lines(d) {
             out.result(format!("    {line}"));
-        }
-    }
-    // Kernel code that panicked, crashed or hung is a bug to fix, not a variant its rules
-    // refuse: the search counts it invalid and goes on, but says so, once per distinct error.
-    let faults =
-        [ErrorKind::Panic, ErrorKind::Crashed, ErrorKind::Timeout].map(|k| format!("{k}: "));
-    let mut told = std::collections::BTreeSet::new();
-    for e in &result.history {
-        let Some(err) = e.error.as_deref() else { continue };
-        if faults.iter().any(|f| err.starts_with(f.as_str())) && told.insert(err) {
-            out.note(format!(
-                "warning: {} {} {}: {err} (counted invalid; `cargo neuron-tune bench --kernel {} \
-                 --shape {} --params {}` reproduces it)",
-                k.name, t.shape_name, e.params, k.name, t.shape_name, e.params
-            ));
         }
     }
     if let Some(front) = &result.front {
