@@ -666,8 +666,30 @@ impl Cli {
         if args.get(1).is_some_and(|a| a == "neuron-tune") {
             args.remove(1);
         }
-        Cli::parse_from(args)
+        match Cli::try_parse_from(&args) {
+            Ok(cli) => cli,
+            Err(e) => {
+                // A usage error of a JSON run is also an `error` event on stdout, as every
+                // other failure is, so a consumer of the event stream sees why it ended.
+                if e.use_stderr() && wants_json(&args) {
+                    let text = e.to_string();
+                    let first = text.lines().next().unwrap_or_default();
+                    let message = first.trim_start_matches("error: ").to_string();
+                    let code = crate::exit::Exit::Config.code();
+                    crate::output::Reporter::new(true)
+                        .event(&crate::output::Event::Error { code, message });
+                }
+                e.exit()
+            }
+        }
     }
+}
+
+/// `--message-format json` (or `=json`) among the arguments, however the rest parses.
+fn wants_json(args: &[std::ffi::OsString]) -> bool {
+    let args: Vec<&str> = args.iter().filter_map(|a| a.to_str()).collect();
+    args.windows(2).any(|w| w == ["--message-format", "json"])
+        || args.contains(&"--message-format=json")
 }
 
 #[cfg(test)]

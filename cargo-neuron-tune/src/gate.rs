@@ -177,6 +177,26 @@ impl Report {
     }
 }
 
+impl Report {
+    /// The run's notes and each comparison's (a not-comparable one's is its verdict's
+    /// reason, shown with it), as the Markdown summary and the JSON summary list them.
+    pub fn all_notes(&self) -> Vec<String> {
+        self.notes
+            .iter()
+            .cloned()
+            .chain(
+                self.comparisons.iter().filter(|c| c.verdict != Verdict::NotComparable).filter_map(
+                    |c| {
+                        c.note
+                            .as_ref()
+                            .map(|n| format!("{} at {} on {}: {n}", c.model, c.shape, c.chip))
+                    },
+                ),
+            )
+            .collect()
+    }
+}
+
 /// Judge the items (in the order given; callers sort them by name).
 pub fn judge(items: &[Item], cfg: &Config) -> Report {
     let threshold = cfg.threshold_pct / 100.0;

@@ -88,14 +88,7 @@ pub fn markdown(r: &Report) -> String {
         }
         s.push_str(&format!("\n{MOVED_FOOTNOTE}.\n"));
     }
-    let notes: Vec<String> = r
-        .notes
-        .iter()
-        .cloned()
-        .chain(r.comparisons.iter().filter(|c| c.verdict != Verdict::NotComparable).filter_map(
-            |c| c.note.as_ref().map(|n| format!("{} at {} on {}: {n}", c.model, c.shape, c.chip)),
-        ))
-        .collect();
+    let notes = r.all_notes();
     if !notes.is_empty() {
         s.push_str("\n**Notes**\n\n");
         for n in notes {

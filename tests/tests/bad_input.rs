@@ -311,6 +311,23 @@ fn each_bad_input_is_refused_with_its_exit_code_and_says_why() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// A usage error clap catches is an `error` event too in a JSON run (the only line on
+/// stdout), with clap's message on stderr.
+#[test]
+fn a_usage_error_of_a_json_run_is_an_error_event() {
+    let (code, out, err) = cli_json(&["gate", "--threshold", "abc"]);
+    assert_eq!(code, 2, "{err}");
+    let errors = events(&out, "error");
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert_eq!(errors[0]["code"], 2);
+    assert!(errors[0]["message"].as_str().unwrap().contains("--threshold"), "{out}");
+    assert!(err.contains("--threshold"), "{err}");
+    // --help is no error, in any format.
+    let (code, out, _) = cli_json(&["gate", "--help"]);
+    assert_eq!(code, 0);
+    assert!(events(&out, "error").is_empty());
+}
+
 #[test]
 fn a_kernel_without_the_requested_shape_is_skipped_with_a_note() {
     // `rope` has no `small` shape; every other kernel has one.

@@ -274,6 +274,13 @@ fn the_gate_fails_a_slower_kernel_naming_it_and_its_models_and_passes_after_the_
     assert_eq!(gone["verdict"], "failed", "{gone}");
     assert!(gone["note"].as_str().unwrap().contains("no longer in the workspace"), "{gone}");
     assert_eq!(models.iter().find(|m| m["model"] == "qwen3_plain").unwrap()["verdict"], "new");
+    // The JSON summary lists the notes the Markdown summary does.
+    let summary = events(&out, "gate_summary").pop().unwrap();
+    let notes: Vec<&str> =
+        summary["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    assert!(notes.iter().any(|n| n.starts_with("qwen3_naive at tiny on trn2: in ")), "{notes:?}");
+    let md = std::fs::read_to_string(reports(&ws).0).unwrap();
+    assert!(notes.iter().all(|n| md.contains(n)), "{md}");
     let (code, _, err) = run(&ws, &["baseline", "save", "--shape", "tiny"]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("dropping qwen3_naive at tiny on trn2: no such model"), "{err}");

@@ -18,6 +18,18 @@ fn model_event(ws: &Path) -> Value {
     let out = run(ws, &["bench", "--model", "qwen3", "--shape", "tiny"]);
     let mut e = events(&out, "model");
     assert_eq!(e.len(), 1, "{out}");
+    // The run ends with a summary, as every command's does: the distinct calls of its
+    // tuned and default runs (one run when nothing is tuned), served or simulated.
+    let summary = events(&out, "summary").pop().unwrap_or_else(|| panic!("no summary: {out}"));
+    let model = e.last().unwrap();
+    let n = |r: &Value| r["calls"].as_array().unwrap().len() as u64;
+    let runs = if model["tuned"] == model["default"] {
+        n(&model["tuned"])
+    } else {
+        n(&model["tuned"]) + n(&model["default"])
+    };
+    assert_eq!((&summary["command"], summary["variants"].as_u64()), (&"bench".into(), Some(runs)));
+    assert_eq!(summary["failed"], 0);
     e.pop().unwrap()
 }
 

@@ -77,6 +77,7 @@ pub fn save(
     let tuned = ws.tuned.get()?.for_chip(&chip.name);
     let out = &ctx.out;
     let mut failed = Vec::new();
+    let (mut calls, mut cached) = (0, 0);
     for t in &targets {
         out.status(format!("   Simulating {} at {} on {}", t.model, t.shape_name, chip.name));
         let c = &mut ws.crates[t.krate];
@@ -94,6 +95,8 @@ pub fn save(
                 for s in run.calls.iter().filter_map(|c| c.stale.as_ref()) {
                     out.note(format!("warning: stale tuned entry: {s}"));
                 }
+                let (c, n) = run.cached_calls();
+                (cached, calls) = (cached + c, calls + n);
                 b.record(BaselineEntry::from_run(&run, &sim_version));
             }
             Err(e) => {
@@ -102,6 +105,14 @@ pub fn save(
             }
         }
     }
+    out.event(&Event::Summary(crate::output::Summary {
+        command: "baseline save".into(),
+        variants: calls,
+        simulated: Some(calls - cached),
+        cached: Some(cached),
+        failed: Some(failed.len()),
+        ..Default::default()
+    }));
     if !failed.is_empty() {
         // Never a partial baseline: the file is left as it was.
         return Err(fail(

@@ -264,6 +264,8 @@ pub fn run_models(
     let tuned = ws.tuned.get()?.for_chip(&chip.name);
     let out = &ctx.out;
     let mut failed = 0;
+    // Distinct kernel calls evaluated (tuned and default runs), and how many the store served.
+    let (mut calls, mut cached) = (0, 0);
     for t in &targets {
         out.status(format!("   Simulating {} at {} on {}", t.model, t.shape_name, chip.name));
         let c = &mut ws.crates[t.krate];
@@ -295,6 +297,11 @@ pub fn run_models(
         for s in &stale {
             out.note(format!("warning: stale tuned entry: {s}"));
         }
+        let runs = if with == without { vec![&with] } else { vec![&with, &without] };
+        for r in runs {
+            let (c, n) = r.cached_calls();
+            (cached, calls) = (cached + c, calls + n);
+        }
         print_model(out, &with, &without);
         out.event(&Event::Model {
             model: with.model.clone(),
@@ -309,6 +316,14 @@ pub fn run_models(
             stale,
         });
     }
+    out.event(&Event::Summary(crate::output::Summary {
+        command: "bench".into(),
+        variants: calls,
+        simulated: Some(calls - cached),
+        cached: Some(cached),
+        failed: Some(failed),
+        ..Default::default()
+    }));
     Ok(if failed > 0 { Exit::Check } else { Exit::Ok })
 }
 

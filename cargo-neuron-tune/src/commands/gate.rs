@@ -425,7 +425,7 @@ pub(super) fn finish(
         counts: report.counts.clone(),
         moved: report.moved.iter().take(2 * TOP_MOVED).cloned().collect(),
         stale: report.stale.clone(),
-        notes: report.notes.clone(),
+        notes: report.all_notes(),
         exit_code: report.exit_code,
         markdown: Some(md_path),
         junit: Some(junit_path),
