@@ -164,8 +164,12 @@ pub enum Command {
         cargo: CargoFlags,
         #[command(flatten)]
         workers: WorkerOpts,
-        /// The kernel to profile.
-        kernel: String,
+        /// The kernel to profile: a name, or a glob that matches one kernel.
+        #[arg(required_unless_present = "kernel_flag", conflicts_with = "kernel_flag")]
+        kernel: Option<String>,
+        /// The same as the positional KERNEL, spelled as the other commands spell it.
+        #[arg(long = "kernel", short = 'k', value_name = "NAME", id = "kernel_flag")]
+        kernel_flag: Option<String>,
         /// Parameter values `k=v,k=v` (default: the kernel's default parameters).
         #[arg(long, value_name = "K=V,...")]
         params: Option<String>,

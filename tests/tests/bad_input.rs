@@ -215,6 +215,21 @@ const CASES: &[Case] = &[
         words: &["error: nope.toml: no such file"],
     },
     Case {
+        what: "profile of a glob that matches several kernels",
+        args: &["profile", "-p", K, "attention_*", "--shape", "small"],
+        code: 2,
+        words: &[
+            "`attention_*` matches 2 kernels (attention_naive, attention_flash)",
+            "profile takes one",
+        ],
+    },
+    Case {
+        what: "profile given its kernel twice (positional and --kernel)",
+        args: &["profile", "-p", K, "add", "--kernel", "gemm"],
+        code: 2,
+        words: &["cannot be used with"],
+    },
+    Case {
         what: "a parameter given twice in --params",
         args: &[
             "bench",

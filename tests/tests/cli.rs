@@ -547,3 +547,16 @@ fn a_closed_stdout_ends_nothing_in_a_panic() {
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(out.status.code(), Some(0), "{err}");
 }
+
+/// `profile` takes its kernel as the other commands do too (`--kernel`), and a glob that
+/// matches one kernel.
+#[test]
+fn profile_takes_kernel_as_a_flag_or_a_glob_of_one() {
+    for kernel in [&["--kernel", "add"][..], &["ad*"]] {
+        let mut a = vec!["profile", "-p", "neuron-fixtures-kernels", "--shape", "small"];
+        a.extend_from_slice(kernel);
+        let (code, out, err) = cli_json(&a);
+        assert_eq!(code, 0, "{a:?}: {err}");
+        assert_eq!(events(&out, "profile")[0]["kernel"], "add", "{a:?}");
+    }
+}

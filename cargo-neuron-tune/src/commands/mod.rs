@@ -62,17 +62,22 @@ fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
         Command::Bench { cargo, select, grid, force, parts, .. } => {
             bench::run(cargo, &grid.apply(select), *force, parts, ctx)
         }
-        Command::Profile { cargo, kernel, params, shape, chip, trace, .. } => profile::run(
-            cargo,
-            &profile::Args {
-                kernel,
-                params: params.as_deref(),
-                shape: shape.as_deref(),
-                chip,
-                trace: trace.as_deref(),
-            },
-            ctx,
-        ),
+        Command::Profile { cargo, kernel, kernel_flag, params, shape, chip, trace, .. } => {
+            profile::run(
+                cargo,
+                &profile::Args {
+                    kernel: kernel
+                        .as_deref()
+                        .or(kernel_flag.as_deref())
+                        .expect("clap requires one"),
+                    params: params.as_deref(),
+                    shape: shape.as_deref(),
+                    chip,
+                    trace: trace.as_deref(),
+                },
+                ctx,
+            )
+        }
         Command::Tune { all_variants: true, .. } => Err(crate::exit::fail(
             Exit::Config,
             "--all-variants is `bench`'s grid; `tune` searches the space (pin parameters with \

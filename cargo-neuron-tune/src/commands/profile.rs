@@ -24,21 +24,44 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     let chip = chip_spec(a.chip)?;
     let names = ws.kernel_names();
     let out = &ctx.out;
+    // A name or a glob, as `--kernel` is elsewhere; a profile is of one kernel.
+    let matching: Vec<String> = ws
+        .crates
+        .iter()
+        .flat_map(|c| &c.list.kernels)
+        .filter(|k| crate::select::glob(a.kernel, &k.name))
+        .map(|k| k.name.clone())
+        .collect();
+    let name = match matching.as_slice() {
+        [one] => one.clone(),
+        [] => return Err(fail(Exit::Config, format!("no kernel `{}` (have: {names})", a.kernel))),
+        several => {
+            return Err(fail(
+                Exit::Config,
+                format!(
+                    "`{}` matches {} kernels ({}): profile takes one",
+                    a.kernel,
+                    several.len(),
+                    several.join(", ")
+                ),
+            ))
+        }
+    };
     let (c, k) = ws
         .crates
         .iter_mut()
         .find_map(|c| {
-            let k = c.list.kernels.iter().find(|k| k.name == a.kernel).cloned()?;
+            let k = c.list.kernels.iter().find(|k| k.name == name).cloned()?;
             Some((c, k))
         })
-        .ok_or_else(|| fail(Exit::Config, format!("no kernel `{}` (have: {names})", a.kernel)))?;
+        .expect("matched above");
     let params = parse_params(&k, a.params)?;
     let (shape_name, shape) = match a.shape {
         Some(n) => k.shapes.iter().find(|(s, _)| s == n).cloned().ok_or_else(|| {
             let have: Vec<&str> = k.shapes.iter().map(|(s, _)| s.as_str()).collect();
             fail(
                 Exit::Config,
-                format!("kernel `{}` has no shape `{n}` (it has: {})", a.kernel, have.join(", ")),
+                format!("kernel `{}` has no shape `{n}` (it has: {})", k.name, have.join(", ")),
             )
         })?,
         // The smallest (fewest elements over all dims; ties by name): a profile is a quick
@@ -50,15 +73,13 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
                 .iter()
                 .min_by(|(an, a), (bn, b)| size(a).cmp(&size(b)).then(an.cmp(bn)))
                 .cloned()
-                .ok_or_else(|| {
-                    fail(Exit::Config, format!("kernel `{}` has no shapes", a.kernel))
-                })?;
+                .ok_or_else(|| fail(Exit::Config, format!("kernel `{}` has no shapes", k.name)))?;
             if k.shapes.len() > 1 {
                 let names: Vec<&str> = k.shapes.iter().map(|(n, _)| n.as_str()).collect();
                 out.status(format!(
                     "   Profiling at `{}`, the smallest of {}'s shapes ({}); --shape picks another",
                     picked.0,
-                    a.kernel,
+                    k.name,
                     names.join(", ")
                 ));
             }
@@ -105,7 +126,7 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
         // as in `bench`. Kernel code that failed is exit 4.
         Err(e) => {
             let exit = if e.kind.is_invalid_variant() { Exit::Config } else { Exit::Check };
-            return Err(fail(exit, format!("{} {params} at {shape_name}: {e}", a.kernel)));
+            return Err(fail(exit, format!("{} {params} at {shape_name}: {e}", k.name)));
         }
     };
     let prof = r.profile.clone().unwrap_or_default();
@@ -116,7 +137,7 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
         out.status(format!("   Wrote Perfetto trace {} (open in ui.perfetto.dev)", path.display()));
     }
     out.event(&Event::Profile {
-        kernel: a.kernel.to_string(),
+        kernel: k.name.clone(),
         shape: shape_name.clone(),
         params: params.clone(),
         chip: chip.name.clone(),
@@ -127,7 +148,7 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
         profile: Box::new(prof.clone()),
         trace: a.trace.map(Path::to_path_buf),
     });
-    print_profile(out, a.kernel, &shape_name, &params, &prof);
+    print_profile(out, &k.name, &shape_name, &params, &prof);
     Ok(Exit::Ok)
 }
 
