@@ -442,6 +442,13 @@ fn a_chip_file_from_chip_is_named_by_its_file_and_simulated_as_written() {
     let (code, trn2, err) = cli(&["chip", "trn2"]);
     assert_eq!(code, 0, "{err}");
     assert!(trn2.contains("name = \"trn2\"\n"), "{trn2}");
+    // What its numbers mean, on stderr (stdout stays a chip file): trn2's TensorE at 2.4 GHz
+    // peaks at 128 × 128 PEs × 2 FLOP × 2.4 GHz = 78.6 TFLOP/s, and its 16 DMA engines at
+    // 23 GB/s move 368 GB/s.
+    let peak = 128.0 * 128.0 * 2.0 * 2.4e9 / 1e12;
+    assert!(err.contains(&format!("TensorE peak {peak:.1} TFLOP/s bf16")), "{err}");
+    assert!(err.contains("DMA 16 engines × 23 GB/s = 368 GB/s"), "{err}");
+    assert!(trn2.parse::<toml::Table>().is_ok(), "{trn2}");
     let dir = scratch_dir("chip-file");
     // A what-if chip: trn2 with a 1 µs kernel launch instead of 11 µs.
     let launch = "launch_overhead_ns = 11000.0\n";

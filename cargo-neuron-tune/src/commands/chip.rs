@@ -25,7 +25,45 @@ pub fn run(chip: &str, out: &Reporter) -> Result<Exit, Failure> {
         spec.name,
         toml.trim_end()
     ));
+    // What the numbers mean, on stderr so that stdout stays a chip file.
+    for line in derived(&parsed) {
+        out.status(format!("   {line}"));
+    }
     Ok(Exit::Ok)
+}
+
+/// The figures a chip's fields add up to, as the simulator uses them.
+fn derived(c: &neuron_sim::Chip) -> Vec<String> {
+    let peak = c.peak_bf16_flops();
+    let hbm = c.memory.hbm_gbps_per_core;
+    let dma = f64::from(c.dma.engines) * c.dma.engine_gbps;
+    let kib = |b: u64| b as f64 / 1024.0;
+    let parts = u64::from(c.memory.partitions);
+    vec![
+        format!(
+            "TensorE peak {:.1} TFLOP/s bf16 (128 × 128 PEs × 2 FLOP × {} GHz), fp32 {}× slower",
+            peak / 1e12,
+            c.clocks.tensor_ghz,
+            c.tensor.fp32_factor
+        ),
+        format!(
+            "HBM {hbm} GB/s per core; DMA {} engines × {} GB/s = {dma:.0} GB/s; ridge point {:.0} FLOP/byte",
+            c.dma.engines,
+            c.dma.engine_gbps,
+            peak / (hbm * 1e9)
+        ),
+        format!(
+            "SBUF {:.0} KiB × {parts} partitions = {:.1} MiB; PSUM {} banks × {:.0} KiB × {parts} \
+             partitions = {:.1} MiB",
+            kib(c.memory.sbuf_bytes_per_partition),
+            kib(c.memory.sbuf_bytes_per_partition * parts) / 1024.0,
+            c.memory.psum_banks,
+            kib(c.memory.psum_bank_bytes_per_partition),
+            kib(c.memory.psum_bank_bytes_per_partition * u64::from(c.memory.psum_banks) * parts)
+                / 1024.0
+        ),
+        format!("launch overhead {:.1} µs per kernel call", c.launch_overhead_ns / 1e3),
+    ]
 }
 
 #[cfg(test)]
