@@ -109,29 +109,9 @@ pub fn check_at(
     let mut w = Metrics { cosine: 1.0, ..Metrics::default() };
     for (i, shape) in shapes.iter().enumerate() {
         match case(kernel, params, shape, seed, Distribution::Normal, chip) {
-            Ok(m) => {
-                w.max_abs_err = w.max_abs_err.max(m.max_abs_err);
-                w.max_rel_err = w.max_rel_err.max(m.max_rel_err);
-                w.mse = w.mse.max(m.mse);
-                w.cosine = w.cosine.min(m.cosine);
-                w.effective_atol = w.effective_atol.max(m.effective_atol);
-            }
+            Ok(m) => fold_worst(&mut w, &m),
             Err((message, metrics)) => {
-                let m = metrics.unwrap_or(Metrics {
-                    max_abs_err: f64::MAX,
-                    max_rel_err: f64::MAX,
-                    mse: f64::MAX,
-                    cosine: 0.0,
-                    mismatches: 0,
-                    effective_atol: 0.0,
-                    elements: 0,
-                });
-                let m = Metrics {
-                    max_abs_err: finite(m.max_abs_err),
-                    max_rel_err: finite(m.max_rel_err),
-                    mse: finite(m.mse),
-                    ..m
-                };
+                let m = failing_metrics(metrics);
                 return Ok(CheckReport {
                     passed: false,
                     cases: i as u32 + 1,
@@ -165,6 +145,35 @@ pub fn check_at(
         tolerance: Some(kernel.tolerance()),
         effective_atol: w.effective_atol,
     })
+}
+
+/// `w` made the worst of itself and `m` (the largest errors, the smallest cosine).
+fn fold_worst(w: &mut Metrics, m: &Metrics) {
+    w.max_abs_err = w.max_abs_err.max(m.max_abs_err);
+    w.max_rel_err = w.max_rel_err.max(m.max_rel_err);
+    w.mse = w.mse.max(m.mse);
+    w.cosine = w.cosine.min(m.cosine);
+    w.effective_atol = w.effective_atol.max(m.effective_atol);
+}
+
+/// A failing case's metrics as reported: its own, made finite, or (when its outputs were
+/// never compared: a panic, a hardware error) the worst there is.
+fn failing_metrics(metrics: Option<Metrics>) -> Metrics {
+    let m = metrics.unwrap_or(Metrics {
+        max_abs_err: f64::MAX,
+        max_rel_err: f64::MAX,
+        mse: f64::MAX,
+        cosine: 0.0,
+        mismatches: 0,
+        effective_atol: 0.0,
+        elements: 0,
+    });
+    Metrics {
+        max_abs_err: finite(m.max_abs_err),
+        max_rel_err: finite(m.max_rel_err),
+        mse: finite(m.mse),
+        ..m
+    }
 }
 
 /// JSON has no infinity: a NaN or infinite error (e.g. an output never written) is
@@ -211,12 +220,7 @@ pub fn check(
         }
         match case(kernel, params, &shape, seed, dist, &cfg.chip) {
             Ok(m) => {
-                let mut w = worst.borrow_mut();
-                w.max_abs_err = w.max_abs_err.max(m.max_abs_err);
-                w.max_rel_err = w.max_rel_err.max(m.max_rel_err);
-                w.mse = w.mse.max(m.mse);
-                w.cosine = w.cosine.min(m.cosine);
-                w.effective_atol = w.effective_atol.max(m.effective_atol);
+                fold_worst(&mut worst.borrow_mut(), &m);
                 Ok(())
             }
             Err((msg, _)) => {
@@ -244,21 +248,7 @@ pub fn check(
                 Err(e) => e,
                 Ok(m) => ("failed only in the original (unshrunk) case".into(), Some(m)),
             };
-            let m = metrics.unwrap_or(Metrics {
-                max_abs_err: f64::MAX,
-                max_rel_err: f64::MAX,
-                mse: f64::MAX,
-                cosine: 0.0,
-                mismatches: 0,
-                effective_atol: 0.0,
-                elements: 0,
-            });
-            let m = Metrics {
-                max_abs_err: finite(m.max_abs_err),
-                max_rel_err: finite(m.max_rel_err),
-                mse: finite(m.mse),
-                ..m
-            };
+            let m = failing_metrics(metrics);
             let metrics = metrics.map(|_| m);
             Ok(CheckReport {
                 passed: false,
