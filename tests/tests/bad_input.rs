@@ -230,6 +230,12 @@ const CASES: &[Case] = &[
         words: &["cannot be used with"],
     },
     Case {
+        what: "new with a name cargo takes as a crate root",
+        args: &["new", "main", "--manifest-path", "fixtures/kernels/Cargo.toml"],
+        code: 2,
+        words: &["kernel name `main` would be src/main.rs or src/lib.rs"],
+    },
+    Case {
         what: "a parameter given twice in --params",
         args: &[
             "bench",

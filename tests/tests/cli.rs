@@ -383,6 +383,11 @@ fn new_kernels_from_every_template_pass_check() {
             cli(&["new", name, "--template", t, "--manifest-path", manifest.to_str().unwrap()]);
         assert_eq!(code, 0, "{t}: {err}");
     }
+    // Registered in the order they were made, as a list a person would write.
+    let harness = std::fs::read_to_string(dir.join("src/bin/harness.rs")).unwrap();
+    let at = |m: &str| harness.find(&format!("::{m}::")).unwrap_or_else(|| panic!("{harness}"));
+    assert!(at("my_scale") < at("my_sum") && at("my_sum") < at("my_gemm"), "{harness}");
+    assert!(at("my_gemm") < at("my_attn") && !harness.contains(", ]"), "{harness}");
     let (code, out, err) = cli_json(&[
         "check",
         "--manifest-path",

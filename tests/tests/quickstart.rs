@@ -244,6 +244,24 @@ fn new_outside_a_kernel_crate_says_to_run_init_and_init_then_new_work() {
     assert_eq!(snapshot(&dir), before, "a failed new changes nothing");
 }
 
+/// Outside any crate (no Cargo.toml here or above), `init` says where it looked.
+#[test]
+fn init_outside_any_crate_says_where_it_looked() {
+    let dir = std::env::temp_dir().join(format!("neuron-tune-nocrate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    assert!(!dir.ancestors().any(|d| d.join("Cargo.toml").is_file()), "{}", dir.display());
+    let out = std::process::Command::new(neuron_tune_tests::cli_exe())
+        .args(["neuron-tune", "init"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("no Cargo.toml in {}", dir.display())), "{err}");
+    assert!(err.contains("cargo new --lib"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn init_refuses_a_crate_without_a_library() {
     let dir = plain_crate("binonly", false);

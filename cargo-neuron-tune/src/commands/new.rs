@@ -56,7 +56,8 @@ fn body(t: Template) -> &'static str {
     match t {
         Template::Elementwise => {
             r#"
-/// y = x · alpha + beta, element-wise; rows on partitions, columns in tiles.
+/// y = x · 2 + 1, element-wise (one fused VectorE instruction per tile); rows on partitions,
+/// columns in tiles. Change the constants (and the reference) to your own element-wise op.
 pub struct __NAME__;
 
 impl Kernel for __NAME__ {
@@ -409,7 +410,14 @@ pub fn new_kernel(
     })?;
     let list_end = bin_src[at..].find(']').map_or(bin_src.len(), |e| at + e);
     if !bin_src[at..list_end].contains(&path_in_bin) {
-        bin_src.insert_str(at + anchor.len(), &format!("{path_in_bin}, "));
+        // Appended, so kernels stay in the order they were made: `[a::A, b::B]`.
+        let listed = bin_src[at + anchor.len()..list_end].trim_end();
+        let entry = match listed {
+            "" => path_in_bin,
+            l if l.ends_with(',') => format!(" {path_in_bin}"),
+            _ => format!(", {path_in_bin}"),
+        };
+        bin_src.insert_str(at + anchor.len() + listed.len(), &entry);
     }
     edits.change(bin_path, bin_src)?;
     let toml = read(&manifest)?;
@@ -471,10 +479,20 @@ pub fn package_at(
         let here = std::env::current_dir().ok()?;
         here.ancestors().map(|d| d.join("Cargo.toml")).find(|m| m.is_file())
     };
-    let manifest = manifest
-        .map(Path::to_path_buf)
-        .or_else(nearest)
-        .unwrap_or_else(|| Path::new("Cargo.toml").to_path_buf());
+    let manifest = match manifest.map(Path::to_path_buf).or_else(nearest) {
+        Some(m) => m,
+        None => {
+            let here = std::env::current_dir().unwrap_or_default();
+            return Err(fail(
+                Exit::Config,
+                format!(
+                    "no Cargo.toml in {} or any directory above it: run this in a library \
+                     crate (`cargo new --lib NAME`), or name one with --manifest-path",
+                    here.display()
+                ),
+            ));
+        }
+    };
     let meta = cargo_metadata::MetadataCommand::new()
         .cargo_path(crate::cargo::cargo_bin())
         .manifest_path(&manifest)
@@ -519,6 +537,10 @@ fn kernel_name_ok(name: &str) -> Result<(), &'static str> {
             "is a Rust keyword: the kernel's module could not be declared (try another name)",
         );
     }
+    // `src/main.rs` and `src/lib.rs` are cargo's target roots, not modules.
+    if name == "main" || name == "lib" {
+        return Err("would be src/main.rs or src/lib.rs, which cargo takes as a crate root");
+    }
     Ok(())
 }
 
@@ -542,7 +564,8 @@ mod tests {
         for ok in ["my_add", "gemm2", "fn_like", "r", "union"] {
             assert_eq!(kernel_name_ok(ok), Ok(()), "{ok}");
         }
-        for bad in ["", "MyAdd", "2gemm", "my-add", "fn", "type", "self", "_", "gen"] {
+        for bad in ["", "MyAdd", "2gemm", "my-add", "fn", "type", "self", "_", "gen", "main", "lib"]
+        {
             assert!(kernel_name_ok(bad).is_err(), "{bad}");
         }
     }

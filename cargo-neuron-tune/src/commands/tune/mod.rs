@@ -323,9 +323,11 @@ pub fn run(
         (None, false) => default_seed(),
     };
     out.status(format!(
-        "   Tuning {} with strategy `{}`, {}, {} simulations each",
+        "   Tuning {} with {}, {}, {} simulations each",
         conv::count(targets.len(), "kernel shape"),
-        opts.proposer.as_deref().map_or(opts.strategy.clone(), |p| format!("proposer `{p}`")),
+        opts.proposer
+            .as_deref()
+            .map_or(format!("strategy `{}`", opts.strategy), |p| format!("proposer `{p}`")),
         super::seed_words(seed, opts.seed.is_none()),
         opts.budget
     ));
