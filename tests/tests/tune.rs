@@ -522,6 +522,20 @@ fn a_run_that_finds_nothing_faster_keeps_the_recorded_winner_and_a_tie_keeps_the
     let (again, _) = tune("softmax", "grid", "18", "3");
     assert_eq!(again["best_params"], best);
     assert!(again.get("kept_record").is_none(), "{again}");
+    // A pinned run whose pins exclude the record: the file keeps the (faster) record, but
+    // the table shows the pinned run's own best, and a note names the record.
+    let bufs = best["bufs"].as_i64().unwrap();
+    let pin = format!("bufs={}", if bufs == 1 { 2 } else { 1 });
+    let (code, out, err) = cli_env(
+        &[&a[..], &["--params", &pin, "--strategy", "grid", "--budget", "6", "--seed", "3"]]
+            .concat(),
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let row = out.lines().rfind(|l| l.trim_start().starts_with("softmax ")).unwrap_or("");
+    assert!(row.contains(&pin) && !row.contains("recorded winner kept"), "{row}\n{out}");
+    assert!(err.contains("lies outside the space searched"), "{err}");
+    assert_eq!(recorded("softmax")["params"], best);
 
     // `add`, seed 4 of `random`: its one proposal (bufs 3) runs exactly as long as the
     // default (bufs 2) does; a tie keeps the default, so the record does not churn.

@@ -795,9 +795,26 @@ fn report(
         super::replay::curve(&result.best_so_far)
     ));
     // The table says what the tuned file now holds: a record that stands (this run found
-    // nothing faster) is shown, marked, rather than the run's own best.
+    // nothing faster) is shown, marked, rather than the run's own best — unless the record
+    // lies outside the space searched (`--params` pins, a narrowed space): then the row is
+    // the run's own best against its own default, and a note names the record.
+    let in_space = |p: &Params| {
+        t.kernel
+            .space
+            .0
+            .iter()
+            .all(|(name, levels)| p.0.get(name).is_some_and(|v| levels.contains(v)))
+    };
     let (shown, kept_record) = match &result.record {
-        Some((r, _)) => (r, " (recorded winner kept)"),
+        Some((r, _)) if in_space(&r.params) => (r, " (recorded winner kept)"),
+        Some((r, _)) => {
+            out.note(format!(
+                "note: {} {label}: the tuned record {} ({:.1} µs) is faster and stays in the \
+                 file; it lies outside the space searched, so the table shows this run's best",
+                k.name, r.params, r.time_us
+            ));
+            (best, "")
+        }
         None => (best, ""),
     };
     table.row(vec![
