@@ -79,6 +79,37 @@ pub struct Selection {
     pub all_variants: bool,
 }
 
+impl Selection {
+    /// What is selected, as a results file records it (the partitions of one run agree).
+    pub fn describe(&self) -> String {
+        let list = |v: &[String]| if v.is_empty() { "all".to_string() } else { v.join(",") };
+        format!(
+            "chip {}, kernels {}, shapes {}, params {}{}",
+            self.chip,
+            list(&self.kernels),
+            list(&self.shapes),
+            self.params.as_deref().unwrap_or("default"),
+            if self.all_variants { ", all variants" } else { "" }
+        )
+    }
+}
+
+impl SearchOpts {
+    /// The flags that decide what a search finds (not `--resume`, `--time`, which only
+    /// decide how far it got).
+    pub fn describe(&self) -> String {
+        format!(
+            "{}, budget {}, seed {}, objective {:?}",
+            self.proposer
+                .as_ref()
+                .map_or(format!("strategy {}", self.strategy), |p| format!("proposer {p}")),
+            self.budget,
+            self.seed.map_or("chosen".to_string(), |s| s.to_string()),
+            self.objective
+        )
+    }
+}
+
 /// `--all-variants`, for the commands that walk a grid (`tune` searches the space instead).
 #[derive(Debug, Args, Clone, Copy, Default)]
 pub struct Grid {

@@ -189,4 +189,41 @@ fn partitions_merged_give_the_result_of_one_run() {
     let (code, _) = partitions_then_merge(&ws, "tune", &tune, &none, false, &fresh);
     assert_eq!(code, 0);
     assert_eq!(std::fs::read_to_string(&db).unwrap(), whole_db);
+
+    // A goal no partition meets: each partition that tuned something exits 6 yet writes
+    // its results (its winners are recorded), and the merge ends as one run would: 6.
+    let mut goal = tune.to_vec();
+    goal.extend(["--goal", "900%", "--max-rounds", "1"]);
+    let mut files = Vec::new();
+    let mut codes = Vec::new();
+    for k in 1..=3 {
+        let results = path(&ws, &format!("goal-{k}.json"));
+        let part = format!("{k}/3");
+        let mut a = goal.clone();
+        a.extend(["--partition", &part, "--results", &results]);
+        let (code, _, err) = run(&ws, &a, false);
+        assert!(code == 0 || code == 6, "{a:?}: {code}\n{err}");
+        assert!(Path::new(&results).is_file(), "partition {part} wrote its results: {err}");
+        codes.push(code);
+        files.push(results);
+    }
+    assert!(codes.contains(&6), "{codes:?}");
+    let mut a = vec!["merge"];
+    a.extend(files.iter().map(String::as_str));
+    let (code, _, err) = run(&ws, &a, false);
+    assert_eq!(code, 6, "{err}");
+    assert!(err.contains("goal"), "{err}");
+
+    // Partitions of different runs (another chip) are not joined into one table.
+    let bench = ["bench", "-p", "neuron-fixtures-kernels", "--shape", "small"];
+    let (one, two) = (path(&ws, "mixed-1.json"), path(&ws, "mixed-2.json"));
+    let mut a = bench.to_vec();
+    a.extend(["--partition", "1/2", "--results", &one]);
+    assert_eq!(run(&ws, &a, false).0, 0);
+    let mut a = bench.to_vec();
+    a.extend(["--chip", "trn1", "--partition", "2/2", "--results", &two]);
+    assert_eq!(run(&ws, &a, false).0, 0);
+    let (code, _, err) = run(&ws, &["merge", &one, &two], false);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("the partitions were benchmarked differently (chip trn2"), "{err}");
 }

@@ -81,6 +81,7 @@ pub fn run(
     if let Some(path) = &parts.results {
         let results = super::merge::Results::Bench {
             partition: parts.partition,
+            run: s.describe(),
             rows: rows.iter().map(|(_, v, m)| (v.clone(), m.clone())).collect(),
             defaults: defaults.clone(),
             invalid,

@@ -34,6 +34,10 @@ pub enum Results {
     },
     Bench {
         partition: Option<Partition>,
+        /// What was run, apart from the partition (`Selection::describe`): partitions of
+        /// different runs (another chip, shape or grid) are not joined.
+        #[serde(default)]
+        run: String,
         rows: Vec<(Variant, Measured)>,
         /// Each kernel's default parameters (for the gain of the best variant).
         defaults: Vec<(String, Params)>,
@@ -42,9 +46,16 @@ pub enum Results {
     },
     Tune {
         partition: Option<Partition>,
+        /// What was run, apart from the partition (the selection and the search flags).
+        #[serde(default)]
+        run: String,
         /// The tuned records the run added or changed, with their database's path
         /// relative to the workspace root.
         records: Vec<(PathBuf, TunedRecord)>,
+        /// How the partition ended when not with success: exit 4 (a check failed, kernel
+        /// code crashed) or 6 (`--goal` not met), and why. Its records are kept all the same.
+        #[serde(default)]
+        failure: Option<(u8, String)>,
     },
 }
 
@@ -159,6 +170,14 @@ fn check_partitions(files: &[PathBuf], all: &[Results]) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Partitions of different runs (`what` = how they were run) are not joined.
+fn differently(what: &str, a: &str, b: &str) -> Result<(), Failure> {
+    if a == b {
+        return Ok(());
+    }
+    Err(fail(Exit::Config, format!("the partitions were {what} differently ({a} vs {b})")))
+}
+
 /// Join `all` (same command, partitions checked) into the results of one run.
 pub fn join(all: Vec<Results>) -> Result<Results, Failure> {
     let mut it = all.into_iter();
@@ -178,9 +197,10 @@ pub fn join(all: Vec<Results>) -> Result<Results, Failure> {
                 items.extend(i);
             }
             (
-                Results::Bench { rows, defaults, invalid, crashed, .. },
-                Results::Bench { rows: r, defaults: d, invalid: i, crashed: c, .. },
+                Results::Bench { run, rows, defaults, invalid, crashed, .. },
+                Results::Bench { run: other, rows: r, defaults: d, invalid: i, crashed: c, .. },
             ) => {
+                differently("benchmarked", run, &other)?;
                 rows.extend(r);
                 for x in d {
                     if !defaults.contains(&x) {
@@ -190,7 +210,25 @@ pub fn join(all: Vec<Results>) -> Result<Results, Failure> {
                 *invalid += i;
                 *crashed += c;
             }
-            (Results::Tune { records, .. }, Results::Tune { records: r, .. }) => records.extend(r),
+            (
+                Results::Tune { run, records, failure, .. },
+                Results::Tune { run: other, records: r, failure: f, .. },
+            ) => {
+                differently("tuned", run, &other)?;
+                records.extend(r);
+                // Exit 4 wins over 6, as in one run; the reasons are all kept.
+                *failure = match (failure.take(), f) {
+                    (Some((a, x)), Some((b, y))) => {
+                        let code = if a == Exit::Check.code() || b == Exit::Check.code() {
+                            Exit::Check.code()
+                        } else {
+                            a
+                        };
+                        Some((code, format!("{x}\n{y}")))
+                    }
+                    (a, b) => a.or(b),
+                };
+            }
             _ => unreachable!("the commands were checked"),
         }
     }
@@ -209,7 +247,7 @@ pub fn join(all: Vec<Results>) -> Result<Results, Failure> {
             });
             defaults.sort_by(|a, b| a.0.cmp(&b.0));
         }
-        Results::Tune { partition, records } => {
+        Results::Tune { partition, records, .. } => {
             *partition = None;
             records.sort_by(|a, b| {
                 (&a.0, &a.1.kernel, &a.1.chip, &a.1.shape).cmp(&(
@@ -253,7 +291,7 @@ pub fn run(
                 rows.into_iter().enumerate().map(|(i, (v, m))| (i, v, m)).collect();
             Ok(super::bench::report(out, &rows, &defaults, invalid, crashed))
         }
-        Results::Tune { records, .. } => {
+        Results::Tune { records, failure, .. } => {
             let root: PathBuf = cargo.metadata()?.workspace_root.into();
             let mut dbs: Vec<TunedDb> = Vec::new();
             for (file, record) in records {
@@ -280,7 +318,17 @@ pub fn run(
                 let p = db.save()?;
                 out.status(format!("   Wrote {}", p.display()));
             }
-            Ok(Exit::Ok)
+            match failure {
+                None => Ok(Exit::Ok),
+                Some((code, why)) => {
+                    let exit = if code == Exit::GoalNotMet.code() {
+                        Exit::GoalNotMet
+                    } else {
+                        Exit::Check
+                    };
+                    Err(fail(exit, why))
+                }
+            }
         }
     }
 }
@@ -313,6 +361,40 @@ mod tests {
         assert!(e.message.contains("given twice"), "{}", e.message);
         let dup = join(vec![gate(1, &["m1"]), gate(2, &["m1"])]).unwrap_err();
         assert!(dup.message.contains("two partitions"), "{}", dup.message);
+    }
+
+    /// A check failure (4) in one partition wins over a goal not met (6) in another, as in
+    /// one run; with no failure anywhere there is none.
+    #[test]
+    fn a_failed_partition_decides_the_merged_exit() {
+        let tune = |k: u32, failure: Option<(u8, &str)>| Results::Tune {
+            partition: Some(Partition { k, n: 3 }),
+            run: "same".into(),
+            records: Vec::new(),
+            failure: failure.map(|(c, m)| (c, m.to_string())),
+        };
+        let failure = |all: Vec<Results>| match join(all).unwrap() {
+            Results::Tune { failure, .. } => failure,
+            _ => panic!("tune"),
+        };
+        let (six, four) = (Exit::GoalNotMet.code(), Exit::Check.code());
+        let f = failure(vec![
+            tune(1, Some((six, "goal"))),
+            tune(2, None),
+            tune(3, Some((four, "check"))),
+        ]);
+        assert_eq!(f, Some((four, "goal\ncheck".into())));
+        assert_eq!(
+            failure(vec![tune(1, None), tune(2, Some((six, "g")))]),
+            Some((six, "g".into()))
+        );
+        assert_eq!(failure(vec![tune(1, None), tune(2, None)]), None);
+        let mut other = tune(3, None);
+        if let Results::Tune { run, .. } = &mut other {
+            *run = "other".into();
+        }
+        let e = join(vec![tune(1, None), other]).unwrap_err();
+        assert!(e.message.contains("tuned differently (same vs other)"), "{}", e.message);
     }
 
     #[test]

@@ -87,16 +87,35 @@ fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
         Command::Tune { cargo, select, search, goal, models, parts, .. } => match &parts.results {
             None => tune::run(cargo, select, models, search, goal, parts.partition, ctx),
             Some(path) => {
-                // The run's results are the tuned records it added or changed.
+                // The run's results are the tuned records it added or changed, and how it
+                // ended when a check failed or the goal was not met (it recorded winners
+                // all the same, which `merge` must see); other failures write nothing.
                 let before = merge::tuned_snapshot(cargo)?;
-                let exit = tune::run(cargo, select, models, search, goal, parts.partition, ctx)?;
+                let ended = tune::run(cargo, select, models, search, goal, parts.partition, ctx);
+                let failure = match &ended {
+                    Err(f) if matches!(f.exit, Exit::Check | Exit::GoalNotMet) => {
+                        Some((f.exit.code(), f.message.clone()))
+                    }
+                    Err(_) => return ended,
+                    Ok(_) => None,
+                };
                 let records =
                     merge::tuned_snapshot(cargo)?.into_iter().filter(|r| !before.contains(r));
-                let results =
-                    merge::Results::Tune { partition: parts.partition, records: records.collect() };
+                let results = merge::Results::Tune {
+                    partition: parts.partition,
+                    run: format!(
+                        "{}; models {}; {}; goal {:?}",
+                        select.describe(),
+                        if models.is_empty() { "none".into() } else { models.join(",") },
+                        search.describe(),
+                        goal.goal
+                    ),
+                    records: records.collect(),
+                    failure,
+                };
                 merge::write_results(path, &results)?;
                 ctx.out.status(format!("   Wrote {}", path.display()));
-                Ok(exit)
+                ended
             }
         },
         Command::Gate { cargo, gate, parts, .. } => gate::run(cargo, gate, parts, ctx),
