@@ -735,10 +735,13 @@ fn report(
             error: Some(why),
         }))
         .collect();
-    let spent =
-        conv::Spent { build_s: result.build_s, check_s: result.check_s, total_s: result.total_s };
+    // One target's own time: the shared harness build is judged once, over the run.
+    let spent = conv::Spent { build_s: 0.0, check_s: result.check_s, total_s: result.total_s };
+    // A goal met is the run's end, not a search cut short.
+    let goal_met = result.goal.as_ref().is_some_and(|g| g.met);
     let diagnoses: Vec<conv::Diagnosis> = [
-        conv::not_converged(&convergence, result.evaluations, result.exhausted),
+        conv::not_converged(&convergence, result.evaluations, result.exhausted)
+            .filter(|_| !goal_met),
         conv::invalid_heavy(&evals),
         conv::slow_checks(&spent),
     ]
@@ -787,13 +790,22 @@ fn report(
         n => format!(" ({n} pruned without simulating)"),
     };
     let stop_note = super::stop_note(result.stopped_by, opts);
-    out.status(format!(
-        "   Tuned {} {label}: {:.1} µs after {}{pruned_note}{stop_note}; convergence {}",
-        k.name,
-        best.time_us,
-        conv::count(result.evaluations, "evaluation"),
-        super::replay::curve(&result.best_so_far)
-    ));
+    if result.evaluations == 0 {
+        out.status(format!(
+            "   Tuned {} {label}: {:.1} µs, the default's: nothing searched{}",
+            k.name,
+            best.time_us,
+            if goal_met { " (it already meets the goal)" } else { "" }
+        ));
+    } else {
+        out.status(format!(
+            "   Tuned {} {label}: {:.1} µs after {}{pruned_note}{stop_note}; convergence {}",
+            k.name,
+            best.time_us,
+            conv::count(result.evaluations, "evaluation"),
+            super::replay::curve(&result.best_so_far)
+        ));
+    }
     // The table says what the tuned file now holds: a record that stands (this run found
     // nothing faster) is shown, marked, rather than the run's own best — unless the record
     // lies outside the space searched (`--params` pins, a narrowed space): then the row is
@@ -834,9 +846,13 @@ fn report(
     ]);
     // How the run went, under the kernel's name (its row is in the table at the end). The
     // convergence figures are the search's; when the default stands, they are said to be.
-    let how = conv::describe(&convergence);
+    let how = match result.evaluations {
+        0 if goal_met => "nothing searched: the default already meets the goal".to_string(),
+        0 => "nothing searched".to_string(),
+        _ => conv::describe(&convergence),
+    };
     match (result.kept_default, result.default_time) {
-        (true, Some(d)) => {
+        (true, Some(d)) if result.evaluations > 0 => {
             let searched = result.best_so_far.iter().rev().find_map(|b| *b);
             let slower = match searched {
                 Some(s) if s > d => {

@@ -143,6 +143,25 @@ pub(super) fn tune_one(
             })?)
         }
     };
+    // A time no variant can reach: every call pays the chip's launch overhead (reported
+    // times include it), so a goal below it is refused before any round is spent on it.
+    if let (Some(t), Some(g)) = (target, job.goal.goal) {
+        let chip = match &job.chip.toml {
+            Some(text) => neuron_sim::Chip::from_toml(text).ok(),
+            None => neuron_sim::Chip::builtin(&job.chip.name),
+        };
+        let launch_us = chip.map_or(0.0, |c| c.launch_overhead_ns / 1e3);
+        if t <= launch_us {
+            return Err(fail(
+                Exit::Config,
+                format!(
+                    "--goal {g} for {} at {}: it needs ≤ {t:.2} µs per call, but every call on \
+                     {} pays its {launch_us:.1} µs launch overhead; no variant can meet it",
+                    job.kernel, job.shape_name, job.chip.name
+                ),
+            ));
+        }
+    }
     // Rounds and roll-backs already in the journal (`--resume`): not written twice.
     let journaled_rounds: Vec<usize> = journaled.rounds.iter().map(|r| r.round).collect();
     // (n, params): a resumed proposer may evaluate other params under a journaled n.
