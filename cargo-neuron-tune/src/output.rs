@@ -356,7 +356,7 @@ impl Reporter {
         }
     }
 
-    /// A warning or error: stderr in both modes.
+    /// A warning, note or error (`warning:`, `note:`, `error:`): stderr in both modes.
     pub fn note(&self, line: impl AsRef<str>) {
         eprintln!("{}", line.as_ref());
     }
