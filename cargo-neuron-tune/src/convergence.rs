@@ -84,7 +84,9 @@ pub fn count(n: usize, noun: &str) -> String {
 pub fn describe(c: &Convergence) -> String {
     let evaluations = |k: usize| count(k, "evaluation");
     let improvement = match c.improvement_in_window {
-        Some(i) => format!("the last {} improved it {:.1} %", evaluations(c.window), 100.0 * i),
+        Some(i) => {
+            format!("its best improved {:.1} % over the last {}", 100.0 * i, evaluations(c.window))
+        }
         // The window is the whole run: there is no "before" to improve on.
         None if c.whole_run_in_window => {
             format!("the run is no longer than its {}-evaluation window", c.window)
@@ -483,8 +485,8 @@ mod tests {
         assert!(not_converged(&a, 10, false).unwrap().evidence[0].contains("improved 4.0 %"));
         assert_eq!(
             describe(&a),
-            "95 % of the final best after 3 evaluations; the last 4 evaluations improved it \
-             4.0 %; 20 % pruned, 10 % invalid"
+            "95 % of the final best after 3 evaluations; its best improved 4.0 % over the last \
+             4 evaluations; 20 % pruned, 10 % invalid"
         );
         // The same run over a space the strategy exhausted: nothing left to find.
         assert_eq!(not_converged(&a, 10, true), None);

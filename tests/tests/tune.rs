@@ -21,6 +21,17 @@ fn tune_args(seed: &str, extra: &[&str]) -> Vec<String> {
 /// would delete that one's records).
 static TUNED_FILE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Parameters as the tool prints them (`k=v,k=v`, by name).
+fn params_text(p: &Value) -> String {
+    let o = p.as_object().unwrap();
+    let mut kv: Vec<String> = o
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().map_or(v.to_string(), str::to_string)))
+        .collect();
+    kv.sort();
+    kv.join(",")
+}
+
 fn final_event(out: &str) -> Value {
     events(out, "tune").pop().unwrap_or_else(|| panic!("no tune event in {out}"))
 }
@@ -536,6 +547,18 @@ fn a_run_that_finds_nothing_faster_keeps_the_recorded_winner_and_a_tie_keeps_the
     assert!(row.contains(&pin) && !row.contains("recorded winner kept"), "{row}\n{out}");
     assert!(err.contains("lies outside the space searched"), "{err}");
     assert_eq!(recorded("softmax")["params"], best);
+    // A goal missed by a short run while the file keeps its faster record: the message says
+    // its figures are the run's, and which record the table shows instead.
+    let (code, _, err) = cli_env(
+        &[&a[..], &["--goal", "11.5us", "--max-rounds", "1", "--strategy", "grid"]].concat(),
+        &[],
+    );
+    assert_eq!(code, 6, "{err}");
+    let kept = format!(
+        "(this run's best; the tuned record kept, {}, takes {best_time:.2} µs)",
+        params_text(&best)
+    );
+    assert!(err.contains(&kept), "{kept}\n{err}");
 
     // `add`, seed 4 of `random`: its one proposal (bufs 3) runs exactly as long as the
     // default (bufs 2) does; a tie keeps the default, so the record does not churn.

@@ -496,7 +496,15 @@ pub fn run(
         bar.suspend(|| report(&out, t, &chip, &result, &best, seed, opts, &mut table));
         winners.push((ti, best.params.clone(), best.time_us));
         if let Some(g) = result.goal.as_ref().filter(|g| !g.met) {
-            missed.push(goal_miss(&k.name, shape_name, g, &best));
+            let mut why = goal_miss(&k.name, shape_name, g, &best);
+            // The table shows a kept record, faster than this run's best: say which is which.
+            if let Some((r, _)) = &result.record {
+                why.push_str(&format!(
+                    "\n    (this run's best; the tuned record kept, {}, takes {:.2} µs)",
+                    r.params, r.time_us
+                ));
+            }
+            missed.push(why);
         }
         let db = dbs[t.krate].as_mut().expect("loaded before the search");
         // The file's record stands when this run found nothing faster (it is refreshed:
