@@ -1,0 +1,224 @@
+//! What one tuned (kernel, shape) says: its event, status and result lines, diagnoses,
+//! Pareto front and row of the final table, and the faults of its kernel code.
+
+use super::*;
+
+/// Kernel code that panicked, crashed or hung is a bug to fix, not a variant its rules
+/// refuse: the search counts it invalid and goes on, but each distinct error is told, with
+/// the command that reproduces it. Returns how many variants failed so.
+pub(super) fn warn_faults(out: &crate::output::Reporter, t: &Target, result: &TuneResult) -> usize {
+    let faults =
+        [ErrorKind::Panic, ErrorKind::Crashed, ErrorKind::Timeout].map(|k| format!("{k}: "));
+    let mut told = std::collections::BTreeSet::new();
+    let mut count = 0;
+    let k = &t.kernel.name;
+    for e in &result.history {
+        let Some(err) = e.error.as_deref() else { continue };
+        if !faults.iter().any(|f| err.starts_with(f.as_str())) {
+            continue;
+        }
+        count += 1;
+        if told.insert(err) {
+            out.note(format!(
+                "warning: {k} {} {}: {err} (counted invalid; `cargo neuron-tune bench --kernel \
+                 {k} --shape {} --params {}` reproduces it)",
+                t.shape_name, e.params, t.shape_name, e.params
+            ));
+        }
+    }
+    count
+}
+
+/// The event of one tuned (kernel, shape), its status line, its Pareto front (results)
+/// and its row of the final table.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn report(
+    out: &crate::output::Reporter,
+    t: &Target,
+    chip: &ChipSpec,
+    result: &TuneResult,
+    best: &Best,
+    seed: u64,
+    opts: &SearchOpts,
+    table: &mut crate::output::Table,
+) {
+    let k = &t.kernel;
+    let convergence = conv::analyze(&result.best_so_far, result.pruned, result.invalid);
+    let evals: Vec<conv::Eval> = result
+        .history
+        .iter()
+        .map(|e| conv::Eval { params: &e.params, status: &e.status, error: e.error.as_deref() })
+        .chain(result.refused.iter().map(|(params, why)| conv::Eval {
+            params,
+            status: "refused",
+            error: Some(why),
+        }))
+        .collect();
+    // One target's own time: the shared harness build is judged once, over the run.
+    let spent = conv::Spent { build_s: 0.0, check_s: result.check_s, total_s: result.total_s };
+    // A goal met is the run's end, not a search cut short.
+    let goal_met = result.goal.as_ref().is_some_and(|g| g.met);
+    let diagnoses: Vec<conv::Diagnosis> = [
+        conv::not_converged(&convergence, result.evaluations, result.exhausted)
+            .filter(|_| !goal_met),
+        conv::invalid_heavy(&evals),
+        conv::slow_checks(&spent),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    // Kept with the journal for `report`; failing to is only a note (the result stands).
+    let meta = JournalMeta { diagnoses: diagnoses.clone(), ..result.meta.clone() };
+    if write_meta(&result.journal, &meta).is_err() {
+        let path = meta_path(&result.journal);
+        out.note(format!("warning: {}: the diagnoses were not stored", path.display()));
+    }
+    out.event(&Event::Tune {
+        kernel: k.name.clone(),
+        shape: Some(t.shape_name.clone()),
+        chip: Some(chip.name.clone()),
+        best_params: serde_json::to_value(&best.params).expect("params serialize"),
+        best_time: best.time_us,
+        default_time: result.default_time,
+        evaluations: result.evaluations,
+        pruned: result.pruned,
+        invalid: result.invalid,
+        seed,
+        strategy: opts.proposer.as_ref().map_or(opts.strategy.clone(), |_| "proposer".into()),
+        best_so_far: result.best_so_far.clone(),
+        journal: Some(result.journal.clone()),
+        pareto: result.front.as_ref().map(|f| serde_json::to_value(f).expect("points serialize")),
+        convergence: Box::new(convergence.clone()),
+        diagnoses: diagnoses.clone(),
+        rounds: result.rounds.clone(),
+        goal: result.goal.clone().map(Box::new),
+        validated: result.validated.as_ref().map(|(shapes, models)| {
+            Box::new(serde_json::json!({"shapes": shapes, "models": models}))
+        }),
+        kept: result.kept_default.then_some("default"),
+        kept_record: result
+            .record
+            .as_ref()
+            .map(|(r, _)| Box::new(serde_json::json!({"params": r.params, "time_us": r.time_us}))),
+        stopped_by: result.stopped_by,
+    });
+    let label = target_label(t);
+    // `--budget` counts simulations: say how many of the evaluations were pruned instead.
+    let pruned_note = match result.pruned {
+        0 => String::new(),
+        n => format!(" ({n} pruned without simulating)"),
+    };
+    let stop_note = crate::commands::stop_note(result.stopped_by, opts);
+    if result.evaluations == 0 {
+        out.status(format!(
+            "   Tuned {} {label}: {:.1} µs, the default's: nothing searched{}",
+            k.name,
+            best.time_us,
+            if goal_met { " (it already meets the goal)" } else { "" }
+        ));
+    } else {
+        out.status(format!(
+            "   Tuned {} {label}: {:.1} µs after {}{pruned_note}{stop_note}; convergence {}",
+            k.name,
+            best.time_us,
+            conv::count(result.evaluations, "evaluation"),
+            crate::commands::replay::curve(&result.best_so_far)
+        ));
+    }
+    // The table says what the tuned file now holds: a record that stands (this run found
+    // nothing faster) is shown, marked, rather than the run's own best — unless the record
+    // lies outside the space searched (`--params` pins, a narrowed space): then the row is
+    // the run's own best against its own default, and a note names the record.
+    let in_space = |p: &Params| {
+        t.kernel
+            .space
+            .0
+            .iter()
+            .all(|(name, levels)| p.0.get(name).is_some_and(|v| levels.contains(v)))
+    };
+    let (shown, kept_record) = match &result.record {
+        Some((r, _)) if in_space(&r.params) => (r, " (recorded winner kept)"),
+        Some((r, _)) => {
+            out.note(format!(
+                "note: {} {label}: the tuned record {} ({:.1} µs) is faster and stays in the \
+                 file; it lies outside the space searched, so the table shows this run's best",
+                k.name, r.params, r.time_us
+            ));
+            (best, "")
+        }
+        None => (best, ""),
+    };
+    table.row(vec![
+        k.name.clone(),
+        label.clone(),
+        format!("{:.1}", shown.time_us),
+        result.default_time.map_or("-".into(), |d| format!("{d:.1}")),
+        match result.default_time.map(|d| d / shown.time_us) {
+            _ if result.kept_default && result.record.is_none() => "default".into(),
+            Some(g) => format!("{g:.2}x"),
+            None => "-".into(),
+        },
+        result.evaluations.to_string(),
+        result.pruned.to_string(),
+        result.invalid.to_string(),
+        format!("{}{kept_record}", shown.params),
+    ]);
+    // How the run went, under the kernel's name (its row is in the table at the end). The
+    // convergence figures are the search's; when the default stands, they are said to be.
+    let how = match result.evaluations {
+        0 if goal_met => "nothing searched: the default already meets the goal".to_string(),
+        0 => "nothing searched".to_string(),
+        _ => conv::describe(&convergence),
+    };
+    match (result.kept_default, result.default_time) {
+        (true, Some(d)) if result.evaluations > 0 => {
+            let searched = result.best_so_far.iter().rev().find_map(|b| *b);
+            let slower = match searched {
+                Some(s) if s > d => {
+                    format!(
+                        " (the search's best: {s:.1} µs, {:.1} % slower)",
+                        100.0 * (s / d - 1.0)
+                    )
+                }
+                _ => String::new(),
+            };
+            out.result(format!(
+                "  {} {label}: kept the default, {d:.1} µs: no variant beat it{slower}; \
+                 the search: {how}",
+                k.name
+            ));
+        }
+        _ => out.result(format!("  {} {label}: {how}", k.name)),
+    }
+    for r in &result.rounds {
+        out.result(format!("    {}", r.line()));
+    }
+    for d in &diagnoses {
+        for line in conv::diagnosis_lines(d) {
+            out.result(format!("    {line}"));
+        }
+    }
+    if let Some(front) = &result.front {
+        out.result(format!(
+            "  Pareto front of {} {}: {} variants no other beats on time, SBUF and estimated energy",
+            k.name,
+            label,
+            front.len()
+        ));
+        let mut table = crate::output::Table::new(&[
+            ">time µs",
+            ">SBUF B/partition",
+            ">energy µJ (estimate)",
+            "params",
+        ]);
+        for p in front {
+            table.row(vec![
+                format!("{:.1}", p.time_us),
+                p.sbuf_bytes_per_partition.to_string(),
+                format!("{:.1}", p.energy_uj_estimate),
+                p.params.to_string(),
+            ]);
+        }
+        out.table(&table, "    ");
+    }
+}
