@@ -211,6 +211,15 @@ pub fn select(list: &ListDoc, s: &Selection) -> Result<Vec<KernelSelection>, Fai
     Ok(out)
 }
 
+/// The simulator's chip of a spec (a built-in, or a chip file's text that `chip_spec`
+/// validated); `None` for one that no longer parses.
+pub fn chip_of(spec: &ChipSpec) -> Option<neuron_sim::Chip> {
+    match &spec.toml {
+        Some(t) => neuron_sim::Chip::from_toml(t).ok(),
+        None => neuron_sim::Chip::builtin(&spec.name),
+    }
+}
+
 /// `--chip`: a built-in name or a chip TOML file.
 pub fn chip_spec(chip: &str) -> Result<ChipSpec, Failure> {
     let path = Path::new(chip);

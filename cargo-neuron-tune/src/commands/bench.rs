@@ -298,7 +298,9 @@ pub fn run_models(
         for s in &stale {
             out.note(format!("warning: stale tuned entry: {s}"));
         }
-        let runs = if with == without { vec![&with] } else { vec![&with, &without] };
+        // Without a tuned call the default run is the tuned one (not traced again above).
+        let runs =
+            if with.calls.iter().any(|c| c.tuned) { vec![&with, &without] } else { vec![&with] };
         for r in runs {
             let (c, n) = r.cached_calls();
             (cached, calls) = (cached + c, calls + n);

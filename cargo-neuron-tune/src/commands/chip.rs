@@ -1,7 +1,7 @@
 //! `chip`: print a chip description as TOML, so that a user's own chip file starts from a
 //! complete, valid one (the format is docs/chip-toml.md) rather than from a blank page.
 
-use crate::exit::{fail, Exit, Failure};
+use crate::exit::{Exit, Failure};
 use crate::output::{Event, Reporter};
 
 pub fn run(chip: &str, out: &Reporter) -> Result<Exit, Failure> {
@@ -10,13 +10,9 @@ pub fn run(chip: &str, out: &Reporter) -> Result<Exit, Failure> {
         message: f.message.strip_prefix("--chip ").unwrap_or(&f.message).to_string(),
         ..f
     })?;
-    let parsed = match &spec.toml {
-        // A file: `chip_spec` validated it; print it as the simulator reads it (every field,
-        // normalised), which also shows what a hand-written file means.
-        Some(text) => neuron_sim::Chip::from_toml(text)
-            .map_err(|e| fail(Exit::Config, format!("{chip}: {e}")))?,
-        None => neuron_sim::Chip::builtin(chip).expect("chip_spec accepted a built-in name"),
-    };
+    // Printed as the simulator reads it (every field, normalised), which also shows what a
+    // hand-written file means; `chip_spec` validated it.
+    let parsed = crate::select::chip_of(&spec).expect("chip_spec accepted it");
     let toml = parsed.to_toml();
     out.event(&Event::Chip { name: spec.name.clone(), toml: toml.clone() });
     out.result(format!(

@@ -196,14 +196,6 @@ pub fn read_gate_history(store_root: &Path) -> Vec<GateSeries> {
         .collect()
 }
 
-/// The chip a run was tuned on, for its roofs.
-fn chip_of(spec: &ChipSpec) -> Option<neuron_sim::Chip> {
-    match &spec.toml {
-        Some(t) => neuron_sim::Chip::from_toml(t).ok(),
-        None => neuron_sim::Chip::builtin(&spec.name),
-    }
-}
-
 /// The measured result of a program on a chip, from the store.
 pub fn stored_bench(
     store: &Store,
@@ -225,7 +217,7 @@ pub fn build(store: &Store, runs: Vec<TuneRun>, tuned: Vec<TunedRecord>) -> Repo
             t.kernel == m.kernel && t.shape == m.shape && t.chip == m.chip && t.dims == m.dims
         };
         if !targets.iter().any(same) {
-            let chip = chip_of(&m.chip);
+            let chip = crate::select::chip_of(&m.chip);
             targets.push(Target {
                 kernel: m.kernel.clone(),
                 shape: m.shape.clone(),

@@ -129,15 +129,10 @@ pub(super) fn report(
     // nothing faster) is shown, marked, rather than the run's own best — unless the record
     // lies outside the space searched (`--params` pins, a narrowed space): then the row is
     // the run's own best against its own default, and a note names the record.
-    let in_space = |p: &Params| {
-        t.kernel
-            .space
-            .0
-            .iter()
-            .all(|(name, levels)| p.0.get(name).is_some_and(|v| levels.contains(v)))
-    };
     let (shown, kept_record) = match &result.record {
-        Some((r, _)) if in_space(&r.params) => (r, " (recorded winner kept)"),
+        Some((r, _)) if t.kernel.space.index_of(&r.params).is_some() => {
+            (r, " (recorded winner kept)")
+        }
         Some((r, _)) => {
             out.note(format!(
                 "note: {} {label}: the tuned record {} ({:.1} µs) is faster and stays in the \

@@ -146,10 +146,7 @@ pub(super) fn tune_one(
     // A time no variant can reach: every call pays the chip's launch overhead (reported
     // times include it), so a goal below it is refused before any round is spent on it.
     if let (Some(t), Some(g)) = (target, job.goal.goal) {
-        let chip = match &job.chip.toml {
-            Some(text) => neuron_sim::Chip::from_toml(text).ok(),
-            None => neuron_sim::Chip::builtin(&job.chip.name),
-        };
+        let chip = crate::select::chip_of(job.chip);
         let launch_us = chip.map_or(0.0, |c| c.launch_overhead_ns / 1e3);
         if t <= launch_us {
             return Err(fail(
