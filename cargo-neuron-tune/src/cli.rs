@@ -707,9 +707,7 @@ impl Cli {
                 // A usage error of a JSON run is also an `error` event on stdout, as every
                 // other failure is, so a consumer of the event stream sees why it ended.
                 if e.use_stderr() && wants_json(&args) {
-                    let text = e.to_string();
-                    let first = text.lines().next().unwrap_or_default();
-                    let message = first.trim_start_matches("error: ").to_string();
+                    let message = usage_error_message(&e.to_string());
                     let code = crate::exit::Exit::Config.code();
                     crate::output::Reporter::new(true)
                         .event(&crate::output::Event::Error { code, message });
@@ -718,6 +716,19 @@ impl Cli {
             }
         }
     }
+}
+
+/// A clap usage error as an event's message: the error and its tips (clap's `tip:` lines
+/// name the flag that was meant), without the usage synopsis and the `--help` pointer that
+/// only a terminal reader needs.
+fn usage_error_message(text: &str) -> String {
+    let kept: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .take_while(|line| !line.starts_with("Usage:"))
+        .filter(|line| !line.is_empty())
+        .collect();
+    kept.join("\n").trim_start_matches("error: ").to_string()
 }
 
 /// `--message-format json` (or `=json`) among the arguments, however the rest parses.
@@ -729,6 +740,18 @@ fn wants_json(args: &[std::ffi::OsString]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_usage_error_event_keeps_the_tip_and_drops_the_synopsis() {
+        use clap::Parser;
+        let error = super::Cli::try_parse_from(["cargo-neuron-tune", "tune", "--budgte", "3"])
+            .expect_err("a misspelt flag");
+        let message = super::usage_error_message(&error.to_string());
+        assert!(message.starts_with("unexpected argument '--budgte' found"), "{message}");
+        assert!(message.contains("--budget"), "the tip is kept: {message}");
+        assert!(!message.contains("Usage:"), "{message}");
+        assert!(!message.contains("--help"), "{message}");
+    }
+
     #[test]
     fn a_threshold_is_a_percentage_with_or_without_its_sign() {
         assert_eq!(super::percent("5"), Ok(5.0));
