@@ -388,7 +388,7 @@ impl Command {
 /// Splitting a command's work between CI jobs.
 #[derive(Debug, Args, Clone, Default)]
 pub struct PartitionOpts {
-    /// Do only partition K of N of the work items (`kernel@shape` for bench and tune,
+    /// Do only partition K of N of the work items (`kernel@shape@dims` for bench and tune,
     /// `model@shape@chip` for gate), assigned by a hash of each item's name, so adding items
     /// moves no other item. `cargo neuron-tune merge` joins the partitions' results files.
     #[arg(long, value_name = "K/N", help_heading = "Partitioning")]

@@ -103,6 +103,7 @@ pub enum Event {
     Best {
         kernel: String,
         shape: String,
+        chip: String,
         best_params: Params,
         best_time: f64,
         default_time: Option<f64>,

@@ -1,7 +1,7 @@
 //! `--partition k/n`: which share of a command's work items this run takes.
 //!
 //! An item belongs to partition `hash(name) mod n + 1`, where the name says what the item
-//! is (`kernel@shape` for `bench` and `tune`, `model@shape@chip` for `gate`) and the hash is
+//! is (`kernel@shape@dims` for `bench` and `tune`, `model@shape@chip` for `gate`) and the hash is
 //! xxh3-64 of it. So the assignment depends on the item alone, never on its position:
 //! adding or removing items moves no other item between partitions, and the `n` partitions
 //! of one set of items are disjoint and together cover it (`merge` checks that it has all

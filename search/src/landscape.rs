@@ -154,8 +154,19 @@ impl Landscape {
                 .map_err(|e| err(format!("cache entry {key}: {e}")))?;
             records.push((config, entry.get(objective).cloned().unwrap_or(Value::Null)));
         }
-        // Kernel Tuner records `time` in milliseconds.
-        let unit = if objective == "time" { "ms" } else { objective };
+        // Kernel Tuner records `time` in milliseconds; a cache this project exports from the
+        // simulator (`cargo xtask tune-gemm`) says its own unit in `time_unit`, an extra key
+        // Kernel Tuner's readers ignore.
+        let unit = match (objective, doc.get("time_unit")) {
+            ("time", None) => "ms",
+            ("time", Some(Value::String(unit))) => unit.as_str(),
+            ("time", Some(other)) => {
+                return Err(err(format!(
+                    "`time_unit` must be a string such as \"µs\", not {other}"
+                )))
+            }
+            (objective, _) => objective,
+        };
         Landscape::build(name, space, records, unit)
     }
 

@@ -46,6 +46,23 @@ fn kernel_tuner_cache_plain_and_gzipped() {
 }
 
 #[test]
+fn a_cache_that_says_its_time_unit_is_read_in_it() {
+    let with_unit = KT.replacen('{', "{\"time_unit\": \"µs\", ", 1);
+    let l = Landscape::parse(with_unit.as_bytes(), "kt").unwrap();
+    check_kt(&l);
+    assert_eq!(l.unit(), "µs");
+    let bad = KT.replacen('{', "{\"time_unit\": 1000, ", 1);
+    let e = Landscape::parse(bad.as_bytes(), "kt").unwrap_err().to_string();
+    assert!(e.contains("time_unit"), "{e}");
+    // The simulator-swept GEMM landscape this repository bundles is in µs and says so.
+    let gemm = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/landscapes/gemm_qwen3_mlp_up_trn1.json.gz"
+    );
+    assert_eq!(Landscape::load(gemm).unwrap().unit(), "µs");
+}
+
+#[test]
 fn unterminated_kernel_tuner_cache_is_accepted() {
     // What an interrupted run leaves: no closing `}\n}`, a trailing comma after the last entry.
     let cut = KT.rfind("}}").unwrap();

@@ -101,6 +101,10 @@ fn a_second_bench_simulates_nothing_and_reports_the_same_cycles() {
         assert!(x["cycles"].as_u64().unwrap() > 0);
         assert_eq!(y["cached"], true);
     }
+    // The fastest variant per kernel is named with its chip, as every variant's event is.
+    let best = events(&second, "best");
+    assert_eq!(best.len(), 3, "{second}");
+    assert!(best.iter().all(|e| e["chip"] == "trn2"), "{second}");
     let summary = &events(&second, "summary")[0];
     assert_eq!(summary["simulated"], 0);
     assert_eq!(summary["cached"].as_u64().unwrap() as usize, b.len());

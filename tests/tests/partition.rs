@@ -227,4 +227,14 @@ fn partitions_merged_give_the_result_of_one_run() {
     let (code, _, err) = run(&ws, &["merge", &one, &two], false);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("the partitions were benchmarked differently (chip trn2"), "{err}");
+
+    // A results file is sealed: one edited by hand (a faster time) is refused, not merged.
+    let mut edited: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&one).unwrap()).unwrap();
+    assert_eq!(edited["schema"], 1);
+    edited["rows"][0][1]["bench"]["time_us"] = 0.5.into();
+    std::fs::write(&one, serde_json::to_string_pretty(&edited).unwrap()).unwrap();
+    let (code, _, err) = run(&ws, &["merge", &one], false);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("mixed-1.json: not used: its checksum does not match"), "{err}");
 }

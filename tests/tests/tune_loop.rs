@@ -224,9 +224,27 @@ fn a_run_stopped_while_improving_is_diagnosed_not_converged() {
     assert!((c["improvement_in_window"].as_f64().unwrap() - expected).abs() < 1e-12);
     assert_eq!(rules(&e), ["not_converged"]);
     // Stored beside the journal for `report`, as printed.
-    let meta = std::path::Path::new(e["journal"].as_str().unwrap()).with_extension("meta.json");
-    let meta: Value = serde_json::from_str(&std::fs::read_to_string(meta).unwrap()).unwrap();
+    let meta_path =
+        std::path::Path::new(e["journal"].as_str().unwrap()).with_extension("meta.json");
+    let mut meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(&meta_path).unwrap()).unwrap();
     assert_eq!(meta["diagnoses"], e["diagnoses"]);
+    // Sealed like the journal's lines: an edited meta file is not believed, and a resume
+    // cannot tell which problem its journal is about, so it starts afresh.
+    assert_eq!(meta["schema"], 1);
+    meta["seed"] = 104.into();
+    std::fs::write(&meta_path, serde_json::to_string_pretty(&meta).unwrap()).unwrap();
+    // A line a resume would warn about and a run afresh removes with the journal.
+    let journal = std::path::Path::new(e["journal"].as_str().unwrap());
+    let mut lines = std::fs::read_to_string(journal).unwrap();
+    lines.push_str("not a journal line\n");
+    std::fs::write(journal, lines).unwrap();
+    let (code, again, err) = tune("103", &["--kernel", "steps", "--budget", "8", "--resume"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("meta.json: not used (its checksum does not match"), "{err}");
+    assert!(!err.contains(".jsonl:"), "the journal was not read: {err}");
+    assert!(!std::fs::read_to_string(journal).unwrap().contains("not a journal"));
+    assert_eq!(again["best_so_far"], e["best_so_far"], "the same run, made again");
     // The fixed keys are still there.
     for k in ["best_params", "best_time", "evaluations", "seed", "strategy"] {
         assert!(!e[k].is_null(), "{k}");

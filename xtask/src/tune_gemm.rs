@@ -131,6 +131,8 @@ fn export_landscape(path: &Path, results: &[&Value]) -> Result<(), String> {
         "tune_params_keys": keys,
         "tune_params": space,
         "objective": "time",
+        // The simulator's times are µs; Kernel Tuner's own caches are ms and have no such key.
+        "time_unit": "µs",
         "cache": cache,
     });
     std::fs::write(path, doc.to_string()).map_err(|e| format!("{}: {e}", path.display()))

@@ -82,6 +82,7 @@ pub fn run(
         let results = super::merge::Results::Bench {
             partition: parts.partition,
             run: s.describe(),
+            chip: chip.name.clone(),
             rows: rows.iter().map(|(_, v, m)| (v.clone(), m.clone())).collect(),
             defaults: defaults.clone(),
             invalid,
@@ -90,7 +91,7 @@ pub fn run(
         super::merge::write_results(path, &results)?;
         out.status(format!("   Wrote {}", path.display()));
     }
-    let exit = report(out, &rows, &defaults, invalid, crashed);
+    let exit = report(out, &chip.name, &rows, &defaults, invalid, crashed);
     out.status(format!("   (store: {})", store.root().display()));
     Ok(exit)
 }
@@ -104,13 +105,14 @@ pub fn item_name(kernel: &str, shape_name: &str, shape: &neuron_tune_protocol::S
 /// `merge` of bench results).
 pub(super) fn report(
     out: &Reporter,
+    chip: &str,
     rows: &[(usize, Variant, Measured)],
     defaults: &[(String, Params)],
     invalid: usize,
     crashed: usize,
 ) -> Exit {
     print_table(out, rows);
-    print_best(out, rows, defaults);
+    print_best(out, chip, rows, defaults);
     let cached = rows.iter().filter(|r| r.2.cached).count();
     let simulated = rows.len() - cached;
     let variants = rows.len() + invalid + crashed;
@@ -190,7 +192,12 @@ fn print_table(out: &Reporter, rows: &[(usize, Variant, Measured)]) {
 }
 
 /// Per kernel and shape: the fastest variant benchmarked and its gain over the default.
-fn print_best(out: &Reporter, rows: &[(usize, Variant, Measured)], defaults: &[(String, Params)]) {
+fn print_best(
+    out: &Reporter,
+    chip: &str,
+    rows: &[(usize, Variant, Measured)],
+    defaults: &[(String, Params)],
+) {
     let mut keys: Vec<(&str, &str)> =
         rows.iter().map(|(_, v, _)| (v.kernel.as_str(), v.shape_name.as_str())).collect();
     keys.dedup();
@@ -223,6 +230,7 @@ fn print_best(out: &Reporter, rows: &[(usize, Variant, Measured)], defaults: &[(
         out.event(&Event::Best {
             kernel: k.into(),
             shape: s.into(),
+            chip: chip.into(),
             best_params: best.1.params.clone(),
             best_time: best.2.bench.time_us,
             default_time: default.map(|d| d.2.bench.time_us),

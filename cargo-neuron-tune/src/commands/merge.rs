@@ -38,6 +38,9 @@ pub enum Results {
         /// different runs (another chip, shape or grid) are not joined.
         #[serde(default)]
         run: String,
+        /// The chip's name (every partition's is the same: it is part of `run`).
+        #[serde(default)]
+        chip: String,
         rows: Vec<(Variant, Measured)>,
         /// Each kernel's default parameters (for the gain of the best variant).
         defaults: Vec<(String, Params)>,
@@ -84,25 +87,53 @@ struct File {
     results: Results,
 }
 
-/// Write a results file (atomically).
+/// The schema of a results file (its `schema` field).
+const RESULTS_SCHEMA: u64 = 1;
+
+/// Write a results file (atomically, sealed: `merge` records its tuned winners, so it must
+/// not take an edited or damaged file for what a run measured).
 pub fn write_results(path: &Path, results: &Results) -> Result<(), Failure> {
     let file = File { tool_version: env!("CARGO_PKG_VERSION").into(), results: results.clone() };
-    let text = serde_json::to_string_pretty(&file)
+    let mut value = serde_json::to_value(&file)
+        .map_err(|e| fail(Exit::Internal, format!("{}: {e}", path.display())))?;
+    if let Some(obj) = value.as_object_mut() {
+        obj.insert("schema".into(), RESULTS_SCHEMA.into());
+    }
+    crate::seal::seal_json(&mut value);
+    let text = serde_json::to_string_pretty(&value)
         .map_err(|e| fail(Exit::Internal, format!("{}: {e}", path.display())))?;
     write_atomic(path, text.as_bytes())
         .map_err(|e| fail(Exit::Internal, format!("{}: {e:#}", path.display())))
 }
 
-/// Read a results file.
+/// Read a results file, refusing one whose seal or schema does not hold.
 pub fn read_results(path: &Path) -> Result<Results, Failure> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| fail(Exit::Config, format!("{}: {e}", path.display())))?;
-    let file: File = serde_json::from_str(&text).map_err(|e| {
+    let not_ours = |why: String| {
         fail(
             Exit::Config,
-            format!("{}: not a cargo neuron-tune results file ({e})", path.display()),
+            format!("{}: not a cargo neuron-tune results file ({why})", path.display()),
+        )
+    };
+    let mut value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| not_ours(e.to_string()))?;
+    crate::seal::unseal_json(&mut value).map_err(|why| {
+        fail(
+            Exit::Config,
+            format!(
+                "{}: not used: {why}; write it again with the command's --results",
+                path.display()
+            ),
         )
     })?;
+    match value.as_object_mut().and_then(|o| o.remove("schema")).and_then(|s| s.as_u64()) {
+        Some(RESULTS_SCHEMA) => {}
+        other => {
+            return Err(not_ours(format!("schema {other:?}, this tool reads {RESULTS_SCHEMA}")))
+        }
+    }
+    let file: File = serde_json::from_value(value).map_err(|e| not_ours(e.to_string()))?;
     Ok(file.results)
 }
 
@@ -286,10 +317,10 @@ pub fn run(
             };
             super::gate::finish(&items, &config, &target, markdown, junit, out)
         }
-        Results::Bench { rows, defaults, invalid, crashed, .. } => {
+        Results::Bench { chip, rows, defaults, invalid, crashed, .. } => {
             let rows: Vec<(usize, Variant, Measured)> =
                 rows.into_iter().enumerate().map(|(i, (v, m))| (i, v, m)).collect();
-            Ok(super::bench::report(out, &rows, &defaults, invalid, crashed))
+            Ok(super::bench::report(out, &chip, &rows, &defaults, invalid, crashed))
         }
         Results::Tune { records, failure, .. } => {
             let root: PathBuf = cargo.metadata()?.workspace_root.into();

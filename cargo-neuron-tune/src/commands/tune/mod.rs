@@ -120,7 +120,9 @@ pub struct Entry {
 /// What a journal's lines are about, written next to it (`<journal>.meta.json`, atomically)
 /// once the default is measured and again with the Pareto front at the end: the journal's
 /// lines alone do not say which kernel, shape, chip, strategy or seed they belong to, nor
-/// what the default gave. `report` reads it; `--resume` does not need it.
+/// what the default gave. `report` reads it; `--resume` checks that it names this run's
+/// problem and reuses its validation of the tuned record. Sealed, with a schema, as the
+/// journal's lines are (docs/formats.md).
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug)]
 pub struct JournalMeta {
     pub kernel: String,
@@ -155,15 +157,40 @@ pub fn meta_path(journal: &std::path::Path) -> std::path::PathBuf {
     journal.with_extension("meta.json")
 }
 
-/// A journal's meta file, if it has one that reads.
+/// The schema of a journal's meta file (its `schema` field; sealed like a journal line).
+const META_SCHEMA: u64 = 1;
+
+/// A journal's meta file, if it has one that reads and whose seal holds.
 pub fn read_meta(journal: &std::path::Path) -> Option<JournalMeta> {
-    let text = std::fs::read_to_string(meta_path(journal)).ok()?;
-    serde_json::from_str(&text).ok()
+    read_meta_checked(journal).ok().flatten()
 }
 
-/// Write a journal's meta file (atomically).
+/// A journal's meta file: `Ok(None)` when there is none, `Err(why)` when it cannot be
+/// trusted (edited, damaged, another schema), so it is never believed.
+pub fn read_meta_checked(journal: &std::path::Path) -> Result<Option<JournalMeta>, String> {
+    let text = match std::fs::read_to_string(meta_path(journal)) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let mut value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("not JSON ({e})"))?;
+    crate::seal::unseal_json(&mut value)?;
+    match value.as_object_mut().and_then(|o| o.remove("schema")).and_then(|s| s.as_u64()) {
+        Some(META_SCHEMA) => {}
+        other => return Err(format!("schema {other:?}, this tool reads {META_SCHEMA}")),
+    }
+    serde_json::from_value(value).map(Some).map_err(|e| e.to_string())
+}
+
+/// Write a journal's meta file (atomically, sealed).
 fn write_meta(journal: &std::path::Path, meta: &JournalMeta) -> Result<(), Failure> {
-    let text = serde_json::to_string_pretty(meta).expect("meta serializes");
+    let mut value = serde_json::to_value(meta).expect("meta serializes");
+    if let Some(obj) = value.as_object_mut() {
+        obj.insert("schema".into(), META_SCHEMA.into());
+    }
+    crate::seal::seal_json(&mut value);
+    let text = serde_json::to_string_pretty(&value).expect("meta serializes");
     crate::store::write_atomic(&meta_path(journal), text.as_bytes())
         .map_err(|e| fail(Exit::Internal, format!("writing the journal: {e:#}")))
 }
@@ -587,7 +614,7 @@ fn harness_hash(exe: &std::path::Path) -> Result<String, Failure> {
 }
 
 /// The seed of the most recently written journal whose name is one of `prefixes` followed by
-/// a seed (`tune-{kernel}-{shape}-{chip}-{strategy}-{seed}.jsonl`).
+/// a seed (`tune-{kernel}-{shape}-{dims}-{chip}-{strategy}-{seed}.jsonl`).
 fn latest_journal_seed(dir: &std::path::Path, prefixes: &[String]) -> Option<u64> {
     let mut latest: Option<(std::time::SystemTime, u64)> = None;
     for entry in std::fs::read_dir(dir).ok()?.flatten() {

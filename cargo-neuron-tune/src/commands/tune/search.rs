@@ -35,11 +35,22 @@ pub(super) fn tune_one(
     let journal_path = job.store.root().join("journals").join(format!("{journal_name}.jsonl"));
     // A journal is resumed only by a run of its own problem (its name says which; the meta
     // file is checked in case a file was renamed or copied).
-    let foreign = job.opts.resume
-        && read_meta(&journal_path).is_some_and(|m| {
+    let meta = if job.opts.resume { read_meta_checked(&journal_path) } else { Ok(None) };
+    let foreign = match &meta {
+        Ok(meta) => meta.as_ref().is_some_and(|m| {
             m.kernel != job.kernel || m.dims != *job.shape || m.chip.name != job.chip.name
-        });
-    if foreign {
+        }),
+        // What the journal is about cannot be told: it is not resumed.
+        Err(why) => {
+            ctx.out.note(format!(
+                "warning: {}: not used ({why}); its journal is not resumed (this run starts \
+                 afresh and replaces it)",
+                meta_path(&journal_path).display()
+            ));
+            true
+        }
+    };
+    if foreign && meta.is_ok() {
         ctx.out.note(format!(
             "warning: {}: a journal of another kernel, shape or chip; not resumed (this run \
              starts afresh and replaces it)",
