@@ -458,6 +458,11 @@ impl Table {
         self.rows.push(cells);
     }
 
+    /// No row yet.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
     /// Colour cell `col` of the last row added (shown only when colour is on).
     pub fn paint_last(&mut self, col: usize, sgr: &'static str) {
         if let Some(r) = self.rows.len().checked_sub(1) {

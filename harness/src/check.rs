@@ -72,7 +72,7 @@ fn case(
             ));
         }
     }
-    let tol = kernel.tolerance();
+    let tol = kernel.tolerance(shape);
     let m = Metrics::compare(&run.outputs, &reference, &tol);
     if m.passes(&tol) {
         Ok(m)
@@ -128,7 +128,7 @@ pub fn check_at(
                         message,
                         metrics: metrics.map(|_| m),
                     }),
-                    tolerance: Some(kernel.tolerance()),
+                    tolerance: Some(kernel.tolerance(shape)),
                 });
             }
         }
@@ -142,7 +142,7 @@ pub fn check_at(
         mse: w.mse,
         cosine: w.cosine,
         failure: None,
-        tolerance: Some(kernel.tolerance()),
+        tolerance: shapes.first().map(|s| kernel.tolerance(s)),
         effective_atol: w.effective_atol,
     })
 }
@@ -211,6 +211,8 @@ pub fn check(
         });
     let strategy = (valid_shapes, any::<u64>(), prop::sample::select(Distribution::ALL.to_vec()));
     let worst = std::cell::RefCell::new(Metrics { cosine: 1.0, ..Metrics::default() });
+    // The tolerance as the cases applied it (it may depend on the shape).
+    let applied = std::cell::Cell::new(None);
     // Cases run until the first failure (shrinking runs more, not counted).
     let ran = std::cell::Cell::new(0u32);
     let failed = std::cell::Cell::new(false);
@@ -218,6 +220,7 @@ pub fn check(
         if !failed.get() {
             ran.set(ran.get() + 1);
         }
+        applied.set(Some(kernel.tolerance(&shape)));
         match case(kernel, params, &shape, seed, dist, &cfg.chip) {
             Ok(m) => {
                 fold_worst(&mut worst.borrow_mut(), &m);
@@ -240,7 +243,7 @@ pub fn check(
             mse: w.mse,
             cosine: w.cosine,
             failure: None,
-            tolerance: Some(kernel.tolerance()),
+            tolerance: applied.get(),
             effective_atol: w.effective_atol,
         }),
         Err(TestError::Fail(_, (shape, seed, dist))) => {
@@ -250,6 +253,7 @@ pub fn check(
             };
             let m = failing_metrics(metrics);
             let metrics = metrics.map(|_| m);
+            let tolerance = Some(kernel.tolerance(&shape));
             Ok(CheckReport {
                 passed: false,
                 cases: ran.get(),
@@ -266,7 +270,7 @@ pub fn check(
                     message,
                     metrics,
                 }),
-                tolerance: Some(kernel.tolerance()),
+                tolerance,
             })
         }
         // Every small shape drawn was refused by the kernel's rule: usually the parameters

@@ -89,6 +89,25 @@ pub fn tolerance_for(d: Dtype) -> Tolerance {
     }
 }
 
+/// The default tolerance of a kernel whose outputs are `tensors`' outputs: that of the least
+/// precise output dtype, so an fp32 output is held to fp32's tolerance (a bf16 one would let
+/// a 1.5 % error through) and a kernel with a bf16 output is not failed on rounding it may
+/// do. A kernel with no output gets fp32's.
+pub fn default_tolerance(tensors: &[TensorSpec]) -> Tolerance {
+    let rank = |d: Dtype| match d {
+        Dtype::F32 | Dtype::I32 => 0,
+        Dtype::Bf16 | Dtype::F16 => 1,
+        Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => 2,
+    };
+    let loosest = tensors
+        .iter()
+        .filter(|t| t.role == Role::Output)
+        .map(|t| t.dtype)
+        .max_by_key(|&d| rank(d))
+        .unwrap_or(Dtype::F32);
+    tolerance_for(loosest)
+}
+
 /// A kernel a crate registers with the harness.
 pub trait Kernel: Send + Sync {
     /// Unique name (the `--kernel` selector and the TOML key).
@@ -123,9 +142,11 @@ pub trait Kernel: Send + Sync {
     fn run(&self, nc: &mut Nc, params: &Params, shape: &Shape, tensors: &[Hbm]) -> SimResult<()>;
     /// The CPU reference: outputs (in order) from inputs (in order), as f32 row-major.
     fn reference(&self, shape: &Shape, inputs: &[Vec<f32>]) -> Vec<Vec<f32>>;
-    /// How close outputs must be.
-    fn tolerance(&self) -> Tolerance {
-        tolerance_for(Dtype::Bf16)
+    /// How close outputs must be at `shape`. The default follows the output dtypes
+    /// ([`default_tolerance`]); override it when the algorithm loses more precision than its
+    /// outputs' rounding does (a long bf16 reduction written to fp32, say).
+    fn tolerance(&self, shape: &Shape) -> Tolerance {
+        default_tolerance(&self.tensors(shape))
     }
     /// Useful work of one invocation.
     fn work(&self, shape: &Shape) -> Work;

@@ -33,7 +33,8 @@ pub use neuron_tune_protocol as protocol;
 pub use check::{check, CheckConfig, CheckReport, Distribution};
 pub use inputs::make_inputs;
 pub use kernel::{
-    run_variant, tolerance_for, Kernel, Metrics, Role, RunError, TensorSpec, Tolerance, Work,
+    default_tolerance, run_variant, tolerance_for, Kernel, Metrics, Role, RunError, TensorSpec,
+    Tolerance, Work,
 };
 pub use model::{
     evaluate_functional, evaluate_timing, Model, ModelBuilder, TensorId, Tuned, TunedEntry,

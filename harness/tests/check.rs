@@ -1,7 +1,7 @@
 //! `check` draws its inputs through `Kernel::inputs`: a kernel with its own input domain is
 //! checked on that domain, and a panicking generator is a failed check, not a crashed worker.
 
-use neuron_sim::{Chip, Dtype, Hbm, Nc, SimResult};
+use neuron_sim::{Alu, Chip, Dtype, Hbm, Nc, Scalar, SimResult};
 use neuron_tune_harness::check::{check, CheckConfig, Distribution};
 use neuron_tune_harness::proptest::prelude::*;
 use neuron_tune_harness::{Kernel, ParamSpec, Params, Shape, TensorSpec, Work};
@@ -172,4 +172,64 @@ fn check_at_runs_each_given_shape_and_names_the_first_wrong_one() {
     let failure = bad.failure.expect("a failure");
     assert_eq!(failure.shape, shape(16, 100));
     assert_eq!(failure.distribution, Distribution::Normal);
+}
+
+/// `y = 1.015 · x` in fp32 against a reference `y = x`: a 1.5 % error, inside bf16's
+/// relative tolerance (2 %) and outside fp32's (1 %).
+struct OffByOnePointFivePercent;
+
+impl Kernel for OffByOnePointFivePercent {
+    fn name(&self) -> &str {
+        "scaled"
+    }
+    fn params(&self) -> Vec<ParamSpec> {
+        vec![]
+    }
+    fn shapes(&self) -> Vec<(String, Shape)> {
+        vec![("small".into(), Shape::new(&[("rows", 128), ("cols", 64)]))]
+    }
+    fn small_shapes(&self, _: &Params) -> BoxedStrategy<Shape> {
+        (1u64..=128, 1u64..=64).prop_map(|(r, c)| Shape::new(&[("rows", r), ("cols", c)])).boxed()
+    }
+    fn tensors(&self, sh: &Shape) -> Vec<TensorSpec> {
+        let d = [sh.dim("rows"), sh.dim("cols")];
+        vec![TensorSpec::input("x", Dtype::F32, &d), TensorSpec::output("y", Dtype::F32, &d)]
+    }
+    fn run(&self, nc: &mut Nc, _: &Params, sh: &Shape, t: &[Hbm]) -> SimResult<()> {
+        let pool = nc.sbuf_pool("io", 1);
+        let tile = nc.tile(pool, Dtype::F32, &[sh.dim("rows"), sh.dim("cols")])?;
+        nc.dma(tile, t[0])?;
+        nc.tensor_scalar(tile, tile, (Alu::Multiply, Scalar::Imm(1.015)), None)?;
+        nc.dma(t[1], tile)
+    }
+    fn reference(&self, _: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {
+        vec![i[0].clone()]
+    }
+    fn work(&self, sh: &Shape) -> Work {
+        Work { flops: 0.0, bytes: 8.0 * (sh.dim("rows") * sh.dim("cols")) as f64 }
+    }
+}
+
+#[test]
+fn the_default_tolerance_is_the_output_dtypes_so_an_fp32_kernel_off_by_1_5_percent_fails() {
+    use neuron_tune_harness::{default_tolerance, tolerance_for};
+    let shape = Shape::new(&[("rows", 128), ("cols", 64)]);
+    let kernel = OffByOnePointFivePercent;
+    assert_eq!(kernel.tolerance(&shape), tolerance_for(Dtype::F32));
+    let report = check(&kernel, &Params::new(), &config()).unwrap();
+    assert!(!report.passed, "a 1.5 % error in fp32 is a wrong answer: {report:?}");
+    assert_eq!(report.tolerance, Some(tolerance_for(Dtype::F32)));
+    // Its outputs would pass the bf16 tolerance the default used to be: the test is about
+    // which tolerance applies, not about an error large enough to fail any.
+    let (x, y): (Vec<f32>, Vec<f32>) = (0..64).map(|i| (i as f32, i as f32 * 1.015)).unzip();
+    let bf16 = tolerance_for(Dtype::Bf16);
+    assert!(neuron_tune_harness::Metrics::compare(&[y], &[x], &bf16).passes(&bf16));
+    // The least precise output decides; a kernel with no output is held to fp32's.
+    let of = |dtypes: &[Dtype]| {
+        let t: Vec<TensorSpec> = dtypes.iter().map(|&d| TensorSpec::output("o", d, &[1])).collect();
+        default_tolerance(&t)
+    };
+    assert_eq!(of(&[Dtype::F32, Dtype::Bf16]), tolerance_for(Dtype::Bf16));
+    assert_eq!(of(&[Dtype::Fp8E4m3, Dtype::F32]), tolerance_for(Dtype::Fp8E4m3));
+    assert_eq!(of(&[]), tolerance_for(Dtype::F32));
 }

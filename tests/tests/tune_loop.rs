@@ -297,6 +297,37 @@ fn an_external_proposer_ignoring_the_validity_rule_is_diagnosed_invalid_heavy() 
 }
 
 #[test]
+fn a_space_the_rule_refuses_entirely_is_a_configuration_error_and_records_nothing() {
+    // Pinned to 96 columns, which do not divide `small`'s 512: the one configuration of the
+    // space is refused. The default (128) is valid but not in the space asked for, so it is
+    // not recorded as the search's winner either.
+    built();
+    let manifest = broken_manifest("loop");
+    let (code, out, err) = neuron_tune_tests::cli_json(&[
+        "tune",
+        "--manifest-path",
+        &manifest,
+        "--kernel",
+        "picky",
+        "--params",
+        "cols_per_tile=96",
+        "--budget",
+        "4",
+        "--seed",
+        "1",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(events(&out, "tune").is_empty(), "no result: {out}");
+    let error = events(&out, "error")[0]["message"].as_str().unwrap().to_string();
+    assert_eq!(
+        error,
+        "picky at small: the kernel's rule refuses every configuration of its space (e.g. \
+         cols_per_tile=96: cols_per_tile = 96: must divide cols = 512); nothing searched, \
+         nothing recorded (`cargo neuron-tune list` counts the valid ones)"
+    );
+}
+
+#[test]
 fn a_run_spent_in_correctness_checks_is_diagnosed_slow() {
     // Each of the 4 grid proposals is a would-be winner, so each is checked (8 cases of
     // tiny shapes), and the reference sleeps 250 ms a case: on one worker (a check's parts

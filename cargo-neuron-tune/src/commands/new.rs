@@ -150,7 +150,6 @@ impl Kernel for __NAME__ {
         let c = s.dim("cols") as usize;
         vec![i[0].chunks(c).map(|row| row.iter().map(|&v| v as f64).sum::<f64>() as f32).collect()]
     }
-    fn tolerance(&self) -> neuron_tune_harness::Tolerance { neuron_tune_harness::tolerance_for(Dtype::F32) }
     fn work(&self, s: &Shape) -> Work {
         let n = (s.dim("rows") * s.dim("cols")) as f64;
         Work { flops: n, bytes: 2.0 * n }

@@ -378,6 +378,8 @@ pub fn run(
     let mut missed: Vec<String> = Vec::new();
     // Targets where nothing correct was found to record (exit 4).
     let mut failed: Vec<String> = Vec::new();
+    // Targets whose space holds no valid configuration (a configuration error, exit 2).
+    let mut empty: Vec<String> = Vec::new();
     // Targets some of whose variants' kernel code failed: their winners are recorded, and
     // the run ends with exit 4, as `bench` does for such variants.
     let mut faults: Vec<String> = Vec::new();
@@ -495,6 +497,16 @@ pub fn run(
                 conv::count(faulty, "variant")
             ));
         }
+        if let Some((params, why)) = &result.no_valid {
+            // Not even the default is recorded: it is not in the space the user asked for.
+            empty.push(format!(
+                "{} at {shape_name}: the kernel's rule refuses every configuration of its \
+                 space (e.g. {params}: {why}); nothing searched, nothing recorded (`cargo \
+                 neuron-tune list` counts the valid ones)",
+                k.name
+            ));
+            continue;
+        }
         if result.default_fails_check {
             out.note(format!(
                 "warning: {} at {shape_name}: the default parameters fail their correctness \
@@ -578,7 +590,7 @@ pub fn run(
     for (path, n) in &written {
         out.status(format!("   Wrote {} ({})", path.display(), conv::count(*n, "record")));
     }
-    if !targets.is_empty() {
+    if !table.is_empty() {
         out.result("");
         out.table(&table, "  ");
     }
@@ -597,8 +609,12 @@ pub fn run(
             why.extend(faults);
             why.push("the winners found are recorded; the faults are bugs in kernel code".into());
         }
+        why.extend(empty);
         why.extend(missed);
         Err(fail(Exit::Check, why.join("\n")))
+    } else if !empty.is_empty() {
+        empty.extend(missed);
+        Err(fail(Exit::Config, empty.join("\n")))
     } else if missed.is_empty() {
         Ok(Exit::Ok)
     } else {
@@ -797,6 +813,8 @@ struct TuneResult {
     build_s: f64,
     /// The strategy had nothing more to propose.
     exhausted: bool,
+    /// The kernel's rule refused every configuration of the space: one of them and why.
+    no_valid: Option<(Params, String)>,
     /// `"early_stop"` or `"time"`: which flag ended the search before its budget.
     stopped_by: Option<&'static str>,
 }

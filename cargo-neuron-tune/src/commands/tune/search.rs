@@ -180,6 +180,9 @@ pub(super) fn tune_one(
     // are proposals that were invalid (a built-in strategy's oracle calls are not).
     let external = matches!(strategy, Searcher::External(_));
     let mut refused: Vec<(Params, String)> = Vec::new();
+    // The first configuration the kernel's rule refused, with its reason: what to say when
+    // it refused every one.
+    let mut first_refusal: Option<(Params, String)> = None;
     let mut best: Option<Best> = None;
     let (mut evaluations, mut pruned) = (0, 0);
     let mut best_so_far = Vec::new();
@@ -266,6 +269,9 @@ pub(super) fn tune_one(
                         return false;
                     }
                 };
+                if let Some(why) = &refusal {
+                    first_refusal.get_or_insert_with(|| (params_of(space, c), why.clone()));
+                }
                 if let Some(why) = refusal.filter(|_| external) {
                     refused.push((params_of(space, c), why));
                 }
@@ -517,6 +523,11 @@ pub(super) fn tune_one(
         check_s,
         total_s: start.elapsed().as_secs_f64(),
         build_s: 0.0,
+        // Nothing evaluated and nothing the rule accepted: the space holds no valid
+        // configuration at this shape (as `list` counts it).
+        no_valid: (exhausted && evaluations == 0 && !valid_cache.values().any(|&v| v))
+            .then_some(first_refusal)
+            .flatten(),
         exhausted,
         stopped_by,
     })
