@@ -132,6 +132,8 @@ pub enum Event {
     Diagnosis {
         kernel: String,
         shape: String,
+        /// The shape's dimensions: a model's calls of one kernel share the shape's name.
+        dims: neuron_tune_protocol::Shape,
         chip: String,
         diagnosis: crate::convergence::Diagnosis,
     },
@@ -144,6 +146,10 @@ pub enum Event {
     Tune {
         kernel: String,
         shape: Option<String>,
+        /// The shape's dimensions (a model's calls of one kernel share the shape's name,
+        /// `qwen3@tiny`); absent for `replay`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        dims: Option<neuron_tune_protocol::Shape>,
         chip: Option<String>,
         best_params: serde_json::Value,
         /// µs for the simulator; the landscape's own unit for `replay`.

@@ -86,6 +86,9 @@ fn a_tuned_database_changes_model_throughput_and_a_changed_kernel_makes_it_stale
     // (a shared journal replayed one call's times as the other's).
     let journals: Vec<&str> = tuned.iter().map(|t| t["journal"].as_str().unwrap()).collect();
     assert_ne!(journals[0], journals[1]);
+    // Their events say which call each is about: the problem's dimensions.
+    assert!(tuned.iter().all(|t| t["dims"].is_object()), "{out}");
+    assert_ne!(tuned[0]["dims"], tuned[1]["dims"]);
     let out = run(
         &ws,
         &[
@@ -99,6 +102,20 @@ fn a_tuned_database_changes_model_throughput_and_a_changed_kernel_makes_it_stale
         assert_eq!(a["journal"], b["journal"]);
     }
     assert_eq!(std::fs::read_to_string(&db).unwrap(), text, "a resumed run records the same");
+
+    // The report keeps the two calls apart: a trace file per call and variant, each written
+    // (two calls shared one file, overwritten, before traces were named by dimensions).
+    let page = ws.join("report-rope");
+    let out = run(&ws, &["report", "--kernel", "rope", "--out", page.to_str().unwrap()]);
+    let report = &events(&out, "report")[0];
+    let traces: Vec<&str> =
+        report["traces"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    assert_eq!(traces.len(), 4, "best and default of two calls: {report}");
+    let mut distinct = traces.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 4, "{traces:?}");
+    assert!(traces.iter().all(|t| Path::new(t).is_file()), "{traces:?}");
 
     // The model now runs the tuned RoPE calls, and is faster by exactly their gain.
     let after = model_event(&ws);

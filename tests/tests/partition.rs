@@ -190,6 +190,22 @@ fn partitions_merged_give_the_result_of_one_run() {
     assert_eq!(code, 0);
     assert_eq!(std::fs::read_to_string(&db).unwrap(), whole_db);
 
+    // A merge keeps a faster record the merging checkout has over a partition's slower
+    // winner, as one run keeps it: after a longer run, merging the short runs' partitions
+    // changes nothing.
+    let longer: Vec<&str> = tune.iter().map(|a| if *a == "3" { "12" } else { a }).collect();
+    let (code, _, err) = run(&ws, &longer, false);
+    assert_eq!(code, 0, "{err}");
+    let longer_db = std::fs::read_to_string(&db).unwrap();
+    assert_ne!(longer_db, whole_db, "the longer run found something faster");
+    let parts: Vec<String> = (1..=3).map(|k| path(&ws, &format!("tune-{k}.json"))).collect();
+    let mut a = vec!["merge"];
+    a.extend(parts.iter().map(String::as_str));
+    let (code, out, err) = run(&ws, &a, false);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("kept the recorded"), "{out}");
+    assert_eq!(std::fs::read_to_string(&db).unwrap(), longer_db);
+
     // A goal no partition meets: each partition that tuned something exits 6 yet writes
     // its results (its winners are recorded), and the merge ends as one run would: 6.
     let mut goal = tune.to_vec();

@@ -334,6 +334,30 @@ pub fn run(
                         dbs.len() - 1
                     }
                 };
+                // As one run would: a record this checkout has that is no slower (and timed
+                // by the same simulator) stands; the partitions never saw it.
+                let kept = dbs[i].records().iter().find(|r| {
+                    r.kernel == record.kernel
+                        && r.chip == record.chip
+                        && r.dims == record.dims
+                        && r.sim_version == record.sim_version
+                        && r.time_us <= record.time_us
+                });
+                if let Some(kept) = kept {
+                    out.result(format!(
+                        "  {} {} at {} on {}: kept the recorded {} ({:.1} µs; the partitions' \
+                         best {} is not faster, {:.1} µs)",
+                        dbs[i].path().display(),
+                        record.kernel,
+                        record.shape,
+                        record.chip,
+                        kept.params,
+                        kept.time_us,
+                        record.params,
+                        record.time_us
+                    ));
+                    continue;
+                }
                 out.result(format!(
                     "  {} {} at {} on {}: {} ({:.1} µs)",
                     dbs[i].path().display(),

@@ -88,6 +88,7 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
     out.event(&Event::Tune {
         kernel: landscape.name().to_string(),
         shape: None,
+        dims: None,
         chip: None,
         best_params: best_params.clone(),
         best_time: *best_time,

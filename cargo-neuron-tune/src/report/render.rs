@@ -38,11 +38,17 @@ pub fn escape(text: &str) -> String {
 }
 
 /// The file name of a shown variant's trace, next to the report (`which`: best/default).
+/// Named by the dimensions too: a model's calls of one kernel share a shape name
+/// (`qwen3@tiny`).
 pub fn trace_file(t: &Target, which: &str) -> String {
-    let clean = |s: &str| -> String {
-        s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' }).collect()
-    };
-    format!("trace-{}-{}-{}-{which}.json", clean(&t.kernel), clean(&t.shape), clean(&t.chip.name))
+    use crate::commands::tune::{dims_slug, sanitize};
+    format!(
+        "trace-{}-{}-{}-{}-{which}.json",
+        sanitize(&t.kernel),
+        sanitize(&t.shape),
+        dims_slug(&t.dims),
+        sanitize(&t.chip.name)
+    )
 }
 
 /// A chart as SVG text, or the plotting error (never expected with finite data; the
@@ -468,9 +474,15 @@ pub fn html(data: &ReportData) -> String {
     for t in &data.targets {
         let _ = writeln!(
             h,
-            "<h2>{} @ {} on {}</h2>\n<p>Shape <code>{}</code>; {} run(s): {}.</p>",
+            "<h2>{} @ {}{} on {}</h2>\n<p>Shape <code>{}</code>; {} run(s): {}.</p>",
             escape(&t.kernel),
             escape(&t.shape),
+            // A model's calls of one kernel share the shape's name: the title says which.
+            if t.shape.contains('@') {
+                format!(" {}", escape(&t.dims.to_string()))
+            } else {
+                String::new()
+            },
             escape(&t.chip.name),
             escape(&t.dims.to_string()),
             t.runs.len(),

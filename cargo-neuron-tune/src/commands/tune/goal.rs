@@ -48,6 +48,7 @@ pub(super) fn over_fitting(
             out.event(&Event::Diagnosis {
                 kernel: t.kernel.name.clone(),
                 shape: t.shape_name.clone(),
+                dims: t.shape.clone(),
                 chip: chip.name.clone(),
                 diagnosis: d,
             });

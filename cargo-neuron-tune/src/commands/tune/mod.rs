@@ -321,8 +321,7 @@ pub fn run(
     // edited is another problem; none may resume from another's evaluations.
     let journal_prefix = |t: &Target| {
         let shape = sanitize(&t.shape_name);
-        let dims: Vec<String> = t.shape.0.iter().map(|(d, n)| format!("{d}{n}")).collect();
-        let dims = sanitize(&dims.join("-"));
+        let dims = dims_slug(&t.shape);
         format!(
             "tune-{}-{shape}-{dims}-{}-{strategy_name}{objective}{pins}-",
             t.kernel.name, chip.name
@@ -648,8 +647,15 @@ fn latest_journal_seed(dir: &std::path::Path, prefixes: &[String]) -> Option<u64
 }
 
 /// A shape label as a file-name part.
-fn sanitize(s: &str) -> String {
+pub(crate) fn sanitize(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' }).collect()
+}
+
+/// A shape's dimensions as they go into file names (`cols1024-rows256`): journals and
+/// report traces are named by them, since a model's calls of one kernel share a shape name.
+pub(crate) fn dims_slug(shape: &Shape) -> String {
+    let dims: Vec<String> = shape.0.iter().map(|(d, n)| format!("{d}{n}")).collect();
+    sanitize(&dims.join("-"))
 }
 
 /// The selected kernels at their selected named shapes.

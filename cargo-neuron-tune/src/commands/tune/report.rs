@@ -76,6 +76,7 @@ pub(super) fn report(
     out.event(&Event::Tune {
         kernel: k.name.clone(),
         shape: Some(t.shape_name.clone()),
+        dims: Some(t.shape.clone()),
         chip: Some(chip.name.clone()),
         best_params: serde_json::to_value(&best.params).expect("params serialize"),
         best_time: best.time_us,
