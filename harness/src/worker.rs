@@ -85,6 +85,21 @@ impl Registry {
     }
 
     /// The crate's configuration (TOML spaces and shapes).
+    /// A kernel or model name registered twice (`harness_main!` lists each once: the names
+    /// are the `--kernel`/`--model` selectors and the TOML keys), if any.
+    pub fn duplicate_name(&self) -> Option<String> {
+        let first_repeat = |names: Vec<&str>| {
+            names
+                .iter()
+                .enumerate()
+                .find(|(i, n)| names[..*i].contains(n))
+                .map(|(_, n)| n.to_string())
+        };
+        let kernels = first_repeat(self.kernels.iter().map(|k| k.name()).collect());
+        let models = first_repeat(self.models.iter().map(|m| m.name()).collect());
+        kernels.map(|k| format!("kernel `{k}`")).or(models.map(|m| format!("model `{m}`")))
+    }
+
     pub fn config(&self) -> Result<CrateConfig, crate::space::SpaceError> {
         let ks: Vec<&dyn Kernel> = self.kernels.iter().map(|k| &**k).collect();
         load_crate_config(&self.manifest_dir, &ks)
@@ -330,11 +345,17 @@ pub fn main(reg: Registry) -> i32 {
         return 2;
     }
     crate::panics::install();
-    let cfg = reg.config();
+    // A name registered twice is a configuration error like a bad space.
+    let cfg = match reg.duplicate_name() {
+        Some(what) => Err(format!(
+            "{what} is registered twice in `harness_main!` of {}: names must be unique (they \
+             are the --kernel/--model selectors and the keys of the TOML spaces)",
+            reg.crate_name
+        )),
+        None => reg.config().map_err(|e| e.to_string()),
+    };
     if args.iter().any(|a| a == "--list") {
-        let answer = cfg
-            .map_err(|e| refuse(ErrorKind::Config, e.to_string()))
-            .and_then(|cfg| reg.list(&cfg));
+        let answer = cfg.map_err(|e| refuse(ErrorKind::Config, e)).and_then(|cfg| reg.list(&cfg));
         return match answer {
             Ok(doc) => {
                 println!("{}", serde_json::to_string_pretty(&doc).expect("serializes"));
@@ -391,11 +412,11 @@ pub fn main(reg: Registry) -> i32 {
     }
     // A configuration error is the answer to every request (the client prints it once);
     // printing it here as well would show the user the same error twice.
-    let cfg = cfg.ok();
-    let cfg_error = |id| {
-        let e = reg.config().err().map(|e| e.to_string()).unwrap_or_default();
-        Response::error(id, ErrorKind::Config, e)
+    let (cfg, why) = match cfg {
+        Ok(cfg) => (Some(cfg), String::new()),
+        Err(why) => (None, why),
     };
+    let cfg_error = |id| Response::error(id, ErrorKind::Config, why.clone());
     while let Some(req) = chan.read_request() {
         let (resp, stop) = match req {
             Ok(Request { id, body: RequestBody::Shutdown }) => {
@@ -428,6 +449,53 @@ pub fn main(reg: Registry) -> i32 {
 mod tests {
     use super::profile_summary;
     use neuron_sim::{Chip, Dtype, ExecMode, Nc};
+
+    #[test]
+    fn a_kernel_registered_twice_is_named() {
+        use crate::{Kernel, ParamSpec, Params, Shape, TensorSpec, Work};
+        use proptest::strategy::{BoxedStrategy, Just, Strategy};
+        struct Named(&'static str);
+        impl Kernel for Named {
+            fn name(&self) -> &str {
+                self.0
+            }
+            fn params(&self) -> Vec<ParamSpec> {
+                vec![]
+            }
+            fn shapes(&self) -> Vec<(String, Shape)> {
+                vec![]
+            }
+            fn small_shapes(&self, _: &Params) -> BoxedStrategy<Shape> {
+                Just(Shape::default()).boxed()
+            }
+            fn tensors(&self, _: &Shape) -> Vec<TensorSpec> {
+                vec![]
+            }
+            fn run(
+                &self,
+                _: &mut Nc,
+                _: &Params,
+                _: &Shape,
+                _: &[neuron_sim::Hbm],
+            ) -> neuron_sim::SimResult<()> {
+                Ok(())
+            }
+            fn reference(&self, _: &Shape, _: &[Vec<f32>]) -> Vec<Vec<f32>> {
+                vec![]
+            }
+            fn work(&self, _: &Shape) -> Work {
+                Work { flops: 0.0, bytes: 0.0 }
+            }
+        }
+        let registry = |names: &[&'static str]| super::Registry {
+            crate_name: "k".into(),
+            manifest_dir: ".".into(),
+            kernels: names.iter().map(|n| std::sync::Arc::new(Named(n)) as _).collect(),
+            models: vec![],
+        };
+        assert_eq!(registry(&["a", "b", "c"]).duplicate_name(), None);
+        assert_eq!(registry(&["a", "b", "a", "b"]).duplicate_name().as_deref(), Some("kernel `a`"));
+    }
 
     /// The summary must carry every field of the simulator's profile under the same name:
     /// serialized, the two are the same JSON.
