@@ -284,6 +284,20 @@ fn a_tune_says_which_variant_panicked_and_how_to_reproduce_it() {
     assert!(!warnings.is_empty(), "{err}");
     assert!(warnings.iter().all(|w| w.contains("cols_per_tile=128")), "{warnings:?}");
     assert!(warnings[0].contains("`cargo neuron-tune bench --kernel double --shape "), "{err}");
+    // A script is told each one, as `bench` tells it.
+    let _ = std::fs::remove_file(&tuned);
+    let (code, out, err) = cli_json(&args);
+    assert_eq!(code, 4, "{err}");
+    let failed = events(&out, "variant_failed");
+    assert!(!failed.is_empty(), "{out}");
+    for f in &failed {
+        assert_eq!(
+            (&f["kernel"], &f["kind"], &f["chip"]),
+            (&"double".into(), &"panic".into(), &"trn2".into()),
+            "{f}"
+        );
+        assert_eq!(f["params"]["cols_per_tile"], 128, "{f}");
+    }
     let _ = std::fs::remove_file(root().join("fixtures/broken/panic/neuron-tune.tuned.toml"));
 }
 

@@ -487,11 +487,11 @@ pub fn run(
         result.build_s = build_s / targets.len() as f64;
         run_spent.check_s += result.check_s;
         run_spent.total_s += result.total_s;
-        let faulty = bar.suspend(|| warn_faults(&out, t, &result));
+        let faulty = bar.suspend(|| warn_faults(&out, t, &chip.name, &result));
         if faulty > 0 {
             faults.push(format!(
-                "{} at {shape_name}: {} panicked, crashed or hung (the warnings above say how \
-                 to reproduce each)",
+                "{} at {shape_name}: {} panicked, crashed or hung (the warnings above give a \
+                 variant of each distinct failure, with the command that reproduces it)",
                 k.name,
                 conv::count(faulty, "variant")
             ));

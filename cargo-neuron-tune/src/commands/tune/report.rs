@@ -6,18 +6,33 @@ use super::*;
 /// Kernel code that panicked, crashed or hung is a bug to fix, not a variant its rules
 /// refuse: the search counts it invalid and goes on, but each distinct error is told, with
 /// the command that reproduces it. Returns how many variants failed so.
-pub(super) fn warn_faults(out: &crate::output::Reporter, t: &Target, result: &TuneResult) -> usize {
-    let faults =
-        [ErrorKind::Panic, ErrorKind::Crashed, ErrorKind::Timeout].map(|k| format!("{k}: "));
+pub(super) fn warn_faults(
+    out: &crate::output::Reporter,
+    t: &Target,
+    chip: &str,
+    result: &TuneResult,
+) -> usize {
+    let faults = [ErrorKind::Panic, ErrorKind::Crashed, ErrorKind::Timeout]
+        .map(|k| (k.to_string(), format!("{k}: ")));
     let mut told = std::collections::BTreeSet::new();
     let mut count = 0;
     let k = &t.kernel.name;
     for e in &result.history {
         let Some(err) = e.error.as_deref() else { continue };
-        if !faults.iter().any(|f| err.starts_with(f.as_str())) {
+        let Some((kind, prefix)) = faults.iter().find(|(_, f)| err.starts_with(f.as_str())) else {
             continue;
-        }
+        };
         count += 1;
+        // Every one to a script (as `bench` reports them); to a reader, each distinct
+        // failure once.
+        out.event(&crate::output::Event::VariantFailed {
+            kernel: k.clone(),
+            shape: t.shape_name.clone(),
+            params: e.params.clone(),
+            chip: chip.to_string(),
+            kind: kind.clone(),
+            message: err[prefix.len()..].to_string(),
+        });
         if told.insert(err) {
             out.note(format!(
                 "warning: {k} {} {}: {err} (counted invalid; `cargo neuron-tune bench --kernel \
