@@ -13,9 +13,60 @@ use neuron_sim::{Chip, ExecMode};
 pub use neuron_tune_protocol::{CheckFailure, CheckReport, Distribution, Metrics};
 use proptest::prelude::*;
 use proptest::test_runner::{
-    Config, FileFailurePersistence, RngAlgorithm, TestError, TestRng, TestRunner,
+    Config, FailurePersistence, FileFailurePersistence, PersistedSeed, RngAlgorithm, TestError,
+    TestRng, TestRunner,
 };
 use std::path::PathBuf;
+
+/// proptest's file of failing cases, without its console advice. proptest's own writer
+/// prints "Saving this and future failures in …" and a line to copy into a test suite's
+/// regressions file: advice for `cargo test`, which a `cargo neuron-tune check` user saw
+/// under the kernel's output, though this file lives in the store and is replayed by the
+/// next check on its own. The format is proptest's (`cc <seed> # shrinks to <case>`), and
+/// loading is proptest's.
+#[derive(Clone, Debug, PartialEq)]
+struct QuietRegressions(&'static str);
+
+impl FailurePersistence for QuietRegressions {
+    fn load_persisted_failures2(&self, source: Option<&'static str>) -> Vec<PersistedSeed> {
+        FileFailurePersistence::Direct(self.0).load_persisted_failures2(source)
+    }
+
+    fn save_persisted_failure2(
+        &mut self,
+        _: Option<&'static str>,
+        seed: PersistedSeed,
+        shrunk: &dyn std::fmt::Debug,
+    ) {
+        use std::io::Write;
+        let path = std::path::Path::new(self.0);
+        let header = if path.is_file() {
+            ""
+        } else {
+            "# Seeds of failing cases `cargo neuron-tune check` found, replayed before new ones.\n"
+        };
+        let case = format!("{shrunk:?}").replace(['\n', '\r'], " ");
+        let written = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| {
+            let mut file = std::fs::OpenOptions::new().append(true).create(true).open(path)?;
+            write!(file, "{header}{seed} # shrinks to {case}\n")
+        });
+        if let Err(e) = written {
+            eprintln!("warning: {}: the failing case was not saved: {e}", path.display());
+        }
+    }
+
+    fn box_clone(&self) -> Box<dyn FailurePersistence> {
+        Box::new(self.clone())
+    }
+
+    fn eq(&self, other: &dyn FailurePersistence) -> bool {
+        other.as_any().downcast_ref::<Self>() == Some(self)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
 
 /// Settings of one check.
 #[derive(Clone, Debug)]
@@ -80,7 +131,7 @@ fn case(
         Err((
             format!(
                 "{} of {} elements outside |err| ≤ {:.2e} + {}·|ref| (atol {} × max(1, RMS of \
-                 the reference)); max abs err {:.3e}, cosine {:.6} (floor {})",
+                 the reference)); max abs err {:.3e}, cosine {:.6} (floor {}); {}",
                 m.mismatches,
                 m.elements,
                 m.effective_atol,
@@ -88,11 +139,46 @@ fn case(
                 tol.atol,
                 m.max_abs_err,
                 m.cosine,
-                tol.min_cosine
+                tol.min_cosine,
+                worst_element(&run.outputs, &reference, &outputs)
             ),
             Some(m),
         ))
     }
+}
+
+/// Where the largest error is, as a kernel author looks for it: the output, the element's
+/// index in the tensor's dims, and the two values (a NaN or infinity counts as the largest).
+fn worst_element(outputs: &[Vec<f32>], reference: &[Vec<f32>], specs: &[TensorSpec]) -> String {
+    let error = |o: f32, r: f32| {
+        let e = (f64::from(o) - f64::from(r)).abs();
+        if e.is_nan() {
+            f64::INFINITY
+        } else {
+            e
+        }
+    };
+    let worst = outputs
+        .iter()
+        .zip(reference)
+        .enumerate()
+        .flat_map(|(t, (o, r))| o.iter().zip(r).enumerate().map(move |(i, (&o, &r))| (t, i, o, r)))
+        .max_by(|a, b| error(a.2, a.3).total_cmp(&error(b.2, b.3)));
+    let Some((t, i, got, expected)) = worst else { return "no element to compare".into() };
+    let dims = &specs[t].dims;
+    let mut index = vec![0; dims.len()];
+    let mut rest = i as u64;
+    for (slot, &d) in index.iter_mut().zip(dims).rev() {
+        *slot = rest % d.max(1);
+        rest /= d.max(1);
+    }
+    let index: Vec<String> = index.iter().map(u64::to_string).collect();
+    format!(
+        "worst at `{}`[{}] of {:?}: got {got}, expected {expected}",
+        specs[t].name,
+        index.join(", "),
+        dims
+    )
 }
 
 /// Check `params` of `kernel` at each of `shapes` (full size, not drawn): one case per
@@ -198,7 +284,7 @@ pub fn check(
     if let Some(path) = &cfg.regressions {
         // proptest wants a &'static str; one small leak per check in a worker is fine.
         let path: &'static str = Box::leak(path.to_string_lossy().into_owned().into_boxed_str());
-        pcfg.failure_persistence = Some(Box::new(FileFailurePersistence::Direct(path)));
+        pcfg.failure_persistence = Some(Box::new(QuietRegressions(path)));
     }
     let mut seed_bytes = [0u8; 32];
     seed_bytes[..8].copy_from_slice(&cfg.seed.to_le_bytes());

@@ -285,15 +285,21 @@ pub fn run_variant(
 /// rule, tensor list, input generator, body, reference) goes through here, so a kernel's
 /// panic is reported as the kernel's, never as a dead worker.
 pub fn catch_panic<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    let _ = crate::panics::take_last_location();
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| {
         // The payload is a `Box<dyn Any>`; downcast what it holds, not the box (a `&Box` is
         // itself an `Any` and matches neither type).
-        if let Some(s) = payload.downcast_ref::<&str>() {
+        let message = if let Some(s) = payload.downcast_ref::<&str>() {
             s.to_string()
         } else if let Some(s) = payload.downcast_ref::<String>() {
             s.clone()
         } else {
             "(non-string panic payload)".into()
+        };
+        // Where, when the worker's hook saw it (the summary line names the kernel's line).
+        match crate::panics::take_last_location() {
+            Some(at) => format!("{message} (at {at})"),
+            None => message,
         }
     })
 }

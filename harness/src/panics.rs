@@ -11,6 +11,18 @@ use std::sync::Mutex;
 /// This request's panics so far: (location and message, repeats after the first).
 static SEEN: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());
 
+thread_local! {
+    /// Where this thread last panicked (`file:line:col`), for the message a caught panic
+    /// becomes ([`crate::kernel::catch_panic`]): the payload alone does not say.
+    static LAST_AT: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Where the current thread last panicked, taken (so a later panic without a location is
+/// not given this one's).
+pub fn take_last_location() -> Option<String> {
+    LAST_AT.with(|l| l.borrow_mut().take())
+}
+
 /// Install the hook (once, in the worker's `main`).
 pub fn install() {
     let default = std::panic::take_hook();
@@ -22,6 +34,7 @@ pub fn install() {
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_default();
         let at = info.location().map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()));
+        LAST_AT.with(|l| *l.borrow_mut() = at.clone());
         let key = format!("{}: {message}", at.unwrap_or_default());
         let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
         match seen.iter_mut().find(|(k, _)| *k == key) {

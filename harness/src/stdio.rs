@@ -117,9 +117,19 @@ impl ProtocolChannel {
         let mut response = answer();
         let _ = std::io::stdout().flush();
         let _ = std::io::stderr().flush();
-        response.output = read_trimmed(capture);
+        response.output = without_proptest_notices(read_trimmed(capture));
         response
     }
+}
+
+/// `output` without the lines proptest itself prints during a check ("proptest: Aborting
+/// shrinking after …", "proptest: failed to open …"): they are about the check's own
+/// settings, not what the kernel printed, which is what `output` reports.
+fn without_proptest_notices(text: String) -> String {
+    if !text.contains("proptest: ") {
+        return text;
+    }
+    text.split_inclusive('\n').filter(|line| !line.starts_with("proptest: ")).collect()
 }
 
 /// The capture file's contents, at most [`OUTPUT_LIMIT`] bytes: head and tail.
@@ -144,4 +154,14 @@ fn read_trimmed(capture: &File) -> String {
         tail_start - head_end,
         &text[tail_start..]
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn proptests_own_notices_are_not_the_kernels_output() {
+        let captured = "row 3\nproptest: Aborting shrinking after 64 iterations\nproptest: x\nlast";
+        assert_eq!(super::without_proptest_notices(captured.into()), "row 3\nlast");
+        assert_eq!(super::without_proptest_notices("a\nb\n".into()), "a\nb\n");
+    }
 }

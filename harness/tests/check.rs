@@ -218,6 +218,16 @@ fn the_default_tolerance_is_the_output_dtypes_so_an_fp32_kernel_off_by_1_5_perce
     assert_eq!(kernel.tolerance(&shape), tolerance_for(Dtype::F32));
     let report = check(&kernel, &Params::new(), &config()).unwrap();
     assert!(!report.passed, "a 1.5 % error in fp32 is a wrong answer: {report:?}");
+    // The failure says where the largest error is and what the two values were: here the
+    // element of largest magnitude, got 1.015 times what was expected.
+    let failure = report.failure.as_ref().unwrap();
+    let at = failure.message.split("worst at `y`[").nth(1).expect("the worst element");
+    let number = |after: &str| -> f64 {
+        let v = at.split(after).nth(1).unwrap();
+        v.split(|c: char| c == ',' || c.is_whitespace()).next().unwrap().parse().unwrap()
+    };
+    let (got, expected) = (number("got "), number("expected "));
+    assert!(((got / expected) - 1.015).abs() < 1e-5, "{}", failure.message);
     assert_eq!(report.tolerance, Some(tolerance_for(Dtype::F32)));
     // Its outputs would pass the bf16 tolerance the default used to be: the test is about
     // which tolerance applies, not about an error large enough to fail any.
@@ -232,4 +242,26 @@ fn the_default_tolerance_is_the_output_dtypes_so_an_fp32_kernel_off_by_1_5_perce
     assert_eq!(of(&[Dtype::F32, Dtype::Bf16]), tolerance_for(Dtype::Bf16));
     assert_eq!(of(&[Dtype::Fp8E4m3, Dtype::F32]), tolerance_for(Dtype::Fp8E4m3));
     assert_eq!(of(&[]), tolerance_for(Dtype::F32));
+}
+
+#[test]
+fn a_failing_case_is_saved_in_proptests_format_and_replayed_first() {
+    let path = std::env::temp_dir().join(format!("neuron-tune-regressions-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let cfg = CheckConfig { regressions: Some(path.clone()), ..config() };
+    let kernel =
+        Passthrough { constant: None, generator_panics: false, reference: Reference::Full };
+    let params = Params::defaults(&kernel.params());
+    let first = check(&kernel, &params, &cfg).unwrap();
+    assert!(!first.passed);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let seeds: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(seeds.len(), 1, "{text}");
+    assert!(seeds[0].starts_with("cc ") && seeds[0].contains(" # shrinks to ("), "{text}");
+    // proptest reads it back: the saved case runs first and fails at once.
+    let again = check(&kernel, &params, &cfg).unwrap();
+    assert!(!again.passed);
+    assert_eq!(again.cases, 1);
+    assert_eq!(again.failure.unwrap().shape, first.failure.unwrap().shape);
+    let _ = std::fs::remove_file(&path);
 }

@@ -322,9 +322,14 @@ impl Shape {
         self.0.get(name).copied().ok_or_else(|| format!("shape {self} has no dim `{name}`"))
     }
 
-    /// A dim, panicking if absent (for kernels whose shapes were validated already).
+    /// A dim, panicking if absent (for kernels whose shapes were validated already). The
+    /// panic names the caller's line (a misspelt dim is a bug there, not here).
+    #[track_caller]
     pub fn dim(&self, name: &str) -> u64 {
-        self.get(name).unwrap_or_else(|e| panic!("{e}"))
+        match self.get(name) {
+            Ok(n) => n,
+            Err(e) => panic!("{e}"),
+        }
     }
 }
 

@@ -1,7 +1,9 @@
 //! `cargo neuron-tune` end to end: the real binary, real cargo builds of the fixture crates,
 //! real harness worker processes.
 
-use neuron_tune_tests::{broken_manifest, cli, cli_json, events, root, scratch_dir};
+use neuron_tune_tests::{
+    broken_manifest, cli, cli_json, events, root, scratch_dir, test_target_dir,
+};
 use serde_json::Value;
 
 #[test]
@@ -204,6 +206,9 @@ fn a_compile_error_exits_3_with_cargos_message() {
 #[test]
 fn a_wrong_result_exits_4_with_the_shrunk_case() {
     let m = root().join("fixtures/broken/wrong_result/Cargo.toml");
+    // No saved failing case yet, so this check saves one (quietly: proptest's advice to a
+    // test suite's author is not for this tool's users).
+    let _ = std::fs::remove_dir_all(test_target_dir().join("neuron-tune/regressions"));
     let (code, out, err) = cli_json(&[
         "check",
         "--manifest-path",
@@ -219,7 +224,14 @@ fn a_wrong_result_exits_4_with_the_shrunk_case() {
     assert!(c["failure"]["shape"]["rows"].as_u64().unwrap() < 128, "{c}");
     // In JSON mode the failure is the check event's (its human lines are not printed).
     assert!(c["failure"]["message"].as_str().unwrap().contains("elements outside"), "{c}");
-    let _ = err;
+    assert!(!out.contains("proptest") && !err.contains("proptest"), "{out}\n{err}");
+    let saved = std::fs::read_dir(test_target_dir().join("neuron-tune/regressions")).unwrap();
+    let saved: Vec<String> = saved
+        .flatten()
+        .filter(|f| f.file_name().to_string_lossy().starts_with("double-"))
+        .map(|f| std::fs::read_to_string(f.path()).unwrap())
+        .collect();
+    assert!(saved.iter().any(|t| t.contains("\ncc ")), "the failing case was saved: {saved:?}");
 }
 
 /// `check --shape` checks at that named shape, not at random small ones: the off-by-one
@@ -327,6 +339,8 @@ fn panicking_and_hanging_variants_are_reported_and_the_others_finish() {
             // The kernel's own panic message, not a placeholder.
             let msg = failed[0]["message"].as_str().unwrap();
             assert!(msg.contains("index out of bounds"), "{msg}");
+            // And where: the kernel's line, not the harness's.
+            assert!(msg.ends_with("(at src/main.rs:16:28)"), "{msg}");
         }
         let ok = events(&out, "bench");
         assert_eq!(ok.len(), 1, "{krate}: the other variant finished");

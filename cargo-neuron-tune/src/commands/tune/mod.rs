@@ -509,8 +509,9 @@ pub fn run(
         if result.default_fails_check {
             out.note(format!(
                 "warning: {} at {shape_name}: the default parameters fail their correctness \
-                 check, so they are not kept (`cargo neuron-tune check --kernel {}` shows the \
-                 shrunk failing case)",
+                 check (or the kernel's rule refuses them at every small shape the check \
+                 draws), so they are not kept (`cargo neuron-tune check --kernel {}` shows \
+                 which: the shrunk failing case, or the rule's reason)",
                 k.name, k.name
             ));
         }
