@@ -48,7 +48,7 @@ impl FailurePersistence for QuietRegressions {
         let case = format!("{shrunk:?}").replace(['\n', '\r'], " ");
         let written = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| {
             let mut file = std::fs::OpenOptions::new().append(true).create(true).open(path)?;
-            write!(file, "{header}{seed} # shrinks to {case}\n")
+            writeln!(file, "{header}{seed} # shrinks to {case}")
         });
         if let Err(e) = written {
             eprintln!("warning: {}: the failing case was not saved: {e}", path.display());
