@@ -20,7 +20,7 @@ pub enum Exit {
     /// `tune --goal`: the goal was not met within the rounds and budget (the best found is
     /// still recorded).
     GoalNotMet = 6,
-    /// Stopped by Ctrl-C (everything finished is kept).
+    /// Stopped by Ctrl-C, SIGTERM or SIGHUP (everything finished is kept).
     Interrupted = 130,
 }
 
@@ -55,7 +55,9 @@ impl Exit {
             Exit::GoalNotMet => {
                 "tune --goal: the goal was not met (how far it got and what limits it are printed)"
             }
-            Exit::Interrupted => "interrupted by Ctrl-C (finished results are kept; rerun to continue)",
+            Exit::Interrupted => {
+                "interrupted by Ctrl-C, SIGTERM or SIGHUP (finished results are kept; rerun to continue)"
+            }
         }
     }
 

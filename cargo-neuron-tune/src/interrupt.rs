@@ -1,5 +1,8 @@
 //! Ctrl-C: stop cleanly, keep everything finished, say how to continue.
 //!
+//! SIGTERM (how CI cancels a job, and how `timeout` stops a command) and SIGHUP are taken
+//! as Ctrl-C is (ctrlc's `termination` feature); the exit code is 130 for all three.
+//!
 //! The first Ctrl-C sets a flag: the pool stops waiting for answers and the command ends
 //! with [`Exit::Interrupted`] (130, as shells report SIGINT). Every result finished by then
 //! is already in the store (written atomically as it arrives) and every evaluation of a
@@ -39,12 +42,13 @@ pub fn child_interrupted() {
     CHILD_INTERRUPTED.store(true, Ordering::SeqCst);
 }
 
-/// Whether a child's exit status is death by SIGINT (noting it if so).
+/// Whether a child's exit status is death by SIGINT, SIGTERM or SIGHUP, the signals that
+/// stop this process too (noting it if so).
 pub fn note_child_exit(status: std::process::ExitStatus) -> bool {
     #[cfg(unix)]
     {
         use std::os::unix::process::ExitStatusExt;
-        if status.signal() == Some(2) {
+        if matches!(status.signal(), Some(1 | 2 | 15)) {
             child_interrupted();
             return true;
         }

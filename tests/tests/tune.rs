@@ -365,7 +365,17 @@ fn a_time_limit_lets_the_batch_under_way_finish() {
 
 #[test]
 fn ctrl_c_stops_a_tuning_run_keeps_its_journal_and_says_how_to_resume() {
-    let args = tune_args("77", &[]);
+    stopped_by_a_signal_keeps_its_journal_and_resumes("INT", "77");
+}
+
+/// SIGTERM is how CI cancels a job (and `timeout` stops a command): the same clean stop.
+#[test]
+fn sigterm_stops_a_tuning_run_as_ctrl_c_does() {
+    stopped_by_a_signal_keeps_its_journal_and_resumes("TERM", "78");
+}
+
+fn stopped_by_a_signal_keeps_its_journal_and_resumes(signal: &str, seed: &str) {
+    let args = tune_args(seed, &[]);
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     let child = cli_command(&a)
         .env("NOISY_SLEEP_MS", "150")
@@ -373,18 +383,18 @@ fn ctrl_c_stops_a_tuning_run_keeps_its_journal_and_says_how_to_resume() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let journal = root().join(
-        "target/e2e/neuron-tune/journals/tune-many-small-cols512-rows256-trn2-default-77.jsonl",
-    );
+    let journal = root().join(format!(
+        "target/e2e/neuron-tune/journals/tune-many-small-cols512-rows256-trn2-default-{seed}.jsonl"
+    ));
     let _ = std::fs::remove_file(&journal);
     let start = Instant::now();
     while journal_lines(journal.to_str().unwrap()).len() < 5 {
         assert!(start.elapsed() < Duration::from_secs(120), "the run never journaled");
         std::thread::sleep(Duration::from_millis(20));
     }
-    // SIGINT to the tool alone (a terminal would send it to the workers too).
+    // The signal to the tool alone (a terminal would send SIGINT to the workers too).
     let status = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args([&format!("-{signal}"), &child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
@@ -396,7 +406,7 @@ fn ctrl_c_stops_a_tuning_run_keeps_its_journal_and_says_how_to_resume() {
     let kept = journal_lines(journal.to_str().unwrap()).len();
     assert!((5..24).contains(&kept), "{kept} evaluations kept");
 
-    let args = tune_args("77", &["--resume"]);
+    let args = tune_args(seed, &["--resume"]);
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     let (code, out, err) = cli_env(&a, &[]);
     assert_eq!(code, 0, "{err}");
