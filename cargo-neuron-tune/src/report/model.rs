@@ -388,8 +388,11 @@ mod tests {
             }
             let mut f = std::fs::OpenOptions::new().append(true).open(&j).unwrap();
             std::io::Write::write_all(&mut f, b"{\"n\": 9, \"par").unwrap();
-            std::fs::write(crate::commands::tune::meta_path(&j), meta(seed, 8.0).to_string())
-                .unwrap();
+            // Sealed as `tune` writes it.
+            let mut m = meta(seed, 8.0);
+            m["schema"] = 1.into();
+            crate::seal::seal_json(&mut m);
+            std::fs::write(crate::commands::tune::meta_path(&j), m.to_string()).unwrap();
         }
         // A journal without meta is not shown.
         std::fs::write(journals.join("tune-old-x-trn2-random-1.jsonl"), "").unwrap();
