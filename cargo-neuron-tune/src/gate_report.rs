@@ -34,6 +34,20 @@ pub fn headline(r: &Report) -> String {
         )
     } else if r.config.strict && c.stale > 0 {
         format!("❌ {} (--strict)", plural(c.stale, "stale tuned entry", "stale tuned entries"))
+    } else if c.models > 0 && c.regressions + c.improvements + c.unchanged == 0 {
+        // Every row new or not comparable: a wrong --chip, --shape or baseline file passes
+        // here too, so the headline must not read as a comparison.
+        let mut why = Vec::new();
+        if c.new > 0 {
+            why.push(format!("{} without a baseline entry", plural(c.new, "model", "models")));
+        }
+        if c.not_comparable > 0 {
+            why.push(format!("{} not comparable", plural(c.not_comparable, "model", "models")));
+        }
+        format!(
+            "⚠️ nothing compared: {} (`cargo neuron-tune baseline save` records a baseline)",
+            why.join(", ")
+        )
     } else {
         let mut s = format!("✅ no regression in {}", plural(c.models, "model", "models"));
         if c.improvements > 0 {
@@ -258,6 +272,21 @@ mod tests {
     use crate::gate::tests::{cfg, item};
     use quick_xml::events::Event as X;
     use quick_xml::Reader;
+
+    #[test]
+    fn a_gate_that_compared_nothing_does_not_read_as_a_pass() {
+        // No baseline entry for either model (a wrong --chip or --shape looks like this).
+        let r = judge(&[item("qwen3", None, 18.6), item("qwen3_naive", None, 18.6)], &cfg(0.0));
+        assert_eq!(
+            headline(&r),
+            "⚠️ nothing compared: 2 models without a baseline entry (`cargo neuron-tune \
+             baseline save` records a baseline)"
+        );
+        // One compared model is a comparison.
+        let r =
+            judge(&[item("qwen3", Some(18.6), 18.6), item("qwen3_naive", None, 18.6)], &cfg(0.0));
+        assert_eq!(headline(&r), "✅ no regression in 2 models");
+    }
 
     #[test]
     fn markdown_lists_each_model_with_baseline_current_change_and_the_moved_call() {

@@ -406,7 +406,10 @@ fn verdict(p: &Profile, crit: &[u32; 10], timed: bool, chip: &Chip) -> Verdict {
                 "load larger tiles: {bpp:.0} B per partition per DMA pays the per-descriptor cost on every row; aim for ≥ 2 KiB (more free-axis elements per transfer)"
             ));
         }
-        if p.roofline_side == "memory" {
+        if p.roofline_side == "memory" && p.matmul_instruction_count == 0 {
+            // No matmul to feed: reuse cannot help, only moving fewer bytes.
+            advice.push("no matmul here: the time is the bytes moved, so move fewer — fuse this kernel with the one before or after it (one pass over the data), keep intermediates in SBUF, or load and store a narrower dtype".into());
+        } else if p.roofline_side == "memory" {
             advice.push(format!(
                 "arithmetic intensity is {:.0} FLOP/B, under the {:.0} the PE array needs: reuse loaded tiles across more output blocks (block M/N) so each byte feeds more matmuls",
                 p.mm_arithmetic_intensity, p.roofline_ridge_flop_per_byte

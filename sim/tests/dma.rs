@@ -100,6 +100,25 @@ fn the_verdict_names_the_dma_resource_waited_for() {
     assert!(hbm > dma, "HBM wait {hbm} µs vs transfer {dma} µs");
     assert_eq!(p.bottleneck.kind, "DMA-bound");
     assert!(p.bottleneck.summary.contains("waiting for HBM bandwidth"), "{}", p.bottleneck.summary);
+    // A copy has no matmul: the advice is to move fewer bytes, not to feed matmuls.
+    let advice = p.bottleneck.advice.join(" | ");
+    assert!(advice.contains("no matmul here") && !advice.contains("matmuls"), "{advice}");
+
+    // The same loads feeding one matmul: reusing them across more matmuls is the remedy.
+    let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+    let a = nc.hbm_input("a", Dtype::Bf16, &[8, 128, 16_384], &[]).unwrap();
+    let pool = nc.sbuf_pool("io", 2);
+    let ps = nc.psum_pool("ps", 1);
+    let acc = nc.tile(ps, Dtype::F32, &[128, 512]).unwrap();
+    for i in 0..8 {
+        let t = nc.tile(pool, Dtype::Bf16, &[128, 16_384]).unwrap();
+        nc.dma(t, a.view().index(0, i)).unwrap();
+        nc.matmul(acc, t.cols(0..128), t.cols(128..640), i > 0).unwrap();
+    }
+    let p = nc.profile();
+    assert_eq!(p.bottleneck.kind, "DMA-bound", "{:?}", p.bottleneck);
+    let advice = p.bottleneck.advice.join(" | ");
+    assert!(advice.contains("so each byte feeds more matmuls"), "{advice}");
 }
 
 /// One DMA slice of the trace: its operands, engine (0–15), start and end in ns, and bytes.

@@ -16,6 +16,10 @@ pub(super) fn over_fitting(
 ) -> Result<(), Failure> {
     for (ti, params, _) in winners {
         let t = &targets[*ti];
+        // A kept default is not a winner tuning chose: nothing of it was fitted.
+        if *params == t.kernel.defaults {
+            continue;
+        }
         let mut cross = Vec::new();
         for (oi, _, own_best_us) in winners {
             let o = &targets[*oi];
