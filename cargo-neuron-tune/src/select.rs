@@ -43,6 +43,29 @@ pub fn glob(pat: &str, name: &str) -> bool {
     true
 }
 
+/// The parameters `--params` names that kernel `k` does not declare.
+fn lacked_params(k: &KernelInfo, s: &Selection) -> Vec<String> {
+    let Some(text) = s.params.as_deref() else { return Vec::new() };
+    text.split(',')
+        .filter_map(|kv| kv.split_once('=').map(|(name, _)| name.trim()))
+        .filter(|name| !k.params.iter().any(|p| p.name == *name))
+        .map(String::from)
+        .collect()
+}
+
+/// Whether `k` was asked for by its own name (`--kernel gemm`), not only by a pattern or by
+/// selecting everything.
+fn named(k: &KernelInfo, s: &Selection) -> bool {
+    s.kernels.iter().any(|p| *p == k.name)
+}
+
+/// A kernel selected only by a pattern (or by selecting everything) that lacks a parameter
+/// `--params` names is left out (`--kernel '*' --params bufs=3` means the kernels with
+/// `bufs`); one named on its own is not, so a misspelt parameter is still an error.
+pub(crate) fn left_out_by_params(k: &KernelInfo, s: &Selection) -> bool {
+    !named(k, s) && !lacked_params(k, s).is_empty()
+}
+
 /// `--params` on top of the kernel's defaults, typed by its declarations.
 pub fn parse_params(k: &KernelInfo, text: Option<&str>) -> Result<Params, Failure> {
     match text {
@@ -139,6 +162,32 @@ pub fn check_patterns(
             ));
         }
     }
+    if let Some(text) = s.params.as_deref() {
+        let selected: Vec<&KernelInfo> = all().filter(|k| matches(k)).collect();
+        if !selected.is_empty() && selected.iter().all(|k| left_out_by_params(k, s)) {
+            let lacks = lacked_params(selected[0], s);
+            return Err(fail(
+                Exit::Config,
+                format!(
+                    "--params {text}: no selected kernel has the parameter{} {} ({})",
+                    if lacks.len() == 1 { "" } else { "s" },
+                    lacks.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", "),
+                    selected
+                        .iter()
+                        .map(|k| format!("{}: {}", k.name, param_names(k)))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+            ));
+        }
+        for k in selected.into_iter().filter(|k| left_out_by_params(k, s)) {
+            out.note(format!(
+                "note: skipping `{}`: it has no parameter {} (--params {text})",
+                k.name,
+                lacked_params(k, s).iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
     for l in lists {
         if !l.kernels.is_empty() && !l.kernels.iter().any(&matches) {
             out.status(format!("   Skipping {}: no kernel matches --kernel", l.crate_name));
@@ -175,11 +224,22 @@ pub fn pinned_space(k: &KernelInfo, text: Option<&str>) -> Result<Space, Failure
     Ok(space)
 }
 
+/// A kernel's parameter names, for messages.
+fn param_names(k: &KernelInfo) -> String {
+    if k.params.is_empty() {
+        return "no parameters".into();
+    }
+    k.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
+}
+
 /// The selected kernels of one crate's list (lazily: nothing is enumerated).
 pub fn select(list: &ListDoc, s: &Selection) -> Result<Vec<KernelSelection>, Failure> {
     let mut out = Vec::new();
     for k in &list.kernels {
         if !s.kernels.is_empty() && !s.kernels.iter().any(|p| glob(p, &k.name)) {
+            continue;
+        }
+        if left_out_by_params(k, s) {
             continue;
         }
         let params = if s.all_variants {

@@ -225,13 +225,10 @@ impl Params {
     /// Check every value against `specs` (no unknown, no missing, right types).
     pub fn check(&self, specs: &[ParamSpec]) -> Result<(), ParamError> {
         for (k, v) in &self.0 {
-            let spec = specs.iter().find(|s| &s.name == k).ok_or_else(|| ParamError {
-                name: k.clone(),
-                problem: format!(
-                    "unknown parameter (known: {})",
-                    specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
-                ),
-            })?;
+            let spec = specs
+                .iter()
+                .find(|s| &s.name == k)
+                .ok_or_else(|| ParamError { name: k.clone(), problem: unknown_parameter(specs) })?;
             if !spec.kind.accepts(v) {
                 return Err(ParamError {
                     name: k.clone(),
@@ -269,13 +266,10 @@ impl Params {
                 });
             }
             given.push(k);
-            let spec = specs.iter().find(|s| s.name == k).ok_or_else(|| ParamError {
-                name: k.into(),
-                problem: format!(
-                    "unknown parameter (known: {})",
-                    specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
-                ),
-            })?;
+            let spec = specs
+                .iter()
+                .find(|s| s.name == k)
+                .ok_or_else(|| ParamError { name: k.into(), problem: unknown_parameter(specs) })?;
             let value = match &spec.kind {
                 ParamKind::Int => ParamValue::Int(v.parse().map_err(|_| ParamError {
                     name: k.into(),
@@ -331,6 +325,15 @@ impl Shape {
             Err(e) => panic!("{e}"),
         }
     }
+}
+
+/// The problem of a parameter name `specs` does not declare, naming those it does.
+fn unknown_parameter(specs: &[ParamSpec]) -> String {
+    if specs.is_empty() {
+        return "unknown parameter (this kernel has no parameters)".into();
+    }
+    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    format!("unknown parameter (known: {})", names.join(", "))
 }
 
 impl fmt::Display for Shape {

@@ -16,6 +16,28 @@ const K: &str = "neuron-fixtures-kernels";
 
 const CASES: &[Case] = &[
     Case {
+        what: "--params naming a parameter no selected kernel has",
+        args: &["build", "-p", K, "--shape", "small", "--params", "bfus=3"],
+        code: 2,
+        words: &["--params bfus=3: no selected kernel has the parameter `bfus`", "add: bufs"],
+    },
+    Case {
+        what: "--params naming a parameter the kernel named on its own does not have",
+        args: &[
+            "build",
+            "-p",
+            K,
+            "--kernel",
+            "gemm",
+            "--kernel",
+            "add",
+            "--params",
+            "cols_per_tile=512",
+        ],
+        code: 2,
+        words: &["--params for `gemm`: parameter `cols_per_tile`: unknown parameter (known: "],
+    },
+    Case {
         what: "a feature the kernel crate does not have",
         args: &["list", "-p", K, "--features", "nope"],
         code: 2,
@@ -391,4 +413,25 @@ fn check_shows_the_tolerance_its_verdict_used() {
     assert!(tol["atol"].as_f64().unwrap() > 0.0 && tol["rtol"].as_f64().unwrap() > 0.0, "{c}");
     // The absolute tolerance is atol scaled by the reference's RMS (never below atol).
     assert!(c["effective_atol"].as_f64().unwrap() >= tol["atol"].as_f64().unwrap(), "{c}");
+}
+
+/// `--kernel '*' --params X=v` means the selected kernels that have `X`: the others are
+/// skipped with a note, not an error.
+#[test]
+fn params_with_a_pattern_apply_to_the_kernels_that_have_them() {
+    let (code, out, err) = cli_json(&[
+        "build",
+        "-p",
+        K,
+        "--kernel",
+        "*",
+        "--shape",
+        "small",
+        "--params",
+        "cols_per_tile=512",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("note: skipping `gemm`: it has no parameter `cols_per_tile`"), "{err}");
+    let built = events(&out, "build");
+    assert!(!built.is_empty() && built.iter().all(|b| b["kernel"] == "add"), "{out}");
 }

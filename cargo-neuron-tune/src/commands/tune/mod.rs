@@ -669,6 +669,9 @@ fn kernel_targets(
     let mut out = Vec::new();
     for (i, c) in ws.crates.iter().enumerate() {
         for k in select(&c.list, &Selection { params: None, ..s.clone() })? {
+            if crate::select::left_out_by_params(&k.kernel, s) {
+                continue;
+            }
             // `--params`: those parameters pinned (checked against the kernel's
             // declarations), the rest searched; the default is the kernel's with the pins.
             let mut kernel = k.kernel.clone();
