@@ -56,7 +56,7 @@ fn lacked_params(k: &KernelInfo, s: &Selection) -> Vec<String> {
 /// Whether `k` was asked for by its own name (`--kernel gemm`), not only by a pattern or by
 /// selecting everything.
 fn named(k: &KernelInfo, s: &Selection) -> bool {
-    s.kernels.iter().any(|p| *p == k.name)
+    s.kernels.contains(&k.name)
 }
 
 /// A kernel selected only by a pattern (or by selecting everything) that lacks a parameter
