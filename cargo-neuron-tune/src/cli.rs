@@ -162,7 +162,7 @@ pub enum Command {
         #[command(flatten)]
         grid: Grid,
         /// Random cases per variant (without `--shape`).
-        #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+        #[arg(long, default_value_t = DEFAULT_CHECK_CASES, value_parser = clap::value_parser!(u32).range(1..))]
         cases: u32,
         /// Seed for the random cases (printed on every run; replay with it).
         #[arg(long)]
@@ -683,6 +683,9 @@ fn percent(text: &str) -> Result<f64, String> {
         Err(e) => Err(format!("expected a percentage such as 5 or 5%: {e}")),
     }
 }
+
+/// `check --cases` when not given.
+pub const DEFAULT_CHECK_CASES: u32 = 32;
 
 /// A count that must be at least 1.
 fn positive(text: &str) -> Result<usize, String> {

@@ -250,11 +250,19 @@ fn check_at_a_named_shape_checks_that_shape() {
         (&c["passed"], &c["cases"], &c["shape"]),
         (&true.into(), &1.into(), &"small".into())
     );
-    assert!(err.contains("one seeded case per variant at each named shape"), "{err}");
-    // Human lines carry the shape column.
+    assert!(!err.contains("--cases"), "no --cases given, nothing to say of it: {err}");
+    // Human lines carry the shape column; the status line says what is checked.
     let (code, out, err) = cli(&args);
     assert_eq!(code, 0, "{err}");
     assert!(out.lines().any(|l| l.starts_with("  ok     double  small  ")), "{out}");
+    assert!(err.contains("(one case per variant at each named shape, full size)"), "{err}");
+    assert!(!err.contains("32 cases"), "{err}");
+    // A --cases that does not apply is said not to.
+    let mut with_cases = args.to_vec();
+    with_cases.extend(["--cases", "5"]);
+    let (code, _, err) = cli(&with_cases);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("note: --cases 5 does not apply with --shape"), "{err}");
 }
 
 /// Every variant of the kernel, its default included, fails the check (the bug does not

@@ -24,22 +24,25 @@ pub fn run(
     let out = &ctx.out;
     let chosen_by_tool = seed.is_none();
     let seed = seed.unwrap_or_else(default_seed);
-    out.status(format!(
-        "   Checking with {} ({cases} cases per variant)",
-        seed_words(seed, chosen_by_tool)
-    ));
-    let regress = ws.target_dir.join("neuron-tune").join("regressions");
-    std::fs::create_dir_all(&regress)
-        .map_err(|e| fail(Exit::Internal, format!("{}: {e}", regress.display())))?;
     // Without `--shape` a check draws `cases` small random shapes per parameter set; with
     // it, each named shape is one seeded case at its full size (`tune --goal`'s check).
     let at_named = !s.shapes.is_empty();
-    if at_named {
+    let what = if at_named {
+        "one case per variant at each named shape, full size".to_string()
+    } else {
+        format!("{cases} cases per variant at random small shapes")
+    };
+    out.status(format!("   Checking with {} ({what})", seed_words(seed, chosen_by_tool)));
+    if at_named && cases != crate::cli::DEFAULT_CHECK_CASES {
         out.note(format!(
-            "note: --shape checks one seeded case per variant at each named shape, at full \
-             size (--cases {cases} applies to the random small shapes checked without --shape)"
+            "note: --cases {cases} does not apply with --shape (one seeded case per variant at \
+             each named shape); it sets how many random small shapes a check without --shape \
+             draws"
         ));
     }
+    let regress = ws.target_dir.join("neuron-tune").join("regressions");
+    std::fs::create_dir_all(&regress)
+        .map_err(|e| fail(Exit::Internal, format!("{}: {e}", regress.display())))?;
     // Variants their rules refuse are not checked (as `bench` skips them): not failures.
     let (mut failed, mut total, mut invalid) = (0, 0, 0);
     for c in &mut ws.crates {
