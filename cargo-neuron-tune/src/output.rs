@@ -127,6 +127,13 @@ pub enum Event {
         template: String,
         module: std::path::PathBuf,
     },
+    /// `init`: the crate made a kernel crate (`changed` false: it already was one).
+    Init {
+        package: String,
+        manifest: std::path::PathBuf,
+        harness: String,
+        changed: bool,
+    },
     /// A diagnosis `tune` can only make once every shape of a kernel is tuned
     /// (`over_fitted`): for the result of this kernel and shape.
     Diagnosis {
@@ -264,7 +271,11 @@ pub struct TunedStatus {
     pub stale: Option<bool>,
 }
 
-/// The last event of a command: what it did, in counts.
+/// The last event of a command that runs variants (`build`, `check`, `bench`, `tune`,
+/// `gate`, `baseline save`, `merge`): what it did, in counts (`variants`: for `tune` the
+/// evaluations over every kernel shape, for a `merge` of tune results the winners recorded).
+/// `list`, `report`, `chip`, `new`, `init` and `analyze` say what they did in their one
+/// event of their own kind.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Summary {
     pub command: String,

@@ -318,6 +318,14 @@ fn a_tune_says_which_variant_panicked_and_how_to_reproduce_it() {
         );
         assert_eq!(f["params"]["cols_per_tile"], 128, "{f}");
     }
+    // The run ends with its summary, as every command that runs variants does, then the
+    // error that gives the exit code.
+    let tail: Vec<Value> =
+        out.lines().rev().take(2).map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(tail[0]["event"], "error", "{out}");
+    let summary = &tail[1];
+    assert_eq!((&summary["event"], &summary["command"]), (&"summary".into(), &"tune".into()));
+    assert_eq!((&summary["failed"], &summary["seed"]), (&1.into(), &1.into()), "{summary}");
     let _ = std::fs::remove_file(root().join("fixtures/broken/panic/neuron-tune.tuned.toml"));
 }
 

@@ -128,6 +128,10 @@ fn partitions_merged_give_the_result_of_one_run() {
     assert_eq!(code, 0);
     let (code, whole_table, _) = run(&ws, &["merge", &whole_results], false);
     assert_eq!(code, 0);
+    // A merge in JSON gives each variant's event, as the run itself did.
+    let (code, merged_json, _) = run(&ws, &["merge", &whole_results], true);
+    assert_eq!(code, 0);
+    assert_eq!(events(&merged_json, "bench").len(), 8, "{merged_json}");
     // The same table, but for which results the store served (the first run simulated).
     let table = |t: &str| -> Vec<String> {
         t.lines().map(|l| l.replace("(cached)", "").trim_end().to_string()).collect()

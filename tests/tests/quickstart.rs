@@ -12,7 +12,7 @@
 //! `CARGO_NET_OFFLINE`, and this repository's Cargo.lock copied into the new crate right
 //! after `cargo new` (so its dependencies resolve offline to the versions already here).
 
-use neuron_tune_tests::{cargo, root, shared_build_config, test_target_dir};
+use neuron_tune_tests::{cargo, events, root, shared_build_config, test_target_dir};
 use std::path::{Path, PathBuf};
 
 /// The shell lines of the first ```sh block after `heading` in the README.
@@ -212,6 +212,15 @@ fn new_outside_a_kernel_crate_says_to_run_init_and_init_then_new_work() {
     assert_eq!(code, 0);
     assert!(out.contains("already a kernel crate"), "{out}");
     assert_eq!(snapshot(&dir), after_init, "init twice changes nothing");
+    // A script is told too: one `init` event, here saying nothing changed.
+    let (code, out, err) = cli(&["init", "--manifest-path", m, "--message-format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let init = events(&out, "init");
+    assert_eq!(init.len(), 1, "{out}");
+    assert_eq!(
+        (&init[0]["changed"], &init[0]["harness"]),
+        (&false.into(), &"neuron-tune-harness".into())
+    );
 
     // A declaration left behind by hand (or by an old failed attempt) is not repeated.
     let lib = dir.join("src/lib.rs");

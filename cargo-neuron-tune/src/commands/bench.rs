@@ -47,20 +47,7 @@ pub fn run(
             n += 1;
             match o.result {
                 Ok(m) => {
-                    let r = &m.bench;
-                    out.event(&Event::Bench {
-                        kernel: o.variant.kernel.clone(),
-                        shape: o.variant.shape_name.clone(),
-                        params: o.variant.params.clone(),
-                        chip: chip.name.clone(),
-                        cycles: r.cycles,
-                        time_us: r.time_us,
-                        kernel_time_us: r.kernel_time_us,
-                        tflops: r.tflops,
-                        bottleneck: r.bottleneck.clone(),
-                        program_hash: r.program_hash.clone(),
-                        cached: m.cached,
-                    });
+                    out.event(&bench_event(&o.variant, &chip.name, &m));
                     rows.push((offset + o.index, o.variant, m));
                 }
                 Err(e) => {
@@ -99,6 +86,24 @@ pub fn run(
 /// A bench work item's name, which `--partition` hashes: `kernel@shape@{dims}`.
 pub fn item_name(kernel: &str, shape_name: &str, shape: &neuron_tune_protocol::Shape) -> String {
     format!("{kernel}@{shape_name}@{shape}")
+}
+
+/// A measured variant's event.
+pub(super) fn bench_event(v: &Variant, chip: &str, m: &Measured) -> Event {
+    let r = &m.bench;
+    Event::Bench {
+        kernel: v.kernel.clone(),
+        shape: v.shape_name.clone(),
+        params: v.params.clone(),
+        chip: chip.to_string(),
+        cycles: r.cycles,
+        time_us: r.time_us,
+        kernel_time_us: r.kernel_time_us,
+        tflops: r.tflops,
+        bottleneck: r.bottleneck.clone(),
+        program_hash: r.program_hash.clone(),
+        cached: m.cached,
+    }
 }
 
 /// The tables, the summary event and line, and the exit code of a bench (`bench` and

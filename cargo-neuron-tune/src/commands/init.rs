@@ -134,6 +134,12 @@ pub fn init(
     if let Some(h) =
         pkg.metadata.get("neuron-tune").and_then(|n| n.get("harness")).and_then(|h| h.as_str())
     {
+        out.event(&crate::output::Event::Init {
+            package: pkg.name.to_string(),
+            manifest: manifest.clone(),
+            harness: h.to_string(),
+            changed: false,
+        });
         out.result(format!(
             "     {} is already a kernel crate (harness `{h}`): nothing changed",
             pkg.name
@@ -195,6 +201,12 @@ pub fn init(
         Source::Git { url, rev: Some(r) } => format!("{url} at {r}"),
         Source::Git { url, rev: None } => url.clone(),
     };
+    out.event(&crate::output::Event::Init {
+        package: pkg.name.to_string(),
+        manifest: manifest.clone(),
+        harness: HARNESS.to_string(),
+        changed: true,
+    });
     out.result(format!(
         "  Initialized {} as a kernel crate: neuron-sim and neuron-tune-harness from {from}, \
          harness binary {}",

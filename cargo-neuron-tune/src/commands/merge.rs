@@ -318,6 +318,10 @@ pub fn run(
             super::gate::finish(&items, &config, &target, markdown, junit, out)
         }
         Results::Bench { chip, rows, defaults, invalid, crashed, .. } => {
+            // Each variant's event, as the unpartitioned run gave it while it ran.
+            for (v, m) in &rows {
+                out.event(&super::bench::bench_event(v, &chip, m));
+            }
             let rows: Vec<(usize, Variant, Measured)> =
                 rows.into_iter().enumerate().map(|(i, (v, m))| (i, v, m)).collect();
             Ok(super::bench::report(out, &chip, &rows, &defaults, invalid, crashed))
@@ -325,6 +329,8 @@ pub fn run(
         Results::Tune { records, failure, .. } => {
             let root: PathBuf = cargo.metadata()?.workspace_root.into();
             let mut dbs: Vec<TunedDb> = Vec::new();
+            // Winners recorded (a kept faster record is not counted).
+            let mut recorded = 0;
             for (file, record) in records {
                 let dir = root.join(&file).parent().map(Path::to_path_buf).unwrap_or_default();
                 let i = match dbs.iter().position(|d| d.path().parent() == Some(dir.as_path())) {
@@ -368,11 +374,18 @@ pub fn run(
                     record.time_us
                 ));
                 dbs[i].record(record);
+                recorded += 1;
             }
             for db in &mut dbs {
                 let p = db.save()?;
                 out.status(format!("   Wrote {}", p.display()));
             }
+            out.event(&crate::output::Event::Summary(crate::output::Summary {
+                command: "merge".into(),
+                variants: recorded,
+                failed: Some(usize::from(failure.is_some())),
+                ..Default::default()
+            }));
             match failure {
                 None => Ok(Exit::Ok),
                 Some((code, why)) => {

@@ -406,6 +406,8 @@ pub fn run(
         .collect::<Result<Vec<String>, Failure>>()?;
     // The whole run's time, for the one build diagnosis (the build is shared by every target).
     let mut run_spent = conv::Spent { build_s, ..Default::default() };
+    // For the closing summary event: evaluations and invalid ones over every target.
+    let (mut evaluated, mut invalid) = (0, 0);
     for (ti, t) in targets.iter().enumerate() {
         let (before, rest) = ws.crates.split_at_mut(t.krate);
         let (c, after) = rest.split_first_mut().expect("a target's crate is in the workspace");
@@ -487,6 +489,7 @@ pub fn run(
         result.build_s = build_s / targets.len() as f64;
         run_spent.check_s += result.check_s;
         run_spent.total_s += result.total_s;
+        (evaluated, invalid) = (evaluated + result.evaluations, invalid + result.invalid);
         let faulty = bar.suspend(|| warn_faults(&out, t, &chip.name, &result));
         if faulty > 0 {
             faults.push(format!(
@@ -603,6 +606,14 @@ pub fn run(
         out.event(&Event::RunDiagnosis { diagnosis: d });
     }
     over_fitting(&mut ws, &targets, &winners, &chip, &out)?;
+    out.event(&Event::Summary(crate::output::Summary {
+        command: "tune".into(),
+        variants: evaluated,
+        invalid: Some(invalid),
+        failed: Some(failed.len() + faults.len() + empty.len()),
+        seed: Some(seed),
+        ..Default::default()
+    }));
     if !failed.is_empty() || !faults.is_empty() {
         let mut why = failed;
         if !faults.is_empty() {
