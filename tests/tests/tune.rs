@@ -531,6 +531,12 @@ fn a_run_that_finds_nothing_faster_keeps_the_recorded_winner_and_a_tie_keeps_the
         100.0 * (s / d - 1.0)
     );
     assert!(out.contains(&kept), "{kept}\n{out}");
+    // and, on stdout too, that the file keeps its faster record (the table's row).
+    let keeps = format!(
+        "    the tuned database keeps its faster record {} ({best_time:.1} µs)",
+        params_text(&best)
+    );
+    assert!(out.contains(&keeps), "{keeps}\n{out}");
     // The table (stdout) shows what the file holds: the recorded winner, marked.
     let row = out.lines().rfind(|l| l.trim_start().starts_with("softmax ")).unwrap_or("");
     assert!(row.contains(&format!(" {best_time:.1} ")), "{row}\n{out}");
