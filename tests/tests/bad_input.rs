@@ -16,6 +16,12 @@ const K: &str = "neuron-fixtures-kernels";
 
 const CASES: &[Case] = &[
     Case {
+        what: "report of a chip that is neither built in nor recorded",
+        args: &["report", "-p", K, "--chip", "trn9", "--out", "target/e2e/report-trn9"],
+        code: 2,
+        words: &["--chip trn9: not a built-in chip (trn1, trn2, trn3) and nothing was recorded"],
+    },
+    Case {
         what: "--params naming a parameter no selected kernel has",
         args: &["build", "-p", K, "--shape", "small", "--params", "bfus=3"],
         code: 2,

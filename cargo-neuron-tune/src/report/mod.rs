@@ -60,6 +60,9 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     let chip_ok = |c: &str| chip.as_deref().is_none_or(|x| x == c);
     let mut runs = model::read_runs(store.root());
     let any_runs = !runs.is_empty();
+    // Chips anything was recorded for (a chip file's results go by its name, so a name
+    // that is neither built in nor among these is a typo).
+    let mut seen_chips: Vec<String> = runs.iter().map(|r| r.meta.chip.name.clone()).collect();
     runs.retain(|r| kernel_ok(&r.meta.kernel) && chip_ok(&r.meta.chip.name));
     let mut tuned = Vec::new();
     for c in &ws.crates {
@@ -67,8 +70,24 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
         tuned.extend(TunedDb::load(&dir)?.records().iter().cloned());
     }
     let any_tuned = !tuned.is_empty();
+    seen_chips.extend(tuned.iter().map(|r| r.chip.clone()));
     tuned.retain(|r| kernel_ok(&r.kernel) && chip_ok(&r.chip));
     let data = model::build(&store, runs.clone(), tuned.clone());
+    seen_chips.extend(data.gate.iter().map(|g| g.chip.clone()));
+    if let Some(c) = chip.as_deref() {
+        if neuron_sim::Chip::builtin(c).is_none() && !seen_chips.iter().any(|s| s == c) {
+            seen_chips.sort();
+            seen_chips.dedup();
+            return Err(fail(
+                Exit::Config,
+                format!(
+                    "--chip {c}: not a built-in chip (trn1, trn2, trn3) and nothing was recorded \
+                     for a chip of that name (recorded: {})",
+                    if seen_chips.is_empty() { "none".into() } else { seen_chips.join(", ") }
+                ),
+            ));
+        }
+    }
     let profiled = profile_shown(&mut ws, &store, &data, ctx)?;
     let mut data = model::build(&store, runs, tuned);
     let any_gate = !data.gate.is_empty();
