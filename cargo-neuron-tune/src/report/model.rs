@@ -249,7 +249,9 @@ pub fn build(store: &Store, runs: Vec<TuneRun>, tuned: Vec<TunedRecord>) -> Repo
         t.best = t
             .runs
             .iter()
-            .flat_map(|r| r.entries.iter().chain(&r.meta.default))
+            // The default first: of equally fast variants it is the one shown, as `tune`
+            // keeps the default on a tie.
+            .flat_map(|r| r.meta.default.iter().chain(&r.entries))
             .filter(measured)
             .filter_map(shown)
             .min_by(|a, b| a.time_us.total_cmp(&b.time_us));
@@ -428,6 +430,14 @@ mod tests {
         let c = neuron_sim::Chip::builtin("trn2").unwrap();
         assert_eq!(t.peak_tflops, 128.0 * 128.0 * 2.0 * c.clocks.tensor_ghz * 1e9 / 1e12);
         assert_eq!(t.hbm_gbps, c.memory.hbm_gbps_per_core);
+        // A default as fast as the best is the one shown, as `tune` keeps it on a tie.
+        let mut tie = read_runs(store.root());
+        for r in &mut tie {
+            r.meta.default.as_mut().unwrap().time_us = Some(5.0);
+        }
+        let data = build(&store, tie, Vec::new());
+        let best = data.targets[0].best.as_ref().map(|b| b.program_hash.as_str());
+        assert_eq!(best, Some("hd"));
     }
 
     #[test]

@@ -430,8 +430,9 @@ pub fn html(data: &ReportData) -> String {
     h.push_str("</style></head><body>\n<h1>cargo neuron-tune report</h1>\n");
     let _ = writeln!(
         h,
-        "<p>{} tuned kernel shapes, {} tuning runs, {} models in the gate history. Times are \
-         simulated (neuron-sim), not measured on hardware.</p>",
+        "<p>{} tuned records; {} kernel shapes with tuning runs, {} runs; {} models in the gate \
+         history. Times are simulated (neuron-sim), not measured on hardware.</p>",
+        data.tuned.len(),
         data.targets.len(),
         data.targets.iter().map(|t| t.runs.len()).sum::<usize>(),
         data.gate.len()
