@@ -29,6 +29,15 @@ fn more_than_128_partitions() {
 }
 
 #[test]
+fn a_pool_of_zero_buffers() {
+    let mut nc = nc();
+    let p = nc.sbuf_pool("io", 0);
+    let (e, line) = (nc.tile(p, Dtype::F32, &[128, 4]).unwrap_err(), line!());
+    assert!(matches!(e.kind, V::Invalid(_)), "{e}");
+    check(&e, "tile", line, &["pool `io` was made with 0 buffers", "at least 1"]);
+}
+
+#[test]
 fn bad_start_partition() {
     let mut nc = nc();
     let p = nc.sbuf_pool("p", 1);

@@ -185,7 +185,8 @@ impl Nc {
         &self.hbm[t.id as usize].name
     }
 
-    /// An SBUF pool whose every logical tile has `bufs` physical buffers (multi-buffering).
+    /// An SBUF pool whose every logical tile has `bufs` physical buffers (multi-buffering;
+    /// at least 1: a tile of a pool of 0 buffers is an error).
     pub fn sbuf_pool(&mut self, name: &str, bufs: u32) -> Pool {
         self.pool(name, bufs, Mem::Sbuf)
     }
@@ -195,9 +196,10 @@ impl Nc {
         self.pool(name, bufs, Mem::Psum)
     }
 
+    /// `bufs` = 0 is kept: a tile of such a pool is an error naming the pool (it was taken
+    /// as 1 silently, so a kernel's `bufs = 0` ran as single-buffered).
     fn pool(&mut self, name: &str, bufs: u32, mem: Mem) -> Pool {
         let id = self.pools.len() as u32;
-        let bufs = bufs.max(1);
         self.pools.push(PoolState { name: name.to_string(), mem, bufs, released: false });
         Pool { id, mem, bufs }
     }
@@ -322,6 +324,13 @@ impl Nc {
             }));
         }
         let p = &self.pools[pool.id as usize];
+        if p.bufs == 0 {
+            return Err(err(V::Invalid(format!(
+                "pool `{}` was made with 0 buffers: a pool needs at least 1 (the `bufs` of \
+                 sbuf_pool/psum_pool)",
+                p.name
+            ))));
+        }
         if p.released {
             return Err(err(V::StaleTile {
                 tile: name.map(str::to_string).unwrap_or_else(|| format!("{sloc}")),
