@@ -236,11 +236,32 @@ pub fn invalid_heavy(evals: &[Eval]) -> Option<Diagnosis> {
     evidence
         .extend(culprits.iter().take(5).map(|(n, v, t, b)| format!("{n}={v}: {b} of {t} invalid")));
     let mut advice = Vec::new();
-    if let Some((n, v, _, _)) = culprits.first() {
+    // A wrong answer is not a limit of the space: it is a bug to fix, first.
+    let wrong = evals.iter().filter(|e| e.status == "failed_check").count();
+    if wrong > 0 {
         advice.push(format!(
-            "drop {n}={v} from the space, or let the kernel's validate() refuse it up front \
-             (the search then never spends an evaluation on it)"
+            "{} computed a wrong result (failed its correctness check): a bug in the kernel \
+             at those parameters, not a limit of the space; `cargo neuron-tune check \
+             --params …` with one of them shows the shrunk failing case",
+            count(wrong, "variant")
         ));
+    }
+    if let Some((n, v, _, _)) = culprits.first() {
+        let only_wrong = evals
+            .iter()
+            .filter(|e| bad(e) && e.params.get(n).is_some_and(|x| show(x) == *v))
+            .all(|e| e.status == "failed_check");
+        advice.push(if only_wrong {
+            format!(
+                "every invalid variant with {n}={v} computed a wrong result: fix the kernel \
+                 for {n}={v}, or drop it from the space until it is fixed"
+            )
+        } else {
+            format!(
+                "drop {n}={v} from the space, or let the kernel's validate() refuse it up \
+                 front (the search then never spends an evaluation on it)"
+            )
+        });
     }
     if refused > 0 {
         advice.push(format!(
@@ -571,7 +592,22 @@ mod tests {
         assert_eq!(d.evidence[3], "a=2: 3 of 3 invalid");
         assert_eq!(d.evidence[4], "b=0: 2 of 2 invalid");
         assert_eq!(d.evidence.len(), 5);
-        assert!(d.advice[0].contains("a=2"));
+        // The wrong result first, as a bug; then the value the hardware refuses.
+        assert!(d.advice[0].starts_with("1 variant computed a wrong result"), "{:?}", d.advice);
+        assert!(d.advice[1].starts_with("drop a=2 from the space"), "{:?}", d.advice);
+        // A value whose every invalid variant is a wrong answer is a bug to fix, not a
+        // value to refuse in validate().
+        let wrong: Vec<Eval> = evals
+            .iter()
+            .map(|e| Eval {
+                status: if e.status == "invalid" { "failed_check" } else { e.status },
+                error: None,
+                ..*e
+            })
+            .collect();
+        let w = invalid_heavy(&wrong).unwrap();
+        assert!(w.advice[1].starts_with("every invalid variant with a=2 computed a wrong result"));
+        assert!(!w.advice.iter().any(|a| a.contains("validate()")), "{:?}", w.advice);
         // Half invalid is not more than half.
         let half: Vec<Eval> = evals
             .iter()
