@@ -168,12 +168,16 @@ impl Hbm {
     pub fn view(&self) -> HbmView {
         HbmView { tensor: *self, offset: 0, dims: self.shape }
     }
+    /// Rows `r` of the tensor (dim 0, the one that maps to partitions when copied on chip):
+    /// `x.rows(r..r + 128)` is a tile's worth.
     pub fn rows(&self, r: Range<u64>) -> HbmView {
         self.view().rows(r)
     }
+    /// Columns `r` (the last dim).
     pub fn cols(&self, r: Range<u64>) -> HbmView {
         self.view().cols(r)
     }
+    /// The leading dims restricted, one range per dim (`x.slice(&[r0..r1, c0..c1])`).
     pub fn slice(&self, ranges: &[Range<u64>]) -> HbmView {
         self.view().slice(ranges)
     }
@@ -188,9 +192,11 @@ pub struct HbmView {
 }
 
 impl HbmView {
+    /// The view's shape, dim by dim.
     pub fn shape(&self) -> Vec<u64> {
         self.dims.shape()
     }
+    /// The tensor's dtype.
     pub fn dtype(&self) -> Dtype {
         self.tensor.dtype
     }
@@ -209,9 +215,11 @@ impl HbmView {
         }
         self
     }
+    /// Dim 0 restricted to `r` (rows; partitions when copied on chip).
     pub fn rows(self, r: Range<u64>) -> Self {
         self.slice_dim(0, r)
     }
+    /// The last dim restricted to `r` (columns).
     pub fn cols(self, r: Range<u64>) -> Self {
         let last = self.dims.len().saturating_sub(1);
         self.slice_dim(last, r)
@@ -350,15 +358,20 @@ impl Tile {
     pub fn view(&self) -> TileView {
         self.whole
     }
+    /// Partitions `r` of the tile (`t.parts(0..pr as u32)` for a last, partial row tile).
+    /// Partitions are `u32` (at most 128), free-axis indices `u64`.
     pub fn parts(&self, r: Range<u32>) -> TileView {
         self.view().parts(r)
     }
+    /// Columns `r`: the last free dim restricted.
     pub fn cols(&self, r: Range<u64>) -> TileView {
         self.view().cols(r)
     }
+    /// Block `i` of the first free dim (of a `[128, blocks, n]` tile, the `[128, n]` block).
     pub fn at(&self, i: u64) -> TileView {
         self.view().at(i)
     }
+    /// Partitions `parts` and the leading free dims restricted, one range per dim.
     pub fn slice(&self, parts: Range<u32>, free: &[Range<u64>]) -> TileView {
         self.view().parts(parts).slice_free(free)
     }
@@ -399,21 +412,28 @@ impl From<&Tile> for TileView {
 }
 
 impl TileView {
+    /// The tile's dtype.
     pub fn dtype(&self) -> Dtype {
         self.tile.dtype
     }
+    /// SBUF or PSUM.
     pub fn mem(&self) -> Mem {
         self.tile.mem
     }
+    /// How many partitions the view spans.
     pub fn partitions(&self) -> u32 {
         self.np
     }
+    /// The first partition of the view (an access's start partition, which the hardware
+    /// restricts: §1.8).
     pub fn start_partition(&self) -> u32 {
         self.p0
     }
+    /// The free-axis shape of the view.
     pub fn free_shape(&self) -> Vec<u64> {
         self.free.shape()
     }
+    /// Free elements per partition of the view.
     pub fn free_elems(&self) -> u64 {
         self.free.elems()
     }

@@ -47,10 +47,15 @@ impl Default for ActArgs {
 }
 
 impl ActArgs {
+    /// Multiply the input by `s` before the function: an immediate (`0.5`) or a `[P, 1]`
+    /// tile, one factor per partition.
     pub fn scale(mut self, s: impl Into<Scalar>) -> Self {
         self.scale = s.into();
         self
     }
+    /// Add a `[P, 1]` tile, one value per partition, after scaling. Only a tile: NKI's
+    /// `activation` takes its bias as a vector, an immediate bias is a tile set once with
+    /// `memset`.
     pub fn bias(mut self, b: impl Into<TileView>) -> Self {
         self.bias = Some(b.into());
         self
