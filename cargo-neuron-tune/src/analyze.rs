@@ -55,7 +55,7 @@ const fn field(key: &'static str, label: &'static str, unit: Unit) -> Field {
     Field { key, label, unit }
 }
 
-/// The fields compared, in table order (neuroncore.md §5 [SCHEMA], docs/analyze.md).
+/// The fields compared, in table order (neuroncore.md §5 \[SCHEMA\], docs/analyze.md).
 pub const FIELDS: &[Field] = &[
     field("total_time", "time", Unit::Seconds),
     field("tensor_engine_active_time_percent", "TensorE active", Unit::Fraction),

@@ -2,6 +2,10 @@
 //!
 //! `cargo neuron-tune …` and `cargo-neuron-tune neuron-tune …` (how cargo runs a subcommand)
 //! and plain `cargo-neuron-tune …` all parse to the same [`Cli`].
+//!
+//! The doc comments here are clap's `--help` text, read in a terminal: `<target-dir>` there
+//! is a placeholder, not an HTML tag.
+#![allow(rustdoc::invalid_html_tags)]
 
 use crate::cargo::CargoFlags;
 use clap::{Args, Parser, Subcommand, ValueEnum};

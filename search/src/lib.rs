@@ -1,9 +1,9 @@
 //! The search engine of cargo-neuron-tune: which kernel configuration to try next.
 //!
-//! * [`space`] — a lazy configuration [`Space`](space::Space) of named dimensions; index ↔
+//! * [`space`] — a lazy configuration [`Space`] of named dimensions; index ↔
 //!   configuration by mixed radix; uniform sampling without replacement for spaces of any
-//!   size; neighbours; validity as a caller-supplied [`Oracle`](space::Oracle).
-//! * [`strategy`] — ask/tell [`Strategy`](strategy::Strategy) objects: `grid`, `random`,
+//!   size; neighbours; validity as a caller-supplied [`Oracle`].
+//! * [`strategy`] — ask/tell [`Strategy`] objects: `grid`, `random`,
 //!   `bayes` (TPE), `anneal`, `genetic` and the `default` portfolio; seeded and deterministic.
 //! * [`proposer`] — a strategy that asks an external program (a script, an LLM agent) for
 //!   proposals over a JSON protocol (see `PROPOSER.md`).

@@ -34,7 +34,7 @@ pub struct Chip {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Clocks {
-    /// The profiler's base clock for `neuroncore_cycle_count` (§1.3, [SCHEMA]).
+    /// The profiler's base clock for `neuroncore_cycle_count` (§1.3, \[SCHEMA\]).
     pub base_ghz: f64,
     pub tensor_ghz: f64,
     pub vector_ghz: f64,
@@ -81,17 +81,17 @@ pub struct ComputeEngine {
     /// MIN_II, the minimum initiation interval in cycles (§2.3: ≈64).
     pub min_ii_cycles: u64,
     /// Fixed cycles every instruction pays on top of its §2.3 formula: starting a tensor
-    /// access costs about 60 cycles (§1.8 [A1]). The measured ScalarE busy time per PSUM
+    /// access costs about 60 cycles (§1.8 \[A1\]). The measured ScalarE busy time per PSUM
     /// eviction of the NKIBench matmul and bmm (calibration.md §1.7, §1.8: N + 53 to N + 62
     /// cycles) agrees.
     pub fixed_cycles: u64,
     /// Extra cycles before a dependent instruction can use the result: VectorE "+~100"
-    /// (§2.3 "Other documented facts"), ScalarE 264 − 64 − 60 = 140 (§2.3, [PERF] 189 ns
+    /// (§2.3 "Other documented facts"), ScalarE 264 − 64 − 60 = 140 (§2.3, \[PERF\] 189 ns
     /// between back-to-back dependent one-element instructions at 1.4 GHz, less MIN_II and
     /// the fixed cost).
     pub latency_cycles: u64,
     /// VectorE `reciprocal` cycles per element. §2.3 documents `max(MIN_II, 8N)` ("about 8x
-    /// slower than ScalarE") [SHARED], but the NKIBench silu and swiglu (calibration.md §1.4,
+    /// slower than ScalarE") \[SHARED\], but the NKIBench silu and swiglu (calibration.md §1.4,
     /// §1.9) leave VectorE only 2.5N and 3.1N per fp32 [128 x 512] reciprocal beside their
     /// multiplies: *fitted* over the calibration suite at 3 (docs/calibration-results.md).
     /// Unused on ScalarE (its reciprocal is `max(MIN_II, N)`).
@@ -122,11 +122,11 @@ pub struct Dma {
     /// (§1.7: "with 128 partitions each engine usually owns 8 partitions").
     pub partitions_per_engine: u32,
     /// Streaming rate of one engine in bytes/ns: the practical peak per engine of §1.7
-    /// [DMABW] (TRN1 17, TRN2 23, TRN3 33 B/ns), what an engine moves with large descriptors;
-    /// the theoretical rate (27.2 / 38.4 GB/s [DMAOV]) is never reached.
+    /// \[DMABW\] (TRN1 17, TRN2 23, TRN3 33 B/ns), what an engine moves with large descriptors;
+    /// the theoretical rate (27.2 / 38.4 GB/s \[DMAOV\]) is never reached.
     pub engine_gbps: f64,
     /// *fitted* Latency from a DMA's trigger to its first byte (trigger, descriptor fetch,
-    /// completion semaphore; §1.7 [DMABW] "~1,300 ns semaphore-to-start"), paid per
+    /// completion semaphore; §1.7 \[DMABW\] "~1,300 ns semaphore-to-start"), paid per
     /// transfer but overlapped with other transfers on the same queue.
     pub fixed_ns: f64,
     /// *fitted* Cost per DMA descriptor (one contiguous run of bytes) on its engine

@@ -1,4 +1,4 @@
-//! `analyze FILE [FILE2]`: each file's verdict, and with two files the comparison table and
+//! `analyze FILE \[FILE2\]`: each file's verdict, and with two files the comparison table and
 //! the fields where they disagree most (the logic is [`crate::analyze`]).
 
 use crate::analyze::{self, Origin, Summary};

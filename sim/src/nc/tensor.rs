@@ -270,7 +270,7 @@ impl Nc {
 impl Nc {
     /// `nc_matmul(dst, stationary=data, moving=identity, is_transpose=True)`: TensorE moves
     /// `data[P, F]` through the PE array as a transpose, `dst[F, P] = dataᵀ`, bit-exact and in
-    /// data's dtype (neuroncore.md §1.4 [A2]; nki.isa.nc_transpose: "a matrix multiplication
+    /// data's dtype (neuroncore.md §1.4 \[A2\]; nki.isa.nc_transpose: "a matrix multiplication
     /// between data as the stationary tensor and an identity matrix as the moving tensor").
     /// `identity` must be a `[P, P]` identity of data's dtype in SBUF (checked when values are
     /// computed); `dst` is in PSUM with data's dtype. It costs a matmul of that dtype:
