@@ -15,7 +15,10 @@ pub enum Dtype {
     F32,
     Bf16,
     F16,
-    /// float8_e4m3 (OCP "fn" flavour: no infinities, max ±448, NaN = S.1111.111).
+    /// float8_e4m3, IEEE-754-like as NKI's `nl.float8_e4m3` (ml_dtypes' float8_e4m3): bias
+    /// 7, the all-ones exponent for infinities and NaN, max ±240. NKI's extended-range
+    /// `float8_e4m3fn` (no infinities, max ±448) is a different type, documented for
+    /// NC-v4's matmul only, and not modelled (docs/neuroncore.md §2.2).
     Fp8E4m3,
     /// float8_e5m2 (IEEE-like: infinities, max ±57344).
     Fp8E5m2,
@@ -63,7 +66,7 @@ impl Dtype {
             Dtype::F32 => x,
             Dtype::Bf16 => half::bf16::from_f32(x).to_f32(),
             Dtype::F16 => half::f16::from_f32(x).to_f32(),
-            Dtype::Fp8E4m3 => round_minifloat(x, 3, -6, 448.0, false),
+            Dtype::Fp8E4m3 => round_minifloat(x, 3, -6, 240.0, true),
             Dtype::Fp8E5m2 => round_minifloat(x, 2, -14, 57344.0, true),
             Dtype::I32 => {
                 if x.is_nan() {
@@ -103,8 +106,9 @@ fn round_minifloat(x: f32, mant: i32, emin: i32, max: f32, has_inf: bool) -> f32
     let quantum = (2.0f64).powi(e - mant);
     let q = (a as f64 / quantum).round_ties_even() * quantum;
     let r = q as f32;
-    // Overflow: fp8 e5m2 rounds to infinity past max + half a quantum; e4m3 (no inf)
-    // becomes NaN, as the OCP "fn" conversion without saturation does.
+    // Overflow: an IEEE-like format (both modelled fp8 types) rounds to infinity past max
+    // + half a quantum; one without infinities would become NaN, as the OCP "fn"
+    // conversion without saturation does.
     let r = if r > max {
         if has_inf {
             f32::INFINITY
@@ -137,8 +141,12 @@ mod tests {
         // e4m3: 3 mantissa bits, so between 1 and 2 the step is 1/8.
         assert_eq!(Dtype::Fp8E4m3.round(1.0625), 1.0); // tie → even
         assert_eq!(Dtype::Fp8E4m3.round(1.1875), 1.25); // tie → even (1.25 = 1.010b)
-        assert_eq!(Dtype::Fp8E4m3.round(448.0), 448.0);
-        assert!(Dtype::Fp8E4m3.round(1000.0).is_nan());
+        // IEEE-like e4m3: 240 = 1.875 · 2^7 is the largest finite; 248 is the tie with 256
+        // (even), past the max, so infinity; 247 rounds down to 240.
+        assert_eq!(Dtype::Fp8E4m3.round(240.0), 240.0);
+        assert_eq!(Dtype::Fp8E4m3.round(247.0), 240.0);
+        assert_eq!(Dtype::Fp8E4m3.round(248.0), f32::INFINITY);
+        assert_eq!(Dtype::Fp8E4m3.round(-448.0), f32::NEG_INFINITY);
         // e5m2: 2 mantissa bits; 57344 is the max finite, beyond → inf.
         assert_eq!(Dtype::Fp8E5m2.round(1.125), 1.0);
         assert_eq!(Dtype::Fp8E5m2.round(-57344.0), -57344.0);
