@@ -182,7 +182,10 @@ pub enum Command {
         select: Selection,
         #[command(flatten)]
         grid: Grid,
-        /// Re-simulate even variants whose results are in the store.
+        /// Re-simulate even variants whose results are in the store. A stored result is
+        /// keyed by the traced program, the chip and the simulator version, and simulation
+        /// is deterministic, so it is what a new simulation gives: this checks that. `tune`
+        /// and `gate` always use the store (delete target/neuron-tune to start afresh).
         #[arg(long)]
         force: bool,
         /// Benchmark this model (name or glob; repeatable) end to end instead of kernels:
