@@ -44,7 +44,7 @@ impl Exit {
         match self {
             Exit::Ok => "success",
             Exit::Internal => "internal error (a worker broke the protocol, a file could not be written)",
-            Exit::Config => "usage or configuration error (bad flag, bad TOML space, unknown kernel)",
+            Exit::Config => "usage or configuration error (bad flag, bad TOML space, unknown kernel), or no valid variant to run",
             Exit::Build => "build failed (cargo's errors are printed above)",
             Exit::Check => {
                 "a correctness check failed (the shrunk failing case is printed), a variant's kernel code panicked, crashed or hung, or (gate) a model could not be evaluated"

@@ -141,8 +141,8 @@ mod tests {
         // e4m3: 3 mantissa bits, so between 1 and 2 the step is 1/8.
         assert_eq!(Dtype::Fp8E4m3.round(1.0625), 1.0); // tie → even
         assert_eq!(Dtype::Fp8E4m3.round(1.1875), 1.25); // tie → even (1.25 = 1.010b)
-        // IEEE-like e4m3: 240 = 1.875 · 2^7 is the largest finite; 248 is the tie with 256
-        // (even), past the max, so infinity; 247 rounds down to 240.
+                                                        // IEEE-like e4m3: 240 = 1.875 · 2^7 is the largest finite; 248 is the tie with 256
+                                                        // (even), past the max, so infinity; 247 rounds down to 240.
         assert_eq!(Dtype::Fp8E4m3.round(240.0), 240.0);
         assert_eq!(Dtype::Fp8E4m3.round(247.0), 240.0);
         assert_eq!(Dtype::Fp8E4m3.round(248.0), f32::INFINITY);
