@@ -176,3 +176,26 @@ fn an_unknown_model_is_a_usage_error_naming_the_models() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--model llama: no such model") && err.contains("qwen3_naive"), "{err}");
 }
+
+/// `--validate` holds each new best against what it would replace in the run's outcome:
+/// the run's previous best, or the default. A faster record already in the tuned database is
+/// not what it replaces (the record is kept when the run's best is slower), so the early
+/// bests of a second run are not rolled back, and none is counted invalid.
+#[test]
+fn validating_against_models_does_not_roll_back_bests_slower_than_a_kept_record() {
+    let ws = fixture_workspace("models-validate");
+    let tune = |extra: &[&str]| {
+        let mut a = vec!["tune", "--workspace", "--kernel", "rmsnorm", "--shape", "small"];
+        a.extend_from_slice(extra);
+        let out = run(&ws, &a);
+        events(&out, "tune").pop().unwrap_or_else(|| panic!("no tune event: {out}"))
+    };
+    let first = tune(&["--budget", "40", "--seed", "1"]);
+    let second = tune(&["--budget", "20", "--seed", "2", "--validate"]);
+    assert!(second["best_time"].as_f64() >= first["best_time"].as_f64(), "{second}");
+    assert_eq!(second["invalid"], 0, "{second}");
+    assert!(second["diagnoses"].as_array().unwrap().iter().all(|d| d["rule"] != "invalid_heavy"));
+    // What the models were checked on is said, and the faster record stays.
+    assert!(second["validated"]["models"].as_array().is_some_and(|m| !m.is_empty()), "{second}");
+    assert_eq!(second["kept_record"]["params"], first["best_params"], "{second}");
+}

@@ -87,7 +87,8 @@ pub(super) struct ModelCheck<'a> {
 impl ModelCheck<'_> {
     /// `Ok(Ok(the models checked, as model@shape))`, or `Ok(Err(why))` naming the model and
     /// its throughput with and without `candidate`. `replaced`: the parameters the candidate
-    /// would replace (`None`: what the models use today, tuned or default).
+    /// would replace (`None`: what the models use today, tuned or default; `tune` passes the
+    /// run's previous best, or the defaults).
     pub(super) fn run(
         &mut self,
         own_pool: &mut Pool,

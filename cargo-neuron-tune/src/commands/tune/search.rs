@@ -378,10 +378,14 @@ pub(super) fn tune_one(
             let verdict = match rejected.iter().find(|(p, _)| *p == b.params) {
                 Some((_, why)) => Err(why.clone()),
                 None => match validate_on_key_set(pool, job, &b.params)? {
-                    // The parameters it would replace: the best before the round, else what
-                    // the models use today.
-                    Ok(shapes) => models(pool, &b.params, best_before.as_ref().map(|p| &p.params))?
-                        .map(|models| (shapes, models)),
+                    // The parameters it would replace in this run's outcome: the best before
+                    // the round, else the default. (Not a tuned record the models use today:
+                    // a run's best slower than that record never replaces it — the record is
+                    // kept — so holding each early best against it rolled every one back.)
+                    Ok(shapes) => {
+                        let replaced = best_before.as_ref().map_or(defaults, |p| &p.params);
+                        models(pool, &b.params, Some(replaced))?.map(|models| (shapes, models))
+                    }
                     Err(why) => Err(why),
                 },
             };
