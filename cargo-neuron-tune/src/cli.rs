@@ -329,6 +329,8 @@ pub enum Command {
     },
     /// Run a search strategy on a recorded landscape (Kernel Tuner cache JSON, gzipped or
     /// not; T4 results JSON) instead of the simulator.
+    // A replay is instant and has times only: no journal to resume, no Pareto front.
+    #[command(mut_arg("resume", |a| a.hide(true)), mut_arg("objective", |a| a.hide(true)))]
     Replay {
         /// The landscape file.
         #[arg(long, value_name = "FILE")]

@@ -150,6 +150,13 @@ fn a_replay_gives_its_unit_and_says_what_stopped_it() {
     assert!(best.contains(" ms after "), "{best}");
     assert!(best.contains("; stopped by --early-stop: no improvement in the last 5 evaluations"));
     assert!(out.contains("convergence (best so far, ms): @1 "), "{out}");
+    // Cut short while still improving (bayes, seed 1, 24 evaluations), a replay is told to
+    // raise its budget, not to use flags a replay refuses.
+    let short = ["replay", "--cache", cache.to_str().unwrap(), "--strategy", "bayes"];
+    let (code, out, err) = cli(&[&short[..], &["--seed", "1", "--budget", "24"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("advice: raise --budget (a replay costs no simulation)"), "{out}");
+    assert!(!out.contains("--resume") && !out.contains("--max-rounds"), "{out}");
     early.extend(["--message-format", "json"]);
     let (_, out, _) = cli(&early);
     let e = final_event(&out);

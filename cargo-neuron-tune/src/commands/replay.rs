@@ -78,6 +78,11 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
     let exhausted = result.stop == neuron_tune_search::Stop::Exhausted;
     let diagnoses: Vec<_> =
         crate::convergence::not_converged(&convergence, result.history.len(), exhausted)
+            .map(|mut d| {
+                // A replay has no journal to resume and no rounds: only the budget.
+                d.advice = vec!["raise --budget (a replay costs no simulation)".into()];
+                d
+            })
             .into_iter()
             .collect();
     let stopped_by = match result.stop {

@@ -75,7 +75,16 @@ pub(super) fn report(
     let goal_met = result.goal.as_ref().is_some_and(|g| g.met);
     let diagnoses: Vec<conv::Diagnosis> = [
         conv::not_converged(&convergence, result.evaluations, result.exhausted)
-            .filter(|_| !goal_met),
+            .filter(|_| !goal_met)
+            .map(|mut d| {
+                // Its figures are the search's own, which never beat the default.
+                if result.kept_default {
+                    d.summary = "not converged: the search's own best, still slower than the \
+                                 default, was improving when it stopped"
+                        .into();
+                }
+                d
+            }),
         conv::invalid_heavy(&evals),
         conv::slow_checks(&spent),
     ]
