@@ -338,6 +338,17 @@ fn a_run_spent_in_correctness_checks_is_diagnosed_slow() {
     assert_eq!(code, 0, "{err}");
     let slow = diagnosis(&e, "slow");
     assert!(slow["summary"].as_str().unwrap().contains("correctness checks"), "{slow}");
+    // Read by a person, its wall-clock figures go to stderr: stdout, the results, stays the
+    // same from run to run.
+    let manifest = broken_manifest("loop");
+    let human = ["tune", "--manifest-path", &manifest, "--seed", "107", "--strategy", "grid"];
+    let (code, out, err) = neuron_tune_tests::cli_env(
+        &[&human[..], &args[..]].concat(),
+        &[("LOOP_REFERENCE_SLEEP_MS", "250")],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("diagnosis slow:"), "{err}");
+    assert!(!out.contains("slow"), "{out}");
     // Without the sleep the same run is not slow (its checks draw tiny shapes).
     let args = ["--kernel", "steps", "--budget", "4", "--recheck"];
     let (code, e, err) = tune("106", &args, &[]);

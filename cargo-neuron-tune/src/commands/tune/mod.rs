@@ -598,10 +598,12 @@ pub fn run(
         out.table(&table, "  ");
     }
     // Judged once over the run: charged to each target, a cold build made every one "slow".
+    // Wall-clock figures: on stderr, as the per-target `slow` ones (stdout stays the same
+    // from run to run).
     if let Some(d) = conv::slow_build(&run_spent, targets.len()) {
-        out.result(format!("  this run ({}):", conv::count(targets.len(), "kernel shape")));
+        out.note(format!("  this run ({}):", conv::count(targets.len(), "kernel shape")));
         for line in conv::diagnosis_lines(&d) {
-            out.result(format!("    {line}"));
+            out.note(format!("    {line}"));
         }
         out.event(&Event::RunDiagnosis { diagnosis: d });
     }
