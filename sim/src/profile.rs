@@ -288,7 +288,14 @@ fn tensor_advice(p: &Profile, chip: &Chip) -> String {
     let t = &chip.tensor;
     let full =
         2.0 * chip.memory.partitions as f64 * t.stationary_fmax as f64 * t.moving_fmax as f64;
-    if p.matmul_instruction_count > 0 {
+    // A matmul of moving N = 128 does a quarter of a full one's work in a quarter of its
+    // cycles (cost max(min(64, N_stationary), N_moving), §2.3): only a PE array that does
+    // little work while busy is worth filling, so the advice needs both.
+    let busy_efficiency = match p.tensor_engine_active_time_percent {
+        a if a > 0.0 => p.mfu_estimated_percent / a,
+        _ => 0.0,
+    };
+    if p.matmul_instruction_count > 0 && busy_efficiency < 0.75 {
         let fill = p.model_flops / p.matmul_instruction_count as f64 / full;
         if fill < 0.75 {
             open.push(format!(

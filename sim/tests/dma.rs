@@ -412,11 +412,11 @@ proptest! {
 /// bf16 remedy only for fp32 operands, filling the array only for part-filled matmuls.
 #[test]
 fn the_tensor_bound_advice_names_only_the_remedies_left() {
-    let advice = |dt: Dtype, n: u64| {
+    let advice = |dt: Dtype, k: u64, n: u64| {
         let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
         let pool = nc.sbuf_pool("p", 1);
-        let st = nc.tile_named(pool, "st", dt, &[128, 128]).unwrap();
-        let mv = nc.tile_named(pool, "mv", dt, &[128, n]).unwrap();
+        let st = nc.tile_named(pool, "st", dt, &[k, 128]).unwrap();
+        let mv = nc.tile_named(pool, "mv", dt, &[k, n]).unwrap();
         let ps = nc.psum_pool("ps", 1);
         let acc = nc.tile_named(ps, "acc", Dtype::F32, &[128, n]).unwrap();
         nc.memset(st, 1.0).unwrap();
@@ -429,15 +429,21 @@ fn the_tensor_bound_advice_names_only_the_remedies_left() {
         p.bottleneck.advice.join(" | ")
     };
     // Full bf16 matmuls (128 × 128 stationary, N = 512 moving): nothing left but less work.
-    let full = advice(Dtype::Bf16, 512);
+    let full = advice(Dtype::Bf16, 128, 512);
     assert!(full.contains("with full bf16 matmuls and no transposes"), "{full}");
     // fp32: all of the matmul FLOPs are fp32, 4x slower on trn2's PE array (chip field
     // tensor.fp32_factor), and only that.
-    let fp32 = advice(Dtype::F32, 512);
+    let fp32 = advice(Dtype::F32, 128, 512);
     assert!(fp32.contains("use bf16 operands (100% of the matmul FLOPs are fp32, 4x"), "{fp32}");
     assert!(!fp32.contains("fill the PE array"), "{fp32}");
-    // N = 128: each matmul is a quarter of a full one.
-    let quarter = advice(Dtype::Bf16, 128);
-    assert!(quarter.contains("a matmul averages 25% of a full one"), "{quarter}");
-    assert!(!quarter.contains("bf16 operands"), "{quarter}");
+    // N = 128: each matmul is a quarter of a full one, but takes a quarter of its cycles
+    // (max(min(64, 128), 128) = 128 against 512): the array works at full rate, nothing to
+    // fill.
+    let quarter = advice(Dtype::Bf16, 128, 128);
+    assert!(!quarter.contains("fill the PE array"), "{quarter}");
+    // K = 32: a quarter of the array's rows contract, for a full matmul's cycles: filling
+    // is the remedy.
+    let shallow = advice(Dtype::Bf16, 32, 512);
+    assert!(shallow.contains("a matmul averages 25% of a full one"), "{shallow}");
+    assert!(!shallow.contains("bf16 operands"), "{shallow}");
 }
