@@ -514,6 +514,12 @@ fn a_run_that_finds_nothing_faster_keeps_the_recorded_winner_and_a_tie_keeps_the
     let (best, best_time) = (whole["best_params"].clone(), whole["best_time"].as_f64().unwrap());
     assert!(best_time < whole["default_time"].as_f64().unwrap(), "{whole}");
     assert_eq!(recorded("softmax")["params"], best);
+    // `profile` without --params profiles the default, and names the recorded winner.
+    let (code, _, err) =
+        cli_env(&["profile", "-p", "neuron-fixtures-kernels", "softmax", "--shape", "small"], &[]);
+    assert_eq!(code, 0, "{err}");
+    let names = format!("the tuned database's winner at this shape is {}", params_text(&best));
+    assert!(err.contains(&names), "{names}\n{err}");
     // One evaluation (grid's first variant, slower than the default): the run's result is
     // the default, as always, but the file keeps its faster record, where it used to take
     // the default.

@@ -86,6 +86,21 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
             picked
         }
     };
+    // Without --params the default is profiled; say so when the tuned database has a
+    // winner for this problem, which is what the models run (a damaged database is only
+    // `list`'s and `tune`'s to report: profile does not depend on it).
+    if a.params.is_none() {
+        let recorded = ws.tuned.get().ok().and_then(|set| {
+            set.for_chip(&chip.name).get(&k.name, &shape).filter(|p| **p != params).cloned()
+        });
+        if let Some(p) = recorded {
+            out.note(format!(
+                "note: profiling {}'s default parameters; the tuned database's winner at this \
+                 shape is {p} (`--params {p}` profiles it)",
+                k.name
+            ));
+        }
+    }
     if let Some(path) = a.trace {
         // Refused before simulating: the simulation may take long, the path is a typo.
         let dir = match path.parent() {
