@@ -490,8 +490,9 @@ pub fn html(data: &ReportData) -> String {
             t.runs
                 .iter()
                 .map(|r| format!(
-                    "{} seed {} ({} evaluations)",
+                    "{}{} seed {} ({} evaluations)",
                     escape(&r.meta.strategy),
+                    if r.meta.objective == "pareto" { " (pareto)" } else { "" },
                     r.meta.seed,
                     r.entries.len()
                 ))
@@ -518,6 +519,24 @@ pub fn html(data: &ReportData) -> String {
             );
         }
         h.push_str("</table>\n");
+        // The database is what the models run: when its record is not the runs' best, say
+        // which it is (a later run with the same kernel, shape, chip, strategy and seed
+        // replaces the journal of the run that recorded it; or the record predates them).
+        let record = data
+            .tuned
+            .iter()
+            .find(|r| r.kernel == t.kernel && r.chip == t.chip.name && r.dims == t.dims);
+        if let Some(r) = record.filter(|r| t.best.as_ref().is_none_or(|b| b.params != r.params)) {
+            let _ = writeln!(
+                h,
+                "<p>The tuned database's record here is <code>{}</code> ({:.2} µs), not the best \
+                 of the runs shown: the run that recorded it is not among them (a later run with \
+                 the same kernel, shape, chip, strategy and seed replaced its journal), and it \
+                 stays while no run finds a faster variant.</p>",
+                escape(&r.params.to_string()),
+                r.time_us
+            );
+        }
         runs_and_decisions(&mut h, &t.runs);
         h.push_str("<div class=\"charts\">\n");
         figure(&mut h, "convergence", convergence(&t.runs));
@@ -643,6 +662,35 @@ mod tests {
             advice: vec!["draw <smaller> shapes".into()],
         }];
         run
+    }
+
+    #[test]
+    fn a_record_that_is_not_the_runs_best_is_named_in_its_section() {
+        let mut d = data();
+        let record = |params: neuron_tune_protocol::Params| crate::tuned::TunedRecord {
+            kernel: "k<&>".into(),
+            chip: "trn2".into(),
+            shape: "small".into(),
+            dims: Default::default(),
+            params,
+            time_us: 6.5,
+            program_hash: "h".into(),
+            tool_version: "t".into(),
+            sim_version: "v".into(),
+            validated_shapes: Vec::new(),
+            validated_models: Vec::new(),
+        };
+        let note = "The tuned database's record here is <code>bufs=3</code> (6.50 µs)";
+        d.tuned = vec![record(neuron_tune_protocol::Params::new().with("bufs", 3))];
+        assert!(html(&d).contains(note), "{}", html(&d));
+        // The record is the best shown: nothing to say.
+        d.targets[0].best = Some(super::super::model::Shown {
+            params: d.tuned[0].params.clone(),
+            time_us: 6.5,
+            program_hash: "h".into(),
+            profile: None,
+        });
+        assert!(!html(&d).contains("The tuned database's record here"));
     }
 
     #[test]
