@@ -308,7 +308,7 @@ pub fn over_fitted(params: &Params, cross: &[CrossShape]) -> Option<Diagnosis> {
         .filter(|c| c.time_us > OVER_FITTED * c.own_best_us)
         .map(|c| {
             format!(
-                "at {} it runs {:.2} µs, {:.0} % slower than that shape's winner ({:.2} µs)",
+                "at {} it runs {:.2} µs, {:.1} % slower than that shape's winner ({:.2} µs)",
                 c.shape,
                 c.time_us,
                 100.0 * (c.time_us / c.own_best_us - 1.0),
@@ -324,9 +324,9 @@ pub fn over_fitted(params: &Params, cross: &[CrossShape]) -> Option<Diagnosis> {
         summary: format!("over-fitted: the winner {params} is fast at its own shape only"),
         evidence: losses,
         advice: vec![
-            "keep one tuned record per shape (the tuned database keys by shape), and tune \
-             every shape a model calls (tune --model); for a shape not tuned, do not reuse \
-             this winner"
+            "the winners differ by shape, so keep one record per shape, as the tuned database \
+             does: each of these shapes has its own now; a shape a model calls that was not \
+             tuned runs the default, not this winner (`tune --model` tunes every call)"
                 .into(),
         ],
     })
@@ -660,7 +660,7 @@ mod tests {
         assert_eq!(d.rule, "over_fitted");
         assert_eq!(
             d.evidence,
-            ["at wide it runs 150.00 µs, 50 % slower than that shape's winner (100.00 µs)"]
+            ["at wide it runs 150.00 µs, 50.0 % slower than that shape's winner (100.00 µs)"]
         );
     }
 
