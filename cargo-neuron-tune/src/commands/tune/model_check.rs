@@ -194,9 +194,11 @@ fn lowers(a: &ModelRun, b: &ModelRun) -> bool {
 
 /// One call of `kernel` at `shape` in a model run (µs, without launch overhead), and how
 /// many calls the model makes.
+/// The kernel's time per call in the model run, launch overhead included (as `bench
+/// --model` and the variant's own time give it), and its number of calls.
 fn kernel_calls(r: &ModelRun, kernel: &str, shape: &Shape) -> (f64, u64) {
     r.calls
         .iter()
         .find(|c| c.kernel == kernel && &c.shape == shape)
-        .map_or((0.0, 0), |c| (c.time_us, c.calls))
+        .map_or((0.0, 0), |c| (c.time_us + r.launch_overhead_us, c.calls))
 }
