@@ -491,8 +491,9 @@ pub struct SearchOpts {
     #[arg(long, default_value_t = 100, help_heading = "Search",
           value_parser = positive)]
     pub budget: usize,
-    /// Stop starting evaluations after this many seconds (per kernel and shape; the batch
-    /// under way finishes).
+    /// Stop starting evaluations after this many seconds (per kernel and shape). The batch
+    /// under way finishes, with the correctness checks of its would-be winners (for a
+    /// kernel whose check is slow, that can be many times the limit).
     #[arg(long, value_name = "SECS", help_heading = "Search", value_parser = positive_secs)]
     pub time: Option<f64>,
     /// Stop after this many evaluations in a row without improvement.
