@@ -24,14 +24,18 @@ pub fn headline(r: &Report) -> String {
     let c = &r.counts;
     let plural =
         |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    // An item is a model at a shape on a chip: say "models" only when each is its own model.
+    let mut names: Vec<&str> = r.comparisons.iter().map(|c| c.model.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let items = |n: usize| match names.len() {
+        m if m == c.models => plural(n, "model", "models"),
+        m => format!("{} ({})", plural(n, "model run", "model runs"), plural(m, "model", "models")),
+    };
     if c.failed > 0 {
         format!("💥 {} could not be evaluated", plural(c.failed, "model", "models"))
     } else if c.regressions > 0 {
-        format!(
-            "❌ {} of {}",
-            plural(c.regressions, "regression", "regressions"),
-            plural(c.models, "model", "models")
-        )
+        format!("❌ {} of {}", plural(c.regressions, "regression", "regressions"), items(c.models))
     } else if r.config.strict && c.stale > 0 {
         format!("❌ {} (--strict)", plural(c.stale, "stale tuned entry", "stale tuned entries"))
     } else if c.models > 0 && c.regressions + c.improvements + c.unchanged == 0 {
@@ -49,7 +53,7 @@ pub fn headline(r: &Report) -> String {
             why.join(", ")
         )
     } else {
-        let mut s = format!("✅ no regression in {}", plural(c.models, "model", "models"));
+        let mut s = format!("✅ no regression in {}", items(c.models));
         if c.improvements > 0 {
             s.push_str(&format!(", {}", plural(c.improvements, "improvement", "improvements")));
         }
@@ -286,6 +290,11 @@ mod tests {
         let r =
             judge(&[item("qwen3", Some(18.6), 18.6), item("qwen3_naive", None, 18.6)], &cfg(0.0));
         assert_eq!(headline(&r), "✅ no regression in 2 models");
+        // One model at two shapes is two runs of one model.
+        let mut other_shape = item("qwen3", Some(18.6), 18.6);
+        other_shape.shape = "small".into();
+        let r = judge(&[item("qwen3", Some(18.6), 18.6), other_shape], &cfg(0.0));
+        assert_eq!(headline(&r), "✅ no regression in 2 model runs (1 model)");
     }
 
     #[test]
