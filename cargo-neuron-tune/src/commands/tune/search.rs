@@ -189,6 +189,20 @@ pub(super) fn tune_one(
     let mut history: Vec<Entry> = Vec::new();
     let mut rounds: Vec<Round> = Vec::new();
     let mut check_s = 0.0;
+    // The default, checked first: when it is correct, a variant slower than it can never
+    // win (the default is kept on a tie), so only variants faster than both it and the
+    // search's best are would-be winners worth a correctness check. A default that fails
+    // its check gates nothing: then the search's best must be checked to stand.
+    let default_passes = match default.as_ref().filter(|d| d.time_us.is_some()) {
+        Some(d) => {
+            let checking = Instant::now();
+            let passed = passes_check(pool, job, &d.params)?;
+            check_s += checking.elapsed().as_secs_f64();
+            Some(passed)
+        }
+        None => None,
+    };
+    let check_gate = default_time.filter(|_| default_passes == Some(true));
     // The strategy proposed everything it will (the space is exhausted).
     let mut exhausted = false;
     // Which of `--early-stop` and `--time` ended the search, if one did.
@@ -314,7 +328,10 @@ pub(super) fn tune_one(
                 Some(e) => e.clone(),
                 None => {
                     let mut e = measured.remove(&n).expect("every fresh proposal is evaluated");
-                    let incumbent = best.as_ref().map(|b| b.time_us);
+                    let incumbent = match (best.as_ref().map(|b| b.time_us), check_gate) {
+                        (Some(b), Some(d)) => Some(b.min(d)),
+                        (b, d) => b.or(d),
+                    };
                     if e.status == "measured"
                         && incumbent.is_none_or(|b| e.time_us.is_some_and(|t| t < b))
                     {
@@ -464,7 +481,7 @@ pub(super) fn tune_one(
     let mut default_fails_check = false;
     if let (Some(d), Some(t)) = (default, default_time) {
         if best.as_ref().is_none_or(|b| t <= b.time_us) {
-            if passes_check(pool, job, &d.params)? {
+            if default_passes == Some(true) {
                 best = Some(Best::of(&d));
                 kept_default = true;
             } else {
