@@ -77,6 +77,12 @@ pub(super) fn report(
         conv::not_converged(&convergence, result.evaluations, result.exhausted)
             .filter(|_| !goal_met)
             .map(|mut d| {
+                // --max-rounds is --goal's: not offered to a run without one.
+                if result.goal.is_none() {
+                    d.advice = vec!["raise --budget, or continue this run with --resume and a \
+                                     larger budget"
+                        .into()];
+                }
                 // Its figures are the search's own, which never beat the default.
                 if result.kept_default {
                     d.summary = "not converged: the search's own best, still slower than the \
