@@ -6,6 +6,16 @@ use neuron_tune_harness::check::{check, CheckConfig, Distribution};
 use neuron_tune_harness::proptest::prelude::*;
 use neuron_tune_harness::{Kernel, ParamSpec, Params, Shape, TensorSpec, Work};
 
+/// The one named shape of this file's kernels: 128 rows of 64 columns.
+fn small() -> Vec<(String, Shape)> {
+    vec![("small".into(), Shape::new(&[("rows", 128), ("cols", 64)]))]
+}
+
+/// Their small shapes: 1–128 rows of 1–64 columns.
+fn up_to_128_by_64() -> BoxedStrategy<Shape> {
+    (1u64..=128, 1u64..=64).prop_map(|(r, c)| Shape::new(&[("rows", r), ("cols", c)])).boxed()
+}
+
 /// `y = x` through SBUF; what `inputs` yields decides what the reference must be.
 struct Passthrough {
     /// The value every input element takes (None: the default generator).
@@ -37,10 +47,10 @@ impl Kernel for Passthrough {
         vec![ParamSpec::int("bufs", 1, "buffers")]
     }
     fn shapes(&self) -> Vec<(String, Shape)> {
-        vec![("small".into(), Shape::new(&[("rows", 128), ("cols", 64)]))]
+        small()
     }
     fn small_shapes(&self, _: &Params) -> BoxedStrategy<Shape> {
-        (1u64..=128, 1u64..=64).prop_map(|(r, c)| Shape::new(&[("rows", r), ("cols", c)])).boxed()
+        up_to_128_by_64()
     }
     fn tensors(&self, sh: &Shape) -> Vec<TensorSpec> {
         let d = [sh.dim("rows"), sh.dim("cols")];
@@ -130,10 +140,10 @@ impl Kernel for FirstColumns {
         vec![ParamSpec::int("bufs", 1, "buffers")]
     }
     fn shapes(&self) -> Vec<(String, Shape)> {
-        vec![("small".into(), Shape::new(&[("rows", 128), ("cols", 64)]))]
+        small()
     }
     fn small_shapes(&self, _: &Params) -> BoxedStrategy<Shape> {
-        (1u64..=128, 1u64..=64).prop_map(|(r, c)| Shape::new(&[("rows", r), ("cols", c)])).boxed()
+        up_to_128_by_64()
     }
     fn tensors(&self, sh: &Shape) -> Vec<TensorSpec> {
         let d = [sh.dim("rows"), sh.dim("cols")];
@@ -186,10 +196,10 @@ impl Kernel for OffByOnePointFivePercent {
         vec![]
     }
     fn shapes(&self) -> Vec<(String, Shape)> {
-        vec![("small".into(), Shape::new(&[("rows", 128), ("cols", 64)]))]
+        small()
     }
     fn small_shapes(&self, _: &Params) -> BoxedStrategy<Shape> {
-        (1u64..=128, 1u64..=64).prop_map(|(r, c)| Shape::new(&[("rows", r), ("cols", c)])).boxed()
+        up_to_128_by_64()
     }
     fn tensors(&self, sh: &Shape) -> Vec<TensorSpec> {
         let d = [sh.dim("rows"), sh.dim("cols")];
