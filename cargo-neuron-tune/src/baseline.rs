@@ -95,6 +95,9 @@ impl BaselineEntry {
             launch_overhead_us: self.launch_overhead_us,
             total_us: self.total_us,
             tokens_per_s: self.tokens_per_s,
+            // Not recorded in a baseline: the gate judges tokens/s.
+            prompts: 0.0,
+            prompts_per_s: 0.0,
             calls: self
                 .calls
                 .iter()
@@ -300,6 +303,8 @@ mod tests {
             launch_overhead_us: 1.5,
             total_us,
             tokens_per_s: 256.0 / (total_us * 1e-6),
+            prompts: 1.0,
+            prompts_per_s: 1.0 / (total_us * 1e-6),
             calls,
         }
     }

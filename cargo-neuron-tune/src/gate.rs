@@ -447,6 +447,8 @@ pub(crate) mod tests {
                 launch_overhead_us: 1.0,
                 total_us,
                 tokens_per_s: 256.0 / (total_us * 1e-6),
+                prompts: 1.0,
+                prompts_per_s: 1.0 / (total_us * 1e-6),
                 calls,
             },
         }

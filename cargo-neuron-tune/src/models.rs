@@ -104,6 +104,12 @@ pub struct ModelRun {
     pub launch_overhead_us: f64,
     pub total_us: f64,
     pub tokens_per_s: f64,
+    /// Prompts per evaluation (the model's `prompts`; one by default) and per second
+    /// (DESIGN.md §5). Absent from files written before them, and from baselines.
+    #[serde(default)]
+    pub prompts: f64,
+    #[serde(default)]
+    pub prompts_per_s: f64,
     pub calls: Vec<CallTime>,
 }
 
@@ -304,6 +310,8 @@ pub fn evaluate(
         launch_overhead_us: plan.launch_overhead_us,
         total_us,
         tokens_per_s: if total_us > 0.0 { plan.tokens / (total_us * 1e-6) } else { 0.0 },
+        prompts: plan.prompts,
+        prompts_per_s: if total_us > 0.0 { plan.prompts / (total_us * 1e-6) } else { 0.0 },
         calls,
     }))
 }

@@ -120,6 +120,11 @@ pub trait Model: Send + Sync {
     fn reference(&self, shape: &Shape, inputs: &[Vec<f32>]) -> Vec<Vec<f32>>;
     /// Work units (tokens) per evaluation, for throughput.
     fn tokens(&self, shape: &Shape) -> f64;
+    /// Prompts (independent sequences) per evaluation, for prompts/s. The default, one:
+    /// an evaluation is one prompt's `tokens` (a prefill); a batched shape says its batch.
+    fn prompts(&self, _shape: &Shape) -> f64 {
+        1.0
+    }
     fn tolerance(&self) -> Tolerance {
         Tolerance { atol: 5e-2, rtol: 5e-2, min_cosine: 0.999 }
     }
@@ -187,6 +192,7 @@ pub fn plan(
         shape: shape.clone(),
         chip: chip.name.clone(),
         tokens: model.tokens(shape),
+        prompts: model.prompts(shape),
         launch_overhead_us: chip.launch_overhead_ns / 1e3,
         calls,
     })
@@ -250,6 +256,7 @@ pub fn evaluate_timing(
         launch_overhead_us: launch_us,
         tokens: plan.tokens,
         tokens_per_s: if total > 0.0 { plan.tokens / (total * 1e-6) } else { 0.0 },
+        prompts_per_s: if total > 0.0 { plan.prompts / (total * 1e-6) } else { 0.0 },
         kernels,
     })
 }

@@ -335,6 +335,9 @@ pub struct ModelTiming {
     pub launch_overhead_us: f64,
     pub tokens: f64,
     pub tokens_per_s: f64,
+    /// Prompts (the model's `prompts` per evaluation) / time.
+    #[serde(default)]
+    pub prompts_per_s: f64,
     pub kernels: Vec<KernelTime>,
 }
 
@@ -366,9 +369,16 @@ pub struct ModelPlan {
     pub shape: Shape,
     pub chip: String,
     pub tokens: f64,
+    /// Prompts per evaluation (one when a harness older than this field does not say).
+    #[serde(default = "one_prompt")]
+    pub prompts: f64,
     pub launch_overhead_us: f64,
     /// In order of first call.
     pub calls: Vec<PlannedCall>,
+}
+
+fn one_prompt() -> f64 {
+    1.0
 }
 
 /// Result of `model`.

@@ -50,6 +50,10 @@ fn assert_consistent(run: &Value) {
     assert!((total - f(&run["total_us"])).abs() < 1e-6 * total, "{run}");
     let tps = f(&run["tokens"]) / (total * 1e-6);
     assert!((tps - f(&run["tokens_per_s"])).abs() < 1e-6 * tps, "{run}");
+    // A Qwen3 evaluation is one prompt's prefill (the Model trait's default).
+    assert_eq!(f(&run["prompts"]), 1.0, "{run}");
+    let pps = 1.0 / (total * 1e-6);
+    assert!((pps - f(&run["prompts_per_s"])).abs() < 1e-6 * pps, "{run}");
 }
 
 fn rope_calls(run: &Value) -> Vec<&Value> {

@@ -352,15 +352,17 @@ fn print_model(out: &Reporter, tuned: &models::ModelRun, default: &models::Model
     ));
     if any_tuned {
         out.result(format!(
-            "    tuned     {:>12.0} tokens/s  {:>10.3} ms  {:.2}x the default",
+            "    tuned     {:>12.0} tokens/s  {:>9.2} prompts/s  {:>10.3} ms  {:.2}x the default",
             tuned.tokens_per_s,
+            tuned.prompts_per_s,
             tuned.total_us / 1e3,
             default.total_us / tuned.total_us
         ));
     }
     out.result(format!(
-        "    default   {:>12.0} tokens/s  {:>10.3} ms{}",
+        "    default   {:>12.0} tokens/s  {:>9.2} prompts/s  {:>10.3} ms{}",
         default.tokens_per_s,
+        default.prompts_per_s,
         default.total_us / 1e3,
         if any_tuned {
             ""
