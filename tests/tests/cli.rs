@@ -620,3 +620,13 @@ fn profile_takes_kernel_as_a_flag_or_a_glob_of_one() {
         assert_eq!(events(&out, "profile")[0]["kernel"], "add", "{a:?}");
     }
 }
+
+/// `list --kernel` says how many of the crate's kernels it shows.
+#[test]
+fn list_of_one_kernel_counts_it_among_the_crates() {
+    let (code, out, err) = cli(&["list", "-p", "neuron-fixtures-kernels", "--kernel", "gemm"]);
+    assert_eq!(code, 0, "{err}");
+    let first = out.lines().next().unwrap_or_default();
+    assert!(first.starts_with("neuron-fixtures-kernels (1 of "), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("  gemm ")), "{out}");
+}

@@ -72,10 +72,14 @@ pub fn run(cargo: &CargoFlags, patterns: &[String], ctx: &Ctx) -> Result<Exit, F
             models: c.list.models.clone(),
             tuned: tuned.clone(),
         });
+        // With --kernel, how many of the crate's kernels are shown.
+        let shown = match kernels.len() {
+            n if n == c.list.kernels.len() => crate::convergence::count(n, "kernel"),
+            n => format!("{n} of {} kernels", c.list.kernels.len()),
+        };
         out.result(format!(
-            "{} ({}, {})",
+            "{} ({shown}, {})",
             c.krate.package,
-            crate::convergence::count(c.list.kernels.len(), "kernel"),
             crate::convergence::count(c.list.models.len(), "model")
         ));
         // The name column fits the longest name, so the lines under it stay aligned.
