@@ -535,6 +535,11 @@ fn a_run_that_finds_nothing_faster_keeps_the_recorded_winner_and_a_tie_keeps_the
     let (code, out, err) =
         cli_env(&[&a[..], &["--strategy", "grid", "--budget", "1"]].concat(), &[]);
     assert_eq!(code, 0, "{err}");
+    // The file keeps its record: it is said to be unchanged, not written.
+    assert!(
+        err.contains("neuron-tune.tuned.toml unchanged (this run's 1 record already there)"),
+        "{err}"
+    );
     // The convergence line says the figures are the search's, which lost to the default.
     let (d, s) =
         (short["default_time"].as_f64().unwrap(), short["best_so_far"][0].as_f64().unwrap());

@@ -392,8 +392,9 @@ pub fn run(
         vec![Vec::new(); targets.len()]
     };
     let mut fresh: Vec<neuron_tune_protocol::TunedEntry> = Vec::new();
-    // The tuned databases written, with how many of this run's records each got.
-    let mut written: Vec<(std::path::PathBuf, usize)> = Vec::new();
+    // The tuned databases written, with how many of this run's records each got and the
+    // file's bytes before this run's first save (to say when it did not change).
+    let mut written: Vec<(std::path::PathBuf, usize, Option<Vec<u8>>)> = Vec::new();
     // Only the crates with something to tune: a binary is tens of MiB.
     let harness_hashes = (0..ws.crates.len())
         .map(|i| {
@@ -582,16 +583,25 @@ pub fn run(
         };
         fresh.push(record.entry());
         db.record(record);
+        let before = match written.iter().any(|(p, _, _)| p.as_path() == db.path()) {
+            true => None,
+            false => std::fs::read(db.path()).ok(),
+        };
         // Saved after every kernel: an interrupted run keeps the winners it found.
         let path = db.save()?;
-        match written.iter_mut().find(|(p, _)| *p == path) {
-            Some((_, n)) => *n += 1,
-            None => written.push((path, 1)),
+        match written.iter_mut().find(|(p, _, _)| *p == path) {
+            Some((_, n, _)) => *n += 1,
+            None => written.push((path, 1, before)),
         }
     }
     bar.finish_and_clear();
-    for (path, n) in &written {
-        out.status(format!("   Wrote {} ({})", path.display(), conv::count(*n, "record")));
+    for (path, n, before) in &written {
+        let n = conv::count(*n, "record");
+        if before.is_some() && *before == std::fs::read(path).ok() {
+            out.status(format!("   {} unchanged (this run's {n} already there)", path.display()));
+        } else {
+            out.status(format!("   Wrote {} ({n} of this run)", path.display()));
+        }
     }
     if !table.is_empty() {
         out.result("");
