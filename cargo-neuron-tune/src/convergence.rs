@@ -130,10 +130,24 @@ pub struct Eval<'a> {
     pub error: Option<&'a str>,
 }
 
+/// How a run that stopped too early can go on: the advice of [`not_converged`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum GoOn {
+    /// A `tune` run: a larger budget, or `--resume` (and with `--goal`, `--max-rounds`).
+    Tune { goal: bool },
+    /// A `replay`: only the budget (no journal, no rounds).
+    Replay,
+}
+
 /// Not converged: the best still fell by more than 1 % over the last N evaluations (or was
 /// first found inside them). A run no longer than its window cannot be judged, and one whose
 /// strategy `exhausted` the space (proposed everything) has nothing left to improve.
-pub fn not_converged(c: &Convergence, evaluations: usize, exhausted: bool) -> Option<Diagnosis> {
+pub fn not_converged(
+    c: &Convergence,
+    evaluations: usize,
+    exhausted: bool,
+    go_on: GoOn,
+) -> Option<Diagnosis> {
     if evaluations <= c.window || exhausted {
         return None;
     }
@@ -154,10 +168,17 @@ pub fn not_converged(c: &Convergence, evaluations: usize, exhausted: bool) -> Op
         rule: "not_converged".into(),
         summary: "not converged: the search was still improving when it stopped".into(),
         evidence: vec![evidence],
-        advice: vec![
-            "raise --budget (or --max-rounds), or continue this run with --resume and a larger budget"
-                .into(),
-        ],
+        advice: vec![match go_on {
+            GoOn::Tune { goal: true } => {
+                "raise --budget (or --max-rounds), or continue this run with --resume and a \
+                 larger budget"
+            }
+            GoOn::Tune { goal: false } => {
+                "raise --budget, or continue this run with --resume and a larger budget"
+            }
+            GoOn::Replay => "raise --budget (a replay costs no simulation)",
+        }
+        .into()],
     })
 }
 
@@ -477,6 +498,9 @@ fn show(v: &ParamValue) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A plain `tune` run's advice.
+    const T: GoOn = GoOn::Tune { goal: false };
     use proptest::prelude::*;
 
     #[test]
@@ -503,14 +527,20 @@ mod tests {
         assert_eq!(a.window, 4);
         assert!((a.improvement_in_window.unwrap() - 0.04).abs() < 1e-12);
         assert_eq!((a.pruned_fraction, a.invalid_fraction), (0.2, 0.1));
-        assert!(not_converged(&a, 10, false).unwrap().evidence[0].contains("improved 4.0 %"));
+        assert!(not_converged(&a, 10, false, T).unwrap().evidence[0].contains("improved 4.0 %"));
+        // The advice offers only what the run can do: --max-rounds is --goal's, and a
+        // replay has neither a journal to resume nor rounds.
+        let advice = |go_on| not_converged(&a, 10, false, go_on).unwrap().advice[0].clone();
+        assert!(!advice(T).contains("--max-rounds") && advice(T).contains("--resume"));
+        assert!(advice(GoOn::Tune { goal: true }).contains("--max-rounds"));
+        assert_eq!(advice(GoOn::Replay), "raise --budget (a replay costs no simulation)");
         assert_eq!(
             describe(&a),
             "95 % of the final best after 3 evaluations; its best improved 4.0 % over the last \
              4 evaluations; 20 % pruned, 10 % invalid"
         );
         // The same run over a space the strategy exhausted: nothing left to find.
-        assert_eq!(not_converged(&a, 10, true), None);
+        assert_eq!(not_converged(&a, 10, true, T), None);
         // Flat over the window: converged.
         let mut flat = c.clone();
         flat[7] = Some(50.0);
@@ -518,7 +548,7 @@ mod tests {
         flat[9] = Some(50.0);
         let f = analyze(&flat, 0, 0);
         assert_eq!(f.improvement_in_window, Some(0.0));
-        assert_eq!(not_converged(&f, 10, false), None);
+        assert_eq!(not_converged(&f, 10, false, T), None);
     }
 
     #[test]
@@ -526,10 +556,10 @@ mod tests {
         let c = vec![None, None, None, None, None, Some(3.0)];
         let a = analyze(&c, 0, 5);
         assert_eq!((a.evaluations_to_95, a.improvement_in_window), (Some(6), None));
-        assert_eq!(not_converged(&a, 6, false).unwrap().rule, "not_converged");
+        assert_eq!(not_converged(&a, 6, false, T).unwrap().rule, "not_converged");
         // A run no longer than its window has no "before" to compare with.
         let short = analyze(&c[2..], 0, 3);
-        assert_eq!((short.window, not_converged(&short, 4, false)), (4, None));
+        assert_eq!((short.window, not_converged(&short, 4, false, T)), (4, None));
         // The two "no improvement figure" cases read differently, and one is singular.
         assert!(describe(&a).contains("; nothing valid before the last 4 evaluations;"));
         assert!(describe(&short).contains("; the run is no longer than its 4-evaluation window;"));
@@ -538,7 +568,7 @@ mod tests {
         // Nothing valid at all: no convergence figures, and nothing to say about it here.
         let none = analyze(&[None, None], 0, 2);
         assert_eq!(none.evaluations_to_95, None);
-        assert_eq!(not_converged(&none, 2, false), None);
+        assert_eq!(not_converged(&none, 2, false, T), None);
     }
 
     fn p(a: i64, b: i64) -> Params {

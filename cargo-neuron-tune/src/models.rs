@@ -104,8 +104,9 @@ pub struct ModelRun {
     pub launch_overhead_us: f64,
     pub total_us: f64,
     pub tokens_per_s: f64,
-    /// Prompts per evaluation (the model's `prompts`; one by default) and per second
-    /// (DESIGN.md §5). Absent from files written before them, and from baselines.
+    /// Prompts per evaluation (the model's `prompts`; one by default) and per second, the
+    /// second end-to-end throughput beside tokens/s (README, "Searching"). Absent
+    /// from files written before them, and from baselines.
     #[serde(default)]
     pub prompts: f64,
     #[serde(default)]

@@ -28,6 +28,11 @@ pub struct Registry {
 /// A request that cannot be answered: the response's error.
 type Refusal = ErrorInfo;
 
+/// The first name that occurs again in `names`.
+fn first_repeat(names: &[&str]) -> Option<String> {
+    names.iter().enumerate().find(|(i, n)| names[..*i].contains(n)).map(|(_, n)| n.to_string())
+}
+
 /// A variant request resolved: kernel, parameters, shape, chip.
 type Resolved = (Arc<dyn Kernel>, Params, Shape, Chip);
 
@@ -88,15 +93,8 @@ impl Registry {
     /// A kernel or model name registered twice (`harness_main!` lists each once: the names
     /// are the `--kernel`/`--model` selectors and the TOML keys), if any.
     pub fn duplicate_name(&self) -> Option<String> {
-        let first_repeat = |names: Vec<&str>| {
-            names
-                .iter()
-                .enumerate()
-                .find(|(i, n)| names[..*i].contains(n))
-                .map(|(_, n)| n.to_string())
-        };
-        let kernels = first_repeat(self.kernels.iter().map(|k| k.name()).collect());
-        let models = first_repeat(self.models.iter().map(|m| m.name()).collect());
+        let kernels = first_repeat(&self.kernels.iter().map(|k| k.name()).collect::<Vec<_>>());
+        let models = first_repeat(&self.models.iter().map(|m| m.name()).collect::<Vec<_>>());
         kernels.map(|k| format!("kernel `{k}`")).or(models.map(|m| format!("model `{m}`")))
     }
 
@@ -451,50 +449,11 @@ mod tests {
     use neuron_sim::{Chip, Dtype, ExecMode, Nc};
 
     #[test]
-    fn a_kernel_registered_twice_is_named() {
-        use crate::{Kernel, ParamSpec, Params, Shape, TensorSpec, Work};
-        use proptest::strategy::{BoxedStrategy, Just, Strategy};
-        struct Named(&'static str);
-        impl Kernel for Named {
-            fn name(&self) -> &str {
-                self.0
-            }
-            fn params(&self) -> Vec<ParamSpec> {
-                vec![]
-            }
-            fn shapes(&self) -> Vec<(String, Shape)> {
-                vec![]
-            }
-            fn small_shapes(&self, _: &Params) -> BoxedStrategy<Shape> {
-                Just(Shape::default()).boxed()
-            }
-            fn tensors(&self, _: &Shape) -> Vec<TensorSpec> {
-                vec![]
-            }
-            fn run(
-                &self,
-                _: &mut Nc,
-                _: &Params,
-                _: &Shape,
-                _: &[neuron_sim::Hbm],
-            ) -> neuron_sim::SimResult<()> {
-                Ok(())
-            }
-            fn reference(&self, _: &Shape, _: &[Vec<f32>]) -> Vec<Vec<f32>> {
-                vec![]
-            }
-            fn work(&self, _: &Shape) -> Work {
-                Work { flops: 0.0, bytes: 0.0 }
-            }
-        }
-        let registry = |names: &[&'static str]| super::Registry {
-            crate_name: "k".into(),
-            manifest_dir: ".".into(),
-            kernels: names.iter().map(|n| std::sync::Arc::new(Named(n)) as _).collect(),
-            models: vec![],
-        };
-        assert_eq!(registry(&["a", "b", "c"]).duplicate_name(), None);
-        assert_eq!(registry(&["a", "b", "a", "b"]).duplicate_name().as_deref(), Some("kernel `a`"));
+    fn the_first_name_registered_twice_is_found() {
+        assert_eq!(super::first_repeat(&["a", "b", "c"]), None);
+        assert_eq!(super::first_repeat(&["a", "b", "a", "b"]).as_deref(), Some("a"));
+        assert_eq!(super::first_repeat(&["a", "b", "b", "a"]).as_deref(), Some("b"));
+        assert_eq!(super::first_repeat(&[]), None);
     }
 
     /// The summary must carry every field of the simulator's profile under the same name:

@@ -76,15 +76,14 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
     let convergence = crate::convergence::analyze(&result.best_so_far, 0, invalid);
     // A strategy that proposed the whole space has nothing left to find.
     let exhausted = result.stop == neuron_tune_search::Stop::Exhausted;
-    let diagnoses: Vec<_> =
-        crate::convergence::not_converged(&convergence, result.history.len(), exhausted)
-            .map(|mut d| {
-                // A replay has no journal to resume and no rounds: only the budget.
-                d.advice = vec!["raise --budget (a replay costs no simulation)".into()];
-                d
-            })
-            .into_iter()
-            .collect();
+    let diagnoses: Vec<_> = crate::convergence::not_converged(
+        &convergence,
+        result.history.len(),
+        exhausted,
+        crate::convergence::GoOn::Replay,
+    )
+    .into_iter()
+    .collect();
     let stopped_by = match result.stop {
         neuron_tune_search::Stop::EarlyStop => Some("early_stop"),
         neuron_tune_search::Stop::WallTime => Some("time"),

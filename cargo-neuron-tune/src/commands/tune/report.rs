@@ -74,23 +74,22 @@ pub(super) fn report(
     // A goal met is the run's end, not a search cut short.
     let goal_met = result.goal.as_ref().is_some_and(|g| g.met);
     let diagnoses: Vec<conv::Diagnosis> = [
-        conv::not_converged(&convergence, result.evaluations, result.exhausted)
-            .filter(|_| !goal_met)
-            .map(|mut d| {
-                // --max-rounds is --goal's: not offered to a run without one.
-                if result.goal.is_none() {
-                    d.advice = vec!["raise --budget, or continue this run with --resume and a \
-                                     larger budget"
-                        .into()];
-                }
-                // Its figures are the search's own, which never beat the default.
-                if result.kept_default {
-                    d.summary = "not converged: the search's own best, still slower than the \
+        conv::not_converged(
+            &convergence,
+            result.evaluations,
+            result.exhausted,
+            conv::GoOn::Tune { goal: result.goal.is_some() },
+        )
+        .filter(|_| !goal_met)
+        .map(|mut d| {
+            // Its figures are the search's own, which never beat the default.
+            if result.kept_default {
+                d.summary = "not converged: the search's own best, still slower than the \
                                  default, was improving when it stopped"
-                        .into();
-                }
-                d
-            }),
+                    .into();
+            }
+            d
+        }),
         conv::invalid_heavy(&evals),
         conv::slow_checks(&spent),
     ]
