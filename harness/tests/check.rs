@@ -16,6 +16,12 @@ fn up_to_128_by_64() -> BoxedStrategy<Shape> {
     (1u64..=128, 1u64..=64).prop_map(|(r, c)| Shape::new(&[("rows", r), ("cols", c)])).boxed()
 }
 
+/// Their tensors: `x` in, `y` out, both `rows × cols` of `dtype`.
+fn x_to_y(sh: &Shape, dtype: Dtype) -> Vec<TensorSpec> {
+    let d = [sh.dim("rows"), sh.dim("cols")];
+    vec![TensorSpec::input("x", dtype, &d), TensorSpec::output("y", dtype, &d)]
+}
+
 /// `y = x` through SBUF; what `inputs` yields decides what the reference must be.
 struct Passthrough {
     /// The value every input element takes (None: the default generator).
@@ -53,8 +59,7 @@ impl Kernel for Passthrough {
         up_to_128_by_64()
     }
     fn tensors(&self, sh: &Shape) -> Vec<TensorSpec> {
-        let d = [sh.dim("rows"), sh.dim("cols")];
-        vec![TensorSpec::input("x", Dtype::Bf16, &d), TensorSpec::output("y", Dtype::Bf16, &d)]
+        x_to_y(sh, Dtype::Bf16)
     }
     fn inputs(&self, sh: &Shape, seed: u64, dist: Distribution) -> Vec<Vec<f32>> {
         if self.generator_panics {
@@ -146,8 +151,7 @@ impl Kernel for FirstColumns {
         up_to_128_by_64()
     }
     fn tensors(&self, sh: &Shape) -> Vec<TensorSpec> {
-        let d = [sh.dim("rows"), sh.dim("cols")];
-        vec![TensorSpec::input("x", Dtype::Bf16, &d), TensorSpec::output("y", Dtype::Bf16, &d)]
+        x_to_y(sh, Dtype::Bf16)
     }
     fn run(&self, nc: &mut Nc, _: &Params, sh: &Shape, t: &[Hbm]) -> SimResult<()> {
         let (rows, w) = (sh.dim("rows"), sh.dim("cols").min(64));
@@ -202,8 +206,7 @@ impl Kernel for OffByOnePointFivePercent {
         up_to_128_by_64()
     }
     fn tensors(&self, sh: &Shape) -> Vec<TensorSpec> {
-        let d = [sh.dim("rows"), sh.dim("cols")];
-        vec![TensorSpec::input("x", Dtype::F32, &d), TensorSpec::output("y", Dtype::F32, &d)]
+        x_to_y(sh, Dtype::F32)
     }
     fn run(&self, nc: &mut Nc, _: &Params, sh: &Shape, t: &[Hbm]) -> SimResult<()> {
         let pool = nc.sbuf_pool("io", 1);
