@@ -192,6 +192,39 @@ fn profile_writes_a_perfetto_trace_and_names_a_dma_bound_gemm() {
 }
 
 #[test]
+fn bench_names_the_default_as_fastest_when_it_ties() {
+    // `double`'s space lists bufs 3 before the default 2: at 256 rows (two row tiles) both
+    // overlap every load with the previous tile's work, so they tie, and grid order alone
+    // would name bufs=3 "faster than the default". `tune` keeps the default on a tie; so does
+    // bench's "fastest variant".
+    let dir = neuron_tune_tests::two_kernel_crate("bench-tie", 3.0);
+    let manifest = dir.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let text = text.replacen("space = { bufs = [1, 2] }", "space = { bufs = [3, 2] }", 1);
+    std::fs::write(&manifest, text).unwrap();
+    let (code, out, err) = cli_json(&[
+        "bench",
+        "--manifest-path",
+        manifest.to_str().unwrap(),
+        "--all-variants",
+        "--kernel",
+        "double",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // (Events come in the order the workers finish; the grid order is the space's.)
+    let mut times: Vec<(u64, f64)> = events(&out, "bench")
+        .iter()
+        .map(|e| (e["params"]["bufs"].as_u64().unwrap(), e["time_us"].as_f64().unwrap()))
+        .collect();
+    times.sort_by_key(|t| t.0);
+    assert_eq!(times.iter().map(|t| t.0).collect::<Vec<_>>(), [2, 3], "{out}");
+    assert_eq!(times[0].1, times[1].1, "the premise: the two variants tie: {times:?}");
+    let best = &events(&out, "best")[0];
+    assert_eq!(best["best_params"]["bufs"], 2, "{best}");
+    assert_eq!(best["best_time"], best["default_time"], "{best}");
+}
+
+#[test]
 fn a_compile_error_exits_3_with_cargos_message() {
     let m = root().join("fixtures/broken/compile_error/Cargo.toml");
     let (code, _, err) = cli(&["check", "--manifest-path", m.to_str().unwrap()]);

@@ -217,15 +217,24 @@ fn print_best(
             out.result("\n  fastest variant per kernel and shape:");
             header = true;
         }
-        let best = group
-            .iter()
-            .min_by(|a, b| a.2.bench.time_us.total_cmp(&b.2.bench.time_us))
-            .expect("non-empty");
         let default = defaults
             .iter()
             .find(|(n, _)| n == k)
             .and_then(|(_, d)| group.iter().find(|(_, v, _)| &v.params == d));
+        // The fastest; on a tie the default, as `tune` keeps it, then the first in grid order.
+        let is_default =
+            |r: &(usize, Variant, Measured)| default.is_some_and(|d| std::ptr::eq(*d, r));
+        let best = *group
+            .iter()
+            .min_by(|a, b| {
+                let by_time = a.2.bench.time_us.total_cmp(&b.2.bench.time_us);
+                by_time.then(is_default(b).cmp(&is_default(a)))
+            })
+            .expect("non-empty");
         let gain = default.map_or(String::new(), |d| {
+            if std::ptr::eq(*d, best) {
+                return "  (the default; nothing is faster)".to_string();
+            }
             format!(
                 "  {:.2}x faster than the default ({:.1} µs)",
                 d.2.bench.time_us / best.2.bench.time_us,
