@@ -71,6 +71,7 @@ pub(super) fn report(
         .collect();
     // One target's own time: the shared harness build is judged once, over the run.
     let spent = conv::Spent { build_s: 0.0, check_s: result.check_s, total_s: result.total_s };
+    debug_assert!(spent.check_s <= spent.total_s, "the checks are part of the run: {spent:?}");
     // A goal met is the run's end, not a search cut short.
     let goal_met = result.goal.as_ref().is_some_and(|g| g.met);
     let diagnoses: Vec<conv::Diagnosis> = [
