@@ -93,7 +93,8 @@ impl Act {
                 0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
             }
             Act::Tanh => x.tanh(),
-            Act::Softplus => x.exp().ln_1p(),
+            // ln(1 + e^x) = max(x, 0) + ln(1 + e^-|x|): e^x overflows f32 past x ≈ 88.7.
+            Act::Softplus => x.max(0.0) + (-x.abs()).exp().ln_1p(),
             Act::Sin => x.sin(),
             Act::Abs => x.abs(),
             Act::Sign => {

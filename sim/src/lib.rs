@@ -73,5 +73,7 @@ pub use view::{Hbm, HbmView, Mem, Pool, Tile, TileView, MAX_FREE_DIMS, MAX_HBM_D
 /// times (model2: a DMA issued behind others places its chunks as one group; model3: an fp32
 /// TensorE transpose costs an fp32 matmul; model4: DMA engines at their practical peak,
 /// VectorE/ScalarE fixed cycles, TensorE transposes priced and counted as matmuls; model5: a
-/// DMA engine serves its queues round-robin, docs/dma.md).
-pub const SIM_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+model5");
+/// DMA engine serves its queues round-robin, docs/dma.md; model6: a transfer's rows go to the
+/// engines owning their partitions, 8 each, and chunks of unequal size are not pooled; the
+/// bf16 performance mode needs only the innermost dimension contiguous).
+pub const SIM_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+model6");

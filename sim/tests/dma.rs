@@ -447,3 +447,41 @@ fn the_tensor_bound_advice_names_only_the_remedies_left() {
     assert!(shallow.contains("a matmul averages 25% of a full one"), "{shallow}");
     assert!(!shallow.contains("bf16 operands"), "{shallow}");
 }
+
+/// Each engine moves the 8 partitions it owns (dma.md §1): a transfer's rows are split at
+/// multiples of 8 partitions, one chunk per engine touched, so it lasts the fixed latency
+/// plus its busiest engine's rows. Rows that do not fill their groups (12 rows: 8 on engine
+/// 0 and 4 on engine 1; 4 rows from partition 6: 2 and 2) are where an even split by count
+/// would put two chunks on one engine or cross a group's edge.
+#[test]
+fn a_transfer_s_rows_go_to_the_engines_owning_their_partitions() {
+    let chip = Chip::trn1();
+    let d = &chip.dma;
+    let row_bytes = 4096u64; // 1024 fp32: one contiguous run, one descriptor, per row
+                             // (first partition, rows, rows on the busiest engine)
+    for (p0, rows, busiest) in [
+        (0u32, 12u64, 8u64),
+        (0, 20, 8),
+        (0, 100, 8),
+        (6, 4, 2),
+        (60, 8, 4),
+        (0, 128, 8),
+        (5, 1, 1),
+    ] {
+        let mut nc = Nc::new(chip.clone(), ExecMode::TIMING);
+        let x = nc.hbm_input("x", Dtype::F32, &[rows, 1024], &[]).unwrap();
+        let pool = nc.sbuf_pool("io", 1);
+        let t = nc.tile(pool, Dtype::F32, &[128, 1024]).unwrap();
+        nc.dma(t.parts(p0..p0 + rows as u32), x).unwrap();
+        let p = nc.profile();
+        let ns = (p.total_time_us - p.launch_overhead_us) * 1e3;
+        let engine_ns = busiest as f64 * (d.descriptor_ns + row_bytes as f64 / d.engine_gbps);
+        let hbm_ns = (rows * row_bytes) as f64 / chip.memory.hbm_gbps_per_core;
+        let want = d.fixed_ns + engine_ns.max(hbm_ns);
+        assert!(
+            (ns / want - 1.0).abs() < 0.005,
+            "{rows} rows from partition {p0}: {ns:.1} ns, {busiest} rows on the busiest engine \
+             give {want:.1}"
+        );
+    }
+}

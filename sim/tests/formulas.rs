@@ -362,6 +362,30 @@ fn trn2_vector_bf16_copy_gets_performance_mode() {
 }
 
 #[test]
+fn trn2_vector_performance_mode_needs_only_the_innermost_dim_contiguous() {
+    // §1.5: 4x when both sides are bf16 in SBUF and "the innermost dimension is
+    // contiguous": half of each row of a [128, 8, 128] tile still streams at 4x; every
+    // other element does not (2x).
+    for (step, want) in [(1u64, MIN_II.max(512 / 4)), (2, MIN_II.max(512 / 2))] {
+        let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+        let a = sbuf(&mut nc, Dtype::Bf16, &[128, 8, 128]);
+        let pairs = sbuf(&mut nc, Dtype::Bf16, &[128, 512, 2]);
+        let d = sbuf(&mut nc, Dtype::Bf16, &[128, 8, 64]);
+        nc.on(Engine::GpSimd).memset(a, 1.0).unwrap();
+        nc.on(Engine::GpSimd).memset(pairs, 1.0).unwrap();
+        let src = if step == 1 {
+            a.slice(0..128, &[0..8, 0..64])
+        } else {
+            // The first of each pair: 512 elements two apart.
+            pairs.view().swap(0, 1).at(0)
+        };
+        nc.tensor_scalar(d, src, (Alu::Multiply, Scalar::Imm(2.0)), None).unwrap();
+        let busy = nc.profile().engines[Engine::Vector.index()].busy_cycles;
+        assert_eq!(busy, want + ACCESS_START, "inner step {step}");
+    }
+}
+
+#[test]
 fn tensor_scalar_reduce_is_max_min_ii_n_plus_min_ii() {
     // §2.3 tensor_scalar_reduce: max(MIN_II, N) + MIN_II, whatever the reduce operator.
     for (n, op) in [(10u64, Alu::Add), (1000, Alu::Max), (64, Alu::Min)] {

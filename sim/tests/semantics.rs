@@ -690,3 +690,23 @@ fn the_new_instructions_appear_in_the_trace_under_their_names() {
         .collect();
     assert_eq!(names, ["memset", "nc_matmul(is_transpose)", "nc_stream_shuffle", "activate2"]);
 }
+
+#[test]
+fn softplus_is_finite_wherever_its_value_is() {
+    // ln(1 + e^x) is about x for large x: 89 and 100 are well inside fp32, though e^89 is
+    // not. Reference in f64.
+    let x = [-100.0f32, -20.0, -1.0, 0.0, 1.0, 20.0, 89.0, 100.0];
+    let mut nc = nc();
+    let xh = nc.hbm_input("x", Dtype::F32, &[1, 8], &x).unwrap();
+    let yh = nc.hbm("y", Dtype::F32, &[1, 8]).unwrap();
+    let sb = nc.sbuf_pool("sb", 1);
+    let t = nc.tile(sb, Dtype::F32, &[1, 8]).unwrap();
+    nc.dma(t, xh).unwrap();
+    nc.activation(t, t, Act::Softplus, ActArgs::default()).unwrap();
+    nc.dma(yh, t).unwrap();
+    for (v, y) in x.iter().zip(out(&nc, yh)) {
+        let want = (*v as f64).exp().ln_1p();
+        let want = if want.is_finite() { want } else { *v as f64 };
+        assert!((y as f64 - want).abs() <= 1e-6 * want.abs().max(1e-30), "softplus({v}) = {y}");
+    }
+}

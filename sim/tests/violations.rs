@@ -342,3 +342,97 @@ fn a_partition_broadcast_into_an_empty_view_is_an_error() {
     let (e, line) = (nc.partition_broadcast(dst.parts(0..0), src).unwrap_err(), line!());
     check(&e, "nc_stream_shuffle", line, &["dst is empty"]);
 }
+
+#[test]
+fn a_tensor_e_transpose_writes_within_one_psum_bank() {
+    // A transpose is a matmul by an identity (§2.3): its output lives in one PSUM bank on
+    // NeuronCore-v2/v3, as a matmul's does.
+    let mut nc = nc();
+    let (sb, ps) = (nc.sbuf_pool("sb", 1), nc.psum_pool("ps", 1));
+    let sq = nc.tile(sb, Dtype::F32, &[128, 128]).unwrap();
+    let eye = nc.tile(sb, Dtype::F32, &[128, 128]).unwrap();
+    nc.memset(sq, 1.0).unwrap();
+    nc.memset(eye, 1.0).unwrap();
+    nc.affine_select(eye, eye, neuron_sim::Affine::new2(0, 1, -1), neuron_sim::Cmp::Eq, 0.0)
+        .unwrap();
+    // Two banks of fp32; columns 448..576 are bytes 1792..2304, across the edge at 2048.
+    let out = nc.tile(ps, Dtype::F32, &[128, 1024]).unwrap();
+    let (e, line) = (nc.transpose(out.cols(448..576), sq).unwrap_err(), line!());
+    assert!(
+        matches!(e.kind, V::PsumBankOverflow { offset: 1792, bytes: 512, bank_bytes: 2048, .. }),
+        "{e}"
+    );
+    check(&e, "nc_transpose", line, &["PSUM bank overflow"]);
+    let (e, line) = (nc.matmul_transpose(out.cols(448..576), sq, eye).unwrap_err(), line!());
+    assert!(matches!(e.kind, V::PsumBankOverflow { offset: 1792, .. }), "{e}");
+    check(&e, "nc_matmul", line, &["PSUM bank overflow"]);
+    // Inside one bank both are fine.
+    nc.transpose(out.cols(384..512), sq).unwrap();
+    nc.matmul_transpose(out.cols(512..640), sq, eye).unwrap();
+}
+
+#[test]
+fn a_psum_destination_holds_at_most_its_free_size() {
+    // §2.1: at most 4K free elements per partition when an operand is in PSUM — the
+    // destination as well as the source.
+    let mut nc = nc();
+    let (sb, ps) = (nc.sbuf_pool("sb", 1), nc.psum_pool("ps", 1));
+    let s = nc.tile(sb, Dtype::Bf16, &[128, 4097]).unwrap();
+    let p = nc.tile(ps, Dtype::Bf16, &[128, 4097]).unwrap();
+    nc.memset(s, 1.0).unwrap();
+    let (e, line) = (nc.tensor_copy(p, s).unwrap_err(), line!());
+    assert!(
+        matches!(e.kind, V::FreeSizeTooLarge { operand: "dst", elems: 4097, memory: "PSUM", .. }),
+        "{e}"
+    );
+    check(&e, "tensor_copy", line, &["4097"]);
+    let (exp, args) = (neuron_sim::Act::Exp, neuron_sim::ActArgs::default());
+    let scalar = neuron_sim::Engine::Scalar;
+    let (e, line) = (nc.on(scalar).activation(p, s, exp, args).unwrap_err(), line!());
+    assert!(matches!(e.kind, V::FreeSizeTooLarge { operand: "dst", .. }), "{e}");
+    check(&e, "activation", line, &["4097"]);
+    // 4096 fits.
+    nc.tensor_copy(p.cols(0..4096), s.cols(0..4096)).unwrap();
+}
+
+#[test]
+fn scalar_e_tensor_scalar_takes_multiply_then_add_only() {
+    // §2.3: ScalarE's tensor_scalar is its activation datapath, (x · scale) + bias: it
+    // accepts (multiply, add), (multiply) and (add).
+    use neuron_sim::{Engine, Scalar};
+    let mut nc = nc();
+    let sb = nc.sbuf_pool("sb", 1);
+    let t = nc.tile(sb, Dtype::F32, &[128, 64]).unwrap();
+    nc.memset(t, 1.0).unwrap();
+    let (m, a) = ((Alu::Multiply, Scalar::Imm(2.0)), (Alu::Add, Scalar::Imm(1.0)));
+    for (op0, op1) in [(a, Some(m)), (m, Some(m)), (a, Some(a))] {
+        let (e, line) = (nc.on(Engine::Scalar).tensor_scalar(t, t, op0, op1).unwrap_err(), line!());
+        check(&e, "tensor_scalar", line, &["accepts only (multiply, add), (multiply) or (add)"]);
+    }
+    for (op0, op1) in [(m, Some(a)), (m, None), (a, None)] {
+        nc.on(Engine::Scalar).tensor_scalar(t, t, op0, op1).unwrap();
+    }
+    // VectorE takes any pair.
+    nc.tensor_scalar(t, t, a, Some(m)).unwrap();
+}
+
+#[test]
+fn a_neuroncore_v4_matmul_output_may_span_every_psum_bank() {
+    // §2.1: on v4, N reaches 4096 with an fp32 result or 8192 with bf16 (16 KiB per
+    // partition, the eight banks).
+    let matmul = |dst: Dtype, n: u64| {
+        // (A wider fp32 dst does not fit PSUM: the moving side is what breaks the rule.)
+        let out_n = if dst == Dtype::F32 { n.min(4096) } else { n };
+        let mut nc = Nc::new(Chip::trn3(), ExecMode::TIMING);
+        let (sb, ps) = (nc.sbuf_pool("sb", 1), nc.psum_pool("ps", 1));
+        let st = nc.tile(sb, Dtype::Bf16, &[128, 128]).unwrap();
+        let mv = nc.tile(sb, Dtype::Bf16, &[128, n]).unwrap();
+        let out = nc.tile(ps, dst, &[128, out_n]).unwrap();
+        nc.matmul(out, st, mv, false)
+    };
+    matmul(Dtype::Bf16, 8192).unwrap();
+    matmul(Dtype::F32, 4096).unwrap();
+    let e = matmul(Dtype::F32, 4104).unwrap_err();
+    assert!(matches!(e.kind, V::MovingFreeTooLarge { n: 4104, max: 4096 }), "{e}");
+    assert!(e.to_string().contains("4104"), "{e}");
+}

@@ -137,7 +137,6 @@ impl Nc {
             (Access::Tile(v), _) | (_, Access::Tile(v)) => v.p0 as u64,
             _ => 0,
         };
-        let n_chunks = dp.div_ceil(ppe).clamp(1, queues);
         // Which of each engine's 16 queues it goes on: one per direction (docs/dma.md §2:
         // the builder has no trigger engine, so loads, stores, SBUF copies and HBM copies
         // stand for the instruction streams that would trigger them).
@@ -149,28 +148,45 @@ impl Nc {
         };
         let mut chunks = std::mem::take(&mut self.dma_chunks);
         chunks.clear();
-        // Integer divisions cost tens of cycles each and this runs per chunk: when the rows
-        // split evenly and the engine geometry is a power of two (every built-in chip), use
-        // multiplications and shifts, which give the same numbers.
-        let even = dp % n_chunks == 0;
+        // Engine e moves partitions 8e..8e + 8 (dma.md §1; rows past the last engine's, of
+        // an HBM view with more rows than partitions, wrap around): each engine the rows
+        // touch gets one chunk of all its rows, the chunks in the order of their first row.
+        // A transfer of 12 rows from partition 0 is 8 rows on engine 0 and 4 on engine 1.
+        let mut rows_of = [0u64; 64];
+        let mut order = [0u8; 64];
+        let mut used = 0;
         let pow2 = ppe.is_power_of_two() && queues.is_power_of_two();
-        let (per_chunk, ppe_shift) = (dp / n_chunks, ppe.trailing_zeros());
-        let mut first = 0u64;
-        for c in 0..n_chunks {
-            let last = if even { (c + 1) * per_chunk } else { (c + 1) * dp / n_chunks };
-            let rows = last - first;
-            let engine = if pow2 {
-                ((p_base + first) >> ppe_shift) & (queues - 1)
+        let ppe_shift = ppe.trailing_zeros();
+        let (mut p, end) = (p_base, p_base + dp);
+        while p < end {
+            let (group, next) = if pow2 {
+                let g = p >> ppe_shift;
+                (g & (queues - 1), ((g + 1) << ppe_shift).min(end))
             } else {
-                ((p_base + first) / ppe) % queues
+                let g = p / ppe;
+                (g % queues, ((g + 1) * ppe).min(end))
             };
+            let e = group as usize;
+            if rows_of[e] == 0 {
+                order[used] = e as u8;
+                used += 1;
+            }
+            rows_of[e] += next - p;
+            p = next;
+        }
+        if used == 0 {
+            // No rows: one empty chunk on the first row's engine (its fixed cost only).
+            order[0] = ((p_base / ppe) % queues) as u8;
+            used = 1;
+        }
+        for &e in &order[..used] {
+            let rows = rows_of[e as usize];
             chunks.push(DmaChunk {
-                queue: 4 + engine as usize,
+                queue: 4 + e as usize,
                 engine_queue,
                 descriptors: rows * desc_pp,
                 bytes: rows * bytes_pp,
             });
-            first = last;
         }
         let region = |checked: Option<Region>, a: &Access| match (checked, a) {
             (Some(r), _) => r,

@@ -49,6 +49,7 @@ impl Nc {
         Self::check_engine_mem(eng, "src", &s)?;
         Self::check_engine_mem(eng, "dst", &d)?;
         self.check_free_size("src", &s)?;
+        self.check_free_size("dst", &d)?;
         self.same_shape("dst", &d, "src", &s)?;
         if s.tile.dtype == Dtype::I32 {
             return Err(V::DtypeNotAllowed {
@@ -178,6 +179,7 @@ impl Nc {
         let rs = self.check_tile("src", &s)?;
         let rd = self.check_tile("dst", &d)?;
         self.check_free_size("src", &s)?;
+        self.check_free_size("dst", &d)?;
         self.same_shape("dst", &d, "src", &s)?;
         if s.tile.dtype == Dtype::I32 {
             return Err(V::DtypeNotAllowed {

@@ -222,8 +222,8 @@ impl Nc {
     }
 
     /// Performance-mode speed-up for copies and tensor_scalar (neuroncore.md §1.5): VectorE
-    /// on v3+ 4x when both sides are 16-bit, SBUF and contiguous, 2x when one side is PSUM or
-    /// strided; ScalarE on v4 2x for 16-bit.
+    /// on v3+ 4x when both sides are 16-bit, SBUF and contiguous in their innermost dim, 2x
+    /// when one side is PSUM or strided there; ScalarE on v4 2x for 16-bit.
     pub(super) fn copy_speedup(&self, eng: Engine, s: &TileView, d: &TileView) -> u64 {
         let sixteen = s.tile.dtype.size() == 2 && d.tile.dtype.size() == 2;
         if !sixteen {
@@ -231,10 +231,12 @@ impl Nc {
         }
         match eng {
             Engine::Vector if self.chip.vector.perf_mode_16bit > 1 => {
+                // "the innermost dimension is contiguous" (§1.5): a view of every other
+                // column's block, say, still streams each row at full rate.
                 if s.tile.mem == Mem::Sbuf
                     && d.tile.mem == Mem::Sbuf
-                    && Self::is_contig(s)
-                    && Self::is_contig(d)
+                    && s.free.inner_stride() == 1
+                    && d.free.inner_stride() == 1
                 {
                     self.chip.vector.perf_mode_16bit
                 } else {

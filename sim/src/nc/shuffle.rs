@@ -64,6 +64,7 @@ impl Nc {
         let rs = self.check_tile("src", &s)?;
         let rd = self.check_tile("dst", &d)?;
         self.check_free_size("src", &s)?;
+        self.check_free_size("dst", &d)?;
         if d.tile.dtype != s.tile.dtype {
             return Err(V::DtypeNotAllowed {
                 engine: "Vector",

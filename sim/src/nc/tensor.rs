@@ -7,6 +7,7 @@ use super::{Nc, On, VResult};
 use crate::cost;
 use crate::error::{SimResult, SourceLoc, ViolationKind as V};
 use crate::isa::Engine;
+use crate::timing::Region;
 use crate::view::*;
 use crate::Dtype;
 use std::panic::Location;
@@ -98,8 +99,9 @@ impl Nc {
         if mm > self.chip.tensor.stationary_fmax {
             return Err(V::StationaryFreeTooLarge { m: mm, max: self.chip.tensor.stationary_fmax });
         }
-        if n > self.chip.tensor.moving_fmax {
-            return Err(V::MovingFreeTooLarge { n, max: self.chip.tensor.moving_fmax });
+        let n_max = self.moving_fmax(d.tile.dtype);
+        if n > n_max {
+            return Err(V::MovingFreeTooLarge { n, max: n_max });
         }
         if d.np as u64 != mm || d_elems != n {
             return Err(V::ShapeMismatch(format!(
@@ -109,23 +111,7 @@ impl Nc {
                 d.free.elems()
             )));
         }
-        if self.chip.neuroncore_version < 4 {
-            let r = rd;
-            let bank = self.chip.memory.psum_bank_bytes_per_partition;
-            let same_bank = if bank.is_power_of_two() {
-                r.b0 >> bank.trailing_zeros() == (r.b1 - 1) >> bank.trailing_zeros()
-            } else {
-                r.b0 / bank == (r.b1 - 1) / bank
-            };
-            if !same_bank {
-                return Err(V::PsumBankOverflow {
-                    operand: "dst",
-                    offset: r.b0 % bank,
-                    bytes: r.b1 - r.b0,
-                    bank_bytes: bank,
-                });
-            }
-        }
+        self.check_one_psum_bank(&rd)?;
         self.h_op(&[6, accumulate as u8], &[d, s, m]);
         if self.mode.functional {
             let (mut a, mut b) = (Vec::new(), Vec::new());
@@ -238,6 +224,10 @@ impl Nc {
                 d.free.elems()
             )));
         }
+        if eng == Engine::Tensor {
+            // A matmul by an identity: its output is a matmul's, in one PSUM bank.
+            self.check_one_psum_bank(&rd)?;
+        }
         self.h_op(&[7, eng as u8], &[&d, &s]);
         if self.mode.functional {
             let mut a = Vec::new();
@@ -284,6 +274,41 @@ impl Nc {
     ) -> SimResult<()> {
         let (d, s, m) = (dst.into(), data.into(), identity.into());
         self.issue("nc_matmul", |nc, loc| nc.exec_matmul_transpose(&d, &s, &m, loc))
+    }
+
+    /// The largest moving free size into a `dst_dtype` PSUM tile: `moving_fmax` (one bank
+    /// of fp32 on v2/v3); on v4 the output may span all eight banks, 4096 fp32 or 8192 bf16
+    /// elements (neuroncore.md §2.1), so the limit is in bytes there.
+    fn moving_fmax(&self, dst_dtype: Dtype) -> u64 {
+        let max = self.chip.tensor.moving_fmax;
+        if self.chip.neuroncore_version >= 4 {
+            max * 4 / dst_dtype.size() as u64
+        } else {
+            max
+        }
+    }
+
+    /// Before NeuronCore-v4 a matmul's output (a transpose's too: a matmul by an identity)
+    /// must lie in one PSUM bank (neuroncore.md §2.1).
+    fn check_one_psum_bank(&self, r: &Region) -> VResult<()> {
+        if self.chip.neuroncore_version >= 4 {
+            return Ok(());
+        }
+        let bank = self.chip.memory.psum_bank_bytes_per_partition;
+        let same_bank = if bank.is_power_of_two() {
+            r.b0 >> bank.trailing_zeros() == (r.b1 - 1) >> bank.trailing_zeros()
+        } else {
+            r.b0 / bank == (r.b1 - 1) / bank
+        };
+        if !same_bank {
+            return Err(V::PsumBankOverflow {
+                operand: "dst",
+                offset: r.b0 % bank,
+                bytes: r.b1 - r.b0,
+                bank_bytes: bank,
+            });
+        }
+        Ok(())
     }
 
     /// TensorE cycles of a transpose of `[p, f]` elements of `dtype`: the matmul by a `[p, p]`
@@ -366,6 +391,7 @@ impl Nc {
                 d.np
             )));
         }
+        self.check_one_psum_bank(&rd)?;
         self.h_op(&[40], &[d, s, m]);
         if self.mode.functional {
             let (mut a, mut eye) = (Vec::new(), Vec::new());

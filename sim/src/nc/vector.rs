@@ -146,12 +146,22 @@ impl Nc {
         match eng {
             Engine::Vector => {}
             Engine::Scalar => {
-                for (op, _) in std::iter::once(&op0).chain(op1.as_ref()) {
-                    if !matches!(op, Alu::Multiply | Alu::Add) {
-                        return Err(V::Invalid(format!(
-                            "ScalarE tensor_scalar supports only multiply and add, not {op:?} (neuroncore.md §2.3)"
-                        )));
-                    }
+                // The activation datapath: `(x · scale) + bias`, so multiply, add, or
+                // multiply then add (neuroncore.md §2.3).
+                let ops = (op0.0, op1.as_ref().map(|o| o.0));
+                let accepted = matches!(
+                    ops,
+                    (Alu::Multiply | Alu::Add, None) | (Alu::Multiply, Some(Alu::Add))
+                );
+                if !accepted {
+                    let given = match ops {
+                        (a, Some(b)) => format!("({a:?}, {b:?})"),
+                        (a, None) => format!("({a:?})"),
+                    };
+                    return Err(V::Invalid(format!(
+                        "ScalarE tensor_scalar accepts only (multiply, add), (multiply) or (add), \
+                         not {given} (neuroncore.md §2.3); run it on VectorE"
+                    )));
                 }
             }
             _ => {
@@ -163,6 +173,7 @@ impl Nc {
         let rs = self.check_tile("src", &s)?;
         let rd = self.check_tile("dst", &d)?;
         self.check_free_size("src", &s)?;
+        self.check_free_size("dst", &d)?;
         self.same_shape("dst", &d, "src", &s)?;
         let mut cols: Vec<(TileView, Region)> = Vec::new();
         for (name, (_, sc)) in
@@ -268,6 +279,7 @@ impl Nc {
         let rs = self.check_tile("src", &s)?;
         let rd = self.check_tile("dst", &d)?;
         self.check_free_size("src", &s)?;
+        self.check_free_size("dst", &d)?;
         if !op.is_reduction() {
             return Err(V::Invalid(format!(
                 "{op:?} is not a reduction operator (neuroncore.md §2.2)"
@@ -344,6 +356,7 @@ impl Nc {
         Self::check_engine_mem(eng, "src", &s)?;
         Self::check_engine_mem(eng, "dst", &d)?;
         self.check_free_size("src", &s)?;
+        self.check_free_size("dst", &d)?;
         self.same_shape("dst", &d, "src", &s)?;
         self.h_op(&[13, eng as u8], &[&d, &s]);
         if self.mode.functional {
@@ -678,6 +691,7 @@ impl Nc {
         let rs = self.check_tile("src", &s)?;
         let rd = self.check_tile("dst", &d)?;
         self.check_free_size("src", &s)?;
+        self.check_free_size("dst", &d)?;
         self.same_shape("dst", &d, "src", &s)?;
         self.h_op(&[21, eng as u8], &[&d, &s]);
         if self.mode.functional {

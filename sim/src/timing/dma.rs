@@ -458,10 +458,11 @@ impl Timing {
     /// Place each chunk of a DMA on its engine and the HBM timeline, already inserted into
     /// the engines' busy lists.
     ///
-    /// Chunks that stream together share HBM, so they are filled as one transfer (their
-    /// bytes and engine rates summed, the longest descriptor time): one pass over the HBM
-    /// timeline instead of one per engine. Two kinds of group, each with one chunk per
-    /// engine at most (two chunks of one transfer are on one queue, so in order):
+    /// Chunks that stream together share HBM, so chunks that cost alike (the same bytes
+    /// and descriptors) are filled as one transfer (their bytes and engine rates summed):
+    /// one pass over the HBM timeline instead of one per engine. Two kinds of group, each
+    /// with one chunk per engine at most (two chunks of one transfer are on one queue, so
+    /// in order):
     /// * engines idle from `max(ready, floor)` on with the same such start (the common case
     ///   when transfers are issued ahead of compute);
     /// * otherwise, engines whose busy intervals are identical (a transfer symmetric over
@@ -501,7 +502,11 @@ impl Timing {
                 let s0 = ready.max(e.floor);
                 let idle_after = e.busy.last().is_none_or(|&(_, b1)| b1 <= s0);
                 let bit = 1u64 << (c.queue - 4);
-                if idle_after && engines & bit == 0 && group.is_none_or(|g| g.0 == s0) {
+                // Only chunks that cost alike: the group's bytes go through HBM at the
+                // engines' summed rate, which ends a larger chunk too early (8 rows and 4
+                // rows would each take 6 rows' time).
+                let alike = group.is_none_or(|g| g.0 == s0 && (g.1, g.2) == costs[i]);
+                if idle_after && engines & bit == 0 && alike {
                     add(group.get_or_insert((s0, 0, 0, 0.0, 0.0)), c, costs[i]);
                     grouped[i] = true;
                     engines |= bit;
@@ -521,7 +526,7 @@ impl Timing {
                 for (i, c) in chunks.iter().enumerate() {
                     let bit = 1u64 << (c.queue - 4);
                     let (e, e0) = (&self.dma_engines[c.queue - 4], &self.dma_engines[first]);
-                    if engines & bit == 0 && e.same_state(e0) {
+                    if engines & bit == 0 && e.same_state(e0) && costs[i] == costs[0] {
                         add(&mut g, c, costs[i]);
                         grouped[i] = true;
                         engines |= bit;
