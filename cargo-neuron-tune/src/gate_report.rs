@@ -77,9 +77,9 @@ pub fn markdown(r: &Report) -> String {
     for c in &r.comparisons {
         s.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} |\n",
-            c.model,
-            c.shape,
-            c.chip,
+            cell(&c.model),
+            cell(&c.shape),
+            cell(&c.chip),
             num(c.baseline_tokens_per_s),
             num(c.tokens_per_s),
             c.change_pct.map_or("-".to_string(), pct),
@@ -96,12 +96,12 @@ pub fn markdown(r: &Report) -> String {
         for m in r.moved.iter().take(TOP_MOVED) {
             s.push_str(&format!(
                 "| `{}` | {} | {} | {} | {:+.1} | {} |\n",
-                m.kernel,
-                dims(&m.shape),
-                call_params(m),
+                cell(&m.kernel),
+                cell(&dims(&m.shape)),
+                cell(&call_params(m)),
                 call_times(m),
                 m.delta_total_us,
-                m.models.join(", ")
+                cell(&m.models.join(", "))
             ));
         }
         s.push_str(&format!("\n{MOVED_FOOTNOTE}.\n"));
@@ -123,7 +123,7 @@ pub fn markdown(r: &Report) -> String {
             s.push_str(&format!("- {n}\n"));
         }
     }
-    s
+    without_control_chars(&s)
 }
 
 /// The failure message of a regression: the numbers.
@@ -144,13 +144,10 @@ pub fn failure_message(r: &Report, c: &crate::gate::Comparison) -> String {
 /// regression (or, with --strict, a stale tuned entry) a `<failure>`, a model that could not
 /// be evaluated an `<error>`, one without a comparable baseline `<skipped>`.
 pub fn junit(r: &Report) -> String {
-    let failures = r
-        .comparisons
-        .iter()
-        .filter(|c| c.verdict == Verdict::Regression || (r.config.strict && !c.stale.is_empty()))
-        .count();
-    let errors = r.counts.failed;
-    let skipped = r.counts.new + r.counts.not_comparable;
+    // The suite's counts are of the elements the test cases get, one each.
+    let count = |kind: CaseKind| r.comparisons.iter().filter(|c| case_kind(r, c) == kind).count();
+    let (failures, errors, skipped) =
+        (count(CaseKind::Failure), count(CaseKind::Error), count(CaseKind::Skipped));
     let n = r.comparisons.len().to_string();
     let (failures, errors, skipped) =
         (failures.to_string(), errors.to_string(), skipped.to_string());
@@ -181,9 +178,53 @@ pub fn junit(r: &Report) -> String {
         Ok(())
     })();
     result.expect("writing XML to memory cannot fail");
-    let mut s = String::from_utf8(w.into_inner()).expect("UTF-8 in, UTF-8 out");
+    let s = String::from_utf8(w.into_inner()).expect("UTF-8 in, UTF-8 out");
+    // Messages carry kernel and model text; XML 1.0 allows no control character but tab and
+    // line breaks, escaped or not, and a reporter refuses the whole file over one.
+    let mut s = without_control_chars(&s);
     s.push('\n');
     s
+}
+
+/// What a gate comparison is in JUnit terms: the one element its test case holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CaseKind {
+    Failure,
+    Error,
+    Skipped,
+    Passed,
+}
+
+fn case_kind(r: &Report, c: &crate::gate::Comparison) -> CaseKind {
+    match c.verdict {
+        Verdict::Regression => CaseKind::Failure,
+        Verdict::Failed => CaseKind::Error,
+        _ if r.config.strict && !c.stale.is_empty() => CaseKind::Failure,
+        Verdict::New | Verdict::NotComparable => CaseKind::Skipped,
+        Verdict::Improvement | Verdict::Unchanged => CaseKind::Passed,
+    }
+}
+
+/// `s` with every control character but tab and line feed written as `\u{..}`: escape
+/// sequences in a kernel's error message must not colour a CI page or break its XML.
+fn without_control_chars(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '\t' | '\n' => out.push(ch),
+            c if c.is_control() || c == '\u{fffe}' || c == '\u{ffff}' => {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A Markdown table cell: `|` escaped (GitHub's tables split on it, inside code spans
+/// too) and line breaks as spaces.
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace(['\r', '\n'], " ")
 }
 
 fn testcase(
@@ -218,8 +259,8 @@ fn testcase(
         .create_element("testcase")
         .with_attribute(("classname", class.as_str()))
         .with_attribute(("name", name.as_str()));
-    match c.verdict {
-        Verdict::Regression => {
+    match case_kind(r, c) {
+        CaseKind::Failure if c.verdict == Verdict::Regression => {
             el.write_inner_content(|w| {
                 w.create_element("failure")
                     .with_attribute(("message", numbers.as_str()))
@@ -228,7 +269,7 @@ fn testcase(
                 Ok(())
             })?;
         }
-        Verdict::Failed => {
+        CaseKind::Error => {
             let msg = c.note.clone().unwrap_or_default();
             el.write_inner_content(|w| {
                 w.create_element("error")
@@ -238,7 +279,7 @@ fn testcase(
                 Ok(())
             })?;
         }
-        _ if r.config.strict && !c.stale.is_empty() => {
+        CaseKind::Failure => {
             let msg = format!("{} stale tuned entries (--strict)", c.stale.len());
             let text = c.stale.join("\n");
             el.write_inner_content(|w| {
@@ -249,7 +290,7 @@ fn testcase(
                 Ok(())
             })?;
         }
-        Verdict::New | Verdict::NotComparable => {
+        CaseKind::Skipped => {
             let msg = c.note.clone().unwrap_or_else(|| c.verdict.as_str().into());
             el.write_inner_content(|w| {
                 w.create_element("skipped")
@@ -258,7 +299,7 @@ fn testcase(
                 Ok(())
             })?;
         }
-        Verdict::Improvement | Verdict::Unchanged => {
+        CaseKind::Passed => {
             let text = format!("{}: {detail}", c.verdict.as_str());
             el.write_inner_content(|w| {
                 w.create_element("system-out").write_text_content(BytesText::new(&text))?;
@@ -319,6 +360,65 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("summed over the models listed."), "{md}");
+    }
+
+    /// The `testsuite` element's count attributes of a JUnit report.
+    fn suite_counts(xml: &str) -> [String; 4] {
+        let mut reader = Reader::from_str(xml);
+        loop {
+            match reader.read_event().unwrap() {
+                X::Start(e) if e.name().0 == "testsuite" => {
+                    return ["tests", "failures", "errors", "skipped"].map(|k| {
+                        let a = e.try_get_attribute(k).unwrap().unwrap();
+                        a.value.into_owned()
+                    });
+                }
+                X::Eof => panic!("no testsuite in {xml}"),
+                _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn junit_counts_each_test_case_by_the_one_element_it_holds() {
+        // Under --strict a new model with stale entries is a failure, not also a skip; a
+        // failed evaluation is an error.
+        let mut failed = item("broken", Some(17.6), 17.6);
+        failed.current = None;
+        failed.error = Some("could not build".into());
+        let items = [item("stale_new", None, 18.6), item("new", None, 18.6), failed];
+        let mut r = judge(&items, &crate::gate::Config { strict: true, ..cfg(0.0) });
+        r.comparisons[0].stale = vec!["rope bufs=2 at qwen3_q".into()];
+        let xml = junit(&r);
+        assert_eq!(suite_counts(&xml), ["3", "1", "1", "1"], "{xml}");
+        assert_eq!(xml.matches("<failure").count(), 1, "{xml}");
+        assert_eq!(xml.matches("<error").count(), 1, "{xml}");
+        assert_eq!(xml.matches("<skipped").count(), 1, "{xml}");
+    }
+
+    #[test]
+    fn control_characters_of_kernel_text_are_escaped_in_junit_and_markdown() {
+        // XML 1.0 has no escape for ESC or U+0001: a reporter refuses the file over one.
+        let mut failed = item("broken", Some(17.6), 17.6);
+        failed.current = None;
+        failed.error = Some("weird \u{1b}[31mred\u{1b}[0m \u{1} <x>".into());
+        let r = judge(&[failed], &cfg(0.0));
+        for text in [junit(&r), markdown(&r)] {
+            assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text:?}");
+            assert!(text.contains("weird \\u{1b}[31mred\\u{1b}[0m \\u{1}"), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_pipe_in_a_name_stays_inside_its_markdown_cell() {
+        let mut odd = item("qwen3", None, 18.6);
+        odd.shape = "t|x".into();
+        let md = markdown(&judge(&[odd], &cfg(0.0)));
+        let row = md.lines().find(|l| l.starts_with("| qwen3")).unwrap();
+        // Seven cells: eight pipes that are not escaped.
+        let unescaped = row.match_indices('|').filter(|(i, _)| !row[..*i].ends_with('\\')).count();
+        assert_eq!(unescaped, 8, "{row}");
+        assert!(row.contains("| t\\|x |"), "{row}");
     }
 
     #[test]

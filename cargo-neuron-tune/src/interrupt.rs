@@ -28,7 +28,7 @@ pub fn install() {
         if INTERRUPTED.swap(true, Ordering::SeqCst) {
             std::process::exit(Exit::Interrupted.code().into());
         }
-        eprintln!("\n   Interrupted: stopping (Ctrl-C again to quit at once)");
+        eprintln!("\nnote: interrupted: stopping (Ctrl-C again to quit at once)");
     });
 }
 

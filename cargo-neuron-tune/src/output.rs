@@ -397,18 +397,20 @@ impl Reporter {
             None => {
                 seen.push((message.to_string(), 0));
                 drop(seen);
-                self.note(line);
+                // Status, not a note: in JSON mode every failure is a `variant_failed` event.
+                self.status(line);
                 true
             }
         }
     }
 
     /// Print the invalid variants seen (all when few, else a count and examples) and how
-    /// often each failure printed once was repeated.
+    /// often each failure printed once was repeated (status lines: in JSON mode each is a
+    /// `variant_failed` event already).
     pub fn flush_invalid(&self) {
         for (message, n) in std::mem::take(&mut *self.repeats.lock().expect("reporter")) {
             if n > 0 {
-                self.note(format!(
+                self.status(format!(
                     "   … and {n} more variants failed the same way: {}",
                     message.lines().next().unwrap_or_default()
                 ));
@@ -417,15 +419,15 @@ impl Reporter {
         let lines = std::mem::take(&mut *self.invalid.lock().expect("reporter"));
         if lines.len() <= 4 {
             for l in &lines {
-                self.note(l);
+                self.status(l);
             }
         } else {
-            self.note(format!(
+            self.status(format!(
                 "   {} invalid variants skipped (the kernels' validity rules or hardware limits), e.g.:",
                 lines.len()
             ));
             for l in lines.iter().take(3) {
-                self.note(l);
+                self.status(l);
             }
         }
     }
@@ -546,6 +548,34 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::{Reporter, Table};
+
+    /// docs/json-events.md documents every event: a heading "## `name`" per variant of
+    /// [`super::Event`], in snake_case as serde writes it (the variants read from this
+    /// file's source, so a new event without its section fails here).
+    #[test]
+    fn every_event_has_its_section_in_the_json_events_doc() {
+        let source = include_str!("output.rs");
+        let doc = include_str!("../../docs/json-events.md");
+        let body = &source[source.find("pub enum Event {").unwrap()..];
+        let body = &body[..body.find("\n}\n").unwrap()];
+        let variants: Vec<String> = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("    "))
+            .filter(|l| l.starts_with(|c: char| c.is_ascii_uppercase()))
+            .map(|l| l.split(|c: char| !c.is_ascii_alphanumeric()).next().unwrap().to_string())
+            .collect();
+        assert!(variants.len() > 20, "{variants:?}");
+        for v in &variants {
+            let mut snake = String::new();
+            for (i, c) in v.chars().enumerate() {
+                if c.is_ascii_uppercase() && i > 0 {
+                    snake.push('_');
+                }
+                snake.push(c.to_ascii_lowercase());
+            }
+            assert!(doc.contains(&format!("\n## `{snake}`")), "docs/json-events.md: no `{snake}`");
+        }
+    }
 
     #[test]
     fn a_repeated_failure_is_printed_once_and_counted() {

@@ -67,8 +67,10 @@ fn case(
     let (got, out, err) = run(args, env);
     assert_eq!(got, code, "{what}: exit code\nstderr:\n{err}");
     // Errors are on stderr; a failed check's verdict, shrunk case and message are results,
-    // on stdout (here its JSON event).
-    let said = if args.first() == Some(&"check") && code == 4 { &out } else { &err };
+    // on stdout (here its JSON event), and so is a variant's failure in a bench (its
+    // `variant_failed` event: in JSON mode stderr has no human lines).
+    let results = matches!(args.first(), Some(&"check") | Some(&"bench"));
+    let said = if results && code == 4 { &out } else { &err };
     for w in words {
         assert!(said.contains(w), "{what}: output lacks {w:?}\nstdout:\n{out}\nstderr:\n{err}");
     }

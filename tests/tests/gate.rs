@@ -305,3 +305,42 @@ fn the_summary_is_appended_to_github_step_summary_and_an_empty_one_is_ignored() 
     assert_eq!(code, 0, "an empty variable is no path: {err}");
     assert!(test_target_dir().join("neuron-tune/gate/summary.md").is_file());
 }
+
+#[test]
+fn two_baseline_saves_at_once_keep_both_models() {
+    // Each save records its own model; the second must read the file after the first wrote
+    // it. The test holds the store's lock until both saves wait for it, so both start
+    // together whatever the machine's speed.
+    use std::io::{BufRead, BufReader, Read};
+    let dir = scratch_dir("baseline-race");
+    let file = dir.join("baseline.toml");
+    let f = file.to_str().unwrap();
+    let lock_path = test_target_dir().join("neuron-tune").join("lock");
+    std::fs::create_dir_all(lock_path.parent().unwrap()).unwrap();
+    let lock = std::fs::OpenOptions::new().create(true).append(true).open(&lock_path).unwrap();
+    lock.lock().unwrap();
+    let mut children = Vec::new();
+    for model in ["qwen3", "qwen3_naive"] {
+        let args = ["baseline", "save", "--baseline", f, "--model", model, "--shape", "tiny"];
+        let mut child = neuron_tune_tests::cli_command(&args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut said = String::new();
+        while !said.contains("Blocking waiting for") {
+            assert!(stderr.read_line(&mut said).unwrap() > 0, "{model} never waited:\n{said}");
+        }
+        children.push((child, stderr, said));
+    }
+    drop(lock);
+    for (mut child, mut stderr, mut said) in children {
+        stderr.read_to_string(&mut said).unwrap();
+        assert!(child.wait().unwrap().success(), "{said}");
+    }
+    let text = std::fs::read_to_string(&file).unwrap();
+    for model in ["qwen3", "qwen3_naive"] {
+        assert!(text.contains(&format!("model = \"{model}\"")), "{model} lost:\n{text}");
+    }
+}

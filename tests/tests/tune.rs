@@ -661,3 +661,51 @@ fn resume_without_a_seed_continues_the_latest_journal_of_the_run() {
     // Everything came from the journal: nothing was evaluated (or journaled) again.
     assert_eq!(journal_lines(resumed["journal"].as_str().unwrap()).len(), lines);
 }
+
+#[test]
+fn a_journal_of_another_build_of_the_kernel_is_not_resumed() {
+    // Interrupt, edit the kernel, resume: the journal's times are the old program's. They
+    // must not be replayed as this build's (the winner would be recorded at a time it no
+    // longer has); the run starts afresh and says why.
+    let dir = neuron_tune_tests::two_kernel_crate("resume-edit", 3.0);
+    let manifest = dir.join("Cargo.toml");
+    let m = manifest.to_str().unwrap();
+    let tune = |extra: &[&str]| {
+        let mut a = vec!["tune", "--manifest-path", m, "--kernel", "triple", "--budget", "2"];
+        a.extend_from_slice(&["--seed", "5", "--message-format", "json"]);
+        a.extend_from_slice(extra);
+        cli(&a)
+    };
+    let (code, out, err) = tune(&[]);
+    assert_eq!(code, 0, "{err}");
+    let before = final_event(&out)["best_time"].as_f64().unwrap();
+    // The edit: each tile is also multiplied by 1 (the same values; a slower program).
+    let main = dir.join("src/main.rs");
+    let src = std::fs::read_to_string(&main).unwrap();
+    let once = "nc.tensor_scalar(v, v, (Alu::Multiply, k), None)?;";
+    assert!(src.contains(once), "the scratch crate's body changed shape");
+    let by_one = "nc.tensor_scalar(v, v, (Alu::Multiply, Scalar::Imm(1.0)), None)?;";
+    std::fs::write(&main, src.replace(once, &format!("{once} {by_one}"))).unwrap();
+    let (code, out, err) = tune(&["--resume"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("written by another build of the kernel crate"), "{err}");
+    assert!(!err.contains("Resuming"), "{err}");
+    let after = final_event(&out);
+    let best = after["best_time"].as_f64().unwrap();
+    assert!(best > before, "the edited kernel is slower: {before} µs then {best} µs");
+    // The time recorded is the edited program's, as a bench of the winner measures it.
+    let params = params_text(&after["best_params"]);
+    let (code, bench, err) = cli(&[
+        "bench",
+        "--manifest-path",
+        m,
+        "--kernel",
+        "triple",
+        "--params",
+        &params,
+        "--message-format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(events(&bench, "bench")[0]["time_us"].as_f64().unwrap(), best, "{bench}");
+}

@@ -32,8 +32,10 @@ pub fn save(
     let chip = chip_spec(chip)?;
     let mut ws = Workspace::open(cargo, ctx)?;
     let path = file.map_or_else(|| ws.root.join(baseline::FILE_NAME), Path::to_path_buf);
-    let (mut b, damaged) = Baseline::load_for_save(&path)?;
+    // The store's lock first: a save running in the same target dir has written the file
+    // by the time this one reads it, so neither loses the other's entries.
     let store = open_store(&ws.target_dir, &ctx.out)?;
+    let (mut b, damaged) = Baseline::load_for_save(&path)?;
     let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
     let targets = models::select_models(&lists, patterns, shapes)?;
     // A damaged entry is replaced by measuring it again; one this save does not measure
@@ -105,15 +107,16 @@ pub fn save(
             }
         }
     }
-    out.event(&Event::Summary(crate::output::Summary {
+    let summary = Event::Summary(crate::output::Summary {
         command: "baseline save".into(),
         variants: calls,
         simulated: Some(calls - cached),
         cached: Some(cached),
         failed: Some(failed.len()),
         ..Default::default()
-    }));
+    });
     if !failed.is_empty() {
+        out.event(&summary);
         // Never a partial baseline: the file is left as it was.
         return Err(fail(
             Exit::Check,
@@ -122,6 +125,8 @@ pub fn save(
     }
     b.save()?;
     show_entries(out, &b);
+    // The summary is the last event (docs/formats.md).
+    out.event(&summary);
     out.status(format!("   Wrote {} ({} entries)", b.path().display(), b.entries().len()));
     Ok(Exit::Ok)
 }

@@ -199,8 +199,8 @@ fn profile_shown(
                     .put("profile", &key, &b)
                     .map_err(|e| fail(Exit::Internal, format!("writing the store: {e:#}")))?,
                 // The kernel changed since it was tuned: its program is not the one measured.
-                Ok(ResponseBody::Bench(_)) => ctx.out.status(format!(
-                    "   {} {} at {} changed since it was tuned: no engine chart or trace",
+                Ok(ResponseBody::Bench(_)) => ctx.out.note(format!(
+                    "note: {} {} at {} changed since it was tuned: no engine chart or trace",
                     t.kernel, s.params, t.shape
                 )),
                 Ok(other) => return Err(crate::eval::unexpected(&other)),

@@ -604,6 +604,7 @@ mod tests {
                 budget: 3,
                 objective: "time".into(),
                 sim_version: "v".into(),
+                harness_hash: None,
                 default: None,
                 front: None,
                 validated: None,

@@ -137,6 +137,11 @@ pub struct JournalMeta {
     pub objective: String,
     /// The harness's simulator version: the store keys of the journal's results.
     pub sim_version: String,
+    /// The checksum of the harness binary whose times the journal holds (`None`: written
+    /// before this was recorded). A rebuilt harness may trace other programs (the kernel
+    /// was edited): its journal is not resumed.
+    #[serde(default)]
+    pub harness_hash: Option<String>,
     /// The default parameters' evaluation (`n` is meaningless), if they run.
     pub default: Option<Entry>,
     /// `--objective pareto`: the checked front, fastest first (written at the end).
@@ -528,7 +533,7 @@ pub fn run(
                     k.name
                 ));
             } else {
-                out.note(format!("  {} at {shape_name}: no valid variant found", k.name));
+                out.note(format!("note: {} at {shape_name}: no valid variant found", k.name));
             }
             if let Some(g) = &goal.goal {
                 missed.push(format!(
@@ -611,9 +616,10 @@ pub fn run(
     // Wall-clock figures: on stderr, as the per-target `slow` ones (stdout stays the same
     // from run to run).
     if let Some(d) = conv::slow_build(&run_spent, targets.len()) {
-        out.note(format!("  this run ({}):", conv::count(targets.len(), "kernel shape")));
+        // Wall-clock figures: status, as the per-kernel `slow` ones (the event keeps them).
+        out.status(format!("  this run ({}):", conv::count(targets.len(), "kernel shape")));
         for line in conv::diagnosis_lines(&d) {
-            out.note(format!("    {line}"));
+            out.status(format!("    {line}"));
         }
         out.event(&Event::RunDiagnosis { diagnosis: d });
     }

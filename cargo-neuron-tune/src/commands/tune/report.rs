@@ -228,12 +228,12 @@ pub(super) fn report(
         out.result(format!("    {}", r.line()));
     }
     for d in &diagnoses {
-        // Wall-clock figures differ from run to run: on stderr, so that the results on
-        // stdout are the same every time (the JSON event keeps them all).
+        // Wall-clock figures differ from run to run: status on stderr, so that the results
+        // on stdout are the same every time (the JSON event keeps them all).
         if d.rule == "slow" {
-            out.note(format!("  {} {label}:", k.name));
+            out.status(format!("  {} {label}:", k.name));
             for line in conv::diagnosis_lines(d) {
-                out.note(format!("    {line}"));
+                out.status(format!("    {line}"));
             }
             continue;
         }

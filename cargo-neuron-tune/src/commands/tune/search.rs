@@ -57,6 +57,24 @@ pub(super) fn tune_one(
             journal_path.display()
         ));
     }
+    // Times measured by another build of the kernel crate, or another simulator, may not
+    // be this build's (the kernel was edited since): never replayed as if they were.
+    // Unchanged programs' results are in the store, so starting afresh re-simulates only
+    // what changed.
+    let other_build = !foreign
+        && meta.as_ref().ok().and_then(Option::as_ref).is_some_and(|m| {
+            m.sim_version != job.sim_version
+                || m.harness_hash.as_deref().is_some_and(|h| h != job.harness_hash)
+        });
+    if other_build {
+        ctx.out.note(format!(
+            "warning: {}: written by another build of the kernel crate or the simulator (its \
+             times may be stale); not resumed: this run starts afresh, and variants whose \
+             program did not change come from the store",
+            journal_path.display()
+        ));
+    }
+    let foreign = foreign || other_build;
     let journaled = if job.opts.resume && !foreign {
         let read = crate::store::read_journal(&journal_path)
             .map_err(|e| fail(Exit::Internal, format!("{e:#}")))?;
@@ -105,6 +123,7 @@ pub(super) fn tune_one(
         budget: job.opts.budget,
         objective: format!("{:?}", job.opts.objective).to_lowercase(),
         sim_version: job.sim_version.into(),
+        harness_hash: Some(job.harness_hash.into()),
         default: default.clone(),
         front: None,
         validated: Some(job.goal.validates()),
