@@ -56,7 +56,7 @@ impl WorkerProcess {
         timeout: Duration,
     ) -> Result<WorkerProcess, ErrorInfo> {
         let cannot = |e: std::io::Error| {
-            failure(ErrorKind::Crashed, format!("cannot start {}: {e}", exe.display()))
+            failure(ErrorKind::Unstartable, format!("cannot start {}: {e}", exe.display()))
         };
         let (reader, stdin) = os_pipe::pipe().map_err(cannot)?;
         let handle = duct::cmd(exe, ["--serve"])
@@ -325,6 +325,16 @@ impl Pool {
             Err(e) if matches!(e.kind, ErrorKind::Protocol | ErrorKind::ProtocolMismatch) => {
                 Err(fail(Exit::Internal, format!("protocol error: {}", e.message)))
             }
+            // Not the variant's failure: no answer about it is recorded or journaled.
+            Err(e) if e.kind == ErrorKind::Unstartable => Err(fail(
+                Exit::Internal,
+                format!(
+                    "{} (was the harness removed while the command ran, by `cargo clean` or \
+                     another build?); everything measured so far is kept: run the command \
+                     again",
+                    e.message
+                ),
+            )),
             _ => Ok(Some(done)),
         }
     }
@@ -432,5 +442,29 @@ fn answer_with_retry(
                 retried = true;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Quiet;
+    impl PoolEvents for Quiet {
+        fn worker_started(&self, _: u32) {}
+    }
+
+    /// A harness that cannot be started (removed by `cargo clean` mid-run) stops the
+    /// command: it is never an answer about the variant asked (a crash, a failed check),
+    /// which a search would record and a resumed run replay.
+    #[test]
+    fn a_harness_that_cannot_start_is_the_command_s_failure_not_an_answer() {
+        let dir = std::env::temp_dir();
+        let gone = dir.join(format!("no-such-harness-{}", std::process::id()));
+        let mut pool = Pool::new(&gone, &dir, 2, Duration::from_secs(5), Arc::new(Quiet));
+        let e = pool.request(RequestBody::List).expect_err("no answer from a missing binary");
+        assert_eq!(e.exit, Exit::Internal);
+        assert!(e.message.contains("cannot start") && e.message.contains("run the command again"));
+        assert!(e.message.contains(&gone.display().to_string()), "{}", e.message);
     }
 }

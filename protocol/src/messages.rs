@@ -205,6 +205,9 @@ pub enum ErrorKind {
     Crashed,
     /// The worker answered something that is not the protocol (client side).
     Protocol,
+    /// The worker process could not be started (client side): the harness binary is gone
+    /// or not executable. Not the kernel's doing: the command stops.
+    Unstartable,
 }
 
 impl ErrorKind {
@@ -231,6 +234,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::Timeout => "timeout",
             ErrorKind::Crashed => "crashed",
             ErrorKind::Protocol => "protocol error",
+            ErrorKind::Unstartable => "cannot start",
         };
         f.write_str(s)
     }

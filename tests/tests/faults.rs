@@ -248,6 +248,14 @@ fn every_fault_exits_with_its_code_says_why_and_keeps_what_was_stored() {
         assert_kept(what, &finished);
         kinds += 1;
     }
+    // Tracing alone (`build`) judges a panicking variant as bench does: exit 4, the other
+    // variant traced.
+    let m = broken_manifest("panic");
+    let args = ["build", "--manifest-path", &m, "--all-variants"];
+    let (out, _) = case("a variant panicking at trace time", &args, &[], 4, &[], &seed);
+    assert_eq!(events(&out, "build").len(), 1, "{out}");
+    let failed = events(&out, "variant_failed");
+    assert!(failed.len() == 1 && failed[0]["kind"] == "panic", "{out}");
     // A harness whose start-up code hangs: killed after --timeout (not a fixed wait) like a
     // hung request, and the kernel code's failure is exit 4, not a configuration error.
     let started = std::time::Instant::now();

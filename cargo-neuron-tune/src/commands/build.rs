@@ -15,7 +15,7 @@ pub fn run(cargo: &CargoFlags, s: &Selection, ctx: &Ctx) -> Result<Exit, Failure
     let chip = chip_spec(&s.chip)?;
     check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s, &ctx.out)?;
     let out = &ctx.out;
-    let mut total = 0;
+    let (mut total, mut invalid, mut crashed) = (0, 0, 0);
     for c in &mut ws.crates {
         let selected = select(&c.list, s)?;
         let variants = selected.iter().flat_map(|k| k.variants());
@@ -46,7 +46,14 @@ pub fn run(cargo: &CargoFlags, s: &Selection, ctx: &Ctx) -> Result<Exit, Failure
                         &t.program_hash[..12]
                     ));
                 }
-                Err(e) => report_failure(out, &v, &chip.name, &e),
+                Err(e) => {
+                    if e.kind.is_invalid_variant() {
+                        invalid += 1;
+                    } else {
+                        crashed += 1;
+                    }
+                    report_failure(out, &v, &chip.name, &e)
+                }
             }
         })?;
         if let Some(e) = write_error {
@@ -57,7 +64,21 @@ pub fn run(cargo: &CargoFlags, s: &Selection, ctx: &Ctx) -> Result<Exit, Failure
     out.event(&Event::Summary(Summary {
         command: "build".into(),
         variants: total,
+        failed: Some(crashed),
         ..Default::default()
     }));
-    Ok(Exit::Ok)
+    // As `bench` judges: kernel code that panicked, crashed or hung is exit 4; nothing
+    // traced because every variant is invalid is the request's error.
+    Ok(if crashed > 0 {
+        Exit::Check
+    } else if total == invalid && invalid > 0 {
+        out.note(format!(
+            "error: no valid variant to build: the {} asked for {} invalid (why is above)",
+            crate::convergence::count(invalid, "variant"),
+            if invalid == 1 { "is" } else { "are" }
+        ));
+        Exit::Config
+    } else {
+        Exit::Ok
+    })
 }
