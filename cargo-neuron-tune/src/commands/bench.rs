@@ -135,20 +135,7 @@ pub(super) fn report(
          crashed or hung",
         crate::convergence::count(variants, "variant")
     ));
-    if crashed > 0 {
-        Exit::Check
-    } else if rows.is_empty() && invalid > 0 {
-        // Nothing was benched: every variant asked for (typically one, by `--params`) is
-        // outside what the kernel accepts, which is the request's error.
-        out.note(format!(
-            "error: no valid variant to bench: the {} asked for {} invalid (why is above)",
-            crate::convergence::count(invalid, "variant"),
-            if invalid == 1 { "is" } else { "are" }
-        ));
-        Exit::Config
-    } else {
-        Exit::Ok
-    }
+    super::variants_exit(out, "bench", rows.len(), invalid, crashed)
 }
 
 /// A progress bar on stderr for long runs (hidden in JSON mode and when not a terminal).

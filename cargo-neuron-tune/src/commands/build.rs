@@ -67,18 +67,5 @@ pub fn run(cargo: &CargoFlags, s: &Selection, ctx: &Ctx) -> Result<Exit, Failure
         failed: Some(crashed),
         ..Default::default()
     }));
-    // As `bench` judges: kernel code that panicked, crashed or hung is exit 4; nothing
-    // traced because every variant is invalid is the request's error.
-    Ok(if crashed > 0 {
-        Exit::Check
-    } else if total == invalid && invalid > 0 {
-        out.note(format!(
-            "error: no valid variant to build: the {} asked for {} invalid (why is above)",
-            crate::convergence::count(invalid, "variant"),
-            if invalid == 1 { "is" } else { "are" }
-        ));
-        Exit::Config
-    } else {
-        Exit::Ok
-    })
+    Ok(super::variants_exit(out, "build", total - invalid - crashed, invalid, crashed))
 }

@@ -181,6 +181,31 @@ pub(crate) fn open_store(
     })?)
 }
 
+/// The exit code of a command that ran variants (`build`, `bench`): kernel code that
+/// panicked, crashed or hung is exit 4; nothing run because every variant asked for
+/// (typically one, by `--params`) is outside what the kernel accepts is the request's
+/// error (2), said on stderr.
+pub(crate) fn variants_exit(
+    out: &Reporter,
+    verb: &str,
+    ran: usize,
+    invalid: usize,
+    crashed: usize,
+) -> Exit {
+    if crashed > 0 {
+        Exit::Check
+    } else if ran == 0 && invalid > 0 {
+        out.note(format!(
+            "error: no valid variant to {verb}: the {} asked for {} invalid (why is above)",
+            crate::convergence::count(invalid, "variant"),
+            if invalid == 1 { "is" } else { "are" }
+        ));
+        Exit::Config
+    } else {
+        Exit::Ok
+    }
+}
+
 /// Report a variant that could not run: invalid ones are collected (shown as a count),
 /// others printed at once.
 fn report_failure(

@@ -152,41 +152,56 @@ impl Nc {
         // an HBM view with more rows than partitions, wrap around): each engine the rows
         // touch gets one chunk of all its rows, the chunks in the order of their first row.
         // A transfer of 12 rows from partition 0 is 8 rows on engine 0 and 4 on engine 1.
-        let mut rows_of = [0u64; 64];
-        let mut order = [0u8; 64];
-        let mut used = 0;
         let pow2 = ppe.is_power_of_two() && queues.is_power_of_two();
         let ppe_shift = ppe.trailing_zeros();
-        let (mut p, end) = (p_base, p_base + dp);
-        while p < end {
-            let (group, next) = if pow2 {
-                let g = p >> ppe_shift;
-                (g & (queues - 1), ((g + 1) << ppe_shift).min(end))
-            } else {
-                let g = p / ppe;
-                (g % queues, ((g + 1) * ppe).min(end))
-            };
-            let e = group as usize;
-            if rows_of[e] == 0 {
-                order[used] = e as u8;
-                used += 1;
+        let groups = dp / ppe;
+        if pow2 && dp > 0 && (p_base | dp) & (ppe - 1) == 0 && groups <= queues {
+            // The common case, whole groups (a tile of 128, 64, 32 … partitions): one chunk
+            // of `ppe` rows per engine from the first row's, as the general path gives.
+            let first = p_base >> ppe_shift;
+            for g in 0..groups {
+                chunks.push(DmaChunk {
+                    queue: 4 + ((first + g) & (queues - 1)) as usize,
+                    engine_queue,
+                    descriptors: ppe * desc_pp,
+                    bytes: ppe * bytes_pp,
+                });
             }
-            rows_of[e] += next - p;
-            p = next;
-        }
-        if used == 0 {
-            // No rows: one empty chunk on the first row's engine (its fixed cost only).
-            order[0] = ((p_base / ppe) % queues) as u8;
-            used = 1;
-        }
-        for &e in &order[..used] {
-            let rows = rows_of[e as usize];
-            chunks.push(DmaChunk {
-                queue: 4 + e as usize,
-                engine_queue,
-                descriptors: rows * desc_pp,
-                bytes: rows * bytes_pp,
-            });
+        } else {
+            let mut rows_of = [0u64; 64];
+            let mut order = [0u8; 64];
+            let mut used = 0;
+            let (mut p, end) = (p_base, p_base + dp);
+            while p < end {
+                let (group, next) = if pow2 {
+                    let g = p >> ppe_shift;
+                    (g & (queues - 1), ((g + 1) << ppe_shift).min(end))
+                } else {
+                    let g = p / ppe;
+                    (g % queues, ((g + 1) * ppe).min(end))
+                };
+                let e = group as usize;
+                if rows_of[e] == 0 {
+                    order[used] = e as u8;
+                    used += 1;
+                }
+                rows_of[e] += next - p;
+                p = next;
+            }
+            if used == 0 {
+                // No rows: one empty chunk on the first row's engine (its fixed cost only).
+                order[0] = ((p_base / ppe) % queues) as u8;
+                used = 1;
+            }
+            for &e in &order[..used] {
+                let rows = rows_of[e as usize];
+                chunks.push(DmaChunk {
+                    queue: 4 + e as usize,
+                    engine_queue,
+                    descriptors: rows * desc_pp,
+                    bytes: rows * bytes_pp,
+                });
+            }
         }
         let region = |checked: Option<Region>, a: &Access| match (checked, a) {
             (Some(r), _) => r,
