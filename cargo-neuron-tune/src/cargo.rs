@@ -230,6 +230,23 @@ impl CargoFlags {
         cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
         let mut child = cmd.spawn().map_err(|e| BuildError::Spawn(e.to_string()))?;
         let stdout = child.stdout.take().expect("piped");
+        // Ctrl-C at a terminal reaches cargo too; a SIGTERM sent to this process alone (CI
+        // cancelling a job, `timeout`) does not, and a long build would run to its end
+        // before the command could stop: a watcher stops cargo as soon as it is asked to.
+        let child = std::sync::Arc::new(std::sync::Mutex::new(child));
+        let building = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let watcher = {
+            let (child, building) = (child.clone(), building.clone());
+            std::thread::spawn(move || {
+                while building.load(std::sync::atomic::Ordering::SeqCst) {
+                    if crate::interrupt::requested() {
+                        let _ = child.lock().expect("cargo's child").kill();
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+            })
+        };
         let mut exe = None;
         let mut messages = Vec::new();
         for msg in Message::parse_stream(std::io::BufReader::new(stdout)) {
@@ -247,7 +264,10 @@ impl CargoFlags {
                 _ => {}
             }
         }
-        let status = child.wait().map_err(|e| BuildError::Spawn(e.to_string()))?;
+        building.store(false, std::sync::atomic::Ordering::SeqCst);
+        let _ = watcher.join();
+        let status = child.lock().expect("cargo's child").wait();
+        let status = status.map_err(|e| BuildError::Spawn(e.to_string()))?;
         if crate::interrupt::note_child_exit(status) || crate::interrupt::requested() {
             return Err(BuildError::Interrupted);
         }

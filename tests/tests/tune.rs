@@ -709,3 +709,46 @@ fn a_journal_of_another_build_of_the_kernel_is_not_resumed() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(events(&bench, "bench")[0]["time_us"].as_f64().unwrap(), best, "{bench}");
 }
+
+#[test]
+fn sigterm_to_the_tool_alone_stops_the_harness_build_at_once() {
+    // CI cancelling a job (or `timeout`) signals the tool, not cargo: the tool must stop
+    // cargo rather than wait for a long build to end. A stand-in for cargo whose builds
+    // take a minute (everything else goes to the real cargo).
+    use std::os::unix::fs::PermissionsExt;
+    let dir = neuron_tune_tests::scratch_dir("slow-cargo");
+    let real = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let script = dir.join("cargo");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = build ]; then touch '{}'; exec sleep 60; fi\nexec '{real}' \"$@\"\n",
+            dir.join("building").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let args = tune_args("3", &[]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let child = cli_command(&a)
+        .env("CARGO", &script)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !dir.join("building").exists() {
+        assert!(start.elapsed() < Duration::from_secs(60), "no build started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let start = Instant::now();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(start.elapsed() < Duration::from_secs(20), "waited {:?}: {err}", start.elapsed());
+    assert_eq!(out.status.code(), Some(130), "{err}");
+}
