@@ -75,5 +75,6 @@ pub use view::{Hbm, HbmView, Mem, Pool, Tile, TileView, MAX_FREE_DIMS, MAX_HBM_D
 /// VectorE/ScalarE fixed cycles, TensorE transposes priced and counted as matmuls; model5: a
 /// DMA engine serves its queues round-robin, docs/dma.md; model6: a transfer's rows go to the
 /// engines owning their partitions, 8 each, and chunks of unequal size are not pooled; the
-/// bf16 performance mode needs only the innermost dimension contiguous).
+/// bf16 performance mode needs only the innermost dimension contiguous; a contiguous
+/// HBM-to-HBM copy takes a descriptor per engine block, not per row).
 pub const SIM_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+model6");

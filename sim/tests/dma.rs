@@ -485,3 +485,37 @@ fn a_transfer_s_rows_go_to_the_engines_owning_their_partitions() {
         );
     }
 }
+
+/// HBM to HBM with both sides contiguous: an engine's block of up to 8 consecutive rows is
+/// one contiguous run on both sides, so one descriptor (split at `max_descriptor_bytes`),
+/// not one per row (dma.md §1). A strided side keeps one per row.
+#[test]
+fn a_contiguous_hbm_to_hbm_copy_takes_a_descriptor_per_engine_block() {
+    let chip = Chip::trn2();
+    let d = &chip.dma;
+    // (shape, descriptors, rows on the busiest engine, its descriptors)
+    for (shape, descriptors, rows, busiest_desc) in [
+        (vec![4096u64], 512u64, 256u64, 32u64),
+        (vec![16, 1024], 2, 8, 1),
+        (vec![8, 32768], 16, 8, 16),
+    ] {
+        let mut nc = Nc::new(chip.clone(), ExecMode::TIMING);
+        let a = nc.hbm_input("a", Dtype::F32, &shape, &[]).unwrap();
+        let b = nc.hbm("b", Dtype::F32, &shape).unwrap();
+        nc.dma(b, a).unwrap();
+        let p = nc.profile();
+        assert_eq!(p.dma_descriptor_count, descriptors, "{shape:?}");
+        let row_bytes = 4 * shape[1..].iter().product::<u64>();
+        let engine_ns =
+            busiest_desc as f64 * d.descriptor_ns + (rows * row_bytes) as f64 / d.engine_gbps;
+        let want = d.fixed_ns + engine_ns;
+        let ns = (p.total_time_us - p.launch_overhead_us) * 1e3;
+        assert!((ns / want - 1.0).abs() < 0.005, "{shape:?}: {ns:.1} ns, the rule gives {want:.1}");
+    }
+    // Every other column of the source: one run per element, one descriptor each.
+    let mut nc = Nc::new(chip.clone(), ExecMode::TIMING);
+    let a = nc.hbm_input("a", Dtype::F32, &[16, 2048], &[]).unwrap();
+    let b = nc.hbm("b", Dtype::F32, &[16, 1024]).unwrap();
+    nc.dma(b, a.view().split(1, 2).index(2, 0)).unwrap();
+    assert_eq!(nc.profile().dma_descriptor_count, 16 * 1024);
+}

@@ -129,7 +129,33 @@ impl Nc {
         let run_bytes = run * elem;
         let per_run = run_bytes.div_ceil(self.chip.dma.max_descriptor_bytes).max(1);
         let desc_pp = df.div_ceil(run) * per_run;
-        self.stats.dma_descriptors += desc_pp * dp;
+        // HBM to HBM with both sides contiguous throughout: consecutive rows are one run, so
+        // each engine's block of rows (up to 8, dma.md §1) is one run, not one per row.
+        let contiguous = |a: &Access| match a {
+            Access::Hbm(v) => v.dims.contiguous_run() == v.dims.elems(),
+            Access::Tile(_) => false,
+        };
+        let flat = hbm_sides == 2 && contiguous(&src) && contiguous(&dst);
+        let max_desc = self.chip.dma.max_descriptor_bytes;
+        let block_descriptors = |rows: u64| {
+            if flat {
+                (rows * bytes_pp).div_ceil(max_desc).max(1)
+            } else {
+                rows * desc_pp
+            }
+        };
+        self.stats.dma_descriptors += if flat {
+            let ppe = self.chip.dma.partitions_per_engine as u64;
+            let (mut p, end, mut n) = (0, dp, 0);
+            while p < end {
+                let next = ((p / ppe + 1) * ppe).min(end);
+                n += block_descriptors(next - p);
+                p = next;
+            }
+            n
+        } else {
+            desc_pp * dp
+        };
         let Some(_) = &self.timing else { return Ok(()) };
         let queues = self.chip.dma.engines as u64;
         let ppe = self.chip.dma.partitions_per_engine as u64;
@@ -163,12 +189,13 @@ impl Nc {
                 chunks.push(DmaChunk {
                     queue: 4 + ((first + g) & (queues - 1)) as usize,
                     engine_queue,
-                    descriptors: ppe * desc_pp,
+                    descriptors: block_descriptors(ppe),
                     bytes: ppe * bytes_pp,
                 });
             }
         } else {
             let mut rows_of = [0u64; 64];
+            let mut descriptors_of = [0u64; 64];
             let mut order = [0u8; 64];
             let mut used = 0;
             let (mut p, end) = (p_base, p_base + dp);
@@ -186,6 +213,7 @@ impl Nc {
                     used += 1;
                 }
                 rows_of[e] += next - p;
+                descriptors_of[e] += block_descriptors(next - p);
                 p = next;
             }
             if used == 0 {
@@ -198,7 +226,7 @@ impl Nc {
                 chunks.push(DmaChunk {
                     queue: 4 + e as usize,
                     engine_queue,
-                    descriptors: rows * desc_pp,
+                    descriptors: descriptors_of[e as usize],
                     bytes: rows * bytes_pp,
                 });
             }
