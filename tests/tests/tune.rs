@@ -752,3 +752,33 @@ fn sigterm_to_the_tool_alone_stops_the_harness_build_at_once() {
     assert!(start.elapsed() < Duration::from_secs(20), "waited {:?}: {err}", start.elapsed());
     assert_eq!(out.status.code(), Some(130), "{err}");
 }
+
+#[test]
+fn what_kernel_code_prints_during_a_search_reaches_the_user() {
+    // The `noisy` kernel's body prints on stdout and stderr; as in `bench`, each print comes
+    // back as an `output` event of its variant (and never as a protocol line).
+    let manifest = broken_manifest("noisy");
+    let (code, out, err) = cli(&[
+        "tune",
+        "--kernel",
+        "noisy",
+        "--budget",
+        "4",
+        "--seed",
+        "11",
+        "--manifest-path",
+        &manifest,
+        "--message-format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // (`list` at start-up has its own, of the validity rule: not of a variant.)
+    let outputs: Vec<Value> =
+        events(&out, "output").into_iter().filter(|e| e["kernel"] == "noisy").collect();
+    assert!(!outputs.is_empty(), "{out}");
+    assert!(outputs.iter().all(|e| !e["params"].as_object().unwrap().is_empty()), "{out}");
+    assert!(
+        outputs.iter().any(|e| e["text"].as_str().unwrap().contains("body on stderr")),
+        "{out}"
+    );
+}

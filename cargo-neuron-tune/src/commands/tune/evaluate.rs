@@ -140,6 +140,10 @@ pub(super) fn evaluate_batch(
         RequestBody::Trace(variant_ref(&variant(job, p), job.chip))
     };
     stream(pool, items, first, |(n, params, hash), answer| {
+        // What the kernel printed while traced or simulated reaches the user, as in `bench`.
+        job.bar.suspend(|| {
+            crate::output::show_output(job.out, job.kernel, job.shape_name, &params, &answer.output)
+        });
         let e = match (hash, answer.answer) {
             (_, Err(e)) => {
                 Entry { error: Some(e.to_string()), ..entry(n, &params, "invalid", None, None) }

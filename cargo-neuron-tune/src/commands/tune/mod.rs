@@ -451,6 +451,7 @@ pub fn run(
             seed,
             opts,
             bar: &bar,
+            out: &ctx.out,
             goal,
             key_shapes: &t.key_shapes,
         };
@@ -792,6 +793,8 @@ struct Job<'a> {
     opts: &'a SearchOpts,
     /// Progress over every evaluation of the run (hidden off a terminal and in JSON mode).
     bar: &'a indicatif::ProgressBar,
+    /// Where what kernel code prints goes (`output` events), as `bench` shows it.
+    out: &'a crate::output::Reporter,
     goal: &'a GoalOpts,
     key_shapes: &'a [(String, Shape)],
 }
