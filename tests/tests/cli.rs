@@ -192,6 +192,33 @@ fn profile_writes_a_perfetto_trace_and_names_a_dma_bound_gemm() {
 }
 
 #[test]
+fn bench_names_the_fastest_of_every_kernel_once_variants_are_compared() {
+    // `triple` has one variant, `double` two: both are in the "fastest" list (the only
+    // variant is its kernel's fastest); a bench of one variant per kernel compares nothing
+    // and lists nothing.
+    let dir = neuron_tune_tests::two_kernel_crate("bench-single", 3.0);
+    let manifest = dir.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let i = text.find("[package.metadata.neuron-tune.kernels.triple]").unwrap();
+    let (head, tail) = text.split_at(i);
+    let tail = tail.replacen("space = { bufs = [1, 2] }", "space = { bufs = [2] }", 1);
+    std::fs::write(&manifest, format!("{head}{tail}")).unwrap();
+    let m = manifest.to_str().unwrap();
+    let (code, out, err) = cli_json(&["bench", "--manifest-path", m, "--all-variants"]);
+    assert_eq!(code, 0, "{err}");
+    let mut best: Vec<(String, u64)> = events(&out, "best")
+        .iter()
+        .map(|e| (e["kernel"].as_str().unwrap().into(), e["evaluations"].as_u64().unwrap()))
+        .collect();
+    best.sort();
+    assert_eq!(best, [("double".to_string(), 2), ("triple".to_string(), 1)], "{out}");
+    let (code, out, err) = cli_json(&["bench", "--manifest-path", m]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(events(&out, "bench").len(), 2, "{out}");
+    assert!(events(&out, "best").is_empty(), "{out}");
+}
+
+#[test]
 fn bench_names_the_default_as_fastest_when_it_ties() {
     // `double`'s space lists bufs 3 before the default 2: at 256 rows (two row tiles) both
     // overlap every load with the previous tile's work, so they tie, and grid order alone

@@ -184,6 +184,8 @@ fn print_table(out: &Reporter, rows: &[(usize, Variant, Measured)]) {
 }
 
 /// Per kernel and shape: the fastest variant benchmarked and its gain over the default.
+/// Nothing when no kernel had two variants to compare (a bench of one variant each); else
+/// every kernel and shape, one with a single valid variant too (it is that shape's fastest).
 fn print_best(
     out: &Reporter,
     chip: &str,
@@ -193,13 +195,13 @@ fn print_best(
     let mut keys: Vec<(&str, &str)> =
         rows.iter().map(|(_, v, _)| (v.kernel.as_str(), v.shape_name.as_str())).collect();
     keys.dedup();
+    if keys.len() == rows.len() {
+        return;
+    }
     let mut header = false;
     for (k, s) in keys {
         let group: Vec<_> =
             rows.iter().filter(|(_, v, _)| v.kernel == k && v.shape_name == s).collect();
-        if group.len() < 2 {
-            continue;
-        }
         if !header {
             out.result("\n  fastest variant per kernel and shape:");
             header = true;
@@ -219,6 +221,9 @@ fn print_best(
             })
             .expect("non-empty");
         let gain = default.map_or(String::new(), |d| {
+            if group.len() == 1 {
+                return "  (the only valid variant)".to_string();
+            }
             if std::ptr::eq(*d, best) {
                 return "  (the default; nothing is faster)".to_string();
             }
@@ -238,10 +243,10 @@ fn print_best(
             evaluations: group.len(),
         });
         out.result(format!(
-            "  {k:<16} {s:<14} {:>9.1} µs  {}{gain}  ({} variants)",
+            "  {k:<16} {s:<14} {:>9.1} µs  {}{gain}  ({})",
             best.2.bench.time_us,
             best.1.params,
-            group.len()
+            crate::convergence::count(group.len(), "variant")
         ));
     }
 }

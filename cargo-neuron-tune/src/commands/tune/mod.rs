@@ -399,7 +399,8 @@ pub fn run(
     let mut fresh: Vec<neuron_tune_protocol::TunedEntry> = Vec::new();
     // The tuned databases written, with how many of this run's records each got and the
     // file's bytes before this run's first save (to say when it did not change).
-    let mut written: Vec<(std::path::PathBuf, usize, Option<Vec<u8>>)> = Vec::new();
+    // (path, this run's records, of which records kept (measured again), bytes before)
+    let mut written: Vec<(std::path::PathBuf, usize, usize, Option<Vec<u8>>)> = Vec::new();
     // Only the crates with something to tune: a binary is tens of MiB.
     let harness_hashes = (0..ws.crates.len())
         .map(|i| {
@@ -589,24 +590,41 @@ pub fn run(
         };
         fresh.push(record.entry());
         db.record(record);
-        let before = match written.iter().any(|(p, _, _)| p.as_path() == db.path()) {
+        let before = match written.iter().any(|(p, _, _, _)| p.as_path() == db.path()) {
             true => None,
             false => std::fs::read(db.path()).ok(),
         };
         // Saved after every kernel: an interrupted run keeps the winners it found.
         let path = db.save()?;
-        match written.iter_mut().find(|(p, _, _)| *p == path) {
-            Some((_, n, _)) => *n += 1,
-            None => written.push((path, 1, before)),
+        let was_kept = result.record.is_some() as usize;
+        match written.iter_mut().find(|(p, _, _, _)| *p == path) {
+            Some((_, n, kept, _)) => (*n, *kept) = (*n + 1, *kept + was_kept),
+            None => written.push((path, 1, was_kept, before)),
         }
     }
     bar.finish_and_clear();
-    for (path, n, before) in &written {
-        let n = conv::count(*n, "record");
+    for (path, n, kept, before) in &written {
+        let records = conv::count(*n, "record");
         if before.is_some() && *before == std::fs::read(path).ok() {
-            out.status(format!("   {} unchanged (this run's {n} already there)", path.display()));
+            out.status(format!(
+                "   {} unchanged (this run's {records} already there)",
+                path.display()
+            ));
+        } else if kept == n {
+            // Every record kept: written again with their times and programs as measured
+            // today, no new winner.
+            out.status(format!(
+                "   Wrote {} ({records} kept, measured again: no new winner)",
+                path.display()
+            ));
+        } else if *kept > 0 {
+            out.status(format!(
+                "   Wrote {} ({records} of this run: {} new, {kept} kept and measured again)",
+                path.display(),
+                n - kept
+            ));
         } else {
-            out.status(format!("   Wrote {} ({n} of this run)", path.display()));
+            out.status(format!("   Wrote {} ({records} of this run)", path.display()));
         }
     }
     if !table.is_empty() {
