@@ -125,7 +125,7 @@ pub fn save(
     }
     b.save()?;
     show_entries(out, &b);
-    // The summary is the last event (docs/formats.md).
+    // The summary is the last event (docs/json-events.md).
     out.event(&summary);
     out.status(format!("   Wrote {} ({} entries)", b.path().display(), b.entries().len()));
     Ok(Exit::Ok)

@@ -51,12 +51,11 @@ pub fn run(
                     rows.push((offset + o.index, o.variant, m));
                 }
                 Err(e) => {
-                    if e.kind.is_invalid_variant() {
+                    if bar.suspend(|| report_failure(out, &o.variant, &chip.name, &e)) {
                         invalid += 1;
                     } else {
                         crashed += 1;
                     }
-                    bar.suspend(|| report_failure(out, &o.variant, &chip.name, &e));
                 }
             }
         })?;

@@ -47,12 +47,11 @@ pub fn run(cargo: &CargoFlags, s: &Selection, ctx: &Ctx) -> Result<Exit, Failure
                     ));
                 }
                 Err(e) => {
-                    if e.kind.is_invalid_variant() {
+                    if report_failure(out, &v, &chip.name, &e) {
                         invalid += 1;
                     } else {
                         crashed += 1;
                     }
-                    report_failure(out, &v, &chip.name, &e)
                 }
             }
         })?;

@@ -103,12 +103,11 @@ pub fn run(
                 }
                 Ok(other) => return Err(unexpected(&other)),
                 Err(e) => {
-                    if e.kind.is_invalid_variant() {
+                    if report_failure(out, &v, &chip.name, &e) {
                         invalid += 1;
                     } else {
                         failed += 1;
                     }
-                    report_failure(out, &v, &chip.name, &e);
                 }
             }
             Ok(Next::Done)

@@ -207,13 +207,14 @@ pub(crate) fn variants_exit(
 }
 
 /// Report a variant that could not run: invalid ones are collected (shown as a count),
-/// others printed at once.
+/// others printed at once. Returns whether it was invalid (refused by a rule, not run)
+/// rather than a fault of its kernel code: the callers count the two apart.
 fn report_failure(
     out: &Reporter,
     v: &crate::select::Variant,
     chip: &str,
     e: &neuron_tune_protocol::ErrorInfo,
-) {
+) -> bool {
     use neuron_tune_protocol::ErrorKind;
     let kind = match &e.kind {
         k if k.is_invalid_variant() => "invalid",
@@ -232,12 +233,14 @@ fn report_failure(
         message: message.clone(),
     });
     let line = format!("  {kind:<8} {} {} at {}: {message}", v.kernel, v.params, v.shape_name);
-    if kind == "invalid" {
+    let invalid = kind == "invalid";
+    if invalid {
         out.invalid(line);
     } else {
         // A panic in a kernel's body usually repeats in every variant: once, then a count.
         out.once(&format!("{kind}: {message}"), line);
     }
+    invalid
 }
 
 /// A seed from the clock, for commands run without `--seed` (always printed).

@@ -144,21 +144,15 @@ impl Nc {
                 rows * desc_pp
             }
         };
+        let queues = self.chip.dma.engines as u64;
+        let ppe = self.chip.dma.partitions_per_engine as u64;
         self.stats.dma_descriptors += if flat {
-            let ppe = self.chip.dma.partitions_per_engine as u64;
-            let (mut p, end, mut n) = (0, dp, 0);
-            while p < end {
-                let next = ((p / ppe + 1) * ppe).min(end);
-                n += block_descriptors(next - p);
-                p = next;
-            }
-            n
+            // (An HBM-to-HBM copy's rows start at engine 0.)
+            engine_blocks(0, dp, ppe, queues).map(|(_, rows)| block_descriptors(rows)).sum()
         } else {
             desc_pp * dp
         };
         let Some(_) = &self.timing else { return Ok(()) };
-        let queues = self.chip.dma.engines as u64;
-        let ppe = self.chip.dma.partitions_per_engine as u64;
         let p_base = match (&dst, &src) {
             (Access::Tile(v), _) | (_, Access::Tile(v)) => v.p0 as u64,
             _ => 0,
@@ -174,10 +168,9 @@ impl Nc {
         };
         let mut chunks = std::mem::take(&mut self.dma_chunks);
         chunks.clear();
-        // Engine e moves partitions 8e..8e + 8 (dma.md §1; rows past the last engine's, of
-        // an HBM view with more rows than partitions, wrap around): each engine the rows
-        // touch gets one chunk of all its rows, the chunks in the order of their first row.
-        // A transfer of 12 rows from partition 0 is 8 rows on engine 0 and 4 on engine 1.
+        // Each engine the rows touch ([`engine_blocks`]) gets one chunk of all its rows, the
+        // chunks in the order of their first row: 12 rows from partition 0 are 8 rows on
+        // engine 0 and 4 on engine 1.
         let pow2 = ppe.is_power_of_two() && queues.is_power_of_two();
         let ppe_shift = ppe.trailing_zeros();
         let groups = dp / ppe;
@@ -198,23 +191,13 @@ impl Nc {
             let mut descriptors_of = [0u64; 64];
             let mut order = [0u8; 64];
             let mut used = 0;
-            let (mut p, end) = (p_base, p_base + dp);
-            while p < end {
-                let (group, next) = if pow2 {
-                    let g = p >> ppe_shift;
-                    (g & (queues - 1), ((g + 1) << ppe_shift).min(end))
-                } else {
-                    let g = p / ppe;
-                    (g % queues, ((g + 1) * ppe).min(end))
-                };
-                let e = group as usize;
+            for (e, rows) in engine_blocks(p_base, dp, ppe, queues) {
                 if rows_of[e] == 0 {
                     order[used] = e as u8;
                     used += 1;
                 }
-                rows_of[e] += next - p;
-                descriptors_of[e] += block_descriptors(next - p);
-                p = next;
+                rows_of[e] += rows;
+                descriptors_of[e] += block_descriptors(rows);
             }
             if used == 0 {
                 // No rows: one empty chunk on the first row's engine (its fixed cost only).
@@ -298,4 +281,27 @@ fn shift_dims(d: &Dims<MAX_HBM_DIMS>) -> [(i64, u64); MAX_HBM_DIMS] {
         out[..n - 1].copy_from_slice(&d.as_slice()[1..]);
     }
     out
+}
+
+/// The blocks of consecutive rows `p_base .. p_base + dp` that one DMA engine moves, as
+/// (engine, rows), in row order: engine `e` owns partitions `e·ppe … e·ppe + ppe − 1`, and
+/// rows past the last engine's wrap around (dma.md §1). The one place that walks them, for
+/// a transfer's chunks and for a flat HBM-to-HBM copy's descriptor count.
+fn engine_blocks(
+    p_base: u64,
+    dp: u64,
+    ppe: u64,
+    engines: u64,
+) -> impl Iterator<Item = (usize, u64)> {
+    let end = p_base + dp;
+    let mut p = p_base;
+    std::iter::from_fn(move || {
+        (p < end).then(|| {
+            let group = p / ppe;
+            let next = ((group + 1) * ppe).min(end);
+            let block = ((group % engines) as usize, next - p);
+            p = next;
+            block
+        })
+    })
 }

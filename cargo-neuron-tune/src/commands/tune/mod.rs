@@ -397,10 +397,7 @@ pub fn run(
         vec![Vec::new(); targets.len()]
     };
     let mut fresh: Vec<neuron_tune_protocol::TunedEntry> = Vec::new();
-    // The tuned databases written, with how many of this run's records each got and the
-    // file's bytes before this run's first save (to say when it did not change).
-    // (path, this run's records, of which records kept (measured again), bytes before)
-    let mut written: Vec<(std::path::PathBuf, usize, usize, Option<Vec<u8>>)> = Vec::new();
+    let mut written: Vec<Written> = Vec::new();
     // Only the crates with something to tune: a binary is tens of MiB.
     let harness_hashes = (0..ws.crates.len())
         .map(|i| {
@@ -590,56 +587,30 @@ pub fn run(
         };
         fresh.push(record.entry());
         db.record(record);
-        let before = match written.iter().any(|(p, _, _, _)| p.as_path() == db.path()) {
+        let before = match written.iter().any(|w| w.path.as_path() == db.path()) {
             true => None,
             false => std::fs::read(db.path()).ok(),
         };
         // Saved after every kernel: an interrupted run keeps the winners it found.
         let path = db.save()?;
-        let was_kept = result.record.is_some() as usize;
-        match written.iter_mut().find(|(p, _, _, _)| *p == path) {
-            Some((_, n, kept, _)) => (*n, *kept) = (*n + 1, *kept + was_kept),
-            None => written.push((path, 1, was_kept, before)),
+        let kept = usize::from(result.record.is_some());
+        match written.iter_mut().find(|w| w.path == path) {
+            Some(w) => (w.records, w.kept) = (w.records + 1, w.kept + kept),
+            None => written.push(Written { path, records: 1, kept, before }),
         }
     }
     bar.finish_and_clear();
-    for (path, n, kept, before) in &written {
-        let records = conv::count(*n, "record");
-        if before.is_some() && *before == std::fs::read(path).ok() {
-            out.status(format!(
-                "   {} unchanged (this run's {records} already there)",
-                path.display()
-            ));
-        } else if kept == n {
-            // Every record kept: written again with their times and programs as measured
-            // today, no new winner.
-            out.status(format!(
-                "   Wrote {} ({records} kept, measured again: no new winner)",
-                path.display()
-            ));
-        } else if *kept > 0 {
-            out.status(format!(
-                "   Wrote {} ({records} of this run: {} new, {kept} kept and measured again)",
-                path.display(),
-                n - kept
-            ));
-        } else {
-            out.status(format!("   Wrote {} ({records} of this run)", path.display()));
-        }
+    for w in &written {
+        out.status(w.line());
     }
     if !table.is_empty() {
         out.result("");
         out.table(&table, "  ");
     }
     // Judged once over the run: charged to each target, a cold build made every one "slow".
-    // Wall-clock figures: on stderr, as the per-target `slow` ones (stdout stays the same
-    // from run to run).
     if let Some(d) = conv::slow_build(&run_spent, targets.len()) {
-        // Wall-clock figures: status, as the per-kernel `slow` ones (the event keeps them).
-        out.status(format!("  this run ({}):", conv::count(targets.len(), "kernel shape")));
-        for line in conv::diagnosis_lines(&d) {
-            out.status(format!("    {line}"));
-        }
+        let whom = format!("this run ({})", conv::count(targets.len(), "kernel shape"));
+        report::wall_clock_diagnosis(&out, &whom, &d);
         out.event(&Event::RunDiagnosis { diagnosis: d });
     }
     over_fitting(&mut ws, &targets, &winners, &chip, &out)?;
@@ -815,6 +786,37 @@ struct Job<'a> {
     out: &'a crate::output::Reporter,
     goal: &'a GoalOpts,
     key_shapes: &'a [(String, Shape)],
+}
+
+/// A tuned database this run wrote: how many of the run's records went into it, how many
+/// of those were records kept (faster than the run's best, measured again today), and
+/// its bytes before the run's first save (to say when it did not change).
+struct Written {
+    path: std::path::PathBuf,
+    records: usize,
+    kept: usize,
+    before: Option<Vec<u8>>,
+}
+
+impl Written {
+    /// The status line saying what the run did to the file.
+    fn line(&self) -> String {
+        let (path, records) = (self.path.display(), conv::count(self.records, "record"));
+        if self.before.is_some() && self.before == std::fs::read(&self.path).ok() {
+            format!("   {path} unchanged (this run's {records} already there)")
+        } else if self.kept == self.records {
+            // Written again with their times and programs as measured today.
+            format!("   Wrote {path} ({records} kept, measured again: no new winner)")
+        } else if self.kept > 0 {
+            let new = self.records - self.kept;
+            format!(
+                "   Wrote {path} ({records} of this run: {new} new, {} kept and measured again)",
+                self.kept
+            )
+        } else {
+            format!("   Wrote {path} ({records} of this run)")
+        }
+    }
 }
 
 #[derive(Clone)]

@@ -228,13 +228,8 @@ pub(super) fn report(
         out.result(format!("    {}", r.line()));
     }
     for d in &diagnoses {
-        // Wall-clock figures differ from run to run: status on stderr, so that the results
-        // on stdout are the same every time (the JSON event keeps them all).
         if d.rule == "slow" {
-            out.status(format!("  {} {label}:", k.name));
-            for line in conv::diagnosis_lines(d) {
-                out.status(format!("    {line}"));
-            }
+            wall_clock_diagnosis(out, &format!("{} {label}", k.name), d);
             continue;
         }
         for line in conv::diagnosis_lines(d) {
@@ -263,5 +258,15 @@ pub(super) fn report(
             ]);
         }
         out.table(&table, "    ");
+    }
+}
+
+/// A diagnosis built on wall-clock figures (`slow`), which differ from run to run: status
+/// on stderr, so that the results on stdout are the same every time (the JSON event keeps
+/// it whole).
+pub(super) fn wall_clock_diagnosis(out: &crate::output::Reporter, whom: &str, d: &conv::Diagnosis) {
+    out.status(format!("  {whom}:"));
+    for line in conv::diagnosis_lines(d) {
+        out.status(format!("    {line}"));
     }
 }

@@ -36,46 +36,40 @@ pub(super) fn tune_one(
     // A journal is resumed only by a run of its own problem (its name says which; the meta
     // file is checked in case a file was renamed or copied).
     let meta = if job.opts.resume { read_meta_checked(&journal_path) } else { Ok(None) };
-    let foreign = match &meta {
-        Ok(meta) => meta.as_ref().is_some_and(|m| {
-            m.kernel != job.kernel || m.dims != *job.shape || m.chip.name != job.chip.name
-        }),
-        // What the journal is about cannot be told: it is not resumed.
-        Err(why) => {
-            ctx.out.note(format!(
-                "warning: {}: not used ({why}); its journal is not resumed (this run starts \
-                 afresh and replaces it)",
-                meta_path(&journal_path).display()
-            ));
-            true
+    // Why the journal is not resumed, if it is not (the run then starts afresh and replaces
+    // it): another problem's journal, one whose meta cannot be read, or one measured by
+    // another build of the kernel crate or simulator, whose times may not be this build's
+    // (the kernel was edited since; unchanged programs' results are still in the store).
+    let refused = match &meta {
+        Err(why) => Some(format!(
+            "{}: not used ({why}); its journal is not resumed",
+            meta_path(&journal_path).display()
+        )),
+        Ok(Some(m))
+            if m.kernel != job.kernel || m.dims != *job.shape || m.chip.name != job.chip.name =>
+        {
+            Some(format!(
+                "{}: a journal of another kernel, shape or chip; not resumed",
+                journal_path.display()
+            ))
         }
+        Ok(Some(m))
+            if m.sim_version != job.sim_version
+                || m.harness_hash.as_deref().is_some_and(|h| h != job.harness_hash) =>
+        {
+            Some(format!(
+                "{}: written by another build of the kernel crate or the simulator (its times \
+                 may be stale); not resumed, and variants whose program did not change come \
+                 from the store",
+                journal_path.display()
+            ))
+        }
+        Ok(_) => None,
     };
-    if foreign && meta.is_ok() {
-        ctx.out.note(format!(
-            "warning: {}: a journal of another kernel, shape or chip; not resumed (this run \
-             starts afresh and replaces it)",
-            journal_path.display()
-        ));
+    if let Some(why) = &refused {
+        ctx.out.note(format!("warning: {why} (this run starts afresh and replaces it)"));
     }
-    // Times measured by another build of the kernel crate, or another simulator, may not
-    // be this build's (the kernel was edited since): never replayed as if they were.
-    // Unchanged programs' results are in the store, so starting afresh re-simulates only
-    // what changed.
-    let other_build = !foreign
-        && meta.as_ref().ok().and_then(Option::as_ref).is_some_and(|m| {
-            m.sim_version != job.sim_version
-                || m.harness_hash.as_deref().is_some_and(|h| h != job.harness_hash)
-        });
-    if other_build {
-        ctx.out.note(format!(
-            "warning: {}: written by another build of the kernel crate or the simulator (its \
-             times may be stale); not resumed: this run starts afresh, and variants whose \
-             program did not change come from the store",
-            journal_path.display()
-        ));
-    }
-    let foreign = foreign || other_build;
-    let journaled = if job.opts.resume && !foreign {
+    let journaled = if job.opts.resume && refused.is_none() {
         let read = crate::store::read_journal(&journal_path)
             .map_err(|e| fail(Exit::Internal, format!("{e:#}")))?;
         // An untrusted line is never used: its evaluation is made again.
