@@ -341,6 +341,24 @@ fn every_fault_exits_with_its_code_says_why_and_keeps_what_was_stored() {
         None => eprintln!("SKIPPED the full-disk case: mounting a tmpfs needs root"),
     }
 
+    // A store whose lock cannot be opened for writing (here a directory stands where the
+    // lock file goes; a read-only target directory fails the same call) is a file that
+    // could not be written: exit 1, as the full disk above, not a configuration error.
+    let lock = test_target_dir().join("neuron-tune/lock");
+    std::fs::remove_file(&lock).unwrap();
+    std::fs::create_dir(&lock).unwrap();
+    case(
+        "a store lock that cannot be opened",
+        &double,
+        &[],
+        1,
+        &[&format!("opening {}", lock.display())],
+        &BTreeMap::new(),
+    );
+    std::fs::remove_dir(&lock).unwrap();
+    assert_kept("a store lock that cannot be opened", &seed);
+    kinds += 1;
+
     // A tuned database and a journal, made by a real run, then damaged.
     let mine = two_kernel_crate("faults-tuned", 3.0).join("Cargo.toml");
     let mine = mine.to_str().unwrap();

@@ -171,14 +171,17 @@ pub(crate) fn open_store(
     target: &std::path::Path,
     out: &Reporter,
 ) -> Result<crate::store::Store, Failure> {
-    Ok(crate::store::Store::open(target, |lock, holder| {
+    crate::store::Store::open(target, |lock, holder| {
         let who = if holder.is_empty() {
             "another cargo neuron-tune run".into()
         } else {
             holder.to_string()
         };
         out.note(format!("    Blocking waiting for {who} (lock {})", lock.display()))
-    })?)
+    })
+    // A store that cannot be created or locked (a read-only target directory) is a file
+    // that could not be written, exit 1, as a failed write into the store is.
+    .map_err(|e| Failure::new(Exit::Internal, format!("{e:#}")))
 }
 
 /// The exit code of a command that ran variants (`build`, `bench`): kernel code that
