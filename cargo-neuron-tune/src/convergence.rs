@@ -515,15 +515,16 @@ mod tests {
 
     #[test]
     fn figures_of_a_hand_made_curve() {
-        // 10 evaluations: best 100 → 50 at eval 3 → 48 at eval 8. Final 48; 95 % of its
-        // speed is a time ≤ 48 / 0.95 = 50.53, first reached at eval 3.
+        // 10 evaluations: best 100 → 50 at eval 3 → 49 at eval 7 → 48 at eval 8. Final 48;
+        // 95 % of its speed is a time ≤ 48 / 0.95 = 50.53, first reached at eval 3.
         let c: Vec<Option<f64>> = [None, Some(100.0), Some(50.0), Some(50.0), Some(50.0)]
             .into_iter()
-            .chain([Some(50.0), Some(50.0), Some(48.0), Some(48.0), Some(48.0)])
+            .chain([Some(50.0), Some(49.0), Some(48.0), Some(48.0), Some(48.0)])
             .collect();
         let a = analyze(&c, 2, 1);
         assert_eq!(a.evaluations_to_95, Some(3));
-        // Window 4: the best before it (eval 6) was 50, now 48: fell 4 %.
+        // Window max(⌈10 / 5⌉, 4) = 4, evals 7–10: the best before it (eval 6) was 50, now
+        // 48: fell 4 % (from eval 7's 49, one too late, it would be 2.04 %).
         assert_eq!(a.window, 4);
         assert!((a.improvement_in_window.unwrap() - 0.04).abs() < 1e-12);
         assert_eq!((a.pruned_fraction, a.invalid_fraction), (0.2, 0.1));
@@ -543,6 +544,7 @@ mod tests {
         assert_eq!(not_converged(&a, 10, true, T), None);
         // Flat over the window: converged.
         let mut flat = c.clone();
+        flat[6] = Some(50.0);
         flat[7] = Some(50.0);
         flat[8] = Some(50.0);
         flat[9] = Some(50.0);
@@ -717,7 +719,8 @@ mod tests {
             let a = analyze(&curve, pruned, n - pruned);
             prop_assert_eq!(a.pruned_fraction, pruned as f64 / n as f64);
             prop_assert!((a.pruned_fraction + a.invalid_fraction - 1.0).abs() < 1e-12);
-            prop_assert_eq!(a.window, window(n));
+            // "The last N evaluations": a fifth of the run, rounded up, at least 4, at most all.
+            prop_assert_eq!(a.window, n.div_ceil(5).clamp(4.min(n), n));
             match best {
                 None => prop_assert_eq!(a.evaluations_to_95, None),
                 Some(f) => {
@@ -731,6 +734,16 @@ mod tests {
             }
             if let Some(i) = a.improvement_in_window {
                 prop_assert!((0.0..1.0).contains(&i), "{}", i);
+            }
+            // The improvement is measured from the best just before the window's first
+            // evaluation to the last best.
+            let w = a.window;
+            match (n > w).then(|| curve[n - w - 1]).flatten() {
+                Some(before) => {
+                    let want = (before - best.unwrap()) / before;
+                    prop_assert!((a.improvement_in_window.unwrap() - want).abs() < 1e-12);
+                }
+                None => prop_assert_eq!(a.improvement_in_window, None),
             }
         }
     }

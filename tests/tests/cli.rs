@@ -103,10 +103,22 @@ fn a_second_bench_simulates_nothing_and_reports_the_same_cycles() {
         assert!(x["cycles"].as_u64().unwrap() > 0);
         assert_eq!(y["cached"], true);
     }
-    // The fastest variant per kernel is named with its chip, as every variant's event is.
+    // The fastest variant per kernel is named with its chip, as every variant's event is,
+    // and is the fastest of that kernel's measured variants: its time is their minimum and
+    // it is one of them, with that time. `evaluations` counts them.
     let best = events(&second, "best");
     assert_eq!(best.len(), 3, "{second}");
     assert!(best.iter().all(|e| e["chip"] == "trn2"), "{second}");
+    for e in &best {
+        let mine: Vec<&Value> = b.iter().filter(|v| v["kernel"] == e["kernel"]).collect();
+        let fastest = mine.iter().filter_map(|v| v["time_us"].as_f64()).fold(f64::MAX, f64::min);
+        assert_eq!(e["best_time"].as_f64(), Some(fastest), "{e}");
+        assert!(
+            mine.iter().any(|v| v["params"] == e["best_params"] && v["time_us"] == e["best_time"]),
+            "{e}"
+        );
+        assert_eq!(e["evaluations"].as_u64(), Some(mine.len() as u64), "{e}");
+    }
     let summary = &events(&second, "summary")[0];
     assert_eq!(summary["simulated"], 0);
     assert_eq!(summary["cached"].as_u64().unwrap() as usize, b.len());

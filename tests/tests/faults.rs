@@ -344,9 +344,18 @@ fn every_fault_exits_with_its_code_says_why_and_keeps_what_was_stored() {
     // A store whose lock cannot be opened for writing (here a directory stands where the
     // lock file goes; a read-only target directory fails the same call) is a file that
     // could not be written: exit 1, as the full disk above, not a configuration error.
+    // The directory goes when the guard does, even if the case fails: every other test
+    // shares this store.
+    struct LockIsADirectory(PathBuf);
+    impl Drop for LockIsADirectory {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir(&self.0);
+        }
+    }
     let lock = test_target_dir().join("neuron-tune/lock");
     std::fs::remove_file(&lock).unwrap();
     std::fs::create_dir(&lock).unwrap();
+    let guard = LockIsADirectory(lock.clone());
     case(
         "a store lock that cannot be opened",
         &double,
@@ -355,7 +364,7 @@ fn every_fault_exits_with_its_code_says_why_and_keeps_what_was_stored() {
         &[&format!("opening {}", lock.display())],
         &BTreeMap::new(),
     );
-    std::fs::remove_dir(&lock).unwrap();
+    drop(guard);
     assert_kept("a store lock that cannot be opened", &seed);
     kinds += 1;
 
