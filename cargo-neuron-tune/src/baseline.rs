@@ -41,6 +41,11 @@ pub struct BaselineEntry {
     pub model: String,
     pub shape: String,
     pub chip: String,
+    /// The package whose harness defines the model: with `-p` or `--exclude`, an entry of
+    /// a package not selected is out of the selection, not gone from the workspace (absent
+    /// in entries saved before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
     pub tokens_per_s: f64,
     pub total_us: f64,
     pub tokens: f64,
@@ -53,7 +58,7 @@ pub struct BaselineEntry {
 
 impl BaselineEntry {
     /// A measured run as a baseline entry (calls sorted by kernel and shape).
-    pub fn from_run(run: &ModelRun, sim_version: &str) -> BaselineEntry {
+    pub fn from_run(run: &ModelRun, package: &str, sim_version: &str) -> BaselineEntry {
         let mut calls: Vec<BaselineCall> = run
             .calls
             .iter()
@@ -73,6 +78,7 @@ impl BaselineEntry {
             model: run.model.clone(),
             shape: run.shape_name.clone(),
             chip: run.chip.clone(),
+            package: Some(package.into()),
             tokens_per_s: run.tokens_per_s,
             total_us: run.total_us,
             tokens: run.tokens,
@@ -114,6 +120,16 @@ impl BaselineEntry {
                     cached: true,
                 })
                 .collect(),
+        }
+    }
+
+    /// Whether the model's package is among those selected; `None` when the entry does not
+    /// say which package it is.
+    pub fn in_selection(&self, cargo: &crate::cargo::CargoFlags) -> Option<bool> {
+        match &self.package {
+            _ if cargo.selects_every_package() => Some(true),
+            Some(p) => Some(cargo.selects(p)),
+            None => None,
         }
     }
 
@@ -317,9 +333,9 @@ mod tests {
         assert_eq!(e.exit, Exit::Config);
         assert!(e.message.contains("baseline save"), "{}", e.message);
         let mut b = Baseline::load_or_empty(&path).unwrap();
-        b.record(BaselineEntry::from_run(&run("qwen3_naive", "tiny", 31.9), "sim1"));
-        b.record(BaselineEntry::from_run(&run("qwen3", "tiny", 30.0), "sim1"));
-        b.record(BaselineEntry::from_run(&run("qwen3", "tiny", 31.9), "sim1"));
+        b.record(BaselineEntry::from_run(&run("qwen3_naive", "tiny", 31.9), "pkg", "sim1"));
+        b.record(BaselineEntry::from_run(&run("qwen3", "tiny", 30.0), "pkg", "sim1"));
+        b.record(BaselineEntry::from_run(&run("qwen3", "tiny", 31.9), "pkg", "sim1"));
         assert_eq!(b.entries().len(), 2);
         assert_eq!(b.entries()[0].model, "qwen3");
         assert_eq!(b.entries()[0].calls[0].kernel, "add", "calls sorted");
@@ -351,7 +367,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
         let mut b = Baseline::load_or_empty(&path).unwrap();
-        b.record(BaselineEntry::from_run(&run("qwen3", "tiny", 31.9), "sim1"));
+        b.record(BaselineEntry::from_run(&run("qwen3", "tiny", 31.9), "pkg", "sim1"));
         b.save().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         // Someone makes the baseline look slower, so that a regression passes the gate.
@@ -367,7 +383,7 @@ mod tests {
         }
         // `baseline save` gets the damaged entry apart (it repairs it by measuring it again)
         // and keeps the intact ones.
-        b.record(BaselineEntry::from_run(&run("qwen3", "small", 40.0), "sim1"));
+        b.record(BaselineEntry::from_run(&run("qwen3", "small", 40.0), "pkg", "sim1"));
         let text = b.to_toml().unwrap();
         let edited = text.replacen(&tps, "1000.0", 1);
         assert_ne!(text, edited);

@@ -20,7 +20,8 @@ pub struct CargoFlags {
     /// Package(s) with kernels to work on (default: every kernel crate of the workspace).
     #[arg(short = 'p', long = "package", value_name = "SPEC", help_heading = "Cargo options")]
     pub packages: Vec<String>,
-    /// Every package of the workspace (the default when no -p is given).
+    /// Every package of the workspace: the default without -p, and, as in cargo, what is
+    /// selected even when -p is given too.
     #[arg(long, help_heading = "Cargo options")]
     pub workspace: bool,
     /// Packages to leave out of the whole workspace (not with -p, as in cargo).
@@ -36,9 +37,9 @@ pub struct CargoFlags {
     #[arg(long, help_heading = "Cargo options")]
     pub no_default_features: bool,
     /// Build the harness with the release profile (the default).
-    #[arg(long, help_heading = "Cargo options")]
+    #[arg(long, help_heading = "Cargo options", conflicts_with = "profile")]
     pub release: bool,
-    /// Build the harness with this profile.
+    /// Build the harness with this profile [default: release].
     #[arg(long, value_name = "PROFILE-NAME", help_heading = "Cargo options")]
     pub profile: Option<String>,
     /// Directory for all generated artifacts (and the variant store).
@@ -71,6 +72,23 @@ pub struct KernelCrate {
 }
 
 impl CargoFlags {
+    /// Whether every package of the workspace is selected (no -p, or --workspace, and no
+    /// --exclude): only then can a command tell that a model is gone from the workspace
+    /// rather than in a package it was not asked to look at.
+    pub fn selects_every_package(&self) -> bool {
+        (self.packages.is_empty() || self.workspace) && self.exclude.is_empty()
+    }
+
+    /// Whether the package named `name` is selected: every package but the excluded ones
+    /// without -p or with --workspace, else the -p ones.
+    pub fn selects(&self, name: &str) -> bool {
+        if self.packages.is_empty() || self.workspace {
+            !self.exclude.iter().any(|e| e == name)
+        } else {
+            self.packages.iter().any(|p| p == name)
+        }
+    }
+
     fn common_args(&self, cmd: &mut Command) {
         if let Some(p) = &self.manifest_path {
             cmd.arg("--manifest-path").arg(p);
@@ -133,13 +151,8 @@ impl CargoFlags {
         }
         let mut out = Vec::new();
         for pkg in members {
-            let selected = if self.packages.is_empty() {
-                !self.exclude.iter().any(|e| e == pkg.name.as_str())
-            } else {
-                self.packages.iter().any(|p| p == pkg.name.as_str())
-            };
             let Some(nt) = pkg.metadata.get("neuron-tune") else { continue };
-            if !selected {
+            if !self.selects(pkg.name.as_str()) {
                 continue;
             }
             let harness = nt.get("harness").and_then(|h| h.as_str()).with_context(|| {

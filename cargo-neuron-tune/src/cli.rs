@@ -251,8 +251,8 @@ pub enum Command {
     /// tokens/s with the baseline (the committed `neuron-tune.baseline.toml`, or the same
     /// models built from another git revision). Exit 5 on a regression (or, with
     /// --strict, a stale tuned entry); exit 4 when a model could not be evaluated or a
-    /// baselined model or shape is gone from the workspace (4 wins over 5). Writes a
-    /// Markdown summary (to $GITHUB_STEP_SUMMARY when set) and JUnit XML.
+    /// baselined model or shape of a selected package is gone from the workspace (4 wins
+    /// over 5). Writes a Markdown summary (to $GITHUB_STEP_SUMMARY when set) and JUnit XML.
     Gate {
         #[command(flatten)]
         cargo: CargoFlags,
@@ -446,7 +446,8 @@ pub struct GateOpts {
 pub enum BaselineAction {
     /// Evaluate the models end to end (tuned or default kernels) and write their throughput,
     /// per-call times and program hashes into the baseline file; entries of other models,
-    /// shapes or chips are kept.
+    /// shapes or chips are kept, except those of models or shapes gone from the workspace
+    /// (dropped with a note; with -p or --exclude, only those of a selected package).
     Save {
         #[command(flatten)]
         cargo: CargoFlags,
@@ -875,6 +876,29 @@ mod tests {
             Err(ErrorKind::ArgumentConflict)
         );
         assert!(parse(&["bench", "--exclude", "k"]).is_ok());
+        // cargo refuses --release with --profile (which profile would it be?); so do we.
+        assert_eq!(
+            conflict(&["bench", "--release", "--profile", "dev"]),
+            Err(ErrorKind::ArgumentConflict)
+        );
+    }
+
+    /// `--workspace` selects every package, even with -p (cargo's reading); without either,
+    /// every package is selected too; -p alone or --exclude is a partial selection.
+    #[test]
+    fn workspace_selects_every_package_as_in_cargo() {
+        // (every package?, is `k` selected?, is `other` selected?)
+        let flags = |args: &[&str]| {
+            let cli =
+                Cli::try_parse_from(["cargo-neuron-tune", "bench"].iter().chain(args)).unwrap();
+            let Command::Bench { cargo, .. } = cli.command else { panic!("bench") };
+            (cargo.selects_every_package(), cargo.selects("k"), cargo.selects("other"))
+        };
+        assert_eq!(flags(&[]), (true, true, true));
+        assert_eq!(flags(&["--workspace"]), (true, true, true));
+        assert_eq!(flags(&["-p", "k", "--workspace"]), (true, true, true));
+        assert_eq!(flags(&["-p", "k"]), (false, true, false));
+        assert_eq!(flags(&["--exclude", "k"]), (false, false, true));
     }
 
     /// Each command's help lists the flags it acts on and no others: `--all-variants` only

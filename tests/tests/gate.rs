@@ -281,6 +281,41 @@ fn the_gate_fails_a_slower_kernel_naming_it_and_its_models_and_passes_after_the_
     assert!(notes.iter().any(|n| n.starts_with("qwen3_naive at tiny on trn2: in ")), "{notes:?}");
     let md = std::fs::read_to_string(reports(&ws).0).unwrap();
     assert!(notes.iter().all(|n| md.contains(n)), "{md}");
+    // With -p naming the package that defined it (the entry says which), it is gone all
+    // the same.
+    let p = ["-p", "neuron-fixtures-qwen3", "--shape", "tiny"];
+    let mut gate_p = vec!["gate", "--baseline", file.to_str().unwrap()];
+    gate_p.extend_from_slice(&p);
+    let (code, out, err) = run(&ws, &gate_p);
+    assert_eq!(code, 4, "{out}\n{err}");
+    let naive = |out: &str| events(out, "gate").into_iter().find(|m| m["model"] == "qwen3_naive");
+    assert_eq!(naive(&out).expect("judged")["verdict"], "failed", "{out}");
+    // An entry of a package not selected is out of the selection: neither judged nor
+    // dropped. One that does not name its package (saved by an older tool) cannot be told
+    // from either under -p: noted, not judged, kept.
+    let mut save_p = vec!["baseline", "save"];
+    save_p.extend_from_slice(&p);
+    let text = std::fs::read_to_string(&file).unwrap();
+    for (package, said) in
+        [(Some("another-package"), None), (None, Some("not judged: qwen3_naive"))]
+    {
+        let mut b = cargo_neuron_tune::baseline::Baseline::load(&file).unwrap();
+        let mut e = b.find("qwen3_naive", "tiny", "trn2").unwrap().clone();
+        e.package = package.map(String::from);
+        b.record(e);
+        b.save().unwrap();
+        let (code, out, err) = run(&ws, &gate_p);
+        assert_eq!(code, 0, "{package:?}: {out}\n{err}");
+        assert!(naive(&out).is_none(), "{package:?}: {out}");
+        assert_eq!(said.is_some_and(|w| err.contains(w)), said.is_some(), "{package:?}: {err}");
+        let (code, _, err) = run(&ws, &save_p);
+        assert_eq!(code, 0, "{err}");
+        assert!(!err.contains("dropping"), "{package:?}: {err}");
+        let b = cargo_neuron_tune::baseline::Baseline::load(&file).unwrap();
+        assert!(b.find("qwen3_naive", "tiny", "trn2").is_some(), "{package:?}: kept");
+    }
+    std::fs::write(&file, text).unwrap();
+    // Every package selected, the save drops it.
     let (code, _, err) = run(&ws, &["baseline", "save", "--shape", "tiny"]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("dropping qwen3_naive at tiny on trn2: no such model"), "{err}");

@@ -60,12 +60,15 @@ pub fn save(
         ctx.out.note(format!("warning: {}: {}; measured again now", path.display(), d.message));
     }
     // Entries of models or shapes the workspace no longer has (removed or renamed) go: the
-    // gate fails on them until they do.
+    // gate fails on them until they do. With -p or --exclude, only those of a selected
+    // package: another package's model (or one of an entry that does not name its
+    // package) is not looked at, so it is kept.
     let exists = |e: &BaselineEntry| {
-        lists
-            .iter()
-            .flat_map(|l| &l.models)
-            .any(|m| m.name == e.model && m.shapes.iter().any(|(s, _)| *s == e.shape))
+        e.in_selection(cargo) != Some(true)
+            || lists
+                .iter()
+                .flat_map(|l| &l.models)
+                .any(|m| m.name == e.model && m.shapes.iter().any(|(s, _)| *s == e.shape))
     };
     for e in b.drop_entries(exists) {
         ctx.out.note(format!(
@@ -84,6 +87,7 @@ pub fn save(
         out.status(format!("   Simulating {} at {} on {}", t.model, t.shape_name, chip.name));
         let c = &mut ws.crates[t.krate];
         let sim_version = c.list.sim_version.clone();
+        let package = c.krate.package.clone();
         let env = models::Bench {
             store: &store,
             sim_version: &sim_version,
@@ -99,7 +103,7 @@ pub fn save(
                 }
                 let (c, n) = run.cached_calls();
                 (cached, calls) = (cached + c, calls + n);
-                b.record(BaselineEntry::from_run(&run, &sim_version));
+                b.record(BaselineEntry::from_run(&run, &package, &sim_version));
             }
             Err(e) => {
                 out.note(format!("error: {e}"));

@@ -147,7 +147,18 @@ pub fn run(
             base_note,
         });
     }
-    items.extend(gone_from_workspace(&against, &targets, g, &chip.name, parts));
+    let (gone, unknown) = gone_from_workspace(&against, &targets, g, &chip.name, parts, cargo);
+    items.extend(gone);
+    if !unknown.is_empty() {
+        // Saved before entries named their package: with -p or --exclude it may be in a
+        // package not selected, so it is neither judged nor called gone.
+        ctx.out.note(format!(
+            "note: not judged: {} of {described}, whose entries do not say which package \
+             defines the model (saved by an older tool: `baseline save` again records it); \
+             select every package to judge them",
+            unknown.join(", ")
+        ));
+    }
     items.sort_by_key(|i| i.name());
     let cfg = Config { threshold_pct: g.threshold, strict: g.strict, against: described };
     if let Some(path) = &parts.results {
@@ -163,16 +174,19 @@ pub fn run(
 }
 
 /// What the baseline measured, within the selection (`--model`, `--shape`, the chip, the
-/// partition), that the workspace no longer has: a model or shape removed or renamed. Each
-/// is a failed item (exit 4), so a gate never passes on models it did not measure;
-/// `baseline save` drops such entries when the change is meant.
+/// partition, the packages), that the workspace no longer has: a model or shape removed or
+/// renamed. Each is a failed item (exit 4), so a gate never passes on models it did not
+/// measure; `baseline save` drops such entries when the change is meant. Also returned,
+/// apart: the entries not measured whose package is unknown (older files) under `-p` or
+/// `--exclude`, which may be in a package not selected.
 fn gone_from_workspace(
     against: &Against,
     targets: &[ModelTarget],
     g: &GateOpts,
     chip: &str,
     parts: &PartitionOpts,
-) -> Vec<Item> {
+    cargo: &CargoFlags,
+) -> (Vec<Item>, Vec<String>) {
     let selected = |model: &str, shape: &str| {
         (g.models.is_empty() || g.models.iter().any(|p| crate::select::glob(p, model)))
             && (g.shapes.is_empty() || g.shapes.iter().any(|s| s == shape))
@@ -189,36 +203,48 @@ fn gone_from_workspace(
         base_note: None,
     };
     match against {
-        Against::File(b) => b
-            .entries()
-            .iter()
-            .filter(|e| e.chip == chip && selected(&e.model, &e.shape))
-            .map(|e| {
-                let side = Side { sim_version: e.sim_version.clone(), run: e.to_run() };
-                let what = format!(
-                    "in {} but no longer in the workspace (no model `{}` with a shape `{}`); \
+        Against::File(b) => {
+            let candidates =
+                b.entries().iter().filter(|e| e.chip == chip && selected(&e.model, &e.shape));
+            let unknown = candidates
+                .clone()
+                .filter(|e| e.in_selection(cargo).is_none())
+                .map(|e| format!("{} at {}", e.model, e.shape))
+                .collect();
+            let gone = candidates
+                .filter(|e| e.in_selection(cargo) == Some(true))
+                .map(|e| {
+                    let side = Side { sim_version: e.sim_version.clone(), run: e.to_run() };
+                    let what = format!(
+                        "in {} but no longer in the workspace (no model `{}` with a shape `{}`); \
                      if that is meant, `cargo neuron-tune baseline save` drops it",
-                    b.path().display(),
-                    e.model,
-                    e.shape
-                );
-                gone(&e.model, &e.shape, Some(side), what)
-            })
-            .collect(),
-        Against::Rev { spec, ws, .. } => ws
-            .crates
-            .iter()
-            .flat_map(|c| &c.list.models)
-            .flat_map(|m| m.shapes.iter().map(move |(s, _)| (m.name.as_str(), s.as_str())))
-            .filter(|(m, s)| selected(m, s))
-            .map(|(m, s)| {
-                let what = format!(
+                        b.path().display(),
+                        e.model,
+                        e.shape
+                    );
+                    gone(&e.model, &e.shape, Some(side), what)
+                })
+                .collect();
+            (gone, unknown)
+        }
+        // The base revision's workspace is opened with the same package selection, so
+        // every model it lists is in a selected package.
+        Against::Rev { spec, ws, .. } => (
+            ws.crates
+                .iter()
+                .flat_map(|c| &c.list.models)
+                .flat_map(|m| m.shapes.iter().map(move |(s, _)| (m.name.as_str(), s.as_str())))
+                .filter(|(m, s)| selected(m, s))
+                .map(|(m, s)| {
+                    let what = format!(
                     "model `{m}` at `{s}` is in {spec} but no longer in the workspace (removed \
                      or renamed)"
                 );
-                gone(m, s, None, what)
-            })
-            .collect(),
+                    gone(m, s, None, what)
+                })
+                .collect(),
+            Vec::new(),
+        ),
     }
 }
 
