@@ -38,8 +38,10 @@ pub struct WorkerOpts {
     /// Parallel harness workers (default: the number of CPUs).
     #[arg(short = 'j', long, value_name = "N", value_parser = positive)]
     pub jobs: Option<usize>,
-    /// Seconds a worker may spend on one request (its start-up included) before it is
-    /// killed and the variant is reported as failed.
+    /// Seconds a worker may take to start, and again to answer one request. A worker that
+    /// hangs past it (or crashes) is killed and the request retried once on a fresh worker
+    /// before the variant is reported as failed, so a hung variant is reported after about
+    /// twice this.
     #[arg(long, value_name = "SECS", default_value_t = WorkerOpts::DEFAULT_TIMEOUT,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
@@ -185,7 +187,8 @@ pub enum Command {
         /// Re-simulate even variants whose results are in the store. A stored result is
         /// keyed by the traced program, the chip and the simulator version, and simulation
         /// is deterministic, so it is what a new simulation gives: this checks that. `tune`
-        /// and `gate` always use the store (delete target/neuron-tune to start afresh).
+        /// and `gate` always use the store (deleting `<target-dir>/neuron-tune` starts
+        /// afresh, and deletes tune's journals and the gate's base worktree with it).
         #[arg(long)]
         force: bool,
         /// Benchmark this model (name or glob; repeatable) end to end instead of kernels:
@@ -398,7 +401,7 @@ impl Command {
 #[derive(Debug, Args, Clone, Default)]
 pub struct PartitionOpts {
     /// Do only partition K of N of the work items (`kernel@shape@dims` for bench and tune,
-    /// `model@shape@chip` for gate), assigned by a hash of each item's name, so adding items
+    /// `model@shape@chip` for gate and `bench --model`), assigned by a hash of each item's name, so adding items
     /// moves no other item. `cargo neuron-tune merge` joins the partitions' results files.
     #[arg(long, value_name = "K/N", help_heading = "Partitioning")]
     pub partition: Option<crate::partition::Partition>,
@@ -480,7 +483,9 @@ pub enum BaselineAction {
 #[derive(Debug, Args, Clone)]
 pub struct SearchOpts {
     /// `default` (TPE-guided portfolio), `grid`, `random`, `bayes`, `anneal`, `genetic`.
-    #[arg(long, default_value = "default", help_heading = "Search")]
+    /// Checked before anything is built.
+    #[arg(long, default_value = "default", help_heading = "Search",
+          value_parser = clap::builder::PossibleValuesParser::new(neuron_tune_search::BUILTIN))]
     pub strategy: String,
     /// An external program proposing configurations (JSON on stdin and stdout; see
     /// search/PROPOSER.md). Replaces --strategy.
@@ -494,17 +499,23 @@ pub struct SearchOpts {
     pub budget: usize,
     /// Stop starting evaluations after this many seconds (per kernel and shape). The batch
     /// under way finishes, with the correctness checks of its would-be winners (for a
-    /// kernel whose check is slow, that can be many times the limit).
+    /// kernel whose check is slow, that can be many times the limit) [default: no limit].
     #[arg(long, value_name = "SECS", help_heading = "Search", value_parser = positive_secs)]
     pub time: Option<f64>,
-    /// Stop after this many evaluations in a row without improvement.
+    /// Stop after this many proposals in a row (pruned ones included) without a new best
+    /// [default: no limit].
     #[arg(long, value_name = "N", help_heading = "Search", value_parser = positive)]
     pub early_stop: Option<usize>,
-    /// Seed of the strategy (printed on every run; the same seed replays the same run).
+    /// Seed of the strategy (printed on every run; the same seed replays the same run)
+    /// [default: the current time in seconds; give one to CI partitions, which start at
+    /// different seconds].
     #[arg(long, help_heading = "Search")]
     pub seed: Option<u64>,
-    /// Continue the run of the same kernel, shape, chip, strategy and seed from its journal
-    /// without repeating an evaluation (without --seed: the seed of the latest such journal).
+    /// Continue the run of the same kernel, shape (dimensions), chip (a chip file's
+    /// content included), strategy, objective, pinned --params and seed from its journal
+    /// without repeating an evaluation (without --seed: the seed of the latest such
+    /// journal). A journal written by another build of the kernel crate or simulator is not
+    /// resumed: the run starts afresh, unchanged programs served from the store.
     #[arg(long, help_heading = "Search")]
     pub resume: bool,
     /// `time`: the fastest correct variant. `pareto`: also the variants no other beats on
@@ -526,7 +537,7 @@ pub struct GoalOpts {
     #[arg(long, value_name = "PCT|TIME|RATE", value_parser = parse_goal, help_heading = "Goal")]
     pub goal: Option<Goal>,
     /// With --goal: at most this many rounds (a round is one batch of up to 4 proposals,
-    /// then a decision). --budget still caps the simulations.
+    /// then a decision). --budget still caps the simulations [default: no limit].
     #[arg(long, value_name = "N", value_parser = positive, requires = "goal",
           help_heading = "Goal")]
     pub max_rounds: Option<usize>,

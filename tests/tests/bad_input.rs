@@ -50,6 +50,12 @@ const CASES: &[Case] = &[
         words: &["--features nope: kernel crate `neuron-fixtures-kernels` has no feature `nope`"],
     },
     Case {
+        what: "an unknown strategy, refused before anything is built",
+        args: &["tune", "-p", K, "--strategy", "bayesian", "--target-dir", "/nonexistent/t"],
+        code: 2,
+        words: &["invalid value 'bayesian' for '--strategy", "similar value exists: 'bayes'"],
+    },
+    Case {
         what: "leaving out a package that is not in the workspace",
         args: &["list", "--exclude", "neuron-fixtures-kernelz"],
         code: 2,

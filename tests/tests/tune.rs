@@ -711,6 +711,49 @@ fn a_journal_of_another_build_of_the_kernel_is_not_resumed() {
 }
 
 #[test]
+fn a_journal_of_an_edited_chip_file_is_not_resumed() {
+    // The journal is named by the chip's name; a chip TOML edited since is another chip,
+    // whose times the journal does not hold. The resumed run must measure again.
+    let file = neuron_tune_tests::scratch_dir("resume-chip").join("slowvec.toml");
+    let (code, toml, err) = cli(&["chip", "trn2"]);
+    assert_eq!(code, 0, "{err}");
+    let toml = toml.replace("name = \"trn2\"", "name = \"slowvec\"");
+    std::fs::write(&file, &toml).unwrap();
+    let manifest = broken_manifest("noisy");
+    let tune = |extra: &[&str]| {
+        let mut a = vec!["tune", "--manifest-path", &manifest, "--kernel", "many"];
+        a.extend_from_slice(&["--strategy", "random", "--budget", "3", "--seed", "43"]);
+        a.extend_from_slice(&["--chip", file.to_str().unwrap(), "--message-format", "json"]);
+        a.extend_from_slice(extra);
+        let (code, out, err) = cli(&a);
+        assert_eq!(code, 0, "{err}");
+        (final_event(&out), err)
+    };
+    let (first, _) = tune(&[]);
+    // The same file: resumed, nothing measured again.
+    let (again, err) = tune(&["--resume"]);
+    assert!(!err.contains("not resumed"), "{err}");
+    assert_eq!((&again["best_time"], &again["journal"]), (&first["best_time"], &first["journal"]));
+    // VectorE at half its clock: the same name, another chip.
+    let slower = toml.replace("vector_ghz = 0.96", "vector_ghz = 0.48");
+    assert_ne!(slower, toml, "the chip TOML names VectorE's clock where this test expects");
+    std::fs::write(&file, slower).unwrap();
+    let (edited, err) = tune(&["--resume"]);
+    assert!(err.contains("another kernel, shape, chip (or chip file content)"), "{err}");
+    assert_eq!(edited["journal"], first["journal"], "the same journal, replaced");
+    // Every time in the replaced journal is the slower chip's: none equals a first-run one.
+    let times = |e: &Value| -> Vec<f64> {
+        journal_lines(e["journal"].as_str().unwrap())
+            .iter()
+            .filter_map(|l| l["time_us"].as_f64())
+            .collect()
+    };
+    let (now, before) = (times(&edited), first["best_time"].as_f64().unwrap());
+    assert!(!now.is_empty());
+    assert!(now.iter().all(|&t| t > before), "{now:?} vs {before}");
+}
+
+#[test]
 fn sigterm_to_the_tool_alone_stops_the_harness_build_at_once() {
     // CI cancelling a job (or `timeout`) signals the tool, not cargo: the tool must stop
     // cargo rather than wait for a long build to end. A stand-in for cargo whose builds

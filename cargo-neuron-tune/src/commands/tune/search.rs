@@ -40,16 +40,26 @@ pub(super) fn tune_one(
     // it): another problem's journal, one whose meta cannot be read, or one measured by
     // another build of the kernel crate or simulator, whose times may not be this build's
     // (the kernel was edited since; unchanged programs' results are still in the store).
+    let strategy_name =
+        job.opts.proposer.as_ref().map_or(job.opts.strategy.clone(), |_| "proposer".into());
+    let objective = format!("{:?}", job.opts.objective).to_lowercase();
     let refused = match &meta {
         Err(why) => Some(format!(
             "{}: not used ({why}); its journal is not resumed",
             meta_path(&journal_path).display()
         )),
+        // The whole chip, not its name: a chip TOML edited since is another chip.
         Ok(Some(m))
-            if m.kernel != job.kernel || m.dims != *job.shape || m.chip.name != job.chip.name =>
+            if m.kernel != job.kernel
+                || m.dims != *job.shape
+                || m.chip != *job.chip
+                || m.strategy != strategy_name
+                || m.seed != job.seed
+                || m.objective != objective =>
         {
             Some(format!(
-                "{}: a journal of another kernel, shape or chip; not resumed",
+                "{}: a journal of another kernel, shape, chip (or chip file content), \
+                 strategy, seed or objective; not resumed",
                 journal_path.display()
             ))
         }
@@ -108,14 +118,10 @@ pub(super) fn tune_one(
         shape: job.shape_name.into(),
         dims: job.shape.clone(),
         chip: job.chip.clone(),
-        strategy: job
-            .opts
-            .proposer
-            .as_ref()
-            .map_or(job.opts.strategy.clone(), |_| "proposer".into()),
+        strategy: strategy_name,
         seed: job.seed,
         budget: job.opts.budget,
-        objective: format!("{:?}", job.opts.objective).to_lowercase(),
+        objective,
         sim_version: job.sim_version.into(),
         harness_hash: Some(job.harness_hash.into()),
         default: default.clone(),
