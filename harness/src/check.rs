@@ -78,6 +78,23 @@ pub struct CheckConfig {
     pub regressions: Option<PathBuf>,
 }
 
+/// Why a case failed: the variant did not run at the shape (its rule refused it, it broke a
+/// hardware rule, or its code panicked), or what it computed is wrong (with the metrics when
+/// outputs were compared).
+enum CaseFailure {
+    Run(RunError),
+    Wrong(String, Option<Metrics>),
+}
+
+impl From<CaseFailure> for (String, Option<Metrics>) {
+    fn from(f: CaseFailure) -> Self {
+        match f {
+            CaseFailure::Run(e) => (e.to_string(), None),
+            CaseFailure::Wrong(message, metrics) => (message, metrics),
+        }
+    }
+}
+
 /// Run one case; `Err` describes the failure.
 fn case(
     kernel: &dyn Kernel,
@@ -87,19 +104,32 @@ fn case(
     dist: Distribution,
     chip: &Chip,
 ) -> Result<Metrics, (String, Option<Metrics>)> {
+    run_case(kernel, params, shape, seed, dist, chip).map_err(Into::into)
+}
+
+/// [`case`], telling a variant that did not run from one that ran wrong.
+fn run_case(
+    kernel: &dyn Kernel,
+    params: &Params,
+    shape: &Shape,
+    seed: u64,
+    dist: Distribution,
+    chip: &Chip,
+) -> Result<Metrics, CaseFailure> {
+    use CaseFailure::Wrong;
     let inputs = catch_panic(|| kernel.inputs(shape, seed, dist))
-        .map_err(|m| (format!("input generator panicked: {m}"), None))?;
+        .map_err(|m| Wrong(format!("input generator panicked: {m}"), None))?;
     let run = run_variant(kernel, params, shape, chip, ExecMode::FUNCTIONAL, Some(&inputs))
-        .map_err(|e| (e.to_string(), None))?;
+        .map_err(CaseFailure::Run)?;
     let reference = catch_panic(|| kernel.reference(shape, &inputs))
-        .map_err(|m| (format!("reference panicked: {m}"), None))?;
+        .map_err(|m| Wrong(format!("reference panicked: {m}"), None))?;
     // A reference must describe every output in full: comparing what is there would pass a
     // reference that returns nothing.
     let outputs: Vec<TensorSpec> =
         kernel.tensors(shape).into_iter().filter(|t| t.role == Role::Output).collect();
     if reference.len() != run.outputs.len() {
         let names: Vec<String> = outputs.iter().map(|t| format!("`{}`", t.name)).collect();
-        return Err((
+        return Err(Wrong(
             format!(
                 "the reference returned {} outputs; the kernel writes {} ({})",
                 reference.len(),
@@ -111,7 +141,7 @@ fn case(
     }
     for ((o, r), spec) in run.outputs.iter().zip(&reference).zip(&outputs) {
         if o.len() != r.len() {
-            return Err((
+            return Err(Wrong(
                 format!(
                     "the reference's output `{}` has {} elements; the tensor {:?} has {}",
                     spec.name,
@@ -128,7 +158,7 @@ fn case(
     if m.passes(&tol) {
         Ok(m)
     } else {
-        Err((
+        Err(Wrong(
             format!(
                 "{} of {} elements outside |err| ≤ {:.2e} + {}·|ref| (atol {} × max(1, RMS of \
                  the reference)); max abs err {:.3e}, cosine {:.6} (floor {}); {}",
@@ -194,9 +224,15 @@ pub fn check_at(
     params.check(&kernel.params()).map_err(|e| RunError::Invalid(e.to_string()))?;
     let mut w = Metrics { cosine: 1.0, ..Metrics::default() };
     for (i, shape) in shapes.iter().enumerate() {
-        match case(kernel, params, shape, seed, Distribution::Normal, chip) {
+        match run_case(kernel, params, shape, seed, Distribution::Normal, chip) {
             Ok(m) => fold_worst(&mut w, &m),
-            Err((message, metrics)) => {
+            // The shape was asked for, not drawn: a variant its rule or a hardware rule
+            // refuses there is invalid at it (as `bench` says), not wrong.
+            Err(CaseFailure::Run(e @ (RunError::Invalid(_) | RunError::Sim { .. }))) => {
+                return Err(e)
+            }
+            Err(f) => {
+                let (message, metrics) = f.into();
                 let m = failing_metrics(metrics);
                 return Ok(CheckReport {
                     passed: false,

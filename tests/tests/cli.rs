@@ -337,6 +337,31 @@ fn check_at_a_named_shape_checks_that_shape() {
     assert!(err.contains("note: --cases 5 does not apply with --shape"), "{err}");
 }
 
+/// At a named shape a variant the kernel's rule refuses there is invalid, as `bench` says
+/// of it (exit 2 when nothing else is selected), not a failed check: rmsnorm with 4 buffers
+/// of 8 rows per partition needs more SBUF than trn2 has at `small` (hidden 1024).
+#[test]
+fn check_at_a_named_shape_calls_a_variant_refused_there_invalid() {
+    let args = [
+        "check",
+        "-p",
+        "neuron-fixtures-kernels",
+        "--kernel",
+        "rmsnorm",
+        "--shape",
+        "small",
+        "--params",
+        "bufs=4,rows_per_partition=8",
+    ];
+    let (code, out, err) = cli(&args);
+    assert_eq!(code, 2, "{out}\n{err}");
+    // A refused variant is a status line (stderr), as in `bench`; no result was made.
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("invalid  rmsnorm bufs=4,rows_per_partition=8"), "{err}");
+    assert!(err.contains("more than trn2's 229376"), "{err}");
+    assert!(err.contains("no valid variant to check"), "{err}");
+}
+
 /// Every variant of the kernel, its default included, fails the check (the bug does not
 /// depend on the parameters): `tune` has nothing correct to record, so it records nothing
 /// and fails, rather than keep the default as the winner.
