@@ -274,6 +274,18 @@ pub enum Command {
     /// Join the results files (`--results`) of a partitioned `bench`, `tune` or `gate` into
     /// the report (and exit code) of one unpartitioned run; for `tune`, the tuned records
     /// go into the tuned databases.
+    // Only `cargo metadata` and the target dir are used: the package selection, features
+    // and profile flags (which choose harness builds) are not offered.
+    #[command(
+        mut_arg("packages", |a| a.hide(true)),
+        mut_arg("workspace", |a| a.hide(true)),
+        mut_arg("exclude", |a| a.hide(true)),
+        mut_arg("features", |a| a.hide(true)),
+        mut_arg("all_features", |a| a.hide(true)),
+        mut_arg("no_default_features", |a| a.hide(true)),
+        mut_arg("release", |a| a.hide(true)),
+        mut_arg("profile", |a| a.hide(true))
+    )]
     Merge {
         #[command(flatten)]
         cargo: CargoFlags,
@@ -333,7 +345,11 @@ pub enum Command {
     /// Run a search strategy on a recorded landscape (Kernel Tuner cache JSON, gzipped or
     /// not; T4 results JSON) instead of the simulator.
     // A replay is instant and has times only: no journal to resume, no Pareto front.
-    #[command(mut_arg("resume", |a| a.hide(true)), mut_arg("objective", |a| a.hide(true)))]
+    #[command(
+        mut_arg("resume", |a| a.hide(true)),
+        mut_arg("objective", |a| a.hide(true)),
+        mut_arg("proposer", |a| a.hide(true))
+    )]
     Replay {
         /// The landscape file.
         #[arg(long, value_name = "FILE")]
@@ -470,6 +486,18 @@ pub enum BaselineAction {
         chip: String,
     },
     /// Print the baseline file.
+    // Only `cargo metadata` and the target dir are used: the package selection, features
+    // and profile flags (which choose harness builds) are not offered.
+    #[command(
+        mut_arg("packages", |a| a.hide(true)),
+        mut_arg("workspace", |a| a.hide(true)),
+        mut_arg("exclude", |a| a.hide(true)),
+        mut_arg("features", |a| a.hide(true)),
+        mut_arg("all_features", |a| a.hide(true)),
+        mut_arg("no_default_features", |a| a.hide(true)),
+        mut_arg("release", |a| a.hide(true)),
+        mut_arg("profile", |a| a.hide(true))
+    )]
     Show {
         #[command(flatten)]
         cargo: CargoFlags,
@@ -965,6 +993,15 @@ mod tests {
         for path in runs_none {
             assert!(!offers(path, "jobs") && !offers(path, "timeout"), "{path:?}");
         }
+        // Commands that build nothing offer no flag that chooses a build.
+        for path in [&["merge"][..], &["baseline", "show"], &["chip"], &["replay"]] {
+            for flag in ["package", "features", "profile", "release", "workspace", "exclude"] {
+                assert!(!offers(path, flag), "{path:?} --{flag}");
+            }
+        }
+        assert!(!offers(&["bench"], "proposer") && !offers(&["replay"], "proposer"));
+        assert!(offers(&["merge"], "target-dir") && offers(&["baseline", "show"], "manifest-path"));
+        assert!(offers(&["tune"], "proposer") && offers(&["gate"], "package"));
     }
 
     #[test]

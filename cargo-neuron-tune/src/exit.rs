@@ -47,7 +47,7 @@ impl Exit {
             Exit::Config => "usage or configuration error (bad flag, bad TOML space, unknown kernel), or no valid variant to run",
             Exit::Build => "build failed (cargo's errors are printed above)",
             Exit::Check => {
-                "a correctness check failed (the shrunk failing case is printed), a variant's kernel code panicked, crashed or hung, or (gate) a model could not be evaluated"
+                "a correctness check failed (the shrunk failing case is printed), a variant's kernel code panicked, crashed or hung, or (gate) a model could not be evaluated or a baselined one is gone"
             }
             Exit::Regression => {
                 "a performance regression (gate), or a stale tuned entry (gate --strict)"
@@ -61,11 +61,25 @@ impl Exit {
         }
     }
 
-    /// The table `--help` ends with.
+    /// The table `--help` ends with: each meaning wrapped at 90 columns under its own
+    /// column (clap would wrap a long line back to the margin, under the codes).
     pub fn help_table() -> String {
+        const WIDTH: usize = 90;
+        const INDENT: usize = 7;
         let mut s = String::from("Exit codes:\n");
         for e in Exit::ALL {
-            s.push_str(&format!("  {:<3}  {}\n", e.code(), e.meaning()));
+            let mut line = format!("  {:<3} ", e.code());
+            for word in e.meaning().split(' ') {
+                if line.len() + 1 + word.len() > WIDTH && line.trim_end().len() > INDENT {
+                    s.push_str(line.trim_end());
+                    s.push('\n');
+                    line = " ".repeat(INDENT - 1);
+                }
+                line.push(' ');
+                line.push_str(word);
+            }
+            s.push_str(&line);
+            s.push('\n');
         }
         s
     }
@@ -109,6 +123,15 @@ mod tests {
     fn codes_are_the_documented_numbers() {
         let codes: Vec<u8> = Exit::ALL.iter().map(|e| e.code()).collect();
         assert_eq!(codes, [0, 1, 2, 3, 4, 5, 6, 130]);
-        assert!(Exit::help_table().contains("  5    a performance regression"));
+        let table = Exit::help_table();
+        assert!(table.contains("\n  5    a performance regression"), "{table}");
+        // Wrapped under the meanings' column: every line is a code's or indented past it.
+        for line in table.lines().skip(1) {
+            assert!(line.len() <= 90, "{line}");
+            let code = line[..5].trim();
+            assert!(code.is_empty() || code.parse::<u8>().is_ok(), "{line}");
+            assert_eq!(&line[5..7], "  ", "{line}");
+        }
+        assert!(table.lines().count() > Exit::ALL.len() + 1, "some meanings wrap: {table}");
     }
 }

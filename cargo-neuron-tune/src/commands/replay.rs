@@ -69,7 +69,17 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
     .map_err(|e| fail(Exit::Internal, e.to_string()))?;
     let (optimum_config, optimum) = landscape.optimum();
     let Some((best, best_time)) = &result.best else {
-        return Err(fail(Exit::Check, "no valid configuration was found within the budget"));
+        // Nothing valid to run, as `bench` says of a grid its rules refuse (exit 2): a
+        // landscape holds no correctness check to fail.
+        return Err(fail(
+            Exit::Config,
+            format!(
+                "no valid configuration was found within the budget ({} of the landscape's {} \
+                 configurations are valid; raise --budget)",
+                landscape.valid_values().len(),
+                landscape.space().len()
+            ),
+        ));
     };
     let best_params = landscape.space().to_json(best);
     let invalid = result.history.iter().filter(|t| t.outcome.value().is_none()).count();
