@@ -177,8 +177,13 @@ fn the_store_entry_reader_never_panics() {
     let path = dir.join("neuron-tune/bench").join(&key[..2]).join(format!("{key}.json"));
     let seed = std::fs::read(&path).unwrap();
     assert!(cargo_neuron_tune::store::open_entry(&text(&seed), &key).is_ok());
+    let value = cargo_neuron_tune::store::open_entry(&text(&seed), &key).unwrap();
+    // Never a panic, and never a changed value served (docs/formats.md: an edited entry is
+    // not used): whatever the reader accepts holds the stored value.
     fuzz("store entry reader", vec![seed], |b| {
-        let _ = cargo_neuron_tune::store::open_entry(&text(b), &key);
+        if let Ok(v) = cargo_neuron_tune::store::open_entry(&text(b), &key) {
+            assert_eq!(v, value, "an edited entry was accepted with another value");
+        }
     });
 }
 
@@ -230,12 +235,37 @@ fn the_tuned_database_baseline_and_journal_readers_never_panic() {
         name
     )
     .is_ok());
+    // Never a panic, and never an edited record trusted: a record (or journal line) the
+    // readers accept is one the seeds hold, unchanged. (A record cut out whole is not
+    // detected: each record is sealed, not the file.)
+    let records =
+        seal::read_sealed_toml::<tuned::TunedRecord>(&text(&tuned), tuned::SCHEMA, "tuned", name)
+            .unwrap();
+    let entries = seal::read_sealed_toml::<baseline::BaselineEntry>(
+        &text(&baseline),
+        baseline::SCHEMA,
+        "model",
+        name,
+    )
+    .unwrap();
+    let lines = cargo_neuron_tune::store::parse_journal(&text(&journal)).lines;
+    assert_eq!((records.len(), entries.len(), lines.len()), (1, 2, 2));
     fuzz("sealed file readers", vec![tuned, baseline, journal], |b| {
         let t = text(b);
-        let _ = seal::read_sealed_toml::<tuned::TunedRecord>(&t, tuned::SCHEMA, "tuned", name);
-        let _ =
-            seal::read_sealed_toml::<baseline::BaselineEntry>(&t, baseline::SCHEMA, "model", name);
-        let _ = cargo_neuron_tune::store::parse_journal(&t);
+        for r in seal::read_sealed_toml::<tuned::TunedRecord>(&t, tuned::SCHEMA, "tuned", name)
+            .unwrap_or_default()
+        {
+            assert!(records.contains(&r), "an edited tuned record was trusted: {r:?}");
+        }
+        for e in
+            seal::read_sealed_toml::<baseline::BaselineEntry>(&t, baseline::SCHEMA, "model", name)
+                .unwrap_or_default()
+        {
+            assert!(entries.contains(&e), "an edited baseline entry was trusted: {e:?}");
+        }
+        for l in cargo_neuron_tune::store::parse_journal(&t).lines {
+            assert!(lines.contains(&l), "an edited journal line was trusted: {l}");
+        }
     });
 }
 

@@ -338,7 +338,11 @@ fn the_summary_is_appended_to_github_step_summary_and_an_empty_one_is_ignored() 
     assert!(text.starts_with("earlier step\n## neuron-tune gate: "), "{text}");
     let (code, _, err) = cli_env(&args, &[("GITHUB_STEP_SUMMARY", "")]);
     assert_eq!(code, 0, "an empty variable is no path: {err}");
-    assert!(test_target_dir().join("neuron-tune/gate/summary.md").is_file());
+    // Written to the default place (other tests' gates write that file too, so the run's
+    // own status line says where it went), and nothing more appended to the step summary.
+    let default = test_target_dir().join("neuron-tune/gate/summary.md");
+    assert!(err.contains(&format!("Wrote {} and ", default.display())), "{err}");
+    assert_eq!(std::fs::read_to_string(&summary).unwrap(), text);
 }
 
 #[test]

@@ -285,6 +285,17 @@ fn the_pareto_objective_returns_exactly_the_non_dominated_variants() {
     for m in &measured {
         assert!(front_pts.iter().any(|f| f == m || dominates(f, m)), "{m:?} is not covered");
     }
+    // The front is made of measured variants, not points made up or mis-copied (one that
+    // dominated everything would pass the two checks above): each is one of them, and it
+    // holds every non-dominated one, once.
+    for f in &front_pts {
+        assert!(measured.contains(f), "{f:?} was not measured: {measured:?}");
+    }
+    let mut non_dominated: Vec<[f64; 3]> =
+        measured.iter().filter(|m| !measured.iter().any(|o| dominates(o, m))).copied().collect();
+    non_dominated.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    non_dominated.dedup();
+    assert_eq!(front_pts.len(), non_dominated.len(), "{front_pts:?} vs {non_dominated:?}");
     // The fastest point of the front is the best variant.
     assert_eq!(front_pts[0][0], e["best_time"].as_f64().unwrap());
     // The tiles of the space trade time for SBUF: the front has more than one point.
