@@ -43,3 +43,19 @@ pub mod store;
 pub mod tuned;
 pub mod worker;
 pub mod workspace;
+
+/// The tool talks to kernel crates over the protocol only, never through the harness's
+/// internals, and never links user kernels (ARCHITECTURE.md, invariants): its manifest must
+/// not name the harness crate.
+#[cfg(test)]
+#[test]
+fn the_tool_never_depends_on_the_harness() {
+    let manifest: toml::Table =
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")).parse().unwrap();
+    for table in ["dependencies", "build-dependencies"] {
+        if let Some(deps) = manifest.get(table).and_then(|t| t.as_table()) {
+            assert!(!deps.contains_key("neuron-tune-harness"), "{table}");
+            assert!(deps.contains_key("neuron-tune-protocol") || table != "dependencies");
+        }
+    }
+}
