@@ -153,3 +153,32 @@ fn neuron_tune_toml_uses_the_same_keys_without_the_prefix() {
     assert_eq!((e.line, e.key.as_str()), (2, "kernels.rmsnorm.space.fuse"));
     assert!(e.message.contains("is not true or false"), "{e}");
 }
+
+/// `list`'s valid-variant count: exact up to `COUNT_LIMIT` configurations, an estimate from
+/// `COUNT_LIMIT` evenly spread samples above. `K` accepts bufs ≤ 4; with `engine` and
+/// `fuse` (two levels each, the fastest-varying: names in order, last fastest) the valid
+/// configurations are the first 4 × 2 × 2 = 16 indices.
+#[test]
+fn valid_variants_are_counted_up_to_the_limit_and_estimated_past_it() {
+    use neuron_tune_harness::space::{KernelConfig, COUNT_LIMIT};
+    let chip = neuron_sim::Chip::trn2();
+    let shape = Shape::new(&[("rows", 256), ("hidden", 1024)]);
+    let count = |levels: i64| {
+        let mut cfg = KernelConfig::of(&K);
+        cfg.space.insert("bufs".into(), (1..=levels).map(ParamValue::Int).collect());
+        cfg.space.insert("fuse".into(), vec![ParamValue::Bool(false), ParamValue::Bool(true)]);
+        cfg.space.insert("engine".into(), vec!["vector".into(), "scalar".into()]);
+        let n = cfg.space().len();
+        let c = cfg.count_valid(&K, &shape, &chip);
+        (n, c.valid, c.exact)
+    };
+    assert_eq!(COUNT_LIMIT, 20_000);
+    // 5000 × 4 = 20 000: walked, exact.
+    assert_eq!(count(5000), (20_000, 16, true));
+    // 5001 × 4 = 20 004: sampled at stride 20 004 / 20 000 = 1 (offset (i·7919) mod 1 = 0),
+    // so indices 0..20 000, 16 of them valid: round(16 / 20 000 × 20 004) = 16, an estimate.
+    assert_eq!(count(5001), (20_004, 16, false));
+    // 100 000 × 4 = 400 000: stride 20, sample i at 20·i + (7919·i mod 20); only i = 0 (index
+    // 0) is below 16, so round(1 / 20 000 × 400 000) = 20.
+    assert_eq!(count(100_000), (400_000, 20, false));
+}
