@@ -153,6 +153,16 @@ pub struct Damaged {
 pub struct Baseline {
     path: PathBuf,
     entries: Vec<BaselineEntry>,
+    /// What this process changed since it loaded or last saved the file, applied again to
+    /// the file as it is when saving (another save may have written it meanwhile).
+    changes: Vec<Change>,
+}
+
+/// One change [`Baseline::save`] applies to the file as it finds it.
+#[derive(Clone, Debug)]
+enum Change {
+    Record(BaselineEntry),
+    Drop { model: String, shape: String, chip: String },
 }
 
 impl Baseline {
@@ -186,7 +196,7 @@ impl Baseline {
                 )
             })?,
         };
-        Ok(Baseline { path: path.to_path_buf(), entries })
+        Ok(Baseline { path: path.to_path_buf(), entries, changes: Vec::new() })
     }
 
     /// The baseline `baseline save` adds to, with its damaged entries apart (a broken seal:
@@ -227,13 +237,19 @@ impl Baseline {
                 (entries, damaged)
             }
         };
-        Ok((Baseline { path: path.to_path_buf(), entries }, damaged))
+        Ok((Baseline { path: path.to_path_buf(), entries, changes: Vec::new() }, damaged))
     }
 
     /// Drop the entries `keep` refuses; returns them.
     pub fn drop_entries(&mut self, keep: impl Fn(&BaselineEntry) -> bool) -> Vec<BaselineEntry> {
-        let (kept, dropped) = std::mem::take(&mut self.entries).into_iter().partition(keep);
+        let (kept, dropped): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.entries).into_iter().partition(keep);
         self.entries = kept;
+        self.changes.extend(dropped.iter().map(|e| Change::Drop {
+            model: e.model.clone(),
+            shape: e.shape.clone(),
+            chip: e.chip.clone(),
+        }));
         dropped
     }
 
@@ -268,9 +284,21 @@ impl Baseline {
 
     /// Replace the entry of the same model, shape and chip, or add it; kept sorted.
     pub fn record(&mut self, entry: BaselineEntry) {
-        self.entries.retain(|e| e.key() != entry.key());
-        self.entries.push(entry);
-        self.entries.sort_by(|a, b| a.key().cmp(&b.key()));
+        self.changes.push(Change::Record(entry.clone()));
+        self.apply(&Change::Record(entry));
+    }
+
+    fn apply(&mut self, change: &Change) {
+        match change {
+            Change::Record(entry) => {
+                self.entries.retain(|e| e.key() != entry.key());
+                self.entries.push(entry.clone());
+                self.entries.sort_by(|a, b| a.key().cmp(&b.key()));
+            }
+            Change::Drop { model, shape, chip } => {
+                self.entries.retain(|e| e.key() != (model, shape, chip));
+            }
+        }
     }
 
     /// The file's text.
@@ -284,10 +312,47 @@ impl Baseline {
         ))
     }
 
-    /// Write it atomically.
-    pub fn save(&self) -> Result<(), Failure> {
+    /// Write it atomically. Another save (of another target directory: one in the same
+    /// target directory waits for the store's lock) may have written the file since it was
+    /// loaded, so under an advisory lock on the file's directory it is read again and this
+    /// process's changes are applied on top, as the tuned database does: neither save's
+    /// entries are lost, and of two entries of one key the one saved later stands. A file
+    /// damaged meanwhile is not replaced.
+    pub fn save(&mut self) -> Result<(), Failure> {
+        let dir = match self.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        // On a platform that cannot open or lock a directory (Windows), it runs unlocked.
+        let _lock = std::fs::File::open(&dir).and_then(|f| f.lock().map(|()| f)).ok();
+        let (mut merged, damaged) = Baseline::load_for_save(&self.path)?;
+        // A damaged entry goes only when this save measured it again (`baseline save`
+        // refuses before simulating to save past one it does not measure).
+        let remeasured = |d: &Damaged| {
+            self.changes.iter().any(|c| {
+                matches!(c, Change::Record(e) if (e.model.as_str(), e.shape.as_str(), e.chip.as_str())
+                    == (d.model.as_str(), d.shape.as_str(), d.chip.as_str()))
+            })
+        };
+        if let Some(d) = damaged.iter().find(|d| !remeasured(d)) {
+            return Err(fail(
+                Exit::Config,
+                format!(
+                    "{}: {}; not replaced, so that it is not lost",
+                    self.path.display(),
+                    d.message
+                ),
+            ));
+        }
+        for c in &self.changes {
+            merged.apply(c);
+        }
+        self.entries = merged.entries;
         write_atomic(&self.path, self.to_toml()?.as_bytes())
-            .map_err(|e| fail(Exit::Internal, format!("{}: {e:#}", self.path.display())))
+            .map_err(|e| fail(Exit::Internal, format!("{}: {e:#}", self.path.display())))?;
+        // On disk now: re-applying them later would undo a newer entry another save wrote.
+        self.changes.clear();
+        Ok(())
     }
 }
 
@@ -342,7 +407,7 @@ mod tests {
         b.save().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.contains("schema = 2"), "{text}");
-        let again = Baseline::load(&path).unwrap();
+        let mut again = Baseline::load(&path).unwrap();
         assert_eq!(again.entries(), b.entries());
         again.save().unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
@@ -351,6 +416,38 @@ mod tests {
         let back = again.find("qwen3", "tiny", "trn2").unwrap().to_run();
         assert_eq!(back.tokens_per_s, r.tokens_per_s);
         assert_eq!(back.total_us, r.total_us);
+    }
+
+    /// Two saves that loaded the file before either wrote it (in different target
+    /// directories, which do not share the store's lock): the later one applies its own
+    /// changes to the file as the earlier left it, so neither loses the other's entries.
+    #[test]
+    fn concurrent_saves_merge_their_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        let mut seed = Baseline::load_or_empty(&path).unwrap();
+        seed.record(BaselineEntry::from_run(&run("gone", "tiny", 30.0), "pkg", "sim1"));
+        seed.record(BaselineEntry::from_run(&run("kept", "tiny", 30.0), "pkg", "sim1"));
+        seed.save().unwrap();
+        let (mut a, _) = Baseline::load_for_save(&path).unwrap();
+        let (mut b, _) = Baseline::load_for_save(&path).unwrap();
+        a.record(BaselineEntry::from_run(&run("qwen3", "tiny", 31.9), "pkg", "sim1"));
+        a.save().unwrap();
+        b.drop_entries(|e| e.model != "gone");
+        b.record(BaselineEntry::from_run(&run("qwen3_naive", "tiny", 31.9), "pkg", "sim1"));
+        b.save().unwrap();
+        let models =
+            |b: &Baseline| -> Vec<String> { b.entries().iter().map(|e| e.model.clone()).collect() };
+        let file = Baseline::load(&path).unwrap();
+        assert_eq!(models(&file), ["kept", "qwen3", "qwen3_naive"]);
+        assert_eq!(models(&b), models(&file), "the saver sees what it wrote");
+        // Of two entries of one key, the one saved later stands; a save with nothing new
+        // does not undo it.
+        a.record(BaselineEntry::from_run(&run("kept", "tiny", 20.0), "pkg", "sim1"));
+        a.save().unwrap();
+        b.save().unwrap();
+        let kept = Baseline::load(&path).unwrap().find("kept", "tiny", "trn2").unwrap().clone();
+        assert_eq!(kept.to_run().total_us, run("kept", "tiny", 20.0).total_us);
     }
 
     #[test]
