@@ -274,18 +274,8 @@ pub enum Command {
     /// Join the results files (`--results`) of a partitioned `bench`, `tune` or `gate` into
     /// the report (and exit code) of one unpartitioned run; for `tune`, the tuned records
     /// go into the tuned databases.
-    // Only `cargo metadata` and the target dir are used: the package selection, features
-    // and profile flags (which choose harness builds) are not offered.
-    #[command(
-        mut_arg("packages", |a| a.hide(true)),
-        mut_arg("workspace", |a| a.hide(true)),
-        mut_arg("exclude", |a| a.hide(true)),
-        mut_arg("features", |a| a.hide(true)),
-        mut_arg("all_features", |a| a.hide(true)),
-        mut_arg("no_default_features", |a| a.hide(true)),
-        mut_arg("release", |a| a.hide(true)),
-        mut_arg("profile", |a| a.hide(true))
-    )]
+    // Only `cargo metadata` and the target dir are used: no flag choosing a build.
+    #[command(mut_args(hide_build_flags))]
     Merge {
         #[command(flatten)]
         cargo: CargoFlags,
@@ -413,6 +403,26 @@ impl Command {
     }
 }
 
+/// Hide the cargo flags that choose what a harness build is (packages, features, profile)
+/// on a command that builds nothing; they are still accepted, so one set of cargo flags
+/// serves every CI step.
+fn hide_build_flags(a: clap::Arg) -> clap::Arg {
+    const BUILD_FLAGS: [&str; 8] = [
+        "packages",
+        "workspace",
+        "exclude",
+        "features",
+        "all_features",
+        "no_default_features",
+        "release",
+        "profile",
+    ];
+    match BUILD_FLAGS.contains(&a.get_id().as_str()) {
+        true => a.hide(true),
+        false => a,
+    }
+}
+
 /// Splitting a command's work between CI jobs.
 #[derive(Debug, Args, Clone, Default)]
 pub struct PartitionOpts {
@@ -486,18 +496,8 @@ pub enum BaselineAction {
         chip: String,
     },
     /// Print the baseline file.
-    // Only `cargo metadata` and the target dir are used: the package selection, features
-    // and profile flags (which choose harness builds) are not offered.
-    #[command(
-        mut_arg("packages", |a| a.hide(true)),
-        mut_arg("workspace", |a| a.hide(true)),
-        mut_arg("exclude", |a| a.hide(true)),
-        mut_arg("features", |a| a.hide(true)),
-        mut_arg("all_features", |a| a.hide(true)),
-        mut_arg("no_default_features", |a| a.hide(true)),
-        mut_arg("release", |a| a.hide(true)),
-        mut_arg("profile", |a| a.hide(true))
-    )]
+    // Only `cargo metadata` and the target dir are used: no flag choosing a build.
+    #[command(mut_args(hide_build_flags))]
     Show {
         #[command(flatten)]
         cargo: CargoFlags,

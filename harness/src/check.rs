@@ -86,7 +86,11 @@ enum CaseFailure {
     Wrong(String, Option<Metrics>),
 }
 
-impl From<CaseFailure> for (String, Option<Metrics>) {
+/// A failed case as a check reports it: the message, and the metrics when outputs were
+/// compared.
+type Failed = (String, Option<Metrics>);
+
+impl From<CaseFailure> for Failed {
     fn from(f: CaseFailure) -> Self {
         match f {
             CaseFailure::Run(e) => (e.to_string(), None),
@@ -95,20 +99,9 @@ impl From<CaseFailure> for (String, Option<Metrics>) {
     }
 }
 
-/// Run one case; `Err` describes the failure.
+/// Run one case; `Err` says why it failed, telling a variant that did not run from one
+/// that ran wrong.
 fn case(
-    kernel: &dyn Kernel,
-    params: &Params,
-    shape: &Shape,
-    seed: u64,
-    dist: Distribution,
-    chip: &Chip,
-) -> Result<Metrics, (String, Option<Metrics>)> {
-    run_case(kernel, params, shape, seed, dist, chip).map_err(Into::into)
-}
-
-/// [`case`], telling a variant that did not run from one that ran wrong.
-fn run_case(
     kernel: &dyn Kernel,
     params: &Params,
     shape: &Shape,
@@ -224,7 +217,7 @@ pub fn check_at(
     params.check(&kernel.params()).map_err(|e| RunError::Invalid(e.to_string()))?;
     let mut w = Metrics { cosine: 1.0, ..Metrics::default() };
     for (i, shape) in shapes.iter().enumerate() {
-        match run_case(kernel, params, shape, seed, Distribution::Normal, chip) {
+        match case(kernel, params, shape, seed, Distribution::Normal, chip) {
             Ok(m) => fold_worst(&mut w, &m),
             // The shape was asked for, not drawn: a variant its rule or a hardware rule
             // refuses there is invalid at it (as `bench` says), not wrong.
@@ -343,7 +336,7 @@ pub fn check(
             ran.set(ran.get() + 1);
         }
         applied.set(Some(kernel.tolerance(&shape)));
-        match case(kernel, params, &shape, seed, dist, &cfg.chip) {
+        match case(kernel, params, &shape, seed, dist, &cfg.chip).map_err(Failed::from) {
             Ok(m) => {
                 fold_worst(&mut worst.borrow_mut(), &m);
                 Ok(())
@@ -370,7 +363,7 @@ pub fn check(
         }),
         Err(TestError::Fail(_, (shape, seed, dist))) => {
             let (message, metrics) = match case(kernel, params, &shape, seed, dist, &cfg.chip) {
-                Err(e) => e,
+                Err(e) => e.into(),
                 Ok(m) => ("failed only in the original (unshrunk) case".into(), Some(m)),
             };
             let m = failing_metrics(metrics);
