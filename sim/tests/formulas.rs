@@ -3,9 +3,15 @@
 //! Each test issues a single instruction on a fresh trn1 (NeuronCore-v2, the generation the
 //! formulas were published for, with no performance-mode speed-ups) and compares the
 //! engine's busy cycles with the formula written out here from the document — not from the
-//! simulator's `cost` module. Both sides of every `max()` / floor are exercised.
+//! simulator's `cost` module. Both sides of every `max()` / floor are exercised, except
+//! where the instruction's own limits rule one out: a VectorE transpose takes at most 32
+//! elements per partition, so it always sits on the `MIN_II` floor (64). The NeuronCore-v3/v4
+//! performance-mode speed-ups (§1.5) and the stride penalty (§1.8) are checked on both sides of
+//! the floor too, since they scale only the per-element term, never `MIN_II`.
 
-use neuron_sim::{Act, ActArgs, Affine, Alu, Chip, Cmp, Dtype, Engine, ExecMode, Nc, Scalar, Tile};
+use neuron_sim::{
+    Act, ActArgs, Affine, Alu, Chip, Cmp, Dtype, Engine, ExecMode, Nc, Scalar, Tile, ViolationKind,
+};
 
 const MIN_II: u64 = 64; // §2.3 "MIN_II ≈ 64 engine cycles"
 const GPSIMD_START: u64 = 150; // §2.3 iota / affine_select "150 + N"
@@ -154,7 +160,8 @@ fn vector_and_scalar_instructions_pay_the_access_start() {
 
 #[test]
 fn vector_engine_transpose_is_max_min_ii_n() {
-    // §2.3: Vector transpose max(MIN_II, N), up to 32 x 32.
+    // §2.3: Vector transpose max(MIN_II, N), up to 32 x 32. N ≤ 32 < MIN_II, so only the
+    // floor side of the max() can be reached (a 33-column source is refused, below).
     for (p, f) in [(32, 32), (4, 16)] {
         let mut nc = nc();
         let src = sbuf(&mut nc, Dtype::F32, &[p, f]);
@@ -163,41 +170,60 @@ fn vector_engine_transpose_is_max_min_ii_n() {
         nc.on(Engine::Vector).transpose(dst, src).unwrap();
         assert_eq!(cycles(&mut nc, Engine::Vector), MIN_II.max(f));
     }
+    let mut nc = nc();
+    let src = sbuf(&mut nc, Dtype::F32, &[32, 33]);
+    let dst = sbuf(&mut nc, Dtype::F32, &[33, 32]);
+    nc.on(Engine::GpSimd).memset(src, 1.0).unwrap();
+    assert!(nc.on(Engine::Vector).transpose(dst, src).is_err(), "VectorE transposes ≤ 32 x 32");
 }
 
 #[test]
 fn activation_is_max_min_ii_n_with_or_without_scale_and_bias() {
-    // §2.3: activation max(MIN_II, N), the same with or without scale/bias.
+    // §2.3: activation max(MIN_II, N), the same with or without scale/bias: plain, scale
+    // only (an immediate and a [P,1] column), bias only, and both.
     for n in [16u64, 64, 1000] {
-        let mut nc = nc();
-        let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
-        let y = sbuf(&mut nc, Dtype::F32, &[128, n + 1]);
-        let y = y.cols(0..n);
-        let b = sbuf(&mut nc, Dtype::F32, &[128, 1]);
-        nc.on(Engine::GpSimd).memset(x, 0.5).unwrap();
-        nc.on(Engine::GpSimd).memset(b, 0.5).unwrap();
-        nc.activation(y, x, Act::Exp, ActArgs::default().scale(2.0).bias(b)).unwrap();
-        assert_eq!(cycles(&mut nc, Engine::Scalar), MIN_II.max(n), "N={n}");
-    }
-}
-
-#[test]
-fn activation_with_reduce_adds_min_ii() {
-    // §2.3 activation_reduce: max(MIN_II, N) + MIN_II (the accumulator read).
-    for n in [10u64, 512] {
-        let mut nc = nc();
-        let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
-        let r = sbuf(&mut nc, Dtype::F32, &[128, 1]);
-        nc.on(Engine::GpSimd).memset(x, 0.5).unwrap();
-        nc.activation(x, x, Act::Square, ActArgs::default().reduce(r)).unwrap();
-        assert_eq!(cycles(&mut nc, Engine::Scalar), MIN_II.max(n) + MIN_II);
+        for (scale, bias, col) in [
+            (false, false, false),
+            (true, false, false),
+            (true, false, true),
+            (false, true, false),
+            (true, true, false),
+            (true, true, true),
+        ] {
+            let mut nc = nc();
+            let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
+            let y = sbuf(&mut nc, Dtype::F32, &[128, n + 1]);
+            let y = y.cols(0..n);
+            let pool = nc.sbuf_pool("cols", 1);
+            let b = nc.tile_named(pool, "bias", Dtype::F32, &[128, 1]).unwrap();
+            let s = nc.tile_named(pool, "scale", Dtype::F32, &[128, 1]).unwrap();
+            nc.on(Engine::GpSimd).memset(x, 0.5).unwrap();
+            nc.on(Engine::GpSimd).memset(b, 0.5).unwrap();
+            nc.on(Engine::GpSimd).memset(s, 2.0).unwrap();
+            let mut args = ActArgs::default();
+            if scale {
+                args = if col { args.scale(Scalar::Col(s.view())) } else { args.scale(2.0) };
+            }
+            if bias {
+                args = args.bias(b);
+            }
+            nc.activation(y, x, Act::Exp, args).unwrap();
+            let what = format!("N={n} scale={scale} (column {col}) bias={bias}");
+            assert_eq!(cycles(&mut nc, Engine::Scalar), MIN_II.max(n), "{what}");
+        }
     }
 }
 
 #[test]
 fn tensor_tensor_one_psum_one_sbuf_input_is_1n() {
-    // §2.3: max(MIN_II, N) when one input is in PSUM and the other in SBUF.
-    let n = 512;
+    // §2.3: max(MIN_II, N) when one input is in PSUM and the other in SBUF: N = 512 above
+    // the floor (2N would be 1024), N = 20 on it (max(64, 20) = 64; 2N = 40 would be too).
+    for n in [512u64, 20] {
+        tensor_tensor_one_psum_one_sbuf(n);
+    }
+}
+
+fn tensor_tensor_one_psum_one_sbuf(n: u64) {
     let mut nc = nc();
     let a = psum(&mut nc, Dtype::F32, &[128, n]);
     let b = sbuf(&mut nc, Dtype::F32, &[128, n]);
@@ -233,6 +259,39 @@ fn tensor_tensor_all_bf16_sbuf_add_is_1n_else_2n() {
         nc.on(Engine::GpSimd).memset(b, 1.0).unwrap();
         nc.tensor_tensor(a, a, b, op).unwrap();
         assert_eq!(cycles(&mut nc, Engine::Vector), want, "{dt} {op:?} N={n}");
+    }
+}
+
+#[test]
+fn tensor_tensor_bf16_fast_path_needs_every_view_contiguous() {
+    // §2.3: the 1-pass max(MIN_II, N) of an all-bf16 SBUF add/multiply/subtract holds "on
+    // contiguous data"; with any operand not contiguous it is max(MIN_II, 2N). The
+    // every-other-element views step 2 bf16 = 4 bytes, under §1.8's 16-byte stride limit,
+    // so no stride penalty enters. N = 256 (above the floor either way):
+    //   all contiguous, add or subtract:      max(64, 256)     = 256
+    //   `a`, `b` or `dst` every other element: max(64, 2 · 256) = 512
+    let n = 256u64;
+    for (op, strided, want) in [
+        (Alu::Subtract, None, MIN_II.max(n)),
+        (Alu::Add, None, MIN_II.max(n)),
+        (Alu::Add, Some(0), MIN_II.max(2 * n)),
+        (Alu::Subtract, Some(1), MIN_II.max(2 * n)),
+        (Alu::Multiply, Some(2), MIN_II.max(2 * n)),
+    ] {
+        let mut nc = nc();
+        let pool = nc.sbuf_pool("p", 1);
+        let mut views = Vec::new();
+        for name in ["a", "b", "dst"] {
+            let t = nc.tile_named(pool, name, Dtype::Bf16, &[128, 2 * n]).unwrap();
+            nc.on(Engine::GpSimd).memset(t, 1.0).unwrap();
+            // Contiguous: the first n elements of each row; strided: every other element,
+            // [2n] split into [n, 2] and the first of each pair taken.
+            views.push((t.cols(0..n), t.view().split(0, 2).swap(0, 1).at(0)));
+        }
+        let pick = |i: usize| if strided == Some(i) { views[i].1 } else { views[i].0 };
+        let (a, b, d) = (pick(0), pick(1), pick(2));
+        nc.tensor_tensor(d, a, b, op).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::Vector), want, "{op:?} strided operand {strided:?}");
     }
 }
 
@@ -318,12 +377,15 @@ fn iota_and_affine_select_are_gpsimd_start_plus_n() {
 #[test]
 fn bn_stats_and_bn_aggr_follow_their_formulas() {
     // §2.3: bn_stats max(MIN_II, N); bn_aggr max(MIN_II, 13 * (N / 3)).
-    let mut nc = nc();
-    let x = sbuf(&mut nc, Dtype::F32, &[128, 512]);
-    let s = sbuf(&mut nc, Dtype::F32, &[128, 6]);
-    nc.on(Engine::GpSimd).memset(x, 1.0).unwrap();
-    nc.bn_stats(s, x).unwrap();
-    assert_eq!(cycles(&mut nc, Engine::Vector), MIN_II.max(512));
+    for n in [512u64, 32] {
+        let mut nc = nc();
+        let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
+        let s = sbuf(&mut nc, Dtype::F32, &[128, 6]);
+        nc.on(Engine::GpSimd).memset(x, 1.0).unwrap();
+        nc.bn_stats(s, x).unwrap();
+        // 512 above the floor, max(64, 32) = 64 on it.
+        assert_eq!(cycles(&mut nc, Engine::Vector), MIN_II.max(n), "N={n}");
+    }
 
     for k in [2u64, 40] {
         let mut nc = self::nc();
@@ -337,14 +399,61 @@ fn bn_stats_and_bn_aggr_follow_their_formulas() {
 
 #[test]
 fn strided_inner_access_is_half_bandwidth() {
-    // §1.8: inner stride over 16 bytes → half port bandwidth, "~50% slower instruction".
+    // §1.8: inner stride over 16 bytes → half port bandwidth, "~50% slower instruction";
+    // §7: N is multiplied by 1.5 before the formula, so the MIN_II floor stays:
+    //   N = 256: max(64, 256 + 128) = 384
+    //   N = 48:  max(64, 48 + 24)   = 72   (without the penalty it would be the floor, 64)
+    //   N = 16:  max(64, 16 + 8)    = 64   (penalty after the floor would give 1.5 · 64 = 96)
+    for (n, want) in [(256u64, 384u64), (48, 72), (16, 64)] {
+        assert_eq!(want, MIN_II.max(n + n / 2));
+        let mut nc = nc();
+        let x = sbuf(&mut nc, Dtype::F32, &[128, n, 8]); // [.., 8] fp32: stride 32 B along n
+        nc.on(Engine::GpSimd).memset(x, 1.0).unwrap();
+        let y = sbuf(&mut nc, Dtype::F32, &[128, n]);
+        nc.tensor_copy(y, x.view().swap(0, 1).at(0)).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::Vector), want, "N={n}");
+    }
+}
+
+/// Every `k`-th element of each row of a `[128, n · k]` tile: `n` elements at inner stride `k`.
+fn every(nc: &mut Nc, name: &str, dt: Dtype, n: u64, k: u64) -> neuron_sim::TileView {
+    let pool = nc.sbuf_pool(name, 1);
+    let t = nc.tile_named(pool, name, dt, &[128, n * k]).unwrap();
+    nc.on(Engine::GpSimd).memset(t, 1.0).unwrap();
+    if k == 1 {
+        t.view()
+    } else {
+        t.view().split(0, k).swap(0, 1).at(0)
+    }
+}
+
+#[test]
+fn the_stride_penalty_starts_above_16_bytes_on_either_side() {
+    // §1.8: "with an innermost stride under 16 bytes a port delivers the full 128 elements
+    // per cycle ...; above 16 bytes it delivers half"; §7 and the code apply the penalty to
+    // an inner stride *over* 16 bytes, on any operand (source or destination). A tensor_copy
+    // of N = 256 on trn1 (no performance mode):
+    //   no penalty:   max(64, 256)             = 256
+    //   penalty:      max(64, 256 + 256 / 2)   = 384
     let n = 256u64;
-    let mut nc = nc();
-    let x = sbuf(&mut nc, Dtype::F32, &[128, n, 8]); // [.., 8] fp32: stride 32 B along n
-    nc.on(Engine::GpSimd).memset(x, 1.0).unwrap();
-    let y = sbuf(&mut nc, Dtype::F32, &[128, n]);
-    nc.tensor_copy(y, x.view().swap(0, 1).at(0)).unwrap();
-    assert_eq!(cycles(&mut nc, Engine::Vector), MIN_II.max(n + n / 2));
+    let (plain, slow) = (MIN_II.max(n), MIN_II.max(n + n / 2));
+    // (dtype, source stride, destination stride) in elements, and the expected cycles.
+    let cases = [
+        (Dtype::F32, 4, 1, plain),  // 4 × 4 B = 16 B: not over 16
+        (Dtype::F32, 5, 1, slow),   // 20 B
+        (Dtype::Bf16, 8, 1, plain), // 8 × 2 B = 16 B
+        (Dtype::Bf16, 9, 1, slow),  // 18 B
+        (Dtype::F32, 1, 4, plain),  // destination at 16 B
+        (Dtype::F32, 1, 8, slow),   // destination at 32 B, source contiguous
+        (Dtype::Bf16, 1, 9, slow),  // destination at 18 B
+    ];
+    for (dt, ks, kd, want) in cases {
+        let mut nc = nc();
+        let src = every(&mut nc, "src", dt, n, ks);
+        let dst = every(&mut nc, "dst", dt, n, kd);
+        nc.tensor_copy(dst, src).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::Vector), want, "{dt} src stride {ks}, dst stride {kd}");
+    }
 }
 
 #[test]
@@ -382,6 +491,89 @@ fn trn2_vector_performance_mode_needs_only_the_innermost_dim_contiguous() {
         nc.tensor_scalar(d, src, (Alu::Multiply, Scalar::Imm(2.0)), None).unwrap();
         let busy = nc.profile().engines[Engine::Vector.index()].busy_cycles;
         assert_eq!(busy, want + ACCESS_START, "inner step {step}");
+    }
+}
+
+#[test]
+fn performance_mode_divides_the_per_element_term_never_the_min_ii_floor() {
+    // §1.5 performance modes, as `cost.rs` applies them: the speed-up divides the
+    // per-element term only, so `max(MIN_II, term / speedup)`, after which the access start
+    // (ACCESS_START, subtracted by `cycles`) is added. The modes (sim/src/nc/schedule.rs
+    // `copy_speedup`, vector.rs `tensor_tensor`):
+    // * VectorE, NC-v3/v4 (`perf_mode_16bit` = 4): tensor_copy / tensor_scalar 4x with both
+    //   sides 16-bit in SBUF with unit inner stride, 2x when one side is PSUM (or strided);
+    //   tensor_tensor 2x with both inputs in SBUF and every operand 16-bit;
+    // * ScalarE, NC-v4 (`perf_mode_16bit` = 2): tensor_copy / tensor_scalar 2x for 16-bit;
+    //   not `activation` (§1.5 names only tensor_scalar and tensor_copy), and not NC-v3.
+    #[derive(Clone, Copy, Debug)]
+    enum Op {
+        Copy,
+        Scale,
+        Add,
+        Max,
+        Exp,
+    }
+    let (v, s) = (Engine::Vector, Engine::Scalar);
+    let (bf, f32) = (Dtype::Bf16, Dtype::F32);
+    let (sb, ps) = (false, true);
+    // (chip, engine, op, dtype, dst in PSUM, N, expected formula cycles)
+    #[rustfmt::skip]
+    let cases = [
+        // trn2 VectorE copy bf16 SBUF→SBUF, 4x: max(64, 128/4 = 32) = 64, and
+        // max(64, 512/4) = 128 above the floor. (Dividing the floor too would give 32.)
+        ("trn2", v, Op::Copy, bf, sb, 128u64, 64u64),
+        ("trn2", v, Op::Copy, bf, sb, 512, 128),
+        // One side (the destination) in PSUM: 2x, max(64, 512/2) = 256; max(64, 100/2) = 64.
+        ("trn2", v, Op::Copy, bf, ps, 512, 256),
+        ("trn2", v, Op::Copy, bf, ps, 100, 64),
+        // fp32: no speed-up, max(64, 512) = 512.
+        ("trn2", v, Op::Copy, f32, sb, 512, 512),
+        // tensor_tensor bf16 SBUF add: the 1-pass N (§2.3) then 2x: max(64, 512/2) = 256,
+        // and max(64, 100/2) = 64 on the floor.
+        ("trn2", v, Op::Add, bf, sb, 512, 256),
+        ("trn2", v, Op::Add, bf, sb, 100, 64),
+        // bf16 max is 2-pass (2N), then 2x: max(64, 1024/2) = 512; max(64, 80/2) = 64.
+        ("trn2", v, Op::Max, bf, sb, 512, 512),
+        ("trn2", v, Op::Max, bf, sb, 40, 64),
+        // fp32 add: 2N, no speed-up: max(64, 1024) = 1024.
+        ("trn2", v, Op::Add, f32, sb, 512, 1024),
+        // trn3 VectorE has trn2's 4x: max(64, 512/4) = 128.
+        ("trn3", v, Op::Copy, bf, sb, 512, 128),
+        // trn3 ScalarE copy and tensor_scalar bf16, 2x: max(64, 512/2) = 256, and
+        // max(64, 100/2) = 64; fp32 none: 512.
+        ("trn3", s, Op::Copy, bf, sb, 512, 256),
+        ("trn3", s, Op::Copy, bf, sb, 100, 64),
+        ("trn3", s, Op::Scale, bf, sb, 512, 256),
+        ("trn3", s, Op::Copy, f32, sb, 512, 512),
+        // trn3 activation bf16: no speed-up, max(64, 512) = 512.
+        ("trn3", s, Op::Exp, bf, sb, 512, 512),
+        // trn2 ScalarE (`perf_mode_16bit` = 1): max(64, 512) = 512.
+        ("trn2", s, Op::Copy, bf, sb, 512, 512),
+    ];
+    for (chip, engine, op, dt, dst_psum, n, want) in cases {
+        let chip = if chip == "trn2" { Chip::trn2() } else { Chip::trn3() };
+        let mut nc = Nc::new(chip, ExecMode::TIMING);
+        let a = sbuf(&mut nc, dt, &[128, n]);
+        let b = sbuf(&mut nc, dt, &[128, n + 1]).cols(0..n);
+        nc.on(Engine::GpSimd).memset(a, 1.0).unwrap();
+        nc.on(Engine::GpSimd).memset(b, 1.0).unwrap();
+        let d =
+            if dst_psum { psum(&mut nc, dt, &[128, n]) } else { sbuf(&mut nc, dt, &[128, n + 2]) };
+        let d = d.cols(0..n);
+        match op {
+            Op::Copy => nc.on(engine).tensor_copy(d, a),
+            Op::Scale => nc.on(engine).tensor_scalar(d, a, (Alu::Multiply, Scalar::Imm(2.0)), None),
+            Op::Add => nc.tensor_tensor(d, a, b, Alu::Add),
+            Op::Max => nc.tensor_tensor(d, a, b, Alu::Max),
+            Op::Exp => nc.activation(d, a, Act::Exp, ActArgs::default()),
+        }
+        .unwrap();
+        let name = nc.chip().name.clone();
+        assert_eq!(
+            cycles(&mut nc, engine),
+            want,
+            "{name} {engine} {op:?} {dt} psum={dst_psum} N={n}"
+        );
     }
 }
 
@@ -491,15 +683,36 @@ fn matmul_transpose_mode_costs_a_matmul_of_its_dtype() {
 
 #[test]
 fn activation_with_an_add_reduce_op_adds_min_ii_and_refuses_the_others() {
-    // §2.3 activation_reduce: max(MIN_II, N) + MIN_II; reduce_op must be add (§1.5, [ACT233]).
+    // §2.3 activation_reduce: max(MIN_II, N) + MIN_II (the accumulator read), whether the
+    // add is the default (`reduce`) or named (`reduce_with(Add)`); reduce_op must be add
+    // ([ACT233]), so any other operator is refused and nothing is scheduled.
     for n in [10u64, 512] {
-        let mut nc = nc();
-        let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
-        let r = sbuf(&mut nc, Dtype::F32, &[128, 1]);
-        nc.on(Engine::GpSimd).memset(x, 0.5).unwrap();
-        let args = ActArgs::default().reduce_with(Alu::Add, r);
-        nc.activation(x, x, Act::Exp, args).unwrap();
-        assert_eq!(cycles(&mut nc, Engine::Scalar), MIN_II.max(n) + MIN_II);
+        for named in [false, true] {
+            let mut nc = nc();
+            let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
+            let r = sbuf(&mut nc, Dtype::F32, &[128, 1]);
+            nc.on(Engine::GpSimd).memset(x, 0.5).unwrap();
+            let args = if named {
+                ActArgs::default().reduce_with(Alu::Add, r)
+            } else {
+                ActArgs::default().reduce(r)
+            };
+            nc.activation(x, x, Act::Exp, args).unwrap();
+            assert_eq!(cycles(&mut nc, Engine::Scalar), MIN_II.max(n) + MIN_II, "N={n}");
+        }
+        for op in [Alu::Max, Alu::Min, Alu::Multiply, Alu::Subtract] {
+            let mut nc = nc();
+            let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
+            let r = sbuf(&mut nc, Dtype::F32, &[128, 1]);
+            nc.on(Engine::GpSimd).memset(x, 0.5).unwrap();
+            let e = nc.activation(x, x, Act::Exp, ActArgs::default().reduce_with(op, r));
+            let e = e.expect_err("only add reduces");
+            assert!(
+                matches!(e.kind, ViolationKind::ReduceOpNotAllowed { op: o, .. } if o == op),
+                "{op:?}: {e}"
+            );
+            assert_eq!(nc.profile().engines[Engine::Scalar.index()].instruction_count, 0);
+        }
     }
 }
 
