@@ -213,11 +213,27 @@ fn chains(vector: usize, scalar: usize) -> f64 {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
+    /// The two chains share no tile, no engine, and (on trn2, NeuronCore-v3) no port
+    /// (§1.8: the v2 port sharing is lifted), so together they take exactly as long as the
+    /// longer one alone, and each alone takes its formula:
+    /// * VectorE, `vector` dependent bf16 SBUF adds of N = 512: the §2.3 1-pass N, 2x
+    ///   performance mode (§1.5), plus the access start: max(64, 512 / 2) + 60 = 316 cycles
+    ///   at 0.96 GHz, each waiting the 100-cycle result latency of the one before;
+    /// * ScalarE, `2 · scalar` dependent activations of N = 512: max(64, 512) + 60 = 572
+    ///   cycles at 1.2 GHz, each waiting the 140-cycle latency of the one before.
+    /// (The model converts each duration to whole picoseconds, rounding to nearest.)
     #[test]
     fn independent_chains_overlap(vector in 1usize..30, scalar in 1usize..30) {
         let (v, s, both) = (chains(vector, 0), chains(0, scalar), chains(vector, scalar));
-        prop_assert!(both >= v.max(s) - 1e-9, "{} < max({}, {})", both, v, s);
-        prop_assert!(both <= v + s + 1e-9, "{} > {} + {}", both, v, s);
+        let ps = |cycles: f64, ghz: f64| (cycles * 1000.0 / ghz).round() / 1e6; // µs
+        let chain = |n: usize, cycles: f64, latency: f64, ghz: f64| {
+            n as f64 * ps(cycles, ghz) + (n - 1) as f64 * ps(latency, ghz)
+        };
+        let want_v = chain(vector, 64f64.max(512.0 / 2.0) + 60.0, 100.0, 0.96);
+        let want_s = chain(2 * scalar, 64f64.max(512.0) + 60.0, 140.0, 1.2);
+        prop_assert!((v - want_v).abs() < 1e-6, "vector chain {} µs, want {}", v, want_v);
+        prop_assert!((s - want_s).abs() < 1e-6, "scalar chain {} µs, want {}", s, want_s);
+        prop_assert!((both - v.max(s)).abs() < 1e-6, "{} != max({}, {})", both, v, s);
     }
 
     #[test]
@@ -258,5 +274,104 @@ proptest! {
         // allow 1 ps for each.
         let rounding = 2.0 * pieces as f64 * 1e-6;
         prop_assert!(split >= whole - rounding, "{} pieces took {} < whole {}", pieces, split, whole);
+    }
+}
+
+// The roofline bound's exact value (`tune` prunes a candidate whose bound is no better than
+// the best time so far, so a bound too high prunes good candidates and one too low prunes
+// nothing). Profile::roofline_bound_us = max(hardware FLOPs / peak, HBM bytes / bandwidth),
+// with the peak of neuroncore.md §1.4 (128 × 128 PEs × 2 FLOP per TensorE cycle, 78.6
+// TFLOPS at 2.4 GHz on trn2) and the per-core HBM bandwidth of §7 (`hbm_gbps_per_core`,
+// 362 GB/s on trn2, 410 on trn1).
+
+/// A fresh trn-`chip` run with one SBUF tile of `shape` (`dt`).
+fn one_tile(chip: Chip, dt: Dtype, shape: &[u64]) -> (Nc, neuron_sim::Tile) {
+    let mut nc = Nc::new(chip, ExecMode::TIMING);
+    let sb = nc.sbuf_pool("sb", 1);
+    let t = nc.tile_named(sb, "t", dt, shape).unwrap();
+    (nc, t)
+}
+
+fn assert_close(got: f64, want: f64, what: &str) {
+    assert!((got - want).abs() <= 1e-9 * want.max(1e-3), "{what}: bound {got} µs, want {want} µs");
+}
+
+#[test]
+fn roofline_bound_of_dmas_alone_is_their_hbm_bytes_over_the_core_bandwidth() {
+    // A trn2 load of [128, 4096] bf16 = 1,048,576 B read from HBM: 1,048,576 / 362 B/ns
+    // = 2,896.6 ns; no FLOPs. trn1: / 410 B/ns.
+    for (chip, gbps) in [(Chip::trn2(), 362.0), (Chip::trn1(), 410.0)] {
+        let (mut nc, t) = one_tile(chip, Dtype::Bf16, &[128, 4096]);
+        let x = nc.hbm_input("x", Dtype::Bf16, &[128, 4096], &[]).unwrap();
+        nc.dma(t, x).unwrap();
+        let p = nc.profile();
+        let bytes = 128.0 * 4096.0 * 2.0;
+        assert_close(p.roofline_bound_us, bytes / gbps / 1e3, &format!("{} load", p.chip));
+        assert!(p.kernel_time_us >= p.roofline_bound_us);
+    }
+    // An HBM→HBM copy reads and writes every byte: 2 × 1,048,576 / 362 B/ns = 5,793.2 ns.
+    let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+    let a = nc.hbm_input("a", Dtype::Bf16, &[128, 4096], &[]).unwrap();
+    let b = nc.hbm("b", Dtype::Bf16, &[128, 4096]).unwrap();
+    nc.dma(b, a).unwrap();
+    let p = nc.profile();
+    assert_close(p.roofline_bound_us, 2.0 * 1_048_576.0 / 362.0 / 1e3, "HBM→HBM copy");
+    // An SBUF→SBUF copy moves no HBM byte and does no FLOP: a bound of 0.
+    let (mut nc, t) = one_tile(Chip::trn2(), Dtype::Bf16, &[128, 4096]);
+    let sb2 = nc.sbuf_pool("sb2", 1);
+    let u = nc.tile_named(sb2, "u", Dtype::Bf16, &[128, 4096]).unwrap();
+    nc.on(Engine::GpSimd).memset(t, 1.0).unwrap();
+    nc.dma(u, t).unwrap();
+    assert_eq!(nc.profile().roofline_bound_us, 0.0, "SBUF→SBUF copy");
+}
+
+#[test]
+fn roofline_bound_of_a_matmul_is_its_hardware_flops_over_the_pe_peak() {
+    // bf16 [K=128] x [M=128] x [N=512]: 2·128·128·512 = 16,777,216 FLOPs over
+    // 128·128·2·f_tensor FLOP/s = 512 / f_tensor ns: 213.3 ns at 2.4 GHz (trn2), 182.9 ns at
+    // 2.8 GHz (trn1). fp32: neuron-profile's hardware FLOPs count it twice
+    // (calibration.md §1.1), so twice that (the matmul itself takes 4x, §1.4).
+    for (chip, ghz) in [(Chip::trn2(), 2.4), (Chip::trn1(), 2.8)] {
+        for (dt, times) in [(Dtype::Bf16, 1.0), (Dtype::F32, 2.0)] {
+            let (mut nc, t) = one_tile(chip.clone(), dt, &[128, 640]);
+            let ps = nc.psum_pool("ps", 1);
+            let acc = nc.tile_named(ps, "acc", Dtype::F32, &[128, 512]).unwrap();
+            nc.on(Engine::GpSimd).memset(t, 1.0).unwrap();
+            nc.matmul(acc, t.cols(0..128), t.cols(128..640), false).unwrap();
+            let p = nc.profile();
+            let want = times * 512.0 / ghz / 1e3;
+            assert_close(p.roofline_bound_us, want, &format!("{} {dt} matmul", p.chip));
+            assert!(p.kernel_time_us >= p.roofline_bound_us);
+        }
+    }
+    // A bf16 TensorE transpose of [128 x 128] counts 2·128·128·128 hardware FLOPs
+    // (calibration.md §1.1): 128 / 2.4 GHz = 53.3 ns on trn2.
+    let (mut nc, t) = one_tile(Chip::trn2(), Dtype::Bf16, &[128, 128]);
+    let ps = nc.psum_pool("ps", 1);
+    let d = nc.tile_named(ps, "d", Dtype::Bf16, &[128, 128]).unwrap();
+    nc.on(Engine::GpSimd).memset(t, 1.0).unwrap();
+    nc.transpose(d, t).unwrap();
+    assert_close(nc.profile().roofline_bound_us, 128.0 / 2.4 / 1e3, "bf16 transpose");
+}
+
+#[test]
+fn roofline_bound_is_the_larger_of_the_compute_and_memory_sides() {
+    // trn2: load [128, 640] bf16 (163,840 B: 452.6 ns at 362 B/ns), one bf16 matmul of
+    // N = 512 (213.3 ns): memory-bound, 452.6 ns. With 8 matmuls of the loaded tile
+    // (8 × 213.3 = 1,706.7 ns) it is compute-bound, 1,706.7 ns.
+    for (matmuls, want_ns) in [(1u32, 163_840.0 / 362.0), (8, 8.0 * 512.0 / 2.4)] {
+        let (mut nc, t) = one_tile(Chip::trn2(), Dtype::Bf16, &[128, 640]);
+        let x = nc.hbm_input("x", Dtype::Bf16, &[128, 640], &[]).unwrap();
+        let ps = nc.psum_pool("ps", 1);
+        let acc = nc.tile_named(ps, "acc", Dtype::F32, &[128, 512]).unwrap();
+        nc.dma(t, x).unwrap();
+        for i in 0..matmuls {
+            nc.matmul(acc, t.cols(0..128), t.cols(128..640), i > 0).unwrap();
+        }
+        let p = nc.profile();
+        assert_close(p.roofline_bound_us, want_ns / 1e3, &format!("{matmuls} matmuls"));
+        let side = if matmuls == 1 { "memory" } else { "compute" };
+        assert_eq!(p.roofline_side, side, "{matmuls} matmuls");
+        assert!(p.kernel_time_us >= p.roofline_bound_us);
     }
 }
