@@ -87,6 +87,23 @@ fn the_verdict_names_the_dma_resource_waited_for() {
     }
     let p = nc.profile();
     let (queue, hbm) = (p.critical_path_us["dma_queue_wait"], p.critical_path_us["hbm_bandwidth"]);
+    // Each load is [8, 8192] fp32: 8 rows of 32 KiB on engine 0, one descriptor per row
+    // (an SBUF side makes each row a run; 32 KiB < the 64 KiB split), 262,144 B. Its engine
+    // time (docs/dma.md §1) is 8 × descriptor_ns + bytes / engine_gbps = 8 × 4 + 262,144 / 17
+    // = 15,452.2 ns on trn1. All four are ready at fixed_ns = 1,300 ns and are on the loads'
+    // queue of that engine (FIFO, docs/dma.md §2): load k starts at 1,300 + k × 15,452.2 ns.
+    // The last one ends the kernel; its critical path is the fixed latency, the three loads
+    // it waited behind (dma_queue_wait = 3 × 15,452.2 = 46,356.7 ns) and its own transfer.
+    // (The path is kept in whole nanoseconds: allow 2 ns.)
+    let d = &Chip::trn1().dma;
+    let own_ns = 8.0 * d.descriptor_ns + 262_144.0 / d.engine_gbps;
+    let near_us = |got: f64, want_ns: f64, what: &str| {
+        assert!((got - want_ns / 1e3).abs() <= 2e-3, "{what}: {got} µs, want {} µs", want_ns / 1e3)
+    };
+    near_us(queue, 3.0 * own_ns, "dma_queue_wait");
+    near_us(p.critical_path_us["dma_transfer"], own_ns, "dma_transfer");
+    near_us(p.critical_path_us["dma_fixed"], d.fixed_ns, "dma_fixed");
+    near_us(p.kernel_time_us, d.fixed_ns + 4.0 * own_ns, "kernel time");
     assert!(queue > 0.0 && hbm == 0.0, "queue wait {queue} µs, HBM wait {hbm} µs");
     assert_eq!(p.bottleneck.kind, "DMA-bound");
     assert!(p.bottleneck.summary.contains("busy with other transfers"), "{}", p.bottleneck.summary);
@@ -98,6 +115,17 @@ fn the_verdict_names_the_dma_resource_waited_for() {
     let p = nc.profile();
     let (dma, hbm) = (p.critical_path_us["dma_transfer"], p.critical_path_us["hbm_bandwidth"]);
     assert!(hbm > dma, "HBM wait {hbm} µs vs transfer {dma} µs");
+    // 8 MiB: per engine 8 rows × 64 KiB = 524,288 B, one run per engine (contiguous on both
+    // sides), split into 8 descriptors of 64 KiB: own time 8 × 16 + 524,288 / 23 = 22,923.1
+    // ns on trn2. Both sides go through HBM: 2 × 8 MiB / 362 B/ns = 46,345.9 ns, which the
+    // transfer takes after its descriptors (the engines could do 2 × 16 × 23 = 736 B/ns), so
+    // the HBM wait is 46,345.9 + 128 − 22,923.1 ns, give or take the 512 ns bucket the
+    // bandwidth cap is counted in (docs/dma.md §1).
+    let d = &Chip::trn2().dma;
+    let own_ns = 8.0 * d.descriptor_ns + 524_288.0 / d.engine_gbps;
+    let hbm_ns = 2.0 * 8_388_608.0 / 362.0 + 8.0 * d.descriptor_ns - own_ns;
+    assert!((dma * 1e3 - own_ns).abs() <= 2.0, "transfer {dma} µs, want {own_ns} ns");
+    assert!((hbm * 1e3 - hbm_ns).abs() <= 512.0, "HBM wait {hbm} µs, want {hbm_ns} ns ± 512");
     assert_eq!(p.bottleneck.kind, "DMA-bound");
     assert!(p.bottleneck.summary.contains("waiting for HBM bandwidth"), "{}", p.bottleneck.summary);
     // A copy has no matmul: the advice is to move fewer bytes, not to feed matmuls.

@@ -111,16 +111,61 @@ mod tests {
 
     #[test]
     fn hbm_timeline_never_exceeds_bandwidth() {
-        // 100 B/ns bandwidth; two engines at 80 B/ns each start together with 64 KB each:
-        // together they need 128 KB / 100 B/ns = 1310.72 ns at least.
+        // 100 B/ns bandwidth: a 512 ns bucket holds 51,200 B (docs/dma.md §1). Two engines at
+        // 80 B/ns (40,960 B per bucket) each move 64 KiB = 65,536 B from time 0, the first
+        // placed first:
+        // * a: bucket 0 takes 40,960 B (its engine's rate), bucket 1 the other 24,576 B at
+        //   80 B/ns: 512 + 24,576 / 80 = 819.2 ns — what it takes alone.
+        // * b: bucket 0 has 51,200 − 40,960 = 10,240 B left, bucket 1 51,200 − 24,576
+        //   = 26,624 B; the remaining 65,536 − 10,240 − 26,624 = 28,672 B go in bucket 2 at
+        //   80 B/ns: 1,024 + 28,672 / 80 = 1,382.4 ns. Not before 128 KiB / 100 B/ns =
+        //   1,310.72 ns, the bandwidth's bound, and later than it by the bucket granularity.
         let mut h = HbmTimeline::new(100.0);
         let a = h.transfer(0, 65536.0, 0.08);
         let b = h.transfer(0, 65536.0, 0.08);
-        assert!(a.max(b) >= 1_310_720, "{a} {b}");
+        assert!((819_200..=819_201).contains(&a), "{a}");
+        assert!((1_382_400..=1_382_401).contains(&b), "{b}");
+        assert!(b >= 1_310_720);
+        let full = h.used.iter().map(|u| (u - h.cap).abs() < 1e-6).collect::<Vec<_>>();
+        assert_eq!(full, [true, true, false], "{:?}", h.used);
         // Alone, one engine is engine-bound: 65536 / 80 B/ns = 819.2 ns.
         let mut h = HbmTimeline::new(100.0);
         let a = h.transfer(0, 65536.0, 0.08);
         assert!((819_200..=819_201).contains(&a), "{a}");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..Default::default() })]
+
+        /// Over random transfers at random times, rates and sizes: no bucket ever holds more
+        /// than the bandwidth allows, no transfer ends before its engine could move its
+        /// bytes (`start + bytes / rate`), every byte is accounted once, and `query`
+        /// foretells what `transfer` then does.
+        #[test]
+        fn no_bucket_exceeds_the_cap_and_no_transfer_outruns_its_engine(
+            gbps in 20.0f64..1000.0,
+            transfers in proptest::collection::vec(
+                (0u64..20_000_000, 1.0f64..400_000.0, 0.005f64..0.8), 1..40),
+        ) {
+            let mut h = HbmTimeline::new(gbps);
+            let cap = gbps * 512.0;
+            let mut total = 0.0;
+            for &(start, bytes, rate) in &transfers {
+                let foretold = h.query(start, bytes, rate);
+                let end = h.transfer(start, bytes, rate);
+                proptest::prop_assert_eq!(foretold, end);
+                proptest::prop_assert!(
+                    end as f64 >= start as f64 + bytes / rate - 1e-6,
+                    "{} B at {} B/ps from {} ended at {}", bytes, rate, start, end
+                );
+                total += bytes;
+                for (i, u) in h.used.iter().enumerate() {
+                    proptest::prop_assert!(*u <= cap * (1.0 + 1e-12), "bucket {}: {} > {}", i, u, cap);
+                }
+            }
+            let used: f64 = h.used.iter().sum();
+            proptest::prop_assert!((used - total).abs() <= 1e-9 * total, "{} B held, {} moved", used, total);
+        }
     }
 
     #[test]

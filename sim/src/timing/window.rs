@@ -862,8 +862,36 @@ mod tests {
         assert!(t.window.by_buf.iter().flatten().all(Vec::is_empty));
         assert!(t.window.order.iter().flatten().count() <= 3 * WINDOW_ITERATIONS);
         assert_eq!(t.window.counters.scheduled, 3 * n);
-        // Two buffers: at best two iterations overlap, so the loop is bounded by ScalarE and
-        // the DMA queues, never by the sum of the iterations.
-        assert!(t.end > 0);
+        // Two buffers: at best two iterations overlap, so the loop takes far less than its
+        // iterations one after the other, and no less than the dependencies allow. On trn2,
+        // in ns (docs/dma.md §1; the compute instruction's own cycles and latency above):
+        // * a transfer: `fixed_ns` = 1,300 before it, then 8 descriptors × 16 ns + 8,192 B /
+        //   23 B/ns = 484.2 ns on each of its 16 engines;
+        // * the exp: 512 cycles / 1.2 GHz = 426.7 ns, its result 200 / 1.2 = 166.7 ns later.
+        // Lower bound, along one buffer: iteration i + 2's exp rewrites what store i reads
+        // (WAR), and store i reads exp i's result (RAW), so exp i + 2 ends at least
+        // `step` = 166.7 + 1,300 + 484.2 + 426.7 = 2,377.5 ns after exp i; the first exp
+        // ends after its load (1,300 + 484.2 + 426.7), the last store after its exp
+        // (166.7 + 1,300 + 484.2). Over n / 2 iterations per buffer:
+        //   end ≥ first + (n / 2 − 1) · step + last ≈ 118.9 ms.
+        // Upper bound: loads and stores share queue 0 of every engine (FIFO), so in a step
+        // store i can also wait for the step's three other transfers (load i + 2 and the
+        // other buffer's load and store), and exp i + 2 for the other buffer's exp:
+        //   step_max = 166.7 + 1,300 + 4 · 484.2 + 2 · 426.7 = 4,256.7 ns, end ≤ n / 2 ·
+        //   step_max + first ≈ 212.8 ms.
+        // Iterations run one after another would take n × (1,300 + 484.2 + 426.7 + 166.7 +
+        // 1,300 + 484.2) = n × 4,161.7 ns ≈ 416 ms.
+        let dma_ns = 8.0 * chip.dma.descriptor_ns + 8192.0 / chip.dma.engine_gbps;
+        let (exp_ns, lat_ns, fixed) = (512.0 / 1.2, 200.0 / 1.2, chip.dma.fixed_ns);
+        let first = fixed + dma_ns + exp_ns;
+        let last = lat_ns + fixed + dma_ns;
+        let step = lat_ns + fixed + dma_ns + exp_ns;
+        let step_max = lat_ns + fixed + 4.0 * dma_ns + 2.0 * exp_ns;
+        let half = (n / 2) as f64;
+        let lower = first + (half - 1.0) * step + last;
+        let upper = first + half * step_max;
+        let end_ns = t.end as f64 / 1e3;
+        assert!(end_ns >= lower, "{end_ns} ns < the dependency bound {lower} ns");
+        assert!(end_ns <= upper, "{end_ns} ns > {upper} ns: iterations not overlapped");
     }
 }
