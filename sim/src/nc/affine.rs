@@ -372,13 +372,20 @@ impl Level {
     }
 
     /// The loop ended: forget every buffer's rectangles (keeping the vectors for the next
-    /// loop that reuses this level).
-    fn reset(&mut self) {
+    /// loop that reuses this level), and their kinds ([`Loops::kinds`]: what the `open`
+    /// levels recorded remains).
+    fn reset(&mut self, kinds: &mut [u8], open: &[Level]) {
         for id in self.used.drain(..) {
             let b = &mut self.bufs[id as usize];
             b.used = false;
             b.gen = 0;
             b.clear();
+            if let Some(k) = kinds.get_mut(id as usize) {
+                let at = |l: &Level| {
+                    l.bufs.get(id as usize).map_or(0, |b| b.earlier_kinds | b.iter_kinds)
+                };
+                *k = open.iter().map(at).fold(0, |k, x| k | x);
+            }
         }
         self.logged = 0;
         self.index = 0;
@@ -405,6 +412,11 @@ pub(crate) struct Loops {
     /// The index of the last site looked up (most instructions of a loop body repeat the
     /// previous one's site: the innermost loop's single instruction).
     last_site: usize,
+    /// Per buffer, the kinds of the exact accesses recorded at the open levels
+    /// ([`Kind::bit`]; a level's cleared or dropped ones may stay set until it ends): an
+    /// access whose conflicting kinds are not among them has nothing to scan at any level,
+    /// which is most accesses, so it is not looked up level by level.
+    kinds: Vec<u8>,
 }
 
 impl Loops {
@@ -515,7 +527,7 @@ impl Nc {
         }
         self.h(&[32]);
         let mut level = self.loops.levels.pop().expect("this loop's level");
-        level.reset();
+        level.reset(&mut self.loops.kinds, &self.loops.levels);
         self.loops.spare.push(level);
         if let Some(t) = &mut self.timing {
             t.close_window();
@@ -558,9 +570,15 @@ impl Nc {
         loc: SourceLoc,
     ) -> VResult<()> {
         // Every level is checked before any records (an instruction does not conflict with
-        // itself).
+        // itself). Most instructions have no operand whose conflicting kinds any open level
+        // recorded for its buffer ([`Loops::kinds`]): nothing to scan at any level.
+        let Loops { levels, kinds, .. } = &mut self.loops;
+        let maybe = |t: &Touch| {
+            t.exact && kinds.get(t.region.id as usize).is_some_and(|&k| k & t.kind.conflicts() != 0)
+        };
+        let levels = if touches.iter().any(maybe) { &mut levels[..] } else { &mut [] };
         let mut found = None;
-        'levels: for level in &mut self.loops.levels {
+        'levels: for level in levels {
             for t in touches {
                 if level.own(t) {
                     continue;
@@ -596,11 +614,19 @@ impl Nc {
             return Ok(());
         }
         let site = self.loops.site(instruction, loc);
-        for level in &mut self.loops.levels {
-            for t in touches {
-                if !level.own(t) {
-                    level.record(t, site);
+        let Loops { levels, kinds, .. } = &mut self.loops;
+        for t in touches {
+            // The levels where `t` is not its iteration's own are the innermost ones (an
+            // inner level's iteration started after its enclosing level's).
+            for level in levels.iter_mut().rev().take_while(|l| !l.own(t)) {
+                level.record(t, site);
+            }
+            if t.exact {
+                let id = t.region.id as usize;
+                if kinds.len() <= id {
+                    kinds.resize(id + 1, 0);
                 }
+                kinds[id] |= t.kind.bit();
             }
         }
         Ok(())
@@ -699,13 +725,19 @@ impl Nc {
 
 /// Whether `(stride, size)` dims visit a dense block: sorted by stride, each stride is the
 /// product of the sizes below it (starting at `unit`), so no element is skipped or repeated.
+#[inline(always)]
 fn dense(dims: &[(i64, u64)], unit: i64) -> bool {
-    // Most views have one dim or none: no sort needed.
+    // Most views have one dim or none: no sort needed, and no call (this runs for every
+    // operand of an affine loop's instructions).
     match dims {
-        [] => return true,
-        &[(s, size)] => return size <= 1 || s.abs() == unit,
-        _ => {}
+        [] => true,
+        &[(s, size)] => size <= 1 || s.abs() == unit,
+        _ => dense_sorted(dims, unit),
     }
+}
+
+/// [`dense`] for two dims or more.
+fn dense_sorted(dims: &[(i64, u64)], unit: i64) -> bool {
     let mut d: [(i64, u64); MAX_HBM_DIMS] = [(0, 1); MAX_HBM_DIMS];
     let mut n = 0;
     for &(s, size) in dims {

@@ -132,7 +132,9 @@ impl Timing {
     /// Earliest time the accesses may start, with the critical path of the binding constraint;
     /// `after` is a start the caller already has (its track's free time): only records later
     /// than it can bind, and a buffer with none is not scanned. Returns (`after`, zero path)
-    /// when nothing binds.
+    /// when nothing binds. Inlined: the list scheduler looks up every held instruction's
+    /// readiness, and as a call it cost more than at issue (docs/scheduling.md §3).
+    #[inline(always)]
     pub(super) fn deps<R: Operand>(&self, reads: &[R], writes: &[R], after: u64) -> (u64, Crit) {
         let mut t = after;
         let mut binding: Option<&Rec> = None;

@@ -267,18 +267,22 @@ impl Timing {
 
     /// Schedule a compute instruction; returns (start, end) in picoseconds.
     pub fn compute<R: Operand>(&mut self, op: &ComputeOp<'_, R>) -> (u64, u64) {
-        self.compute_after(op, None)
+        self.compute_after(op, None, cycles_to_ps(op.cycles, op.ghz))
     }
 
     /// [`Timing::compute`], given what [`Timing::deps`] returns for the instruction's
     /// accesses from an `after` no later than its engine's free time, when the caller knows
-    /// it is still current (the list scheduler, [`window`]); `None` looks it up.
+    /// it is still current (the list scheduler, [`window`]); `None` looks it up. `dur` is
+    /// its engine time, `cycles_to_ps(op.cycles, op.ghz)` (which the list scheduler has).
+    /// Inlined into both callers, as it was into the one it had (docs/scheduling.md §3).
+    #[inline(always)]
     pub(crate) fn compute_after<R: Operand>(
         &mut self,
         op: &ComputeOp<'_, R>,
         known: Option<(u64, Crit)>,
+        dur: u64,
     ) -> (u64, u64) {
-        let dur = cycles_to_ps(op.cycles, op.ghz);
+        debug_assert_eq!(dur, cycles_to_ps(op.cycles, op.ghz));
         let track = &self.tracks[op.track];
         let (mut start, mut crit) = (track.free, track.crit);
         // From any `after` ≤ `start`, the binding record is the first one found with the

@@ -264,7 +264,10 @@ impl Window {
     }
 
     /// Give the new instruction in `n` an edge from every held instruction it conflicts
-    /// with, then hold its own accesses (module docs).
+    /// with, then hold its own accesses (module docs). Inlined, as [`Timing::make_ready`]
+    /// is: both run for every held instruction, and their calls showed in the counts
+    /// (docs/scheduling.md §3).
+    #[inline(always)]
     fn link(&mut self, n: u32) {
         let seq = self.slots[n as usize].seq;
         let (reads, writes) = {
@@ -478,6 +481,7 @@ impl Timing {
     /// A compute instruction never starts before its engine is free, and an engine's free
     /// time only grows, so its lookup starts from its engine's free time now (records that
     /// end earlier cannot bind it; `ready` is only used as `max(ready, free)`).
+    #[inline(always)]
     fn make_ready(&mut self, n: u32) {
         let s = &self.window.slots[n as usize];
         let work = s.work;
@@ -618,7 +622,7 @@ impl Timing {
                         .is_none_or(|k| k == self.deps(&s.reads[..], &s.writes[..], s.ready_after)),
                     "a kept dependency lookup went stale"
                 );
-                let (start, end) = self.compute_after(&op, known);
+                let (start, end) = self.compute_after(&op, known, s.dur);
                 if let Some(tr) = &mut self.trace {
                     let args = trace_args(s);
                     let dur = end - start;
