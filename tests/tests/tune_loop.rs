@@ -534,6 +534,28 @@ fn a_winner_wrong_on_another_shape_of_its_key_set_is_rolled_back() {
     assert!(log.contains("wrong at shape ragged"), "{log}");
 }
 
+/// A winner that breaks a hardware rule at another shape of its key set is invalid there,
+/// not wrong: that shape is left out of its validation, as one its validity rule refuses
+/// would be, and the winner stands. `roomy`'s fastest variant (3 scratch buffers) fits
+/// `narrow` and overflows SBUF at `wide`.
+#[test]
+fn validate_leaves_out_a_key_shape_where_the_winner_breaks_a_hardware_rule() {
+    // Both shapes tuned (the key set is every named shape): at `wide` only 0 and 1 scratch
+    // buffers fit, and 1 wins; at `narrow` 3 wins and is validated on `narrow` alone.
+    let args = ["--kernel", "roomy", "--validate", "--recheck"];
+    let (code, tuned, err) = tune_all_in(&broken_manifest("loop"), "116", &args, &[]);
+    assert_eq!(code, 0, "{err}");
+    let at = |shape: &str| tuned.iter().find(|e| e["shape"] == shape).unwrap().clone();
+    let (narrow, wide) = (at("narrow"), at("wide"));
+    assert_eq!(
+        (&narrow["best_params"]["scratch"], &wide["best_params"]["scratch"]),
+        (&3.into(), &1.into())
+    );
+    assert_eq!(narrow["validated"]["shapes"], serde_json::json!(["narrow"]), "{narrow}");
+    assert_eq!(wide["validated"]["shapes"], serde_json::json!(["narrow", "wide"]), "{wide}");
+    assert!(journal(&narrow).iter().all(|l| l["line"] != "rolled_back"), "{narrow}");
+}
+
 #[test]
 fn validate_without_a_goal_rolls_back_a_winner_wrong_on_its_key_set() {
     // The same planted bug as above, without --goal: --validate alone validates each new

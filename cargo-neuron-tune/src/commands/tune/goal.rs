@@ -219,8 +219,17 @@ pub(super) fn validate_on_key_set(
     };
     // Per shape, in the key set's order: `None` right, else why not.
     let mut wrong: Vec<Option<String>> = vec![None; accepted.len()];
+    // Shapes where the variant breaks a hardware rule (SBUF too small…): invalid there, as
+    // where its validity rule refuses it, so left out of the key set like those, not wrong.
+    let mut refused = vec![false; accepted.len()];
     stream(pool, 0..accepted.len(), request, |i, done| {
         let (name, shape) = accepted[i];
+        if let Err(e) = &done.answer {
+            if matches!(e.kind, ErrorKind::Invalid | ErrorKind::SimViolation { .. }) {
+                refused[i] = true;
+                return Ok(Next::Done);
+            }
+        }
         wrong[i] = match done.answer {
             Ok(ResponseBody::Check(r)) if r.passed => None,
             Ok(ResponseBody::Check(r)) => Some(match r.failure {
@@ -234,7 +243,12 @@ pub(super) fn validate_on_key_set(
     })?;
     Ok(match wrong.into_iter().flatten().next() {
         Some(why) => Err(why),
-        None => Ok(accepted.into_iter().map(|(name, _)| name.clone()).collect()),
+        None => Ok(accepted
+            .into_iter()
+            .zip(refused)
+            .filter(|(_, refused)| !refused)
+            .map(|((name, _), _)| name.clone())
+            .collect()),
     })
 }
 
