@@ -24,7 +24,8 @@ pub struct CargoFlags {
     /// selected even when -p is given too.
     #[arg(long, help_heading = "Cargo options")]
     pub workspace: bool,
-    /// Packages to leave out of the whole workspace (not with -p, as in cargo).
+    /// Packages to leave out of the whole workspace (not with -p; unlike cargo, it needs
+    /// no --workspace).
     #[arg(long, value_name = "SPEC", help_heading = "Cargo options", conflicts_with = "packages")]
     pub exclude: Vec<String>,
     /// Space or comma separated features to activate.

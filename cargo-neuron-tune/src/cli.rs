@@ -510,8 +510,8 @@ pub enum BaselineAction {
 /// How a search runs.
 #[derive(Debug, Args, Clone)]
 pub struct SearchOpts {
-    /// `default` (TPE-guided portfolio), `grid`, `random`, `bayes`, `anneal`, `genetic`.
-    /// Checked before anything is built.
+    /// The search strategy; `default` is a TPE-guided portfolio (search/README.md says
+    /// why).
     #[arg(long, default_value = "default", help_heading = "Search",
           value_parser = clap::builder::PossibleValuesParser::new(neuron_tune_search::BUILTIN))]
     pub strategy: String,
@@ -864,6 +864,22 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    /// As an 80-column terminal shows it, the exit-code table keeps each meaning under its
+    /// own column: no line of it starts at the margin but a code's.
+    #[test]
+    fn the_exit_table_renders_in_80_columns() {
+        let help = Cli::command().term_width(80).render_long_help().to_string();
+        let table = help.split("Exit codes:\n").nth(1).expect("the table ends --help");
+        for line in table.lines().filter(|l| !l.trim().is_empty()) {
+            let code = line.trim_start().split(' ').next().unwrap();
+            let indent = line.len() - line.trim_start().len();
+            assert!(
+                (indent == 2 && code.parse::<u8>().is_ok()) || indent == 7,
+                "{line:?} in\n{table}"
+            );
+        }
     }
 
     #[test]

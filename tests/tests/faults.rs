@@ -343,28 +343,22 @@ fn every_fault_exits_with_its_code_says_why_and_keeps_what_was_stored() {
 
     // A store whose lock cannot be opened for writing (here a directory stands where the
     // lock file goes; a read-only target directory fails the same call) is a file that
-    // could not be written: exit 1, as the full disk above, not a configuration error.
-    // The directory goes when the guard does, even if the case fails: every other test
-    // shares this store.
-    struct LockIsADirectory(PathBuf);
-    impl Drop for LockIsADirectory {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir(&self.0);
-        }
-    }
-    let lock = test_target_dir().join("neuron-tune/lock");
-    std::fs::remove_file(&lock).unwrap();
-    std::fs::create_dir(&lock).unwrap();
-    let guard = LockIsADirectory(lock.clone());
-    case(
-        "a store lock that cannot be opened",
-        &double,
-        &[],
-        1,
-        &[&format!("opening {}", lock.display())],
-        &BTreeMap::new(),
-    );
-    drop(guard);
+    // could not be written: exit 1, as the full disk above, not a configuration error. In a
+    // target directory of its own, so the shared store is never touched: `gate` opens the
+    // store before it builds anything, so nothing is built there.
+    let own = scratch_dir("faults-lock").join("target");
+    let lock = own.join("neuron-tune/lock");
+    std::fs::create_dir_all(&lock).unwrap();
+    let baseline = root().join("fixtures/neuron-tune.baseline.toml");
+    let out = std::process::Command::new(neuron_tune_tests::cli_exe())
+        .args(["neuron-tune", "gate", "--baseline", baseline.to_str().unwrap(), "--target-dir"])
+        .arg(&own)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "a store lock that cannot be opened: {err}");
+    assert!(err.contains(&format!("opening {}", lock.display())), "{err}");
     assert_kept("a store lock that cannot be opened", &seed);
     kinds += 1;
 

@@ -742,8 +742,13 @@ fn a_journal_of_an_edited_chip_file_is_not_resumed() {
     };
     let (first, _) = tune(&[]);
     // The same file: resumed, nothing measured again.
+    // (A run that started afresh would delete the journal and write it again.)
+    let written =
+        |e: &Value| std::fs::metadata(e["journal"].as_str().unwrap()).unwrap().modified().unwrap();
+    let first_written = written(&first);
     let (again, err) = tune(&["--resume"]);
     assert!(!err.contains("not resumed"), "{err}");
+    assert_eq!(written(&again), first_written, "the journal was resumed, not written again");
     assert_eq!((&again["best_time"], &again["journal"]), (&first["best_time"], &first["journal"]));
     // VectorE at half its clock: the same name, another chip.
     let slower = toml.replace("vector_ghz = 0.96", "vector_ghz = 0.48");
