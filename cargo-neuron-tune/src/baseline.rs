@@ -284,8 +284,9 @@ impl Baseline {
 
     /// Replace the entry of the same model, shape and chip, or add it; kept sorted.
     pub fn record(&mut self, entry: BaselineEntry) {
-        self.changes.push(Change::Record(entry.clone()));
-        self.apply(&Change::Record(entry));
+        let change = Change::Record(entry);
+        self.apply(&change);
+        self.changes.push(change);
     }
 
     fn apply(&mut self, change: &Change) {
@@ -329,10 +330,8 @@ impl Baseline {
         // A damaged entry goes only when this save measured it again (`baseline save`
         // refuses before simulating to save past one it does not measure).
         let remeasured = |d: &Damaged| {
-            self.changes.iter().any(|c| {
-                matches!(c, Change::Record(e) if (e.model.as_str(), e.shape.as_str(), e.chip.as_str())
-                    == (d.model.as_str(), d.shape.as_str(), d.chip.as_str()))
-            })
+            let key = (d.model.as_str(), d.shape.as_str(), d.chip.as_str());
+            self.changes.iter().any(|c| matches!(c, Change::Record(e) if e.key() == key))
         };
         if let Some(d) = damaged.iter().find(|d| !remeasured(d)) {
             return Err(fail(

@@ -204,28 +204,26 @@ fn gone_from_workspace(
     };
     match against {
         Against::File(b) => {
-            let candidates =
-                b.entries().iter().filter(|e| e.chip == chip && selected(&e.model, &e.shape));
-            let unknown = candidates
-                .clone()
-                .filter(|e| e.in_selection(cargo).is_none())
-                .map(|e| format!("{} at {}", e.model, e.shape))
-                .collect();
-            let gone = candidates
-                .filter(|e| e.in_selection(cargo) == Some(true))
-                .map(|e| {
-                    let side = Side { sim_version: e.sim_version.clone(), run: e.to_run() };
-                    let what = format!(
-                        "in {} but no longer in the workspace (no model `{}` with a shape `{}`); \
-                     if that is meant, `cargo neuron-tune baseline save` drops it",
-                        b.path().display(),
-                        e.model,
-                        e.shape
-                    );
-                    gone(&e.model, &e.shape, Some(side), what)
-                })
-                .collect();
-            (gone, unknown)
+            let (mut gone_items, mut unknown) = (Vec::new(), Vec::new());
+            for e in b.entries().iter().filter(|e| e.chip == chip && selected(&e.model, &e.shape)) {
+                match e.in_selection(cargo) {
+                    None => unknown.push(format!("{} at {}", e.model, e.shape)),
+                    // Another package's model: out of the selection.
+                    Some(false) => {}
+                    Some(true) => {
+                        let side = Side { sim_version: e.sim_version.clone(), run: e.to_run() };
+                        let what = format!(
+                            "in {} but no longer in the workspace (no model `{}` with a shape \
+                             `{}`); if that is meant, `cargo neuron-tune baseline save` drops it",
+                            b.path().display(),
+                            e.model,
+                            e.shape
+                        );
+                        gone_items.push(gone(&e.model, &e.shape, Some(side), what));
+                    }
+                }
+            }
+            (gone_items, unknown)
         }
         // The base revision's workspace is opened with the same package selection, so
         // every model it lists is in a selected package.
@@ -237,9 +235,9 @@ fn gone_from_workspace(
                 .filter(|(m, s)| selected(m, s))
                 .map(|(m, s)| {
                     let what = format!(
-                    "model `{m}` at `{s}` is in {spec} but no longer in the workspace (removed \
-                     or renamed)"
-                );
+                        "model `{m}` at `{s}` is in {spec} but no longer in the workspace \
+                         (removed or renamed)"
+                    );
                     gone(m, s, None, what)
                 })
                 .collect(),
