@@ -8,7 +8,11 @@
 //!
 //! A worker that crashes or exceeds the timeout is killed and replaced, and its request is
 //! retried once on the fresh worker before it is reported: the tool never dies with a
-//! kernel (ARCHITECTURE.md, invariants). A worker that answers something other than the
+//! kernel (ARCHITECTURE.md, invariants). A worker that crashes or hangs while starting up
+//! (before its handshake, running the crate's registration code) is started once more; if
+//! that fails too, the command stops with exit 4: the failure is the harness's, never an
+//! answer about the request that happened to start it (a search would record it, and a
+//! resumed run replay it). A worker that answers something other than the
 //! protocol — a line that is not a response, a truncated line, a response to another
 //! request's id — is a protocol error: never taken as a result, and fatal to the command,
 //! since nothing that worker says can be trusted.
@@ -107,8 +111,10 @@ impl WorkerProcess {
     /// Send `req`, wait for its response.
     fn roundtrip(&mut self, req: &Request, timeout: Duration) -> Result<Response, ErrorInfo> {
         let line = serde_json::to_string(req).expect("requests serialize");
-        writeln!(self.stdin, "{line}").and_then(|_| self.stdin.flush()).map_err(|e| {
-            failure(ErrorKind::Crashed, format!("{} closed its input: {e}", self.name))
+        // A closed input means the process ended (or is ending): say how, as for a death
+        // while answering.
+        writeln!(self.stdin, "{line}").and_then(|_| self.stdin.flush()).map_err(|_| {
+            failure(ErrorKind::Crashed, format!("{} died: {}", self.name, self.how_it_died()))
         })?;
         let line = match self.lines.recv_timeout(timeout) {
             Ok(l) => l,
@@ -221,6 +227,8 @@ pub struct Done {
     pub answer: Answer,
     /// What kernel code printed while answering (trimmed).
     pub output: String,
+    /// `answer` is the failure of a worker to start (twice), not an answer to the request.
+    at_startup: bool,
 }
 
 struct Job {
@@ -322,6 +330,17 @@ impl Pool {
         };
         self.outstanding -= 1;
         match &done.answer {
+            Err(e) if done.at_startup => Err(fail(
+                Exit::Check,
+                format!(
+                    "the harness failed twice while starting up ({}: {}): its start-up code \
+                     (`harness_main!`, the kernels' constructors) crashed or hung before the \
+                     handshake; no variant's result came from it, and everything measured so \
+                     far is kept",
+                    e.kind,
+                    e.message.trim_start_matches("starting up: ")
+                ),
+            )),
             Err(e) if matches!(e.kind, ErrorKind::Protocol | ErrorKind::ProtocolMismatch) => {
                 Err(fail(Exit::Internal, format!("protocol error: {}", e.message)))
             }
@@ -396,20 +415,36 @@ fn serve_slot(
         };
         let request = Request { id: job.id, body: job.body };
         let result = answer_with_retry(&mut worker, &request, events, exe, manifest_dir, timeout);
-        let (answer, output) = match result {
-            Ok(Response { body: ResponseBody::Error(e), output, .. }) => (Err(e), output),
-            Ok(Response { body, output, .. }) => (Ok(body), output),
-            Err(e) => (Err(e), String::new()),
+        let (answer, output, at_startup) = match result {
+            Ok(Response { body: ResponseBody::Error(e), output, .. }) => (Err(e), output, false),
+            Ok(Response { body, output, .. }) => (Ok(body), output, false),
+            Err(SlotError::Request(e)) => (Err(e), String::new(), false),
+            Err(SlotError::Startup(e)) => (Err(e), String::new(), true),
         };
-        if done.send(Done { id: request.id, answer, output }).is_err() {
+        if done.send(Done { id: request.id, answer, output, at_startup }).is_err() {
             return;
         }
     }
 }
 
+/// Why a slot has no answer to its request.
+enum SlotError {
+    /// The request crashed or hung (twice), or the worker broke the protocol.
+    Request(ErrorInfo),
+    /// No worker could be started for it: it crashed or hung before its handshake, twice.
+    /// Not an answer about the request.
+    Startup(ErrorInfo),
+}
+
+/// Whether a failure may be the moment's (a crash, a hang), so trying again can help.
+fn worth_retrying(e: &ErrorInfo) -> bool {
+    !crate::interrupt::requested() && matches!(e.kind, ErrorKind::Timeout | ErrorKind::Crashed)
+}
+
 /// Answer `request` on the slot's worker (started if there is none). A crash or a hang
 /// kills the worker, and the request is retried once on a fresh one; any other failure
-/// (a protocol error) kills it and is final.
+/// (a protocol error) kills it and is final. Starting a worker has its own retry: a start
+/// that crashes or hangs is tried once more.
 fn answer_with_retry(
     worker: &mut Option<WorkerProcess>,
     request: &Request,
@@ -417,27 +452,33 @@ fn answer_with_retry(
     exe: &Path,
     manifest_dir: &Path,
     timeout: Duration,
-) -> Result<Response, ErrorInfo> {
-    let mut retried = false;
+) -> Result<Response, SlotError> {
+    let (mut retried, mut start_retried) = (false, false);
     loop {
         let w = match worker {
             Some(w) => w,
-            None => {
-                let w = WorkerProcess::start(exe, manifest_dir, timeout)?;
-                events.worker_started(w.pid());
-                worker.insert(w)
-            }
+            None => match WorkerProcess::start(exe, manifest_dir, timeout) {
+                Ok(w) => {
+                    events.worker_started(w.pid());
+                    worker.insert(w)
+                }
+                Err(e) if worth_retrying(&e) && !start_retried => {
+                    start_retried = true;
+                    continue;
+                }
+                Err(e) if worth_retrying(&e) => return Err(SlotError::Startup(e)),
+                // A binary that cannot be spawned, or speaks another protocol: reported by
+                // kind ([`Pool::recv`]), not retried.
+                Err(e) => return Err(SlotError::Request(e)),
+            },
         };
         match w.roundtrip(request, timeout) {
             Ok(r) => return Ok(r),
             Err(e) => {
                 w.kill();
                 *worker = None;
-                if retried
-                    || crate::interrupt::requested()
-                    || !matches!(e.kind, ErrorKind::Timeout | ErrorKind::Crashed)
-                {
-                    return Err(e);
+                if retried || !worth_retrying(&e) {
+                    return Err(SlotError::Request(e));
                 }
                 retried = true;
             }

@@ -267,3 +267,69 @@ fn a_space_of_ten_to_the_twelve_lists_samples_and_benches_at_once() {
     eprintln!("list {list_time:?}, 1000 valid configurations drawn in {took:?}");
     assert!(took < Duration::from_secs(5), "drawing took {took:?}");
 }
+
+/// A harness that crashes while starting up (before its handshake) is started once more,
+/// like a request that crashes is retried; one that crashes twice stops the command with
+/// exit 4, and is never an answer about the request that started it: a tuning run keeps
+/// no evaluation of it and resumes to the result of a run that never crashed.
+#[test]
+fn a_harness_crashing_at_start_up_is_started_again_then_stops_the_command() {
+    let log = std::env::temp_dir().join(format!("neuron-tune-starts-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let log_s = log.to_str().unwrap();
+    let starts = || std::fs::read_to_string(&log).unwrap_or_default().lines().count();
+    let crashing =
+        |which: &'static str| [("NOISY_START_LOG", log_s), ("NOISY_CRASH_STARTS", which)];
+
+    // One worker (`-j 1`): its first start crashes, the second serves; the command never
+    // notices.
+    let (code, out, err) = noisy_env(&["list", "--kernel", "many", "-j", "1"], &crashing("1"));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"many\""), "{out}");
+    assert_eq!(starts(), 2, "started again once");
+
+    // Both crash: exit 4, the harness's failure in words, and no third start.
+    std::fs::remove_file(&log).unwrap();
+    let (code, _, err) = noisy_env(&["list", "--kernel", "many", "-j", "1"], &crashing("1,2"));
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("failed twice while starting up"), "{err}");
+    assert!(err.contains("SIGABRT"), "how it died is said: {err}");
+    assert_eq!(starts(), 2);
+
+    // In a tuning run the second job slot's worker starts with the run's first proposals
+    // (slowed, so both slots take one): both of its starts crash. The run stops with exit 4
+    // and journals nothing about the proposal that was waiting for it.
+    std::fs::remove_file(&log).unwrap();
+    let seed = "5151";
+    let journal = neuron_tune_tests::root().join(format!(
+        "target/e2e/neuron-tune/journals/tune-many-small-cols512-rows256-trn2-default-{seed}.jsonl"
+    ));
+    let _ = std::fs::remove_file(&journal);
+    let tune = ["tune", "--kernel", "many", "--budget", "12", "--seed", seed, "-j", "2"];
+    let mut env = crashing("2,3").to_vec();
+    env.push(("NOISY_SLEEP_MS", "200"));
+    let (code, _, err) = noisy_env(&tune, &env);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("failed twice while starting up"), "{err}");
+    assert_eq!(starts(), 3, "the first worker, and the second slot's two tries");
+    let journaled = std::fs::read_to_string(&journal).unwrap_or_default();
+    assert!(
+        !journaled.contains("crash") && !journaled.contains("starting up"),
+        "a start-up crash is no evaluation: {journaled}"
+    );
+
+    // Resumed, it ends where a run that never crashed ends.
+    let mut resume = tune.to_vec();
+    resume.push("--resume");
+    let (code, out, err) = noisy_env(&resume, &[]);
+    assert_eq!(code, 0, "{err}");
+    let resumed = events(&out, "tune").pop().unwrap();
+    std::fs::remove_file(&journal).unwrap();
+    let (code, out, err) = noisy_env(&tune, &[]);
+    assert_eq!(code, 0, "{err}");
+    let whole = events(&out, "tune").pop().unwrap();
+    for field in ["best_params", "best_time", "evaluations", "best_so_far"] {
+        assert_eq!(resumed[field], whole[field], "{field}");
+    }
+    let _ = std::fs::remove_file(&log);
+}

@@ -43,7 +43,7 @@ pub struct WorkerOpts {
     /// Seconds a worker may take to start, and again to answer one request. A worker that
     /// hangs past it (or crashes) is killed and the request retried once on a fresh worker
     /// before the variant is reported as failed, so a hung variant is reported after about
-    /// twice this.
+    /// twice this. A worker that fails to start twice stops the command (exit 4).
     #[arg(long, value_name = "SECS", default_value_t = WorkerOpts::DEFAULT_TIMEOUT,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
