@@ -308,8 +308,17 @@ pub fn check(
     cfg: &CheckConfig,
 ) -> Result<CheckReport, RunError> {
     params.check(&kernel.params()).map_err(|e| RunError::Invalid(e.to_string()))?;
-    let mut pcfg =
-        Config { cases: cfg.cases, failure_persistence: None, verbose: 0, ..Config::default() };
+    // A case whose run the kernel refuses (`RunError::Invalid` from `run`: a rule its
+    // `validate` does not state) is rejected like a shape `validate` refuses, never a
+    // failure; a variant refused at every shape is invalid. Each such case costs a run, so
+    // the rejects are capped at four per case.
+    let mut pcfg = Config {
+        cases: cfg.cases,
+        failure_persistence: None,
+        verbose: 0,
+        max_global_rejects: 4 * cfg.cases.max(1),
+        ..Config::default()
+    };
     if let Some(path) = &cfg.regressions {
         // proptest wants a &'static str; one small leak per check in a worker is fine.
         let path: &'static str = Box::leak(path.to_string_lossy().into_owned().into_boxed_str());
@@ -331,19 +340,26 @@ pub fn check(
     // Cases run until the first failure (shrinking runs more, not counted).
     let ran = std::cell::Cell::new(0u32);
     let failed = std::cell::Cell::new(false);
+    // The last shape at which `run` refused the parameters, and why.
+    let refused: std::cell::RefCell<Option<(Shape, String)>> = Default::default();
     let result = runner.run(&strategy, |(shape, seed, dist)| {
-        if !failed.get() {
-            ran.set(ran.get() + 1);
-        }
-        applied.set(Some(kernel.tolerance(&shape)));
-        match case(kernel, params, &shape, seed, dist, &cfg.chip).map_err(Failed::from) {
+        match case(kernel, params, &shape, seed, dist, &cfg.chip) {
             Ok(m) => {
+                ran.set(ran.get() + u32::from(!failed.get()));
+                applied.set(Some(kernel.tolerance(&shape)));
                 fold_worst(&mut worst.borrow_mut(), &m);
                 Ok(())
             }
-            Err((msg, _)) => {
+            Err(CaseFailure::Run(RunError::Invalid(why))) => {
+                let reject = TestCaseError::reject(why.clone());
+                *refused.borrow_mut() = Some((shape, why));
+                Err(reject)
+            }
+            Err(f) => {
+                ran.set(ran.get() + u32::from(!failed.get()));
+                applied.set(Some(kernel.tolerance(&shape)));
                 failed.set(true);
-                Err(TestCaseError::fail(msg))
+                Err(TestCaseError::fail(Failed::from(f).0))
             }
         }
     });
@@ -398,7 +414,8 @@ pub fn check(
                 .new_tree(&mut runner)
                 .ok()
                 .map(|t| t.current())
-                .and_then(|s| kernel.validate(params, &s, &cfg.chip).err().map(|e| (s, e)));
+                .and_then(|s| kernel.validate(params, &s, &cfg.chip).err().map(|e| (s, e)))
+                .or_else(|| refused.take());
             Err(RunError::Invalid(match why {
                 Some((shape, rule)) => format!(
                     "the kernel's rule refuses these parameters at every small shape drawn \

@@ -278,3 +278,57 @@ fn a_failing_case_is_saved_in_proptests_format_and_replayed_first() {
     assert_eq!(again.failure.unwrap().shape, first.failure.unwrap().shape);
     let _ = std::fs::remove_file(&path);
 }
+
+/// `y = x`, whose `run` refuses what its `validate` does not state: odd row counts when
+/// `bufs` is 1 (a shape-dependent rule), and every shape when `bufs` is 0 (parameters it
+/// cannot use at all, as `Params::uint` refuses a 0).
+struct RefusesInRun;
+
+impl Kernel for RefusesInRun {
+    fn name(&self) -> &str {
+        "refuses_in_run"
+    }
+    fn params(&self) -> Vec<ParamSpec> {
+        vec![ParamSpec::int("bufs", 1, "buffers")]
+    }
+    fn shapes(&self) -> Vec<(String, Shape)> {
+        small()
+    }
+    fn small_shapes(&self, _: &Params) -> BoxedStrategy<Shape> {
+        up_to_128_by_64()
+    }
+    fn tensors(&self, sh: &Shape) -> Vec<TensorSpec> {
+        x_to_y(sh, Dtype::Bf16)
+    }
+    fn run(&self, nc: &mut Nc, p: &Params, sh: &Shape, t: &[Hbm]) -> SimResult<()> {
+        let bufs = p.int("bufs").unwrap();
+        if bufs == 0 || (bufs == 1 && sh.dim("rows") % 2 == 1) {
+            return Err(format!("bufs = {bufs} at {sh}").into());
+        }
+        Passthrough { constant: None, generator_panics: false, reference: Reference::Full }
+            .run(nc, p, sh, t)
+    }
+    fn reference(&self, _: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {
+        vec![i[0].clone()]
+    }
+    fn work(&self, sh: &Shape) -> Work {
+        Work { flops: 0.0, bytes: 4.0 * (sh.dim("rows") * sh.dim("cols")) as f64 }
+    }
+}
+
+/// A shape at which the kernel's `run` refuses the parameters is skipped like one its
+/// `validate` refuses (the variant is invalid there, as `bench` says, not wrong); refused
+/// at every shape drawn, the variant is invalid, with the kernel's reason.
+#[test]
+fn a_case_the_kernel_refuses_in_run_is_skipped_and_refused_everywhere_is_invalid() {
+    let p = |bufs: i64| Params::new().with("bufs", bufs);
+    let report = check(&RefusesInRun, &p(1), &config()).expect("odd rows are skipped");
+    assert!(report.passed, "{:?}", report.failure);
+    assert_eq!(report.cases, 8, "eight cases ran, at even row counts");
+    match check(&RefusesInRun, &p(0), &config()) {
+        Err(neuron_tune_harness::RunError::Invalid(why)) => {
+            assert!(why.contains("at every small shape drawn") && why.contains("bufs = 0"), "{why}")
+        }
+        other => panic!("refused everywhere is invalid: {other:?}"),
+    }
+}

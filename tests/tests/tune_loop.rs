@@ -250,6 +250,38 @@ fn a_goal_is_met_by_a_faster_tuned_record_the_run_keeps() {
     assert!(err.contains(&format!("best {floor:.2} µs")), "{err}");
 }
 
+/// A run refused before its first evaluation (a goal no variant can reach) leaves the
+/// journal of the earlier run with its seed as it was, and `--resume --seed` with a seed no
+/// journal has says so rather than starting afresh in silence. On trn1, which only this
+/// test tunes `steps` on.
+#[test]
+fn a_refused_run_keeps_the_journal_and_a_seed_with_no_journal_is_said() {
+    let run = ["--kernel", "steps", "--chip", "trn1", "--budget", "3"];
+    let (code, e, err) = tune("141", &run, &[]);
+    assert_eq!(code, 0, "{err}");
+    let path = std::path::PathBuf::from(e["journal"].as_str().unwrap());
+    let meta = path.with_extension("meta.json");
+    let (journal, meta_text) = (std::fs::read(&path).unwrap(), std::fs::read(&meta).unwrap());
+    assert!(!journal.is_empty());
+
+    let m = broken_manifest("loop");
+    let refused = ["tune", "--manifest-path", &m, "--strategy", "grid", "--seed", "141"];
+    let (code, _, err) =
+        neuron_tune_tests::cli(&[&refused[..], &run, &["--goal", "900%"]].concat());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no variant can meet it"), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), journal, "the journal is left as it was");
+    assert_eq!(std::fs::read(&meta).unwrap(), meta_text, "and so is its meta file");
+
+    let (code, _, err) = tune("142", &[&run[..], &["--resume"]].concat(), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("--resume --seed 142: no journal of these kernels")
+            && err.contains("starting a new run"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_run_stopped_while_improving_is_diagnosed_not_converged() {
     // Every grid proposal of `steps` beats the last: after 8 the best is still falling.

@@ -334,7 +334,25 @@ pub fn run(
     };
     let out = ctx.out.clone();
     let seed = match (opts.seed, opts.resume) {
-        (Some(seed), _) => seed,
+        // A seed no journal of these targets has (a typo?) starts a new run: said, as
+        // without `--seed`.
+        (Some(seed), true) => {
+            let dir = store.root().join("journals");
+            let prefixes = targets.iter().map(journal_prefix);
+            if !prefixes.into_iter().any(|p| dir.join(format!("{p}{seed}.jsonl")).exists()) {
+                let latest = latest_journal_seed(
+                    &dir,
+                    &targets.iter().map(journal_prefix).collect::<Vec<_>>(),
+                );
+                out.note(format!(
+                    "warning: --resume --seed {seed}: no journal of these kernels, shapes, chip \
+                     and strategy has that seed; starting a new run{}",
+                    latest.map_or(String::new(), |s| format!(" (the latest journal has seed {s})"))
+                ));
+            }
+            seed
+        }
+        (Some(seed), false) => seed,
         // `--resume` without `--seed`: the run of the latest journal of these targets.
         (None, true) => {
             let prefixes: Vec<String> = targets.iter().map(journal_prefix).collect();

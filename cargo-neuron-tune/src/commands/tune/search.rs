@@ -79,7 +79,8 @@ pub(super) fn tune_one(
     if let Some(why) = &refused {
         ctx.out.note(format!("warning: {why} (this run starts afresh and replaces it)"));
     }
-    let journaled = if job.opts.resume && refused.is_none() {
+    let replaces_journal = !(job.opts.resume && refused.is_none());
+    let journaled = if !replaces_journal {
         let read = crate::store::read_journal(&journal_path)
             .map_err(|e| fail(Exit::Internal, format!("{e:#}")))?;
         // An untrusted line is never used: its evaluation is made again.
@@ -91,7 +92,8 @@ pub(super) fn tune_one(
         }
         JournalLines::of(read.lines)
     } else {
-        let _ = std::fs::remove_file(&journal_path);
+        // Replaced, but only once the run is sure to go ahead (below): a run refused
+        // before its first evaluation (an unreachable `--goal`) leaves the old one alone.
         JournalLines::default()
     };
     let replayed: HashMap<usize, Entry> =
@@ -148,7 +150,6 @@ pub(super) fn tune_one(
             meta.validated = Some(old || new);
         }
     }
-    write_meta(&journal_path, &meta)?;
     // `--goal`: the time to reach (a speed-up needs the default's time, a throughput the
     // shape's useful work).
     let target = match job.goal.goal {
@@ -189,6 +190,11 @@ pub(super) fn tune_one(
             ));
         }
     }
+    // The run goes ahead: its journal starts afresh (unless resumed) under its meta.
+    if replaces_journal {
+        let _ = std::fs::remove_file(&journal_path);
+    }
+    write_meta(&journal_path, &meta)?;
     // Rounds and roll-backs already in the journal (`--resume`): not written twice.
     let journaled_rounds: Vec<usize> = journaled.rounds.iter().map(|r| r.round).collect();
     // (n, params): a resumed proposer may evaluate other params under a journaled n.
