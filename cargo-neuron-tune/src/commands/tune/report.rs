@@ -217,12 +217,19 @@ pub(super) fn report(
         _ => out.result(format!("  {} {label}: {how}", k.name)),
     }
     // The result above is the run's own; the file keeps a faster record (the table's row).
+    // (A tie keeps the record too: no churn in the file.)
     if let Some((r, _)) = &result.record {
-        out.result(format!(
-            "    the tuned database keeps its faster record {} ({:.1} µs): this run's best is \
-             not faster",
-            r.params, r.time_us
-        ));
+        let why = match r.time_us < best.time_us {
+            true => format!(
+                "faster record {} ({:.1} µs): this run's best is not faster",
+                r.params, r.time_us
+            ),
+            false => format!(
+                "record {} ({:.1} µs): this run's best, {}, is exactly as fast",
+                r.params, r.time_us, best.params
+            ),
+        };
+        out.result(format!("    the tuned database keeps its {why}"));
     }
     for r in &result.rounds {
         out.result(format!("    {}", r.line()));
