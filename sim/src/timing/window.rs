@@ -565,12 +565,88 @@ impl Timing {
         Some((s.ready, s.seq, x))
     }
 
+    /// The choice of a step when exactly one held instruction is ready, taken out of its
+    /// ready list: it is the oldest held one (a held instruction waits only for older ones,
+    /// so the oldest is ready), hence its engine's oldest and its ports' oldest user, so its
+    /// engine offers it and no other engine or the DMAs offer anything (their oldest wait
+    /// for held producers). The step's choice without the candidates' bookkeeping, which in
+    /// a chain of dependent instructions (a K loop's matmuls) is most steps.
+    #[inline(always)]
+    fn only_ready(&mut self) -> Option<u32> {
+        let w = &mut self.window;
+        let [r0, r1, r2, r3] = &w.ready;
+        if r0.len() + r1.len() + r2.len() + r3.len() + w.dma_ready.len() != 1 {
+            return None;
+        }
+        let n = match w.dma_ready.pop() {
+            Some(n) => n,
+            None => {
+                let e = w.ready.iter().position(|r| !r.is_empty())?;
+                let n = w.ready[e].pop()?;
+                // Its queue's placed entries ahead of it go now, as a step's look would
+                // drop them (the queues stay bounded by the window).
+                let head = front(&mut w.order[e], &w.slots);
+                debug_assert_eq!(
+                    head,
+                    Some(n),
+                    "the only ready instruction is its engine's oldest"
+                );
+                let Work::Compute { ports, .. } = w.slots[n as usize].work else {
+                    unreachable!("a compute slot")
+                };
+                for (bit, q) in w.port_order.iter_mut().enumerate() {
+                    if ports & (1 << bit) != 0 {
+                        let head = front(q, &w.slots);
+                        debug_assert_eq!(
+                            head,
+                            Some(n),
+                            "the only ready instruction is its ports' oldest"
+                        );
+                    }
+                }
+                n
+            }
+        };
+        Some(n)
+    }
+
     /// Place the instruction that can start earliest among each compute engine's candidate
     /// ([`Timing::engine_candidate`]) and the DMAs' ([`Timing::dma_candidate`]); ties go to
-    /// program order.
+    /// program order. When only one held instruction is ready it is that choice, placed
+    /// without looking at the candidates ([`Timing::only_ready`]; debug builds look too, and
+    /// check).
     fn step(&mut self) {
+        #[cfg(debug_assertions)]
+        let chosen = self.choose();
+        let n = match self.only_ready() {
+            Some(n) => n,
+            None => {
+                #[cfg(not(debug_assertions))]
+                let chosen = self.choose();
+                let r = match self.window.slots[chosen as usize].work {
+                    Work::Dma { .. } => &mut self.window.dma_ready,
+                    Work::Compute { track, .. } => &mut self.window.ready[track],
+                };
+                let i = r.iter().position(|&x| x == chosen).expect("a ready instruction");
+                r.swap_remove(i);
+                chosen
+            }
+        };
+        #[cfg(debug_assertions)]
+        assert_eq!(n, chosen, "the only ready instruction is the step's choice");
+        self.place(n);
+    }
+
+    /// The step's choice among the candidates (see [`Timing::step`]).
+    #[inline(always)]
+    fn choose(&mut self) -> u32 {
         let mut best: Option<(u64, u64, u32)> = None;
         for e in 0..4 {
+            // An engine none of whose held instructions is ready offers nothing (its oldest
+            // waits for a held producer).
+            if self.window.ready[e].is_empty() {
+                continue;
+            }
             if let Some(c) = self.engine_candidate(e) {
                 if best.is_none_or(|b| (c.0, c.1) < (b.0, b.1)) {
                     best = Some(c);
@@ -582,14 +658,7 @@ impl Timing {
                 best = Some(c);
             }
         }
-        let (_, _, n) = best.expect("the oldest held instruction can always be placed");
-        let r = match self.window.slots[n as usize].work {
-            Work::Dma { .. } => &mut self.window.dma_ready,
-            Work::Compute { track, .. } => &mut self.window.ready[track],
-        };
-        let i = r.iter().position(|&x| x == n).expect("a ready instruction");
-        r.swap_remove(i);
-        self.place(n);
+        best.expect("the oldest held instruction can always be placed").2
     }
 
     /// Place a held instruction exactly as at issue, then release its successors.
