@@ -194,6 +194,11 @@ pub fn limit_of(status: &str, error: Option<&str>) -> &'static str {
         return "validation: another shape of the key set or a model using the kernel";
     }
     let e = error.unwrap_or("");
+    // Kernel code that failed (its error as `ErrorInfo` prints it, kind first) is a bug in
+    // the kernel, whatever its message mentions: never a rule that refused the variant.
+    if ["panic: ", "crashed: ", "timeout: "].iter().any(|k| e.starts_with(k)) {
+        return "kernel code that panicked, crashed or hung";
+    }
     if e.contains("SBUF") || e.contains("sbuf") {
         "SBUF capacity"
     } else if e.contains("PSUM") || e.contains("psum") {
@@ -502,6 +507,7 @@ fn show(v: &ParamValue) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use neuron_tune_protocol::{ErrorInfo, ErrorKind};
 
     /// A plain `tune` run's advice.
     const T: GoOn = GoOn::Tune { goal: false };
@@ -666,6 +672,13 @@ mod tests {
         assert_eq!(limit_of("invalid", Some("invalid: tile > cols")), "the kernel's validity rule");
         assert_eq!(limit_of("invalid", Some("partition 129 out of range")), "a hardware rule");
         assert_eq!(limit_of("failed_check", None), "correctness check");
+        // A kernel-code fault, as the search records it (`ErrorInfo`'s text), even one whose
+        // message names a hardware resource.
+        let fault = "kernel code that panicked, crashed or hung";
+        for kind in [ErrorKind::Panic, ErrorKind::Crashed, ErrorKind::Timeout] {
+            let e = ErrorInfo { kind, message: "index 9 out of range for the SBUF tile".into() };
+            assert_eq!(limit_of("invalid", Some(&e.to_string())), fault, "{e}");
+        }
     }
 
     #[test]
