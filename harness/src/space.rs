@@ -1,8 +1,10 @@
 //! Search spaces and shapes from TOML, validated against what the kernels declare.
 //!
 //! A crate configures its kernels in `[package.metadata.neuron-tune]` of its Cargo.toml or
-//! in a `neuron-tune.toml` beside it (the same keys without the prefix; both may exist, the
-//! second wins per kernel):
+//! in a `neuron-tune.toml` beside it (the same keys without the prefix). Both may exist:
+//! they merge key by key, and where both set the same key of one kernel — one parameter's
+//! `space.P` or `default.P`, one named shape `shapes.NAME`, `harness` — `neuron-tune.toml`
+//! wins for that key alone; every key it does not set keeps the Cargo.toml's value.
 //!
 //! ```toml
 //! [package.metadata.neuron-tune]
@@ -62,8 +64,8 @@ pub struct KernelConfig {
     /// Values per parameter (every declared parameter is present; one not in the TOML
     /// space takes just its default).
     pub space: BTreeMap<String, Vec<ParamValue>>,
-    /// Named shapes: the kernel's own, then the TOML's (one named like a kernel's shape
-    /// replaces it).
+    /// Named shapes: the kernel's own, then the Cargo.toml's, then the neuron-tune.toml's
+    /// (one named like an earlier shape replaces it, in its place).
     pub shapes: Vec<(String, Shape)>,
     /// The variant used when not tuning.
     pub defaults: Params,
@@ -239,7 +241,10 @@ pub fn parse_config(
             )
         })?;
         let specs = kernel.params();
-        let mut cfg = KernelConfig::of(*kernel);
+        // On top of what `base` holds for this kernel (the Cargo.toml's, under a
+        // neuron-tune.toml): each key below replaces only itself.
+        let mut cfg =
+            out.kernels.remove(kernel.name()).unwrap_or_else(|| KernelConfig::of(*kernel));
         let rk = &rk;
         for (pname, values) in &rk.space {
             let pkey = format!("{key}.space.{}", pname.get_ref());
@@ -303,8 +308,9 @@ pub fn parse_config(
                 .first()
                 .map(|(_, s)| s.0.keys().cloned().collect())
                 .unwrap_or_default();
-            // The TOML's shapes are added to the kernel's own; one with the name of a
-            // kernel's shape replaces it, in its place.
+            // The TOML's shapes are added to the kernel's own (and, in neuron-tune.toml, to
+            // the Cargo.toml's); one with the name of an earlier shape replaces it, in its
+            // place.
             let shapes = &mut cfg.shapes;
             for (sname, sdims) in &rk.shapes {
                 let skey = format!("{key}.shapes.{}", sname.get_ref());
@@ -344,7 +350,8 @@ pub fn parse_config(
 }
 
 /// The configuration of a crate: its Cargo.toml metadata, then `neuron-tune.toml` beside it,
-/// each optional. Kernels not configured get [`KernelConfig::of`].
+/// each optional, merged key by key (the second wins a key both set). Kernels not
+/// configured get [`KernelConfig::of`].
 pub fn load_crate_config(
     manifest_dir: &Path,
     kernels: &[&dyn Kernel],

@@ -154,6 +154,41 @@ fn neuron_tune_toml_uses_the_same_keys_without_the_prefix() {
     assert!(e.message.contains("is not true or false"), "{e}");
 }
 
+/// Cargo.toml and neuron-tune.toml merge key by key: a kernel entry in the side file used
+/// to replace the kernel's whole Cargo.toml configuration (its space collapsed to the
+/// defaults). Where both set one key, the side file's value stands for that key alone.
+#[test]
+fn neuron_tune_toml_merges_with_the_manifest_key_by_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = format!(
+        "{HEAD}[package.metadata.neuron-tune.kernels.rmsnorm]\n\
+         space = {{ bufs = [1, 2, 4], engine = [\"vector\", \"scalar\"] }}\n\
+         shapes = {{ big = {{ rows = 16384, hidden = 1024 }}, mid = {{ rows = 512, hidden = 512 }} }}\n\
+         default = {{ bufs = 4, fuse = true }}\n"
+    );
+    std::fs::write(dir.path().join("Cargo.toml"), manifest).unwrap();
+    std::fs::write(
+        dir.path().join("neuron-tune.toml"),
+        "[kernels.rmsnorm]\nspace = { engine = [\"scalar\"] }\n\
+         shapes = { mid = { rows = 256, hidden = 256 }, tiny = { rows = 1, hidden = 8 } }\n\
+         default = { bufs = 1 }\n",
+    )
+    .unwrap();
+    let cfg = neuron_tune_harness::space::load_crate_config(dir.path(), &[&K]).unwrap();
+    let k = &cfg.kernels["rmsnorm"];
+    // `space.bufs` from Cargo.toml, `space.engine` from the side file.
+    assert_eq!(k.space["bufs"], [ParamValue::Int(1), ParamValue::Int(2), ParamValue::Int(4)]);
+    assert_eq!(k.space["engine"], [ParamValue::from("scalar")]);
+    // Named shapes merge: the kernel's, the manifest's, the side file's (`mid` replaced).
+    let shapes: Vec<(&str, u64)> =
+        k.shapes.iter().map(|(n, s)| (n.as_str(), s.dim("rows"))).collect();
+    assert_eq!(shapes, [("small", 256), ("big", 16384), ("mid", 256), ("tiny", 1)]);
+    // `default.bufs` from the side file, `default.fuse` from Cargo.toml.
+    assert_eq!(k.defaults.int("bufs").unwrap(), 1);
+    assert!(k.defaults.bool("fuse").unwrap());
+    assert_eq!(cfg.harness.as_deref(), Some("h"));
+}
+
 /// `list`'s valid-variant count: exact up to `COUNT_LIMIT` configurations, an estimate from
 /// `COUNT_LIMIT` evenly spread samples above. `K` accepts bufs ≤ 4; with `engine` and
 /// `fuse` (two levels each, the fastest-varying: names in order, last fastest) the valid
