@@ -17,7 +17,8 @@
 //!
 //! Users widen or narrow a space without recompiling. Anything the kernels do not declare —
 //! an unknown kernel or parameter, a value of the wrong type, an empty list, a shape with
-//! other dims — is an error naming the file, the key and its line.
+//! other dims, or whose dims multiply to more than [`MAX_SHAPE_ELEMENTS`] — is an error
+//! naming the file, the key and its line.
 
 use crate::kernel::Kernel;
 use crate::params::{ParamValue, Params, Shape};
@@ -57,6 +58,36 @@ impl std::error::Error for SpaceError {}
 
 /// Spaces up to this size are counted exactly by [`KernelConfig::count_valid`].
 pub const COUNT_LIMIT: u64 = 20_000;
+
+/// The most elements a shape may span: the product of its dims, at most 2⁴⁸.
+///
+/// Every tensor a kernel makes over some of a shape's dims then has at most 2⁴⁸ elements,
+/// so its byte size (at most 8 bytes an element: 2⁵¹), element and byte counts, and their
+/// products with the small factors of work and cost formulas (a GEMM's 2·m·k·n FLOPs when
+/// its dims are the shape's, ≤ 2⁴⁹) stay exact both in `u64` and in the `f64` (53-bit
+/// mantissa) the timing model's cycle arithmetic uses. Larger dims overflowed that
+/// arithmetic inside kernel code (a panic reported as the kernel's). 2⁴⁸ elements is
+/// 256 Ti, thousands of times any NeuronCore device's HBM, so no real problem is refused.
+pub const MAX_SHAPE_ELEMENTS: u64 = 1 << 48;
+
+/// Why `shape` is too large to run (see [`MAX_SHAPE_ELEMENTS`]), if it is.
+pub fn check_shape_size(shape: &Shape) -> Result<(), String> {
+    let product = shape.0.values().try_fold(1u64, |acc, &d| acc.checked_mul(d));
+    if product.is_some_and(|n| n <= MAX_SHAPE_ELEMENTS) {
+        return Ok(());
+    }
+    let dims: Vec<&str> = shape.0.keys().map(String::as_str).collect();
+    let size = match product {
+        Some(n) => format!("{n}"),
+        None => "over 2^64".into(),
+    };
+    Err(format!(
+        "{} = {size} elements; a shape may span at most 2^48 = {MAX_SHAPE_ELEMENTS} (more \
+         is beyond any device's memory and the exact arithmetic of sizes and cycles): give \
+         smaller dims",
+        dims.join(" × ")
+    ))
+}
 
 /// One kernel's configuration after validation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -325,6 +356,7 @@ pub fn parse_config(
                     })?;
                     shape.0.insert(d.clone(), n as u64);
                 }
+                check_shape_size(&shape).map_err(|why| ctx.err(sdims.span(), &skey, why))?;
                 let have: Vec<String> = shape.0.keys().cloned().collect();
                 if !dims.is_empty() && have != dims {
                     return Err(ctx.err(

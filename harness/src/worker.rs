@@ -9,7 +9,7 @@ use crate::check::{check, CheckConfig};
 use crate::kernel::{catch_panic, run_variant, Kernel, RunError};
 use crate::model::{evaluate_functional, evaluate_timing, Model};
 use crate::params::{Params, Shape};
-use crate::space::{load_crate_config, CrateConfig};
+use crate::space::{check_shape_size, load_crate_config, CrateConfig};
 use crate::stdio::ProtocolChannel;
 use neuron_sim::{Chip, ExecMode, Profile};
 use neuron_tune_protocol::*;
@@ -241,7 +241,10 @@ impl Registry {
     ) -> Result<(&Arc<dyn Model>, Shape), Refusal> {
         let m = self.model(model)?;
         let shape = match shape {
-            ShapeRef::Dims(s) => s,
+            ShapeRef::Dims(s) => {
+                check_shape_size(&s).map_err(|e| refuse(ErrorKind::BadRequest, e))?;
+                s
+            }
             ShapeRef::Named(n) => {
                 let shapes = catch_panic(|| m.shapes()).map_err(|e| refuse(ErrorKind::Panic, e))?;
                 let names: Vec<String> = shapes.iter().map(|(n, _)| n.clone()).collect();
@@ -310,7 +313,7 @@ fn resolve_shape(
     shape: &ShapeRef,
 ) -> Result<Shape, String> {
     match shape {
-        ShapeRef::Dims(s) => Ok(s.clone()),
+        ShapeRef::Dims(s) => check_shape_size(s).map(|()| s.clone()),
         ShapeRef::Named(n) => {
             let kc = cfg.kernels.get(kernel.name()).ok_or_else(|| {
                 format!("kernel `{}` has no named shapes in this crate", kernel.name())

@@ -129,6 +129,30 @@ fn shape_with_other_dims() {
     expect("[package.metadata.neuron-tune.kernels.rmsnorm]\nshapes = { big = { rows = 1, width = 2 } }\n", 2, "package.metadata.neuron-tune.kernels.rmsnorm.shapes.big", "takes shapes with dims {hidden, rows}");
 }
 
+/// Dims whose product passes 2^48 are refused where they are written: they used to reach
+/// the kernel and overflow its size arithmetic (a panic blamed on the kernel, exit 4).
+#[test]
+fn a_shape_too_large_to_run_is_refused_naming_it() {
+    expect(
+        "[package.metadata.neuron-tune.kernels.rmsnorm]\nshapes = { big = { rows = 99999999999999, hidden = 99999999999 } }\n",
+        2,
+        "package.metadata.neuron-tune.kernels.rmsnorm.shapes.big",
+        "hidden × rows = over 2^64 elements; a shape may span at most 2^48 = 281474976710656",
+    );
+    expect(
+        "[package.metadata.neuron-tune.kernels.rmsnorm]\nshapes = { big = { rows = 16777216, hidden = 16777217 } }\n",
+        2,
+        "package.metadata.neuron-tune.kernels.rmsnorm.shapes.big",
+        "hidden × rows = 281474993487872 elements; a shape may span at most 2^48",
+    );
+    // Exactly 2^48 elements is allowed.
+    let cfg = parse("[package.metadata.neuron-tune.kernels.rmsnorm]\nshapes = { big = { rows = 16777216, hidden = 16777216 } }\n").unwrap();
+    assert_eq!(cfg.kernels["rmsnorm"].shape("big").unwrap().dim("hidden"), 1 << 24);
+    // The same bound for dims that come with a request instead of a name.
+    let e = neuron_tune_harness::space::check_shape_size(&Shape::new(&[("n", u64::MAX)]));
+    assert!(e.unwrap_err().contains("n = 18446744073709551615 elements"));
+}
+
 #[test]
 fn unknown_key_and_syntax_errors_are_located_too() {
     expect(
