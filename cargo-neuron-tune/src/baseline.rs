@@ -10,6 +10,7 @@
 
 use crate::exit::{fail, Exit, Failure};
 use crate::models::{CallTime, ModelRun};
+use crate::seal::Unreadable;
 use crate::store::write_atomic;
 use neuron_tune_protocol::{Params, Shape};
 use serde::{Deserialize, Serialize};
@@ -185,14 +186,19 @@ impl Baseline {
     pub fn load_or_empty(path: &Path) -> Result<Baseline, Failure> {
         let entries = match Baseline::read(path)? {
             None => Vec::new(),
-            Some(text) => Baseline::parse(&text).map_err(|why| {
+            Some(text) => Baseline::parse(&text).map_err(|e| {
                 fail(
                     Exit::Config,
-                    format!(
-                        "{}: {why}; not used. Save it again with `cargo neuron-tune baseline \
-                         save` (on the revision it should describe)",
-                        path.display()
-                    ),
+                    match e {
+                        Unreadable::Newer { .. } => {
+                            format!("{}: {e} to use it; not used", path.display())
+                        }
+                        Unreadable::Damaged(why) => format!(
+                            "{}: {why}; not used. Save it again with `cargo neuron-tune \
+                             baseline save` (on the revision it should describe)",
+                            path.display()
+                        ),
+                    },
                 )
             })?,
         };
@@ -210,14 +216,22 @@ impl Baseline {
                 let read = crate::seal::read_sealed_toml_records(&text, SCHEMA, "model", |t| {
                     crate::seal::describe_keys(t, &["model", "shape", "chip"])
                 });
-                let (entries, damaged) = read.map_err(|why| {
+                let (entries, damaged) = read.map_err(|e| {
                     fail(
                         Exit::Config,
-                        format!(
-                            "{}: {why}; not replaced, so that its entries are not lost: repair it \
-                             (a merge conflict?), or delete it and save every model again",
-                            path.display()
-                        ),
+                        match e {
+                            Unreadable::Newer { .. } => format!(
+                                "{}: {e} to save into it; not replaced, so that its entries \
+                                 are not lost",
+                                path.display()
+                            ),
+                            Unreadable::Damaged(why) => format!(
+                                "{}: {why}; not replaced, so that its entries are not lost: \
+                                 repair it (a merge conflict?), or delete it and save every \
+                                 model again",
+                                path.display()
+                            ),
+                        },
                     )
                 })?;
                 let damaged = damaged
@@ -263,7 +277,7 @@ impl Baseline {
     }
 
     /// The entries of a baseline file's text, or why it cannot be trusted.
-    fn parse(text: &str) -> Result<Vec<BaselineEntry>, String> {
+    fn parse(text: &str) -> Result<Vec<BaselineEntry>, Unreadable> {
         crate::seal::read_sealed_toml(text, SCHEMA, "model", |t| {
             crate::seal::describe_keys(t, &["model", "shape", "chip"])
         })
@@ -453,9 +467,31 @@ mod tests {
     fn another_schema_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
-        std::fs::write(&path, "schema = 99\n").unwrap();
+        std::fs::write(&path, "schema = 1\n").unwrap();
         let e = Baseline::load(&path).unwrap_err();
-        assert!(e.message.contains("schema 99"), "{}", e.message);
+        assert!(e.message.contains("schema 1 (this tool reads schema 2)"), "{}", e.message);
+        assert!(e.message.contains("baseline save"), "an older file is saved again");
+    }
+
+    /// A newer tool's baseline: the advice is to upgrade, never to save it again or to
+    /// delete it (either would lose what the newer tool wrote), and a save leaves it.
+    #[test]
+    fn a_newer_schema_says_upgrade_and_is_never_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        std::fs::write(&path, "schema = 99\n").unwrap();
+        let want = "written by a newer cargo-neuron-tune (schema 99; this tool reads 2): \
+                    upgrade cargo-neuron-tune";
+        let e = Baseline::load(&path).unwrap_err();
+        assert_eq!(e.exit, Exit::Config);
+        let e2 = Baseline::load_for_save(&path).unwrap_err();
+        assert_eq!(e2.exit, Exit::Config);
+        for m in [&e.message, &e2.message] {
+            assert!(m.contains(want), "{m}");
+            assert!(!m.contains("delete") && !m.contains("save it again"), "{m}");
+            assert!(!m.to_lowercase().contains("save it again"), "{m}");
+        }
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "schema = 99\n");
     }
 
     #[test]

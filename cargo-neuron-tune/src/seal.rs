@@ -98,18 +98,43 @@ pub fn write_sealed_toml<T: serde::Serialize>(
     toml::to_string(&root).map_err(|e| e.to_string())
 }
 
+/// Why a sealed file cannot be used.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Unreadable {
+    /// Written by a newer cargo-neuron-tune: a schema above the one this tool reads. Nothing
+    /// is known to be wrong with it, so it is neither used nor to be deleted or replaced:
+    /// a newer tool reads it.
+    Newer { schema: i64, reads: u32 },
+    /// Damaged, edited by hand, of an older or no schema, or of another layout: what is
+    /// wrong, naming the record when one is.
+    Damaged(String),
+}
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unreadable::Newer { schema, reads } => write!(
+                f,
+                "written by a newer cargo-neuron-tune (schema {schema}; this tool reads \
+                 {reads}): upgrade cargo-neuron-tune"
+            ),
+            Unreadable::Damaged(why) => f.write_str(why),
+        }
+    }
+}
+
 /// Read a file written by [`write_sealed_toml`]: its schema must be `schema` and every
 /// record's seal must hold. The error names the record (by `describe`) and says what is
-/// wrong; the caller adds the path and what to do.
+/// wrong; the caller adds the path and what to do (which differs for a newer file).
 pub fn read_sealed_toml<T: serde::de::DeserializeOwned>(
     text: &str,
     schema: u32,
     key: &str,
     describe: impl Fn(&toml::Table) -> String,
-) -> Result<Vec<T>, String> {
+) -> Result<Vec<T>, Unreadable> {
     let (records, damaged) = read_sealed_toml_records(text, schema, key, describe)?;
     match damaged.into_iter().next() {
-        Some(d) => Err(d.message),
+        Some(d) => Err(Unreadable::Damaged(d.message)),
         None => Ok(records),
     }
 }
@@ -124,31 +149,38 @@ pub struct Damaged {
 
 /// [`read_sealed_toml`], keeping what can be trusted: the intact records, and each
 /// damaged one apart. An error only when the file as a whole cannot be read (not TOML,
-/// another schema, another layout): then no record can be told from another.
+/// another schema, another layout): then no record can be told from another. A schema
+/// above `schema` is [`Unreadable::Newer`], before anything else of the file is judged (a
+/// newer tool may have changed its layout too).
 pub fn read_sealed_toml_records<T: serde::de::DeserializeOwned>(
     text: &str,
     schema: u32,
     key: &str,
     describe: impl Fn(&toml::Table) -> String,
-) -> Result<(Vec<T>, Vec<Damaged>), String> {
-    let mut root: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
+) -> Result<(Vec<T>, Vec<Damaged>), Unreadable> {
+    let mut root: toml::Table =
+        toml::from_str(text).map_err(|e| Unreadable::Damaged(e.to_string()))?;
+    let refuse = |why: String| Err(Unreadable::Damaged(why));
     match root.remove("schema") {
         Some(toml::Value::Integer(n)) if n == i64::from(schema) => {}
-        Some(v) => return Err(format!("schema {v} (this tool reads schema {schema})")),
-        None => return Err(format!("no `schema` (this tool reads schema {schema})")),
+        Some(toml::Value::Integer(n)) if n > i64::from(schema) => {
+            return Err(Unreadable::Newer { schema: n, reads: schema })
+        }
+        Some(v) => return refuse(format!("schema {v} (this tool reads schema {schema})")),
+        None => return refuse(format!("no `schema` (this tool reads schema {schema})")),
     }
     let records = match root.remove(key) {
         None => Vec::new(),
         Some(toml::Value::Array(a)) => a,
-        Some(_) => return Err(format!("`{key}` is not an array of tables")),
+        Some(_) => return refuse(format!("`{key}` is not an array of tables")),
     };
     if let Some(other) = root.keys().next() {
-        return Err(format!("unknown key `{other}`"));
+        return refuse(format!("unknown key `{other}`"));
     }
     let (mut intact, mut damaged) = (Vec::new(), Vec::new());
     for (i, r) in records.into_iter().enumerate() {
         let toml::Value::Table(mut t) = r else {
-            return Err(format!("{key} #{} is not a table", i + 1));
+            return refuse(format!("{key} #{} is not a table", i + 1));
         };
         let what = format!("{key} #{} ({})", i + 1, describe(&t));
         let fields = t.clone();
@@ -206,6 +238,31 @@ mod tests {
         let mut edited: toml::Table =
             toml::from_str(&text.replace("tile = 512", "tile = 256")).unwrap();
         assert!(unseal_toml(&mut edited).is_err());
+    }
+
+    /// A schema above the tool's is a newer tool's file, told apart from a damaged one (whose
+    /// callers advise deleting or replacing it); an older or odd one is not.
+    #[test]
+    fn a_newer_schema_is_told_apart_from_damage() {
+        let read = |text: &str| read_sealed_toml::<toml::Table>(text, 1, "tuned", |_| "?".into());
+        let newer = read("schema = 99\n[[tuned]]\nwhatever = 1\n").unwrap_err();
+        assert_eq!(newer, Unreadable::Newer { schema: 99, reads: 1 });
+        assert_eq!(
+            newer.to_string(),
+            "written by a newer cargo-neuron-tune (schema 99; this tool reads 1): upgrade \
+             cargo-neuron-tune"
+        );
+        for (text, why) in [
+            ("schema = 0\n", "schema 0 (this tool reads schema 1)"),
+            ("schema = \"2\"\n", "schema \"2\" (this tool reads schema 1)"),
+            ("tuned = 1\n", "no `schema`"),
+            ("schema = 1\nother = 2\n", "unknown key `other`"),
+        ] {
+            match read(text).unwrap_err() {
+                Unreadable::Damaged(m) => assert!(m.contains(why), "{text:?}: {m}"),
+                other => panic!("{text:?}: {other:?}"),
+            }
+        }
     }
 
     proptest! {

@@ -7,6 +7,7 @@
 //! record a checksum (`seal`): an edited or damaged record is refused, never used.
 
 use crate::exit::{fail, Exit, Failure};
+use crate::seal::Unreadable;
 use crate::store::write_atomic;
 use neuron_tune_protocol::{Params, Shape};
 use serde::{Deserialize, Serialize};
@@ -67,23 +68,28 @@ impl TunedRecord {
 impl TunedDb {
     /// The database of the crate in `dir` (empty when there is none yet). A file of
     /// another schema, or a record whose checksum does not hold, is refused (exit 2) with
-    /// the path and the record: a tuned database is never used after it was damaged.
+    /// the path and the record: a tuned database is never used after it was damaged. One a
+    /// newer tool wrote (a higher schema) is refused alike, but as what it is: the advice
+    /// is to upgrade, never to delete it (nor is it ever overwritten: a save loads it first).
     pub fn load(dir: &Path) -> Result<TunedDb, Failure> {
         let path = dir.join(FILE_NAME);
         let records = match std::fs::read_to_string(&path) {
             Ok(text) => crate::seal::read_sealed_toml(&text, SCHEMA, "tuned", |t| {
                 crate::seal::describe_keys(t, &["kernel", "chip", "shape"])
             })
-            .map_err(|why| {
-                fail(
-                    Exit::Config,
-                    format!(
+            .map_err(|e| {
+                let message = match e {
+                    Unreadable::Newer { .. } => {
+                        format!("{}: {e} to use it; it is not used, nor changed", path.display())
+                    }
+                    Unreadable::Damaged(why) => format!(
                         "{}: {why}. A damaged tuned database is never used: delete the \
                          record and tune that kernel again (`cargo neuron-tune tune --kernel \
                          NAME`), or delete the file",
                         path.display()
                     ),
-                )
+                };
+                fail(Exit::Config, message)
             })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(fail(Exit::Config, format!("{}: {e}", path.display()))),
@@ -320,5 +326,31 @@ mod tests {
         std::fs::write(&path, text.replace("schema = 1\n", "")).unwrap();
         let e = TunedDb::load(dir.path()).err().expect("a file without schema is refused");
         assert!(e.message.contains("no `schema`"), "{}", e.message);
+    }
+
+    /// A newer tool's file is not called damaged, and the advice is to upgrade, never to
+    /// delete it; a save leaves it as it was (the winners are said to be unrecorded).
+    #[test]
+    fn a_newer_schema_says_upgrade_and_is_never_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = TunedDb::load(dir.path()).unwrap();
+        db.record(rec("gemm", "small", 2.0));
+        let path = db.save().unwrap();
+        let newer = std::fs::read_to_string(&path).unwrap().replace("schema = 1", "schema = 99");
+        std::fs::write(&path, &newer).unwrap();
+        let e = TunedDb::load(dir.path()).err().expect("a newer file is not used");
+        assert_eq!(e.exit, Exit::Config);
+        let want = "written by a newer cargo-neuron-tune (schema 99; this tool reads 1): \
+                    upgrade cargo-neuron-tune";
+        assert!(e.message.contains(want), "{}", e.message);
+        assert!(!e.message.contains("delete") && !e.message.contains("damaged"), "{}", e.message);
+        db.record(rec("softmax", "small", 3.0));
+        let e = db.save().expect_err("a save does not replace a newer file");
+        assert!(
+            e.message.contains(want) && e.message.contains("softmax/trn2/small"),
+            "{}",
+            e.message
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), newer);
     }
 }
