@@ -188,7 +188,11 @@ impl Params {
         }
     }
 
-    /// An integer parameter that must be positive, as a `u64`.
+    /// An integer parameter that must be positive (1 or more), as a `u64`: for a count a
+    /// kernel divides by or loops on (buffers, tile sizes, passes), so that 0 is refused
+    /// with the parameter's name rather than reaching a division or an empty ring. A
+    /// parameter for which 0 is a level (none of something) reads [`Params::int`] and
+    /// refuses what is below 0 itself.
     pub fn uint(&self, name: &str) -> Result<u64, String> {
         let v = self.int(name)?;
         u64::try_from(v).ok().filter(|&v| v > 0).ok_or_else(|| {

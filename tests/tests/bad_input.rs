@@ -447,3 +447,27 @@ fn params_with_a_pattern_apply_to_the_kernels_that_have_them() {
     let built = events(&out, "build");
     assert!(!built.is_empty() && built.iter().all(|b| b["kernel"] == "add"), "{out}");
 }
+
+/// A level of 0 where the kernel means "none" (`roomy`'s default, `scratch = 0`: no scratch
+/// buffers) runs: the fixture read it with `Params::uint`, which refuses 0 (it is for
+/// counts that must be positive), so its default variant was always invalid.
+#[test]
+fn a_zero_level_of_a_kernel_that_takes_zero_runs() {
+    let manifest = neuron_tune_tests::broken_manifest("loop");
+    let (code, out, err) = cli_json(&[
+        "bench",
+        "--manifest-path",
+        &manifest,
+        "--kernel",
+        "roomy",
+        "--shape",
+        "narrow",
+        "--params",
+        "scratch=0",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let benched = events(&out, "bench");
+    assert_eq!(benched.len(), 1, "{out}");
+    assert_eq!(benched[0]["params"]["scratch"], 0, "{out}");
+    assert!(!err.contains("must be positive"), "{err}");
+}
