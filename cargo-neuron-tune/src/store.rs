@@ -238,6 +238,35 @@ pub fn parse_journal(text: &str) -> JournalRead {
     read
 }
 
+/// Why [`write_atomic`] could not write `path`, found before any work is done, so that a
+/// typo in an output flag is refused up front (exit 2) instead of after the build and the
+/// simulation: `path` is a directory, or its nearest existing ancestor (the directory
+/// `write_atomic` would create it in, or create directories under) is not a directory or
+/// cannot be read. `None` when nothing on disk stands in the way.
+pub fn unwritable(path: &Path) -> Option<String> {
+    if path.as_os_str().is_empty() {
+        return Some("an empty path; name a file".into());
+    }
+    if path.is_dir() {
+        return Some("a directory; name a file in it".into());
+    }
+    for dir in path.ancestors().skip(1) {
+        let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+        match fs::metadata(dir) {
+            Ok(m) if m.is_dir() => return None,
+            Ok(_) => return Some(format!("parent {} is not a directory", dir.display())),
+            // Made by `write_atomic`, or under a file an ancestor further up names.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) => {}
+            Err(e) => return Some(format!("parent {}: {}", dir.display(), e.kind())),
+        }
+    }
+    None
+}
+
 /// Write `bytes` to `path` atomically: a temp file in the same directory, synced, renamed.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -276,6 +305,25 @@ mod tests {
         assert_eq!(ns, [1, 3], "the torn line alone is lost: {read:?}");
         assert_eq!(read.rejected.len(), 1, "{read:?}");
         assert_eq!(read.rejected[0].0, 2, "line 2 is the torn one: {read:?}");
+    }
+
+    #[test]
+    fn an_output_path_under_a_file_or_naming_a_directory_is_unwritable() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("afile");
+        fs::write(&file, "").unwrap();
+        let why = |p: &Path| unwritable(p);
+        let parent = format!("parent {} is not a directory", file.display());
+        assert_eq!(why(&file.join("x.json")), Some(parent.clone()));
+        assert_eq!(why(&file.join("deeper/x.json")), Some(parent));
+        assert_eq!(why(dir.path()), Some("a directory; name a file in it".into()));
+        // Directories still to be made, an existing file to replace, a bare name: fine.
+        assert_eq!(why(&dir.path().join("new/dirs/x.json")), None);
+        assert_eq!(why(&file), None);
+        assert_eq!(why(Path::new("x.json")), None);
+        // What `write_atomic` says of the same paths, after the work.
+        assert!(write_atomic(&file.join("x.json"), b"").is_err());
+        assert!(write_atomic(&dir.path().join("new/dirs/x.json"), b"").is_ok());
     }
 
     #[test]

@@ -148,7 +148,7 @@ const CASES: &[Case] = &[
         what: "a report directory that cannot be made",
         args: &["report", "-p", K, "--out", "Cargo.toml/report"],
         code: 2,
-        words: &["--out Cargo.toml/report", "Not a directory"],
+        words: &["--out Cargo.toml/report: parent Cargo.toml is not a directory"],
     },
     Case {
         what: "a shape no selected kernel has",
@@ -311,6 +311,24 @@ const CASES: &[Case] = &[
         ],
         code: 2,
         words: &["--trace /nonexistent-dir/t.json: no directory /nonexistent-dir"],
+    },
+    Case {
+        what: "a bench --results file under a file, refused before anything is built",
+        args: &["bench", "-p", K, "--kernel", "add", "--results", "Cargo.toml/r.json"],
+        code: 2,
+        words: &["--results", "parent Cargo.toml is not a directory"],
+    },
+    Case {
+        what: "a tune --results file under a file, refused before anything is built",
+        args: &["tune", "-p", K, "--kernel", "add", "--results", "Cargo.toml/r.json"],
+        code: 2,
+        words: &["--results", "parent Cargo.toml is not a directory"],
+    },
+    Case {
+        what: "a merge output file that is a directory",
+        args: &["merge", "r.json", "--junit", "fixtures"],
+        code: 2,
+        words: &["--junit", "a directory; name a file in it"],
     },
     Case {
         what: "a parameter the kernel does not declare",

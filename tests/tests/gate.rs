@@ -345,6 +345,38 @@ fn the_summary_is_appended_to_github_step_summary_and_an_empty_one_is_ignored() 
     assert_eq!(std::fs::read_to_string(&summary).unwrap(), text);
 }
 
+/// A --markdown or --junit file that cannot be written (under a file) is refused before
+/// anything is built or simulated, with exit 2 — not after the whole gate, with exit 1.
+#[test]
+fn an_unwritable_report_path_is_refused_before_the_gate_runs() {
+    let dir = scratch_dir("gate-unwritable");
+    let afile = dir.join("afile");
+    std::fs::write(&afile, "").unwrap();
+    let baseline = root().join("fixtures/neuron-tune.baseline.toml");
+    for flag in ["--markdown", "--junit"] {
+        let bad = afile.join("report");
+        let args = [
+            "gate",
+            "--baseline",
+            baseline.to_str().unwrap(),
+            "--shape",
+            "tiny",
+            flag,
+            bad.to_str().unwrap(),
+            "--message-format",
+            "json",
+        ];
+        let (code, out, err) = cli(&args);
+        assert_eq!(code, 2, "{flag}: {out}\n{err}");
+        let why = format!("parent {} is not a directory", afile.display());
+        assert!(err.contains(flag) && err.contains(&why), "{flag}: {err}");
+        // Nothing ran: the error event is the only line, no build, no gate verdict.
+        assert_eq!(out.lines().count(), 1, "{flag}: {out}");
+        assert_eq!(events(&out, "error")[0]["code"], 2, "{out}");
+        assert!(!err.contains("Compiling") && !err.contains("Finished"), "{flag}: {err}");
+    }
+}
+
 #[test]
 fn two_baseline_saves_at_once_keep_both_models() {
     // Each save records its own model; the second must read the file after the first wrote

@@ -286,13 +286,13 @@ pub enum Command {
         files: Vec<PathBuf>,
         /// gate: write the Markdown summary here (default: $GITHUB_STEP_SUMMARY, appended,
         /// when set, else <target-dir>/neuron-tune/gate/summary.md).
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", value_parser = output_file)]
         markdown: Option<PathBuf>,
         /// gate: write the JUnit XML here (default: <target-dir>/neuron-tune/gate/junit.xml).
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", value_parser = output_file)]
         junit: Option<PathBuf>,
         /// Also write the merged results as one results file.
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", value_parser = output_file)]
         results: Option<PathBuf>,
     },
     /// Write the HTML report: convergence, Pareto front, engine use, roofline, gate history,
@@ -434,7 +434,7 @@ pub struct PartitionOpts {
     #[arg(long, value_name = "K/N", help_heading = "Partitioning")]
     pub partition: Option<crate::partition::Partition>,
     /// Write this run's results to FILE (JSON) for `cargo neuron-tune merge`.
-    #[arg(long, value_name = "FILE", help_heading = "Partitioning")]
+    #[arg(long, value_name = "FILE", help_heading = "Partitioning", value_parser = output_file)]
     pub results: Option<PathBuf>,
 }
 
@@ -465,10 +465,10 @@ pub struct GateOpts {
     pub strict: bool,
     /// Write the Markdown summary here (default: $GITHUB_STEP_SUMMARY, appended, when set,
     /// else <target-dir>/neuron-tune/gate/summary.md).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = output_file)]
     pub markdown: Option<PathBuf>,
     /// Write the JUnit XML here (default: <target-dir>/neuron-tune/gate/junit.xml).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = output_file)]
     pub junit: Option<PathBuf>,
 }
 
@@ -638,6 +638,17 @@ fn positive(text: &str) -> Result<usize, String> {
         Ok(0) => Err("must be at least 1".into()),
         Ok(n) => Ok(n),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A file the command writes (`--results`, `--markdown`, `--junit`): refused while the
+/// arguments are parsed (exit 2) when it cannot be written — under a file, or a directory
+/// itself — rather than after the build and every simulation it reports on.
+fn output_file(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    match crate::store::unwritable(&path) {
+        Some(why) => Err(why),
+        None => Ok(path),
     }
 }
 

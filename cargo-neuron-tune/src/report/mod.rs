@@ -37,6 +37,10 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     let (out_dir, open) = (a.out, a.open);
     // A bad --out is refused before anything is built or profiled.
     if let Some(dir) = out_dir {
+        // Said as the output files' flags say it (`crate::store::unwritable`).
+        if let Some(why) = crate::store::unwritable(&dir.join("index.html")) {
+            return Err(fail(Exit::Config, format!("--out {}: {why}", dir.display())));
+        }
         std::fs::create_dir_all(dir)
             .map_err(|e| fail(Exit::Config, format!("--out {}: {e}", dir.display())))?;
     }
