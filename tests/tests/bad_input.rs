@@ -313,6 +313,24 @@ const CASES: &[Case] = &[
         words: &["--trace /nonexistent-dir/t.json: no directory /nonexistent-dir"],
     },
     Case {
+        what: "bench --partition without --results (its part would be lost to merge)",
+        args: &["bench", "-p", K, "--kernel", "add", "--shape", "small", "--partition", "1/2"],
+        code: 2,
+        words: &["--partition 1/2 needs --results FILE", "only useful merged"],
+    },
+    Case {
+        what: "tune --partition without --results",
+        args: &["tune", "-p", K, "--kernel", "add", "--partition", "2/2"],
+        code: 2,
+        words: &["--partition 2/2 needs --results FILE", "only useful merged"],
+    },
+    Case {
+        what: "gate --partition without --results",
+        args: &["gate", "--shape", "tiny", "--partition", "1/3"],
+        code: 2,
+        words: &["--partition 1/3 needs --results FILE", "only useful merged"],
+    },
+    Case {
         what: "a bench --results file under a file, refused before anything is built",
         args: &["bench", "-p", K, "--kernel", "add", "--results", "Cargo.toml/r.json"],
         code: 2,

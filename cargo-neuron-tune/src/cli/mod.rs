@@ -430,7 +430,8 @@ fn hide_build_flags(a: clap::Arg) -> clap::Arg {
 pub struct PartitionOpts {
     /// Do only partition K of N of the work items (`kernel@shape@dims` for bench and tune,
     /// `model@shape@chip` for gate and `bench --model`), assigned by a hash of each item's name, so adding items
-    /// moves no other item. `cargo neuron-tune merge` joins the partitions' results files.
+    /// moves no other item. `cargo neuron-tune merge` joins the partitions' results files,
+    /// so it needs `--results`: a partition's results are only useful merged.
     #[arg(long, value_name = "K/N", help_heading = "Partitioning")]
     pub partition: Option<crate::partition::Partition>,
     /// Write this run's results to FILE (JSON) for `cargo neuron-tune merge`.
@@ -655,12 +656,35 @@ fn output_file(text: &str) -> Result<PathBuf, String> {
 impl Cli {
     /// Parse the process arguments, dropping the `neuron-tune` that cargo inserts when it
     /// runs us as `cargo neuron-tune`.
+    /// What clap's derive cannot say: `--partition` without `--results` would do part of
+    /// the work and keep nothing for `merge`, so it is refused as a usage error (exit 2)
+    /// that says why.
+    fn validate(&self) -> Result<(), clap::Error> {
+        let parts = match &self.command {
+            Command::Bench { parts, .. }
+            | Command::Tune { parts, .. }
+            | Command::Gate { parts, .. } => parts,
+            _ => return Ok(()),
+        };
+        match (&parts.partition, &parts.results) {
+            (Some(p), None) => Err(<Cli as clap::CommandFactory>::command().error(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                format!(
+                    "--partition {p} needs --results FILE: a partition's results are only \
+                     useful merged (`cargo neuron-tune merge` joins the partitions' files), \
+                     and without one this run would keep nothing for the merge"
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     pub fn parse_args() -> Cli {
         let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
         if args.get(1).is_some_and(|a| a == "neuron-tune") {
             args.remove(1);
         }
-        match Cli::try_parse_from(&args) {
+        match Cli::try_parse_from(&args).and_then(|cli| cli.validate().map(|()| cli)) {
             Ok(cli) => cli,
             Err(e) => {
                 // A usage error of a JSON run is also an `error` event on stdout, as every
