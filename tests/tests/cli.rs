@@ -461,6 +461,33 @@ fn panicking_and_hanging_variants_are_reported_and_the_others_finish() {
     }
 }
 
+/// `bench > results.txt` keeps the variants that panicked: they are rows of the results
+/// table on stdout (kind and reason), in grid order among the others, as `check` prints
+/// its failures; the warning on stderr stays. So does a merge of partitions' results.
+#[test]
+fn a_panicking_variant_is_a_row_of_the_results_on_stdout() {
+    let m = broken_manifest("panic");
+    let results = scratch_dir("bench-failed-row").join("part.json");
+    let r = results.to_str().unwrap();
+    let args = ["bench", "--manifest-path", &m, "--all-variants", "--partition", "1/1"];
+    let (code, out, err) = cli(&[&args[..], &["--results", r]].concat());
+    assert_eq!(code, 4, "{err}");
+    let rows: Vec<&str> = out.lines().filter(|l| l.trim_start().starts_with("double ")).collect();
+    assert_eq!(rows.len(), 2, "both variants on stdout: {out}");
+    let failed = rows[0];
+    assert!(failed.contains("cols_per_tile=128"), "grid order: {out}");
+    assert!(failed.contains("panic: index out of bounds: the len is 0"), "{failed}");
+    assert!(rows[1].contains("cols_per_tile=512"), "{out}");
+    assert!(err.contains("  panic    double bufs=2,cols_per_tile=128 at small: "), "{err}");
+    // The merge of that partition reports the same rows, and the event, as the run did.
+    let (code, merged, err) = cli(&["merge", r]);
+    assert_eq!(code, 4, "{err}");
+    assert_eq!(merged.lines().filter(|l| l.contains("double ")).count(), 2, "{merged}");
+    assert!(merged.lines().any(|l| l == failed), "{merged}");
+    let (_, json, _) = cli_json(&["merge", r]);
+    assert_eq!(events(&json, "variant_failed")[0]["kind"], "panic", "{json}");
+}
+
 #[test]
 fn a_panic_repeated_by_shrinking_is_shown_once_with_its_count() {
     let m = broken_manifest("panic");

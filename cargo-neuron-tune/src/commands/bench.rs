@@ -11,7 +11,8 @@ use crate::output::{Event, Reporter, Summary};
 use crate::partition::keeps;
 use crate::select::{check_patterns, chip_spec, select, Variant};
 use crate::workspace::{Ctx, Workspace};
-use neuron_tune_protocol::Params;
+use neuron_tune_protocol::{ErrorInfo, ErrorKind, Params};
+use serde::{Deserialize, Serialize};
 
 pub fn run(
     cargo: &CargoFlags,
@@ -27,6 +28,8 @@ pub fn run(
     let out = &ctx.out;
     let (mut invalid, mut crashed) = (0, 0);
     let mut rows: Vec<(usize, Variant, Measured)> = Vec::new();
+    // Variants whose kernel code panicked, crashed or hung: rows of the results table too.
+    let mut failed: Vec<(usize, FailedVariant)> = Vec::new();
     let mut defaults: Vec<(String, Params)> = Vec::new();
     let mut offset = 0;
     for c in &mut ws.crates {
@@ -55,6 +58,7 @@ pub fn run(
                         invalid += 1;
                     } else {
                         crashed += 1;
+                        failed.push((offset + o.index, FailedVariant::new(o.variant, &e)));
                     }
                 }
             }
@@ -70,6 +74,7 @@ pub fn run(
             run: s.describe(),
             chip: chip.name.clone(),
             rows: rows.iter().map(|(_, v, m)| (v.clone(), m.clone())).collect(),
+            failed: failed.iter().map(|(_, f)| f.clone()).collect(),
             defaults: defaults.clone(),
             invalid,
             crashed,
@@ -77,7 +82,7 @@ pub fn run(
         super::merge::write_results(path, &results)?;
         out.status(format!("   Wrote {}", path.display()));
     }
-    let exit = report(out, &chip.name, &rows, &defaults, invalid, crashed);
+    let exit = report(out, &chip.name, &rows, &failed, &defaults, invalid, crashed);
     out.status(format!("   (store: {})", store.root().display()));
     Ok(exit)
 }
@@ -85,6 +90,53 @@ pub fn run(
 /// A bench work item's name, which `--partition` hashes: `kernel@shape@{dims}`.
 pub fn item_name(kernel: &str, shape_name: &str, shape: &neuron_tune_protocol::Shape) -> String {
     format!("{kernel}@{shape_name}@{shape}")
+}
+
+/// A variant whose kernel code panicked, crashed or hung: a row of the results table on
+/// stdout (so `bench > results.txt` keeps it), as `check` prints its failures there.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailedVariant {
+    pub variant: Variant,
+    /// `panic`, `timeout`, `crashed` or `failed`, as its `variant_failed` event says.
+    pub kind: String,
+    pub message: String,
+}
+
+impl FailedVariant {
+    fn new(variant: Variant, e: &ErrorInfo) -> FailedVariant {
+        // The kinds `report_failure` names in the `variant_failed` event.
+        let kind = match e.kind {
+            ErrorKind::Panic => "panic",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Crashed => "crashed",
+            _ => "failed",
+        };
+        FailedVariant { variant, kind: kind.into(), message: e.message.clone() }
+    }
+
+    /// Its `variant_failed` event (`merge` gives it as the unpartitioned run did).
+    pub(super) fn event(&self, chip: &str) -> Event {
+        Event::VariantFailed {
+            kernel: self.variant.kernel.clone(),
+            shape: self.variant.shape_name.clone(),
+            params: self.variant.params.clone(),
+            chip: chip.to_string(),
+            kind: self.kind.clone(),
+            message: self.message.clone(),
+        }
+    }
+
+    /// Its table cell: the kind and the message's first line, cut to a table's width (the
+    /// whole message is on stderr, and in the event).
+    fn status(&self) -> String {
+        const MAX: usize = 80;
+        let first = self.message.lines().next().unwrap_or("").trim();
+        let reason = match first.chars().count() > MAX {
+            true => format!("{}…", first.chars().take(MAX - 1).collect::<String>()),
+            false => first.to_string(),
+        };
+        format!("{}: {reason}", self.kind)
+    }
 }
 
 /// A measured variant's event.
@@ -111,11 +163,12 @@ pub(super) fn report(
     out: &Reporter,
     chip: &str,
     rows: &[(usize, Variant, Measured)],
+    failed: &[(usize, FailedVariant)],
     defaults: &[(String, Params)],
     invalid: usize,
     crashed: usize,
 ) -> Exit {
-    print_table(out, rows);
+    print_table(out, rows, failed);
     print_best(out, chip, rows, defaults);
     let cached = rows.iter().filter(|r| r.2.cached).count();
     let simulated = rows.len() - cached;
@@ -154,8 +207,14 @@ pub fn progress(out: &Reporter, len: u64) -> indicatif::ProgressBar {
     bar
 }
 
-fn print_table(out: &Reporter, rows: &[(usize, Variant, Measured)]) {
-    if rows.is_empty() {
+/// The results table: every variant that ran, in grid order, the failed ones with their
+/// status (their measurements `-`).
+fn print_table(
+    out: &Reporter,
+    rows: &[(usize, Variant, Measured)],
+    failed: &[(usize, FailedVariant)],
+) {
+    if rows.is_empty() && failed.is_empty() {
         return;
     }
     out.result("");
@@ -168,16 +227,36 @@ fn print_table(out: &Reporter, rows: &[(usize, Variant, Measured)]) {
         "bottleneck",
         "",
     ]);
-    for (_, v, m) in rows {
-        t.row(vec![
-            v.kernel.clone(),
-            v.shape_name.clone(),
-            v.params.to_string(),
-            format!("{:.1}", m.bench.time_us),
-            format!("{:.2}", m.bench.tflops),
-            m.bench.bottleneck.clone(),
-            if m.cached { "(cached)".into() } else { String::new() },
-        ]);
+    // A row that ran, or failed.
+    type Line<'a> = Result<(&'a Variant, &'a Measured), &'a FailedVariant>;
+    let mut lines: Vec<(usize, Line)> = rows.iter().map(|(i, v, m)| (*i, Ok((v, m)))).collect();
+    lines.extend(failed.iter().map(|(i, f)| (*i, Err(f))));
+    lines.sort_by_key(|l| l.0);
+    for (_, line) in lines {
+        match line {
+            Ok((v, m)) => t.row(vec![
+                v.kernel.clone(),
+                v.shape_name.clone(),
+                v.params.to_string(),
+                format!("{:.1}", m.bench.time_us),
+                format!("{:.2}", m.bench.tflops),
+                m.bench.bottleneck.clone(),
+                if m.cached { "(cached)".into() } else { String::new() },
+            ]),
+            Err(f) => {
+                let v = &f.variant;
+                t.row(vec![
+                    v.kernel.clone(),
+                    v.shape_name.clone(),
+                    v.params.to_string(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    f.status(),
+                ]);
+                t.paint_last(6, crate::output::sgr::RED);
+            }
+        }
     }
     out.table(&t, "  ");
 }

@@ -42,6 +42,10 @@ pub enum Results {
         #[serde(default)]
         chip: String,
         rows: Vec<(Variant, Measured)>,
+        /// The variants whose kernel code panicked, crashed or hung (rows of bench's table;
+        /// absent from files written before they were).
+        #[serde(default)]
+        failed: Vec<super::bench::FailedVariant>,
         /// Each kernel's default parameters (for the gain of the best variant).
         defaults: Vec<(String, Params)>,
         invalid: usize,
@@ -228,11 +232,20 @@ pub fn join(all: Vec<Results>) -> Result<Results, Failure> {
                 items.extend(i);
             }
             (
-                Results::Bench { run, rows, defaults, invalid, crashed, .. },
-                Results::Bench { run: other, rows: r, defaults: d, invalid: i, crashed: c, .. },
+                Results::Bench { run, rows, failed, defaults, invalid, crashed, .. },
+                Results::Bench {
+                    run: other,
+                    rows: r,
+                    failed: f,
+                    defaults: d,
+                    invalid: i,
+                    crashed: c,
+                    ..
+                },
             ) => {
                 differently("benchmarked", run, &other)?;
                 rows.extend(r);
+                failed.extend(f);
                 for x in d {
                     if !defaults.contains(&x) {
                         defaults.push(x);
@@ -271,11 +284,10 @@ pub fn join(all: Vec<Results>) -> Result<Results, Failure> {
                 return Err(fail(Exit::Config, format!("{} is in two partitions", w[0].name())));
             }
         }
-        Results::Bench { partition, rows, defaults, .. } => {
+        Results::Bench { partition, rows, failed, defaults, .. } => {
             *partition = None;
-            rows.sort_by_key(|(v, _)| {
-                (v.kernel.clone(), v.shape_name.clone(), v.params.to_string())
-            });
+            rows.sort_by_key(|(v, _)| bench_order(v));
+            failed.sort_by_key(|f| bench_order(&f.variant));
             defaults.sort_by(|a, b| a.0.cmp(&b.0));
         }
         Results::Tune { partition, records, .. } => {
@@ -291,6 +303,11 @@ pub fn join(all: Vec<Results>) -> Result<Results, Failure> {
         }
     }
     Ok(acc)
+}
+
+/// The order of a merged bench's variants (one run's grid order is not in the files).
+fn bench_order(v: &Variant) -> (String, String, String) {
+    (v.kernel.clone(), v.shape_name.clone(), v.params.to_string())
 }
 
 pub fn run(
@@ -317,14 +334,23 @@ pub fn run(
             };
             super::gate::finish(&items, &config, &target, markdown, junit, out)
         }
-        Results::Bench { chip, rows, defaults, invalid, crashed, .. } => {
+        Results::Bench { chip, rows, failed, defaults, invalid, crashed, .. } => {
             // Each variant's event, as the unpartitioned run gave it while it ran.
             for (v, m) in &rows {
                 out.event(&super::bench::bench_event(v, &chip, m));
             }
+            for f in &failed {
+                out.event(&f.event(&chip));
+            }
+            // One order for both kinds of row: the table interleaves them.
+            let mut order: Vec<_> = rows.iter().map(|(v, _)| bench_order(v)).collect();
+            order.extend(failed.iter().map(|f| bench_order(&f.variant)));
+            order.sort();
+            let at = |v: &Variant| order.binary_search(&bench_order(v)).unwrap_or(order.len());
             let rows: Vec<(usize, Variant, Measured)> =
-                rows.into_iter().enumerate().map(|(i, (v, m))| (i, v, m)).collect();
-            Ok(super::bench::report(out, &chip, &rows, &defaults, invalid, crashed))
+                rows.into_iter().map(|(v, m)| (at(&v), v, m)).collect();
+            let failed: Vec<_> = failed.into_iter().map(|f| (at(&f.variant), f)).collect();
+            Ok(super::bench::report(out, &chip, &rows, &failed, &defaults, invalid, crashed))
         }
         Results::Tune { records, failure, .. } => {
             let root: PathBuf = cargo.metadata()?.workspace_root.into();
