@@ -288,3 +288,44 @@ fn the_report_of_a_real_tuning_run_renders_in_chromium_with_every_chart_drawn() 
     );
     eprintln!("report screenshot: {}", shot.display());
 }
+
+/// The journals are the target dir's, which other packages share: `report -p` shows the
+/// tuning runs of the selected packages' kernels only (and the gate history of their
+/// models). No browser needed.
+#[test]
+fn a_report_of_one_package_leaves_out_the_tuning_runs_of_other_packages() {
+    let ws = fixture_workspace("report-packages");
+    // A chip file of its own (results go by its file name): only this test tunes on it.
+    let (code, toml, err) = cli(&["chip", "trn2"]);
+    assert_eq!(code, 0, "{err}");
+    let chip = scratch_dir("report-packages-chip").join("pkgchip.toml");
+    std::fs::write(&chip, toml.replacen("name = \"trn2\"", "name = \"pkgchip\"", 1)).unwrap();
+    let tune = [
+        "tune",
+        "-p",
+        "neuron-fixtures-kernels",
+        "--kernel",
+        "add",
+        "--shape",
+        "small",
+        "--chip",
+        chip.to_str().unwrap(),
+        "--budget",
+        "2",
+        "--seed",
+        "16001",
+    ];
+    assert_eq!(events(&run(&ws, &tune), "tune").len(), 1);
+    let report = |package: &str, out: &str| {
+        let dir = scratch_dir(out);
+        let args = ["report", "-p", package, "--chip", "pkgchip", "--out", dir.to_str().unwrap()];
+        let ev = events(&run(&ws, &args), "report").pop().expect("a report event");
+        (ev, std::fs::read_to_string(dir.join("index.html")).unwrap())
+    };
+    let (ev, html) = report("neuron-fixtures-kernels", "report-kernels-only");
+    assert!(html.contains("<h2>add @ small on pkgchip</h2>"), "{ev}");
+    // The models crate lists no kernel: the kernels crate's run is not its.
+    let (ev, html) = report("neuron-fixtures-qwen3", "report-qwen3-only");
+    assert_eq!(ev["targets"], 0, "{ev}");
+    assert!(!html.contains("<h2>add @"), "{ev}");
+}

@@ -21,6 +21,7 @@ use crate::store::{write_atomic, Store};
 use crate::tuned::TunedDb;
 use crate::workspace::{Ctx, Workspace};
 use neuron_tune_protocol::{RequestBody, ResponseBody};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// What `report` was asked for.
@@ -62,12 +63,25 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     let store = crate::commands::open_store(&ws.target_dir, out)?;
     let kernel_ok = |k: &str| a.kernels.is_empty() || a.kernels.iter().any(|p| glob(p, k));
     let chip_ok = |c: &str| chip.as_deref().is_none_or(|x| x == c);
+    // The journals and the gate history are the target dir's, which other packages (and
+    // other workspaces) may share: only the selected packages' kernels and models are
+    // reported. A journal's meta file does not name its package, so a run goes by the
+    // kernel names the selected crates list, or, for a model's calls (shape `model@shape`),
+    // by the model's name; a kernel of the same name in another package is not told apart.
+    let kernels_here: HashSet<String> =
+        ws.crates.iter().flat_map(|c| &c.list.kernels).map(|k| k.name.clone()).collect();
+    let models_here: HashSet<String> =
+        ws.crates.iter().flat_map(|c| &c.list.models).map(|m| m.name.clone()).collect();
+    let ours = |r: &model::TuneRun| {
+        kernels_here.contains(&r.meta.kernel)
+            || r.meta.shape.split_once('@').is_some_and(|(m, _)| models_here.contains(m))
+    };
     let mut runs = model::read_runs(store.root());
     let any_runs = !runs.is_empty();
     // Chips anything was recorded for (a chip file's results go by its name, so a name
     // that is neither built in nor among these is a typo).
     let mut seen_chips: Vec<String> = runs.iter().map(|r| r.meta.chip.name.clone()).collect();
-    runs.retain(|r| kernel_ok(&r.meta.kernel) && chip_ok(&r.meta.chip.name));
+    runs.retain(|r| ours(r) && kernel_ok(&r.meta.kernel) && chip_ok(&r.meta.chip.name));
     let mut tuned = Vec::new();
     for c in &ws.crates {
         let dir = c.krate.manifest_path.parent().map(PathBuf::from).unwrap_or_default();
@@ -95,21 +109,24 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     let profiled = profile_shown(&mut ws, &store, &data, ctx)?;
     let mut data = model::build(&store, runs, tuned);
     let any_gate = !data.gate.is_empty();
-    data.gate.retain(|g| chip_ok(&g.chip));
+    data.gate.retain(|g| models_here.contains(&g.model) && chip_ok(&g.chip));
     if data.targets.is_empty() && data.tuned.is_empty() && data.gate.is_empty() {
         // Say whether there is nothing at all, or nothing the filters let through.
         if any_runs || any_tuned || any_gate {
+            let filters = [
+                (!a.kernels.is_empty()).then(|| format!("--kernel {}", a.kernels.join(","))),
+                chip.as_ref().map(|c| format!("--chip {c}")),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>();
             out.note(format!(
                 "warning: nothing to report for {}: what there is (tune journals, tuned \
-                 databases, gate runs) is of other kernels or chips",
-                [
-                    (!a.kernels.is_empty()).then(|| format!("--kernel {}", a.kernels.join(","))),
-                    chip.as_ref().map(|c| format!("--chip {c}")),
-                ]
-                .into_iter()
-                .flatten()
-                .collect::<Vec<_>>()
-                .join(" ")
+                 databases, gate runs) is of other kernels, chips or packages",
+                match filters.is_empty() {
+                    true => "the selected packages".to_string(),
+                    false => filters.join(" "),
+                }
             ));
         } else {
             out.note(
