@@ -118,7 +118,7 @@ const CASES: &[Case] = &[
         what: "a trace into a directory: refused before simulating",
         args: &["profile", "-p", K, "add", "--shape", "small", "--trace", "fixtures"],
         code: 2,
-        words: &["--trace fixtures: a directory"],
+        words: &["--trace", "fixtures'", "a directory; name a file in it"],
     },
     Case {
         what: "early stop after zero evaluations",
@@ -341,6 +341,18 @@ const CASES: &[Case] = &[
         args: &["tune", "-p", K, "--kernel", "add", "--results", "Cargo.toml/r.json"],
         code: 2,
         words: &["--results", "parent Cargo.toml is not a directory"],
+    },
+    Case {
+        what: "a profile --trace file under a file, refused before anything is built",
+        args: &["profile", "-p", K, "add", "--shape", "small", "--trace", "Cargo.toml/t.json"],
+        code: 2,
+        words: &["--trace", "parent Cargo.toml is not a directory"],
+    },
+    Case {
+        what: "a baseline save --baseline file that is a directory",
+        args: &["baseline", "save", "--baseline", "fixtures"],
+        code: 2,
+        words: &["--baseline", "a directory; name a file in it"],
     },
     Case {
         what: "a merge output file that is a directory",

@@ -223,7 +223,7 @@ pub enum Command {
         #[arg(long, default_value = "trn2")]
         chip: String,
         /// Write a Chrome/Perfetto JSON trace here (open in ui.perfetto.dev).
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", value_parser = output_file)]
         trace: Option<PathBuf>,
     },
     /// Search each selected kernel's space at each selected shape for the fastest correct
@@ -486,7 +486,7 @@ pub enum BaselineAction {
         #[command(flatten)]
         workers: WorkerOpts,
         /// The baseline file (default: neuron-tune.baseline.toml at the workspace root).
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", value_parser = output_file)]
         baseline: Option<PathBuf>,
         /// Model name or glob; repeatable. Default: every model.
         #[arg(long = "model", value_name = "NAME")]
