@@ -223,10 +223,14 @@ fn print_table(
         "shape",
         "params",
         ">time µs",
+        ">kernel µs",
         ">TFLOP/s",
         "bottleneck",
         "",
     ]);
+    // `time µs` is the call, the chip's launch overhead included, as every reported time
+    // (and `--goal`); the rate is over the kernel's own time, as the profiler counts it, so
+    // that column is shown beside it.
     // A row that ran, or failed.
     type Line<'a> = Result<(&'a Variant, &'a Measured), &'a FailedVariant>;
     let mut lines: Vec<(usize, Line)> = rows.iter().map(|(i, v, m)| (*i, Ok((v, m)))).collect();
@@ -239,6 +243,7 @@ fn print_table(
                 v.shape_name.clone(),
                 v.params.to_string(),
                 format!("{:.1}", m.bench.time_us),
+                format!("{:.1}", m.bench.kernel_time_us),
                 format!("{:.2}", m.bench.tflops),
                 m.bench.bottleneck.clone(),
                 if m.cached { "(cached)".into() } else { String::new() },
@@ -252,9 +257,10 @@ fn print_table(
                     "-".into(),
                     "-".into(),
                     "-".into(),
+                    "-".into(),
                     f.status(),
                 ]);
-                t.paint_last(6, crate::output::sgr::RED);
+                t.paint_last(7, crate::output::sgr::RED);
             }
         }
     }
