@@ -6,7 +6,7 @@
 //! analysis the user cannot tell a trustworthy winner from a lucky or starved one.
 //! docs/tuning-loop.md states each figure and each rule.
 
-use neuron_tune_protocol::{ParamValue, Params};
+use neuron_tune_protocol::{ErrorKind, ParamValue, Params};
 use serde::Serialize;
 
 /// A fraction of the final best a run must reach to count as "there" (95 %).
@@ -183,6 +183,16 @@ pub fn not_converged(
 }
 
 /// Which limit refused an invalid variant, from the harness's message.
+/// Kernel code that panicked, crashed or hung, as a search records it (the error as
+/// `ErrorInfo` prints it, kind first): its kind and message. Such a variant is counted
+/// invalid and the search goes on, but it is a bug to fix, not a rule that refused it.
+pub fn fault_of(error: &str) -> Option<(ErrorKind, &str)> {
+    [ErrorKind::Panic, ErrorKind::Crashed, ErrorKind::Timeout].into_iter().find_map(|k| {
+        let message = error.strip_prefix(format!("{k}: ").as_str())?;
+        Some((k, message))
+    })
+}
+
 pub fn limit_of(status: &str, error: Option<&str>) -> &'static str {
     if status == "failed_check" {
         return "correctness check";
@@ -194,9 +204,9 @@ pub fn limit_of(status: &str, error: Option<&str>) -> &'static str {
         return "validation: another shape of the key set or a model using the kernel";
     }
     let e = error.unwrap_or("");
-    // Kernel code that failed (its error as `ErrorInfo` prints it, kind first) is a bug in
-    // the kernel, whatever its message mentions: never a rule that refused the variant.
-    if ["panic: ", "crashed: ", "timeout: "].iter().any(|k| e.starts_with(k)) {
+    // Kernel code that failed is a bug in the kernel, whatever its message mentions: never
+    // a rule that refused the variant.
+    if fault_of(e).is_some() {
         return "kernel code that panicked, crashed or hung";
     }
     if e.contains("SBUF") || e.contains("sbuf") {
@@ -507,7 +517,7 @@ fn show(v: &ParamValue) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use neuron_tune_protocol::{ErrorInfo, ErrorKind};
+    use neuron_tune_protocol::ErrorInfo;
 
     /// A plain `tune` run's advice.
     const T: GoOn = GoOn::Tune { goal: false };

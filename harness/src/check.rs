@@ -343,21 +343,20 @@ pub fn check(
     // The last shape at which `run` refused the parameters, and why.
     let refused: std::cell::RefCell<Option<(Shape, String)>> = Default::default();
     let result = runner.run(&strategy, |(shape, seed, dist)| {
-        match case(kernel, params, &shape, seed, dist, &cfg.chip) {
+        let outcome = case(kernel, params, &shape, seed, dist, &cfg.chip);
+        if let Err(CaseFailure::Run(RunError::Invalid(why))) = outcome {
+            let reject = TestCaseError::reject(why.clone());
+            *refused.borrow_mut() = Some((shape, why));
+            return Err(reject);
+        }
+        ran.set(ran.get() + u32::from(!failed.get()));
+        applied.set(Some(kernel.tolerance(&shape)));
+        match outcome {
             Ok(m) => {
-                ran.set(ran.get() + u32::from(!failed.get()));
-                applied.set(Some(kernel.tolerance(&shape)));
                 fold_worst(&mut worst.borrow_mut(), &m);
                 Ok(())
             }
-            Err(CaseFailure::Run(RunError::Invalid(why))) => {
-                let reject = TestCaseError::reject(why.clone());
-                *refused.borrow_mut() = Some((shape, why));
-                Err(reject)
-            }
             Err(f) => {
-                ran.set(ran.get() + u32::from(!failed.get()));
-                applied.set(Some(kernel.tolerance(&shape)));
                 failed.set(true);
                 Err(TestCaseError::fail(Failed::from(f).0))
             }

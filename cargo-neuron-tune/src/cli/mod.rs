@@ -654,8 +654,6 @@ fn output_file(text: &str) -> Result<PathBuf, String> {
 }
 
 impl Cli {
-    /// Parse the process arguments, dropping the `neuron-tune` that cargo inserts when it
-    /// runs us as `cargo neuron-tune`.
     /// What clap's derive cannot say: `--partition` without `--results` would do part of
     /// the work and keep nothing for `merge`, so it is refused as a usage error (exit 2)
     /// that says why.
@@ -679,6 +677,8 @@ impl Cli {
         }
     }
 
+    /// Parse the process arguments, dropping the `neuron-tune` that cargo inserts when it
+    /// runs us as `cargo neuron-tune`.
     pub fn parse_args() -> Cli {
         let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
         if args.get(1).is_some_and(|a| a == "neuron-tune") {

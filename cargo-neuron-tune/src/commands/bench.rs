@@ -26,7 +26,7 @@ pub fn run(
     let chip = chip_spec(&s.chip)?;
     check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s, &ctx.out)?;
     let out = &ctx.out;
-    let (mut invalid, mut crashed) = (0, 0);
+    let mut invalid = 0;
     let mut rows: Vec<(usize, Variant, Measured)> = Vec::new();
     // Variants whose kernel code panicked, crashed or hung: rows of the results table too.
     let mut failed: Vec<(usize, FailedVariant)> = Vec::new();
@@ -57,7 +57,6 @@ pub fn run(
                     if bar.suspend(|| report_failure(out, &o.variant, &chip.name, &e)) {
                         invalid += 1;
                     } else {
-                        crashed += 1;
                         failed.push((offset + o.index, FailedVariant::new(o.variant, &e)));
                     }
                 }
@@ -67,6 +66,7 @@ pub fn run(
         offset += n;
     }
     rows.sort_by_key(|r| r.0);
+    let crashed = failed.len();
     out.flush_invalid();
     if let Some(path) = &parts.results {
         let results = super::merge::Results::Bench {
@@ -92,20 +92,21 @@ pub fn item_name(kernel: &str, shape_name: &str, shape: &neuron_tune_protocol::S
     format!("{kernel}@{shape_name}@{shape}")
 }
 
-/// A variant whose kernel code panicked, crashed or hung: a row of the results table on
-/// stdout (so `bench > results.txt` keeps it), as `check` prints its failures there.
+/// A variant that could not run, as its `variant_failed` event says it. One whose kernel
+/// code panicked, crashed or hung is also a row of bench's results table on stdout (so
+/// `bench > results.txt` keeps it), as `check` prints its failures there.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FailedVariant {
     pub variant: Variant,
-    /// `panic`, `timeout`, `crashed` or `failed`, as its `variant_failed` event says.
+    /// `invalid`, `panic`, `timeout`, `crashed` or `failed`.
     pub kind: String,
     pub message: String,
 }
 
 impl FailedVariant {
-    fn new(variant: Variant, e: &ErrorInfo) -> FailedVariant {
-        // The kinds `report_failure` names in the `variant_failed` event.
+    pub(super) fn new(variant: Variant, e: &ErrorInfo) -> FailedVariant {
         let kind = match e.kind {
+            ref k if k.is_invalid_variant() => "invalid",
             ErrorKind::Panic => "panic",
             ErrorKind::Timeout => "timeout",
             ErrorKind::Crashed => "crashed",

@@ -218,23 +218,9 @@ fn report_failure(
     chip: &str,
     e: &neuron_tune_protocol::ErrorInfo,
 ) -> bool {
-    use neuron_tune_protocol::ErrorKind;
-    let kind = match &e.kind {
-        k if k.is_invalid_variant() => "invalid",
-        ErrorKind::Panic => "panic",
-        ErrorKind::Timeout => "timeout",
-        ErrorKind::Crashed => "crashed",
-        _ => "failed",
-    };
-    let message = e.message.clone();
-    out.event(&Event::VariantFailed {
-        kernel: v.kernel.clone(),
-        shape: v.shape_name.clone(),
-        params: v.params.clone(),
-        chip: chip.to_string(),
-        kind: kind.to_string(),
-        message: message.clone(),
-    });
+    let failed = bench::FailedVariant::new(v.clone(), e);
+    out.event(&failed.event(chip));
+    let (kind, message) = (failed.kind.as_str(), &failed.message);
     let line = format!("  {kind:<8} {} {} at {}: {message}", v.kernel, v.params, v.shape_name);
     let invalid = kind == "invalid";
     if invalid {

@@ -333,17 +333,14 @@ pub fn run(
         )
     };
     let out = ctx.out.clone();
+    let journals = store.root().join("journals");
+    let prefixes: Vec<String> = targets.iter().map(journal_prefix).collect();
     let seed = match (opts.seed, opts.resume) {
         // A seed no journal of these targets has (a typo?) starts a new run: said, as
         // without `--seed`.
         (Some(seed), true) => {
-            let dir = store.root().join("journals");
-            let prefixes = targets.iter().map(journal_prefix);
-            if !prefixes.into_iter().any(|p| dir.join(format!("{p}{seed}.jsonl")).exists()) {
-                let latest = latest_journal_seed(
-                    &dir,
-                    &targets.iter().map(journal_prefix).collect::<Vec<_>>(),
-                );
+            if !prefixes.iter().any(|p| journals.join(format!("{p}{seed}.jsonl")).exists()) {
+                let latest = latest_journal_seed(&journals, &prefixes);
                 out.note(format!(
                     "warning: --resume --seed {seed}: no journal of these kernels, shapes, chip \
                      and strategy has that seed; starting a new run{}",
@@ -354,23 +351,20 @@ pub fn run(
         }
         (Some(seed), false) => seed,
         // `--resume` without `--seed`: the run of the latest journal of these targets.
-        (None, true) => {
-            let prefixes: Vec<String> = targets.iter().map(journal_prefix).collect();
-            match latest_journal_seed(&store.root().join("journals"), &prefixes) {
-                Some(seed) => {
-                    out.status(format!("   Resuming seed {seed} (the latest journal of this run)"));
-                    seed
-                }
-                None => {
-                    let seed = default_seed();
-                    out.note(format!(
-                        "warning: --resume: no journal of these kernels, shapes, chip and \
-                         strategy to resume; starting a new run with seed {seed}"
-                    ));
-                    seed
-                }
+        (None, true) => match latest_journal_seed(&journals, &prefixes) {
+            Some(seed) => {
+                out.status(format!("   Resuming seed {seed} (the latest journal of this run)"));
+                seed
             }
-        }
+            None => {
+                let seed = default_seed();
+                out.note(format!(
+                    "warning: --resume: no journal of these kernels, shapes, chip and \
+                         strategy to resume; starting a new run with seed {seed}"
+                ));
+                seed
+            }
+        },
         (None, false) => default_seed(),
     };
     out.status(format!(

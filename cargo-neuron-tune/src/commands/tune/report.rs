@@ -12,16 +12,12 @@ pub(super) fn warn_faults(
     chip: &str,
     result: &TuneResult,
 ) -> usize {
-    let faults = [ErrorKind::Panic, ErrorKind::Crashed, ErrorKind::Timeout]
-        .map(|k| (k.to_string(), format!("{k}: ")));
     let mut told = std::collections::BTreeSet::new();
     let mut count = 0;
     let k = &t.kernel.name;
     for e in &result.history {
         let Some(err) = e.error.as_deref() else { continue };
-        let Some((kind, prefix)) = faults.iter().find(|(_, f)| err.starts_with(f.as_str())) else {
-            continue;
-        };
+        let Some((kind, message)) = conv::fault_of(err) else { continue };
         count += 1;
         // Every one to a script (as `bench` reports them); to a reader, each distinct
         // failure once.
@@ -30,8 +26,8 @@ pub(super) fn warn_faults(
             shape: t.shape_name.clone(),
             params: e.params.clone(),
             chip: chip.to_string(),
-            kind: kind.clone(),
-            message: err[prefix.len()..].to_string(),
+            kind: kind.to_string(),
+            message: message.to_string(),
         });
         if told.insert(err) {
             out.note(format!(

@@ -79,8 +79,8 @@ pub(super) fn tune_one(
     if let Some(why) = &refused {
         ctx.out.note(format!("warning: {why} (this run starts afresh and replaces it)"));
     }
-    let replaces_journal = !(job.opts.resume && refused.is_none());
-    let journaled = if !replaces_journal {
+    let resumes = job.opts.resume && refused.is_none();
+    let journaled = if resumes {
         let read = crate::store::read_journal(&journal_path)
             .map_err(|e| fail(Exit::Internal, format!("{e:#}")))?;
         // An untrusted line is never used: its evaluation is made again.
@@ -191,7 +191,7 @@ pub(super) fn tune_one(
         }
     }
     // The run goes ahead: its journal starts afresh (unless resumed) under its meta.
-    if replaces_journal {
+    if !resumes {
         let _ = std::fs::remove_file(&journal_path);
     }
     write_meta(&journal_path, &meta)?;
