@@ -298,21 +298,6 @@ const CASES: &[Case] = &[
         words: &["unexpected argument '--jobs'"],
     },
     Case {
-        what: "a trace into a directory that does not exist",
-        args: &[
-            "profile",
-            "-p",
-            K,
-            "add",
-            "--shape",
-            "small",
-            "--trace",
-            "/nonexistent-dir/t.json",
-        ],
-        code: 2,
-        words: &["--trace /nonexistent-dir/t.json: no directory /nonexistent-dir"],
-    },
-    Case {
         what: "bench --partition without --results (its part would be lost to merge)",
         args: &["bench", "-p", K, "--kernel", "add", "--shape", "small", "--partition", "1/2"],
         code: 2,
@@ -518,4 +503,35 @@ fn a_zero_level_of_a_kernel_that_takes_zero_runs() {
     assert_eq!(benched.len(), 1, "{out}");
     assert_eq!(benched[0]["params"]["scratch"], 0, "{out}");
     assert!(!err.contains("must be positive"), "{err}");
+}
+
+/// `profile --trace` into directories that do not exist yet makes them, as `--results`,
+/// `--markdown` and `--junit` do (it was refused with "no directory"); under a file it is
+/// still refused, before anything is built, naming the path.
+#[test]
+fn a_trace_into_missing_directories_makes_them_and_one_under_a_file_is_refused() {
+    let dir = neuron_tune_tests::scratch_dir("trace-dirs");
+    let trace = dir.join("new/dirs/t.json");
+    let args = ["profile", "-p", K, "add", "--shape", "small", "--trace", trace.to_str().unwrap()];
+    let (code, out, err) = cli_json(&args);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&trace).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let t: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert!(t["traceEvents"].as_array().is_some_and(|e| !e.is_empty()), "{text}");
+    assert_eq!(events(&out, "profile")[0]["trace"], trace.to_str().unwrap(), "{out}");
+    // Written atomically: no temporary file left beside it.
+    let left: Vec<_> = std::fs::read_dir(trace.parent().unwrap()).unwrap().flatten().collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+
+    let file = dir.join("afile");
+    std::fs::write(&file, "").unwrap();
+    let under = file.join("deeper/t.json");
+    let args = ["profile", "-p", K, "add", "--shape", "small", "--trace", under.to_str().unwrap()];
+    let (code, out, err) = cli(&args);
+    assert_eq!(code, 2, "{out}{err}");
+    let why = format!("parent {} is not a directory", file.display());
+    assert!(err.contains("--trace") && err.contains(under.to_str().unwrap()), "{err}");
+    assert!(err.contains(&why), "{err}");
+    assert!(!err.contains("Building"), "refused before anything is built: {err}");
+    assert!(std::fs::read(&file).unwrap().is_empty(), "the file is left alone");
 }

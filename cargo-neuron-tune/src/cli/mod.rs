@@ -642,9 +642,11 @@ fn positive(text: &str) -> Result<usize, String> {
     }
 }
 
-/// A file the command writes (`--results`, `--markdown`, `--junit`): refused while the
-/// arguments are parsed (exit 2) when it cannot be written — under a file, or a directory
-/// itself — rather than after the build and every simulation it reports on.
+/// A file the command writes (`--results`, `--markdown`, `--junit`, `--trace`,
+/// `--baseline` of `baseline save`): refused while the arguments are parsed (exit 2) when it
+/// cannot be written — under a file, or a directory itself — rather than after the build
+/// and every simulation it reports on. Missing parent directories are no reason: the write
+/// (`store::write_atomic`) makes them.
 fn output_file(text: &str) -> Result<PathBuf, String> {
     let path = PathBuf::from(text);
     match crate::store::unwritable(&path) {

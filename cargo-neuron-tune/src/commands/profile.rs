@@ -101,28 +101,6 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
             ));
         }
     }
-    if let Some(path) = a.trace {
-        // Refused before simulating: the simulation may take long, the path is a typo.
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        if !dir.is_dir() {
-            return Err(fail(
-                Exit::Config,
-                format!("--trace {}: no directory {}", path.display(), dir.display()),
-            ));
-        }
-        if path.is_dir() {
-            return Err(fail(
-                Exit::Config,
-                format!(
-                    "--trace {}: a directory; name the trace file (e.g. trace.json)",
-                    path.display()
-                ),
-            ));
-        }
-    }
     let v = Variant {
         kernel: k.name.clone(),
         shape_name: shape_name.clone(),
@@ -146,6 +124,9 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     };
     let prof = r.profile.clone().unwrap_or_default();
     if let (Some(path), Some(t)) = (a.trace, &r.trace) {
+        // As every output file: missing parent directories are made, the file replaced
+        // atomically. One under a file or naming a directory was refused (exit 2) when the
+        // arguments were parsed (`cli::output_file`), before anything was built or simulated.
         write_atomic(path, t.as_bytes())
             // A file that cannot be written is exit 1, as documented (not a usage error).
             .map_err(|e| fail(Exit::Internal, format!("--trace {}: {e:#}", path.display())))?;
