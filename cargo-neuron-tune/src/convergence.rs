@@ -35,7 +35,12 @@ pub struct Convergence {
     /// The run is no longer than its window (so `improvement_in_window` is `None`).
     pub whole_run_in_window: bool,
     pub pruned_fraction: f64,
+    /// Refused configurations: the kernel's rule or a hardware rule refused them, their
+    /// correctness check failed, or their validation rolled them back.
     pub invalid_fraction: f64,
+    /// Faults: the kernel code panicked, crashed or hung ([`is_fault`]); not in
+    /// `invalid_fraction`.
+    pub fault_fraction: f64,
 }
 
 /// The window of "the last N evaluations" for a run of `n`.
@@ -43,8 +48,13 @@ pub fn window(n: usize) -> usize {
     n.div_ceil(5).max(4).min(n)
 }
 
-/// The convergence figures of a best-so-far curve and its pruned and invalid counts.
-pub fn analyze(best_so_far: &[Option<f64>], pruned: usize, invalid: usize) -> Convergence {
+/// The convergence figures of a best-so-far curve and its pruned, invalid and fault counts.
+pub fn analyze(
+    best_so_far: &[Option<f64>],
+    pruned: usize,
+    invalid: usize,
+    faults: usize,
+) -> Convergence {
     let n = best_so_far.len();
     let last = best_so_far.last().copied().flatten();
     let evaluations_to_95 = last
@@ -65,17 +75,27 @@ pub fn analyze(best_so_far: &[Option<f64>], pruned: usize, invalid: usize) -> Co
         whole_run_in_window: n <= w,
         pruned_fraction: share(pruned),
         invalid_fraction: share(invalid),
+        fault_fraction: share(faults),
     }
 }
 
-/// `n` and the noun, plural unless `n` is 1 (`1 evaluation`, `3 evaluations`).
-/// An evaluation's status that counts as invalid in a run's figures: refused when
-/// measured (`invalid`), by its property check (`failed_check`) or by validation
-/// (`rolled_back`). `tune` and `report` count with this, so they agree.
-pub fn is_invalid(status: &str) -> bool {
-    matches!(status, "invalid" | "failed_check" | "rolled_back")
+/// An evaluation that counts as invalid in a run's figures: refused when measured
+/// (`invalid`: the kernel's rule or a hardware rule), by its property check
+/// (`failed_check`) or by validation (`rolled_back`) — but not a fault of the kernel code
+/// ([`is_fault`]), which is journaled `invalid` too and counted apart. `tune` and `report`
+/// count with these, so they agree.
+pub fn is_invalid(status: &str, error: Option<&str>) -> bool {
+    matches!(status, "invalid" | "failed_check" | "rolled_back") && !is_fault(status, error)
 }
 
+/// An evaluation whose kernel code panicked, crashed or hung: journaled `invalid` (the
+/// strategy is told so, and searches on) with the harness's error, which says which
+/// ([`fault_of`]). A bug in the kernel, not a configuration it refuses.
+pub fn is_fault(status: &str, error: Option<&str>) -> bool {
+    status == "invalid" && error.and_then(fault_of).is_some()
+}
+
+/// `n` and the noun, plural unless `n` is 1 (`1 evaluation`, `3 evaluations`).
 pub fn count(n: usize, noun: &str) -> String {
     format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }
@@ -93,8 +113,16 @@ pub fn describe(c: &Convergence) -> String {
         }
         None => format!("nothing valid before the last {}", evaluations(c.window)),
     };
+    // Faults only when there are any: most runs have none, and a reader of a run that has
+    // some must not take them for refused configurations.
+    let faults = match c.fault_fraction {
+        f if f > 0.0 => {
+            format!(", {:.0} % faults (kernel code panicked, crashed or hung)", 100.0 * f)
+        }
+        _ => String::new(),
+    };
     format!(
-        "95 % of the final best after {}; {improvement}; {:.0} % pruned, {:.0} % invalid",
+        "95 % of the final best after {}; {improvement}; {:.0} % pruned, {:.0} % invalid{faults}",
         c.evaluations_to_95.map_or("—".to_string(), evaluations),
         100.0 * c.pruned_fraction,
         100.0 * c.invalid_fraction
@@ -182,10 +210,10 @@ pub fn not_converged(
     })
 }
 
-/// Which limit refused an invalid variant, from the harness's message.
 /// Kernel code that panicked, crashed or hung, as a search records it (the error as
-/// `ErrorInfo` prints it, kind first): its kind and message. Such a variant is counted
-/// invalid and the search goes on, but it is a bug to fix, not a rule that refused it.
+/// `ErrorInfo` prints it, kind first): its kind and message. Such a variant is told to the
+/// strategy as invalid and the search goes on, but it is a bug to fix, not a rule that
+/// refused it: its figures count it as a fault ([`is_fault`]), apart from invalid.
 pub fn fault_of(error: &str) -> Option<(ErrorKind, &str)> {
     [ErrorKind::Panic, ErrorKind::Crashed, ErrorKind::Timeout].into_iter().find_map(|k| {
         let message = error.strip_prefix(format!("{k}: ").as_str())?;
@@ -193,6 +221,7 @@ pub fn fault_of(error: &str) -> Option<(ErrorKind, &str)> {
     })
 }
 
+/// Which limit refused an invalid variant, from the harness's message.
 pub fn limit_of(status: &str, error: Option<&str>) -> &'static str {
     if status == "failed_check" {
         return "correctness check";
@@ -225,10 +254,11 @@ pub fn limit_of(status: &str, error: Option<&str>) -> &'static str {
 /// Invalid-heavy: more than half the proposals were invalid (the evaluations, and an
 /// external proposer's proposals refused before evaluation). Evidence: which limits, and
 /// the parameter values where most proposals were invalid (at least 2 proposals with the
-/// value, at least 75 % of them invalid), worst first.
+/// value, at least 75 % of them invalid), worst first. Faults of the kernel code are not
+/// invalid ([`is_fault`]): `tune` warns of each with the command that reproduces it.
 pub fn invalid_heavy(evals: &[Eval]) -> Option<Diagnosis> {
     let n = evals.len();
-    let bad = |e: &Eval| is_invalid(e.status) || e.status == "refused";
+    let bad = |e: &Eval| is_invalid(e.status, e.error) || e.status == "refused";
     let refused = evals.iter().filter(|e| e.status == "refused").count();
     // Without refused proposals every proposal was an evaluation: say so.
     let what = if refused > 0 { "proposals" } else { "evaluations" };
@@ -541,7 +571,7 @@ mod tests {
             .into_iter()
             .chain([Some(50.0), Some(49.0), Some(48.0), Some(48.0), Some(48.0)])
             .collect();
-        let a = analyze(&c, 2, 1);
+        let a = analyze(&c, 2, 1, 0);
         assert_eq!(a.evaluations_to_95, Some(3));
         // Window max(⌈10 / 5⌉, 4) = 4, evals 7–10: the best before it (eval 6) was 50, now
         // 48: fell 4 % (from eval 7's 49, one too late, it would be 2.04 %).
@@ -560,6 +590,12 @@ mod tests {
             "95 % of the final best after 3 evaluations; its best improved 4.0 % over the last \
              4 evaluations; 20 % pruned, 10 % invalid"
         );
+        // Faults are counted apart from invalid, and named only when there are some.
+        let faulty = analyze(&c, 2, 1, 3);
+        assert_eq!((faulty.invalid_fraction, faulty.fault_fraction), (0.1, 0.3));
+        assert!(describe(&faulty).ends_with(
+            "20 % pruned, 10 % invalid, 30 % faults (kernel code panicked, crashed or hung)"
+        ));
         // The same run over a space the strategy exhausted: nothing left to find.
         assert_eq!(not_converged(&a, 10, true, T), None);
         // Flat over the window: converged.
@@ -568,7 +604,7 @@ mod tests {
         flat[7] = Some(50.0);
         flat[8] = Some(50.0);
         flat[9] = Some(50.0);
-        let f = analyze(&flat, 0, 0);
+        let f = analyze(&flat, 0, 0, 0);
         assert_eq!(f.improvement_in_window, Some(0.0));
         assert_eq!(not_converged(&f, 10, false, T), None);
     }
@@ -576,19 +612,19 @@ mod tests {
     #[test]
     fn a_first_valid_variant_inside_the_window_is_not_converged() {
         let c = vec![None, None, None, None, None, Some(3.0)];
-        let a = analyze(&c, 0, 5);
+        let a = analyze(&c, 0, 5, 0);
         assert_eq!((a.evaluations_to_95, a.improvement_in_window), (Some(6), None));
         assert_eq!(not_converged(&a, 6, false, T).unwrap().rule, "not_converged");
         // A run no longer than its window has no "before" to compare with.
-        let short = analyze(&c[2..], 0, 3);
+        let short = analyze(&c[2..], 0, 3, 0);
         assert_eq!((short.window, not_converged(&short, 4, false, T)), (4, None));
         // The two "no improvement figure" cases read differently, and one is singular.
         assert!(describe(&a).contains("; nothing valid before the last 4 evaluations;"));
         assert!(describe(&short).contains("; the run is no longer than its 4-evaluation window;"));
-        let one = analyze(&[Some(2.0)], 0, 0);
+        let one = analyze(&[Some(2.0)], 0, 0, 0);
         assert!(describe(&one).starts_with("95 % of the final best after 1 evaluation;"));
         // Nothing valid at all: no convergence figures, and nothing to say about it here.
-        let none = analyze(&[None, None], 0, 2);
+        let none = analyze(&[None, None], 0, 2, 0);
         assert_eq!(none.evaluations_to_95, None);
         assert_eq!(not_converged(&none, 2, false, T), None);
     }
@@ -673,6 +709,23 @@ mod tests {
             })
             .collect();
         assert_eq!(invalid_heavy(&half), None);
+        // Kernel code that panicked is a fault, not an invalid configuration: four faults
+        // and one refusal of six evaluations are not invalid-heavy.
+        let panic = ErrorInfo { kind: ErrorKind::Panic, message: "index out of bounds".into() };
+        let panic = panic.to_string();
+        let faulty: Vec<Eval> = evals
+            .iter()
+            .enumerate()
+            .map(|(i, e)| match i {
+                0..=3 => Eval { status: "invalid", error: Some(&panic), ..*e },
+                4 => Eval { status: "invalid", error: sbuf, ..*e },
+                _ => e.clone(),
+            })
+            .collect();
+        assert!(faulty.iter().take(4).all(|e| is_fault(e.status, e.error)));
+        assert!(!is_invalid(faulty[0].status, faulty[0].error));
+        assert!(is_invalid(faulty[4].status, faulty[4].error));
+        assert_eq!(invalid_heavy(&faulty), None);
     }
 
     #[test]
@@ -743,7 +796,7 @@ mod tests {
             }
             let n = curve.len();
             let pruned = (pruned_share * n as f64) as usize;
-            let a = analyze(&curve, pruned, n - pruned);
+            let a = analyze(&curve, pruned, n - pruned, 0);
             prop_assert_eq!(a.pruned_fraction, pruned as f64 / n as f64);
             prop_assert!((a.pruned_fraction + a.invalid_fraction - 1.0).abs() < 1e-12);
             // "The last N evaluations": a fifth of the run, rounded up, at least 4, at most all.

@@ -164,7 +164,11 @@ pub enum Event {
         default_time: Option<f64>,
         evaluations: usize,
         pruned: usize,
+        /// Configurations refused: the kernel's rule or a hardware rule, a failed
+        /// correctness check, a validation that rolled a winner back.
         invalid: usize,
+        /// Evaluations whose kernel code panicked, crashed or hung (not in `invalid`).
+        faults: usize,
         seed: u64,
         strategy: String,
         /// The best value after each evaluation (`null` while none was valid).
@@ -286,6 +290,9 @@ pub struct Summary {
     pub cached: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub invalid: Option<usize>,
+    /// `tune`: evaluations whose kernel code panicked, crashed or hung (not in `invalid`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub faults: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -353,6 +353,29 @@ pub fn two_kernel_crate(name: &str, k: f32) -> PathBuf {
     dir
 }
 
+/// A kernel crate `name` in `dir` whose one kernel is `fixtures/broken/common.rs`'s `double`
+/// (y = 2x; parameters `bufs` and `cols_per_tile`; shape `small`) with `body` as its body
+/// (Rust source defining `fn body(nc: &mut Nc, p: &Params, sh: &Shape, x: Hbm, y: Hbm) ->
+/// SimResult<()>`; common.rs's `correct` and `block` are there to call) and `space` (a TOML
+/// inline table) as its space. `own_workspace`: a workspace of its own, with a copy of the
+/// repository's lock file; else a member of the workspace above `dir`.
+pub fn double_crate(dir: &Path, name: &str, space: &str, body: &str, own_workspace: bool) {
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    let mut manifest = crate_manifest(name, false);
+    if !own_workspace {
+        manifest = manifest.replace("[workspace]\n\n", "");
+    }
+    manifest
+        .push_str(&format!("\n[package.metadata.neuron-tune.kernels.double]\nspace = {space}\n"));
+    std::fs::write(dir.join("Cargo.toml"), manifest).unwrap();
+    if own_workspace {
+        std::fs::copy(root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    }
+    let common = std::fs::read_to_string(root().join("fixtures/broken/common.rs")).unwrap();
+    let src = format!("{common}\n{body}\nneuron_tune_harness::harness_main!(kernels: [Double]);\n");
+    std::fs::write(dir.join("src/main.rs"), src).unwrap();
+}
+
 /// A kernel crate (its own workspace) with a library and a harness binary that registers
 /// no kernel yet: what `cargo neuron-tune new` starts from.
 pub fn empty_kernel_crate(name: &str) -> PathBuf {

@@ -378,7 +378,7 @@ fn a_tune_where_even_the_default_fails_its_check_records_nothing_and_exits_4() {
     assert!(!tuned.exists(), "nothing is recorded: {}", std::fs::read_to_string(&tuned).unwrap());
 }
 
-/// A search goes on past a variant whose kernel code panics (it is counted invalid), but
+/// A search goes on past a variant whose kernel code panics (a fault, not invalid), but
 /// says so, with the command that reproduces it, and ends with exit 4 as `bench` does: a
 /// panic is a bug, not a refused variant. The winner among the others is still recorded.
 #[test]

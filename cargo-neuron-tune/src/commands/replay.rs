@@ -83,7 +83,8 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
     };
     let best_params = landscape.space().to_json(best);
     let invalid = result.history.iter().filter(|t| t.outcome.value().is_none()).count();
-    let convergence = crate::convergence::analyze(&result.best_so_far, 0, invalid);
+    // A landscape runs no kernel code: nothing in it is a fault.
+    let convergence = crate::convergence::analyze(&result.best_so_far, 0, invalid, 0);
     // A strategy that proposed the whole space has nothing left to find.
     let exhausted = result.stop == neuron_tune_search::Stop::Exhausted;
     let diagnoses: Vec<_> = crate::convergence::not_converged(
@@ -110,6 +111,7 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
         evaluations: result.history.len(),
         pruned: 0,
         invalid,
+        faults: 0,
         seed,
         strategy: opts.strategy.clone(),
         best_so_far: result.best_so_far.clone(),

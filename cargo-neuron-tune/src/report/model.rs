@@ -45,11 +45,21 @@ impl TuneRun {
     }
 
     /// The run's convergence figures, as `tune` printed them with its result: invalid
-    /// counts failed checks and rolled-back winners too.
+    /// counts failed checks and rolled-back winners too, and faults of the kernel code
+    /// apart (read from each evaluation's error, so journals written before faults were
+    /// counted apart are read the same way).
     pub fn convergence(&self) -> Convergence {
-        let count = |f: &dyn Fn(&str) -> bool| self.entries.iter().filter(|e| f(&e.status)).count();
+        let count = |f: &dyn Fn(&str, Option<&str>) -> bool| {
+            self.entries.iter().filter(|e| f(&e.status, e.error.as_deref())).count()
+        };
         let invalid = count(&crate::convergence::is_invalid);
-        crate::convergence::analyze(&self.best_so_far(), count(&|s| s == "pruned"), invalid)
+        let faults = count(&crate::convergence::is_fault);
+        crate::convergence::analyze(
+            &self.best_so_far(),
+            count(&|s, _| s == "pruned"),
+            invalid,
+            faults,
+        )
     }
 }
 

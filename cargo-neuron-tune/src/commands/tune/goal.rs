@@ -167,13 +167,22 @@ pub(super) fn decide(
         }
         None => {
             let counts = |s: &str| entries.iter().filter(|e| e.status == s).count();
+            // Kernel code that failed is journaled `invalid`, but is a fault, not a refused
+            // configuration: said apart, when there are any.
+            let faults =
+                entries.iter().filter(|e| conv::is_fault(&e.status, e.error.as_deref())).count();
             (
                 "no_improvement",
                 format!(
-                    "nothing beat {previous} ({} no faster, {} pruned, {} invalid)",
+                    "nothing beat {previous} ({} no faster, {} pruned, {} invalid{})",
                     counts("measured"),
                     counts("pruned"),
-                    counts("invalid")
+                    counts("invalid") - faults,
+                    if faults > 0 {
+                        format!(", {}", conv::count(faults, "fault"))
+                    } else {
+                        String::new()
+                    }
                 ),
             )
         }

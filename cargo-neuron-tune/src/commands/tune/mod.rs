@@ -387,6 +387,7 @@ pub fn run(
         ">evaluations",
         ">pruned",
         ">invalid",
+        ">faults",
         "params",
     ]);
     let bar = super::bench::progress(&out, (targets.len() * opts.budget) as u64);
@@ -422,8 +423,8 @@ pub fn run(
         .collect::<Result<Vec<String>, Failure>>()?;
     // The whole run's time, for the one build diagnosis (the build is shared by every target).
     let mut run_spent = conv::Spent { build_s, ..Default::default() };
-    // For the closing summary event: evaluations and invalid ones over every target.
-    let (mut evaluated, mut invalid) = (0, 0);
+    // For the closing summary event: evaluations, invalid ones and faults over every target.
+    let (mut evaluated, mut invalid, mut kernel_faults) = (0, 0, 0);
     for (ti, t) in targets.iter().enumerate() {
         let (before, rest) = ws.crates.split_at_mut(t.krate);
         let (c, after) = rest.split_first_mut().expect("a target's crate is in the workspace");
@@ -507,13 +508,16 @@ pub fn run(
         run_spent.check_s += result.check_s;
         run_spent.total_s += result.total_s;
         (evaluated, invalid) = (evaluated + result.evaluations, invalid + result.invalid);
-        let faulty = bar.suspend(|| warn_faults(&out, t, &chip.name, &result));
-        if faulty > 0 {
+        kernel_faults += result.faults;
+        bar.suspend(|| warn_faults(&out, t, &chip.name, &result));
+        if result.faults > 0 {
             faults.push(format!(
                 "{} at {shape_name}: {} panicked, crashed or hung (the warnings above give a \
-                 variant of each distinct failure, with the command that reproduces it)",
+                 variant of each distinct failure, with the command that reproduces it; the \
+                 journal {} has every one, with its error)",
                 k.name,
-                conv::count(faulty, "variant")
+                conv::count(result.faults, "variant"),
+                result.journal.display()
             ));
         }
         if let Some((params, why)) = &result.no_valid {
@@ -643,6 +647,7 @@ pub fn run(
         command: "tune".into(),
         variants: evaluated,
         invalid: Some(invalid),
+        faults: Some(kernel_faults),
         failed: Some(failed.len() + faults.len() + empty.len()),
         seed: Some(seed),
         ..Default::default()
@@ -874,7 +879,10 @@ struct TuneResult {
     default_time: Option<f64>,
     evaluations: usize,
     pruned: usize,
+    /// Configurations refused (the kernel's rule, a hardware rule, a failed check, a
+    /// validation), and variants whose kernel code panicked, crashed or hung: apart.
     invalid: usize,
+    faults: usize,
     best_so_far: Vec<Option<f64>>,
     journal: std::path::PathBuf,
     /// What the journal's meta file says (as last written).

@@ -4,21 +4,20 @@
 use super::*;
 
 /// Kernel code that panicked, crashed or hung is a bug to fix, not a variant its rules
-/// refuse: the search counts it invalid and goes on, but each distinct error is told, with
-/// the command that reproduces it. Returns how many variants failed so.
+/// refuse: the search goes on (the strategy hears it as invalid), but it is counted as a
+/// fault, apart from the invalid ones, and each distinct error is told, with the command
+/// that reproduces it.
 pub(super) fn warn_faults(
     out: &crate::output::Reporter,
     t: &Target,
     chip: &str,
     result: &TuneResult,
-) -> usize {
+) {
     let mut told = std::collections::BTreeSet::new();
-    let mut count = 0;
     let k = &t.kernel.name;
-    for e in &result.history {
-        let Some(err) = e.error.as_deref() else { continue };
+    for e in result.history.iter().filter(|e| conv::is_fault(&e.status, e.error.as_deref())) {
+        let err = e.error.as_deref().unwrap_or_default();
         let Some((kind, message)) = conv::fault_of(err) else { continue };
-        count += 1;
         // Every one to a script (as `bench` reports them); to a reader, each distinct
         // failure once.
         out.event(&crate::output::Event::VariantFailed {
@@ -31,13 +30,31 @@ pub(super) fn warn_faults(
         });
         if told.insert(err) {
             out.note(format!(
-                "warning: {k} {} {}: {err} (counted invalid; `cargo neuron-tune bench --kernel \
-                 {k} --shape {} --params {}` reproduces it)",
+                "warning: {k} {} {}: {err} (a fault of the kernel code, counted apart from \
+                 invalid configurations; `cargo neuron-tune bench --kernel {k} --shape {} \
+                 --params {}` reproduces it)",
                 t.shape_name, e.params, t.shape_name, e.params
             ));
         }
     }
-    count
+}
+
+/// The line under a run's figures when its kernel code failed: how many evaluations, that
+/// they are a bug in the kernel rather than configurations it refuses, and where to see
+/// them: the command that reproduces the first, and the journal that holds every one.
+fn faults_line(t: &Target, result: &TuneResult) -> Option<String> {
+    let first = result.history.iter().find(|e| conv::is_fault(&e.status, e.error.as_deref()))?;
+    let k = &t.kernel.name;
+    Some(format!(
+        "    faults: {} of {}: the kernel code panicked, crashed or hung (a bug in the kernel, \
+         not a configuration it refuses); `cargo neuron-tune bench --kernel {k} --shape {} \
+         --params {}` reproduces the first, and the journal {} has every one with its error",
+        result.faults,
+        conv::count(result.evaluations, "evaluation"),
+        t.shape_name,
+        first.params,
+        result.journal.display()
+    ))
 }
 
 /// The event of one tuned (kernel, shape), its status line, its Pareto front (results)
@@ -54,7 +71,8 @@ pub(super) fn report(
     table: &mut crate::output::Table,
 ) {
     let k = &t.kernel;
-    let convergence = conv::analyze(&result.best_so_far, result.pruned, result.invalid);
+    let convergence =
+        conv::analyze(&result.best_so_far, result.pruned, result.invalid, result.faults);
     let evals: Vec<conv::Eval> = result
         .history
         .iter()
@@ -110,6 +128,7 @@ pub(super) fn report(
         evaluations: result.evaluations,
         pruned: result.pruned,
         invalid: result.invalid,
+        faults: result.faults,
         seed,
         strategy: opts.proposer.as_ref().map_or(opts.strategy.clone(), |_| "proposer".into()),
         best_so_far: result.best_so_far.clone(),
@@ -183,6 +202,7 @@ pub(super) fn report(
         result.evaluations.to_string(),
         result.pruned.to_string(),
         result.invalid.to_string(),
+        result.faults.to_string(),
         format!("{}{kept_record}", shown.params),
     ]);
     // How the run went, under the kernel's name (its row is in the table at the end). The
@@ -211,6 +231,9 @@ pub(super) fn report(
             ));
         }
         _ => out.result(format!("  {} {label}: {how}", k.name)),
+    }
+    if let Some(line) = faults_line(t, result) {
+        out.result(line);
     }
     // The result above is the run's own; the file keeps a faster record (the table's row).
     // (A tie keeps the record too: no churn in the file.)

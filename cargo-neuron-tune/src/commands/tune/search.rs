@@ -549,8 +549,12 @@ pub(super) fn tune_one(
         }),
         _ => None,
     };
-    // Counted from the evaluations as they stand, as `report` counts them from the journal.
-    let invalid = history.iter().filter(|e| conv::is_invalid(&e.status)).count();
+    // Counted from the evaluations as they stand, as `report` counts them from the journal:
+    // refused configurations apart from faults of the kernel code.
+    let count = |f: fn(&str, Option<&str>) -> bool| {
+        history.iter().filter(|e| f(&e.status, e.error.as_deref())).count()
+    };
+    let (invalid, faults) = (count(conv::is_invalid), count(conv::is_fault));
     let validated_best = best
         .as_ref()
         .and_then(|b| validated.iter().find(|(p, _)| *p == b.params))
@@ -565,6 +569,7 @@ pub(super) fn tune_one(
         evaluations,
         pruned,
         invalid,
+        faults,
         best_so_far,
         journal: journal_path,
         meta,
