@@ -39,6 +39,28 @@ pub struct Workspace {
     pub target_dir: PathBuf,
     /// The tuned databases of every local package (models use them).
     pub tuned: Tuned,
+    /// The workspace's kernel crates left out of the selection (`-p`, `--exclude`), never
+    /// built: each package's name and the kernels its configuration names
+    /// ([`configured_kernels`]), what `report` can know of them.
+    pub unselected: Vec<(String, Vec<String>)>,
+}
+
+/// The kernels a kernel crate's configuration names, without building it: the keys of
+/// `[package.metadata.neuron-tune.kernels]` and of `[kernels]` in the `neuron-tune.toml`
+/// beside its manifest. (A kernel with no space configured is not among them.)
+pub fn configured_kernels(metadata: &serde_json::Value, manifest: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = metadata["neuron-tune"]["kernels"]
+        .as_object()
+        .map(|k| k.keys().cloned().collect())
+        .unwrap_or_default();
+    let side = manifest.with_file_name("neuron-tune.toml");
+    let table = std::fs::read_to_string(side).ok().and_then(|t| t.parse::<toml::Table>().ok());
+    if let Some(kernels) = table.as_ref().and_then(|t| t.get("kernels")?.as_table()) {
+        names.extend(kernels.keys().cloned());
+    }
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// The tuned databases, or why one was refused. Only the commands that use them (models,
@@ -166,11 +188,20 @@ impl Workspace {
             built.push(Crate { krate: k, exe, list, pool });
         }
         let tuned = Tuned(TunedSet::load(&meta));
+        let unselected = meta
+            .workspace_packages()
+            .iter()
+            .filter(|p| p.metadata.get("neuron-tune").is_some() && !cargo.selects(&p.name))
+            .map(|p| {
+                (p.name.to_string(), configured_kernels(&p.metadata, p.manifest_path.as_std_path()))
+            })
+            .collect();
         Ok(Workspace {
             crates: built,
             root: meta.workspace_root.clone().into(),
             target_dir: cargo.target_dir(&meta),
             tuned,
+            unselected,
         })
     }
 

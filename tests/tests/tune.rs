@@ -402,7 +402,7 @@ fn stopped_by_a_signal_keeps_its_journal_and_resumes(signal: &str, seed: &str) {
         .spawn()
         .unwrap();
     let journal = root().join(format!(
-        "target/e2e/neuron-tune/journals/tune-many-small-cols512-rows256-trn2-default-{seed}.jsonl"
+        "target/e2e/neuron-tune/journals/tune-broken-noisy.many-small-cols512-rows256-trn2-default-{seed}.jsonl"
     ));
     let _ = std::fs::remove_file(&journal);
     let start = Instant::now();

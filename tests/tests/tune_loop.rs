@@ -921,7 +921,7 @@ fn a_worker_killed_by_ctrl_c_during_a_check_journals_no_verdict_and_resume_finds
         let suffix = format!("-grid-{seed}.jsonl");
         std::fs::read_dir(&journals).ok()?.flatten().map(|e| e.path()).find(|p| {
             let name = p.file_name().unwrap().to_string_lossy();
-            name.starts_with("tune-steps-") && name.ends_with(&suffix)
+            name.starts_with("tune-broken-loop.steps-") && name.ends_with(&suffix)
         })
     };
     if let Some(old) = journal_of("108") {

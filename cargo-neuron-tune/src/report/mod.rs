@@ -10,9 +10,11 @@
 //! a second report simulates nothing.
 
 pub mod model;
+pub mod packages;
 pub mod render;
 
 use crate::cargo::CargoFlags;
+use crate::commands::tune::RunPackage;
 use crate::eval::variant_ref;
 use crate::exit::{fail, Exit, Failure};
 use crate::output::Event;
@@ -64,24 +66,36 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     let kernel_ok = |k: &str| a.kernels.is_empty() || a.kernels.iter().any(|p| glob(p, k));
     let chip_ok = |c: &str| chip.as_deref().is_none_or(|x| x == c);
     // The journals and the gate history are the target dir's, which other packages (and
-    // other workspaces) may share: only the selected packages' kernels and models are
-    // reported. A journal's meta file does not name its package, so a run goes by the
-    // kernel names the selected crates list, or, for a model's calls (shape `model@shape`),
-    // by the model's name; a kernel of the same name in another package is not told apart.
-    let kernels_here: HashSet<String> =
-        ws.crates.iter().flat_map(|c| &c.list.kernels).map(|k| k.name.clone()).collect();
+    // other workspaces) may share: only the selected packages' runs and models are
+    // reported. A run goes by the package its meta file names (`packages::pick`); one
+    // journaled before meta files named it, by its kernel's name, said when ambiguous.
     let models_here: HashSet<String> =
         ws.crates.iter().flat_map(|c| &c.list.models).map(|m| m.name.clone()).collect();
-    let ours = |r: &model::TuneRun| {
-        kernels_here.contains(&r.meta.kernel)
-            || r.meta.shape.split_once('@').is_some_and(|(m, _)| models_here.contains(m))
-    };
+    let selected: Vec<packages::Selected> = ws
+        .crates
+        .iter()
+        .map(|c| packages::Selected {
+            package: RunPackage::of(&ws.root, &c.krate),
+            kernels: c.list.kernels.iter().map(|k| k.name.clone()).collect(),
+            models: c.list.models.iter().map(|m| m.name.clone()).collect(),
+        })
+        .collect();
     let mut runs = model::read_runs(store.root());
     let any_runs = !runs.is_empty();
     // Chips anything was recorded for (a chip file's results go by its name, so a name
     // that is neither built in nor among these is a typo).
     let mut seen_chips: Vec<String> = runs.iter().map(|r| r.meta.chip.name.clone()).collect();
-    runs.retain(|r| ours(r) && kernel_ok(&r.meta.kernel) && chip_ok(&r.meta.chip.name));
+    runs.retain(|r| kernel_ok(&r.meta.kernel) && chip_ok(&r.meta.chip.name));
+    let picked = packages::pick(&selected, &ws.unselected, runs);
+    let runs = picked.runs;
+    if !picked.ambiguous.is_empty() {
+        out.note(format!(
+            "note: tune runs of {} were journaled before journals named their package, and \
+             are matched by the kernel's name: another package has, or may have, a kernel of \
+             that name, whose runs they may be (tune again to record the package)",
+            picked.ambiguous.join(", ")
+        ));
+    }
     let mut tuned = Vec::new();
     for c in &ws.crates {
         let dir = c.krate.manifest_path.parent().map(PathBuf::from).unwrap_or_default();
@@ -183,9 +197,12 @@ fn profile_shown(
 ) -> Result<usize, Failure> {
     let mut asked = std::collections::HashSet::new();
     for t in &data.targets {
-        let Some(c) =
-            ws.crates.iter_mut().find(|c| c.list.kernels.iter().any(|k| k.name == t.kernel))
-        else {
+        // The crate of the run's package; for a run that names none, one listing the kernel.
+        let root = ws.root.clone();
+        let Some(c) = ws.crates.iter_mut().find(|c| match &t.package {
+            Some(p) => RunPackage::of(&root, &c.krate) == *p,
+            None => c.list.kernels.iter().any(|k| k.name == t.kernel),
+        }) else {
             continue;
         };
         if c.list.sim_version != t.sim_version {

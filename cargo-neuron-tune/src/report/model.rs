@@ -6,7 +6,7 @@
 //! command printed. Everything here is a pure function of files: the same store gives the
 //! same report.
 
-use crate::commands::tune::{read_meta, Entry, JournalLines, JournalMeta, ParetoPoint};
+use crate::commands::tune::{read_meta, Entry, JournalLines, JournalMeta, ParetoPoint, RunPackage};
 use crate::convergence::{Convergence, Round};
 use crate::eval::chip_key;
 use crate::store::Store;
@@ -97,9 +97,12 @@ pub struct RooflinePoint {
     pub tflops: f64,
 }
 
-/// One (kernel, shape, chip) with every run that tuned it.
+/// One (package, kernel, shape, chip) with every run that tuned it.
 #[derive(Clone, Debug)]
 pub struct Target {
+    /// The kernel's package (`None`: runs journaled before their package was recorded,
+    /// which no one selected crate could be given: see `packages::pick`).
+    pub package: Option<RunPackage>,
     pub kernel: String,
     pub shape: String,
     pub dims: Shape,
@@ -224,11 +227,16 @@ pub fn build(store: &Store, runs: Vec<TuneRun>, tuned: Vec<TunedRecord>) -> Repo
     for run in runs {
         let m = &run.meta;
         let same = |t: &Target| {
-            t.kernel == m.kernel && t.shape == m.shape && t.chip == m.chip && t.dims == m.dims
+            t.package == m.package
+                && t.kernel == m.kernel
+                && t.shape == m.shape
+                && t.chip == m.chip
+                && t.dims == m.dims
         };
         if !targets.iter().any(same) {
             let chip = crate::select::chip_of(&m.chip);
             targets.push(Target {
+                package: m.package.clone(),
                 kernel: m.kernel.clone(),
                 shape: m.shape.clone(),
                 dims: m.dims.clone(),

@@ -42,8 +42,10 @@ pub fn escape(text: &str) -> String {
 /// (`qwen3@tiny`).
 pub fn trace_file(t: &Target, which: &str) -> String {
     use crate::commands::tune::{dims_slug, sanitize};
+    // The package first, when known: two packages' kernels may share a name.
+    let package = t.package.as_ref().map_or(String::new(), |p| format!("{}.", sanitize(&p.name)));
     format!(
-        "trace-{}-{}-{}-{}-{which}.json",
+        "trace-{package}{}-{}-{}-{}-{which}.json",
         sanitize(&t.kernel),
         sanitize(&t.shape),
         dims_slug(&t.dims),
@@ -475,7 +477,7 @@ pub fn html(data: &ReportData) -> String {
     for t in &data.targets {
         let _ = writeln!(
             h,
-            "<h2>{} @ {}{} on {}</h2>\n<p>Shape <code>{}</code>; {} run(s): {}.</p>",
+            "<h2>{} @ {}{} on {}</h2>\n<p>{}Shape <code>{}</code>; {} run(s): {}.</p>",
             escape(&t.kernel),
             escape(&t.shape),
             // A model's calls of one kernel share the shape's name: the title says which.
@@ -485,6 +487,14 @@ pub fn html(data: &ReportData) -> String {
                 String::new()
             },
             escape(&t.chip.name),
+            match &t.package {
+                Some(p) => format!(
+                    "Package <code>{}</code> (<code>{}</code>). ",
+                    escape(&p.name),
+                    escape(&p.manifest)
+                ),
+                None => String::new(),
+            },
             escape(&t.dims.to_string()),
             t.runs.len(),
             t.runs
@@ -596,6 +606,7 @@ mod tests {
             journal: format!("j{seed}").into(),
             meta: JournalMeta {
                 kernel: "k<&>".into(),
+                package: None,
                 shape: "small".into(),
                 dims: Default::default(),
                 chip: ChipSpec::builtin("trn2"),
@@ -619,6 +630,7 @@ mod tests {
         };
         ReportData {
             targets: vec![Target {
+                package: None,
                 kernel: "k<&>".into(),
                 shape: "small".into(),
                 dims: Default::default(),

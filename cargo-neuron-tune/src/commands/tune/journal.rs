@@ -35,6 +35,10 @@ pub struct Entry {
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug)]
 pub struct JournalMeta {
     pub kernel: String,
+    /// The package whose kernel this is (`None`: written before it was recorded; `report`
+    /// then goes by the kernel's name, which another package's kernel may share).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<RunPackage>,
     pub shape: String,
     pub dims: Shape,
     pub chip: ChipSpec,
@@ -64,6 +68,64 @@ pub struct JournalMeta {
     /// end; the `slow` rule needs times a journal does not keep).
     #[serde(default)]
     pub diagnoses: Vec<conv::Diagnosis>,
+}
+
+/// The package a run's kernel came from, as its meta file names it: its name, and its
+/// manifest's path relative to the workspace root (`/`-separated), which also tells apart
+/// packages of one name in other workspaces that share the target directory.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RunPackage {
+    pub name: String,
+    pub manifest: String,
+}
+
+impl RunPackage {
+    /// The package of a kernel crate of the workspace at `root`.
+    pub fn of(root: &std::path::Path, krate: &crate::cargo::KernelCrate) -> RunPackage {
+        let manifest = match krate.manifest_path.strip_prefix(root) {
+            Ok(rel) => {
+                let parts: Vec<String> =
+                    rel.components().map(|c| c.as_os_str().to_string_lossy().into()).collect();
+                parts.join("/")
+            }
+            // Not under the root (never for a member): the path as it is.
+            Err(_) => krate.manifest_path.display().to_string(),
+        };
+        RunPackage { name: krate.package.clone(), manifest }
+    }
+
+    /// What its journals' names start with after `tune-`: the name and a dot. A package
+    /// name has no dot, so no kernel name that follows can make two packages' names meet.
+    pub(super) fn journal_part(&self) -> String {
+        format!("{}.", sanitize(&self.name))
+    }
+}
+
+/// `--resume` of a run journaled before journals were named by their package
+/// (`legacy`: `tune-<kernel>-…`, no `<package>.`): its journal and meta file take this
+/// run's names (`journal`), if there is none of those yet and its meta file names no
+/// package and was written by this very harness binary (so of this package: a journal
+/// with another build's times is not resumed anyway). Returns whether it did.
+pub(super) fn adopt_unnamed(
+    journal: &std::path::Path,
+    legacy: &std::path::Path,
+    harness_hash: &str,
+) -> bool {
+    if journal.exists() || meta_path(journal).exists() || !legacy.exists() {
+        return false;
+    }
+    match read_meta_checked(legacy) {
+        Ok(Some(m)) if m.package.is_none() && m.harness_hash.as_deref() == Some(harness_hash) => {}
+        _ => return false,
+    }
+    if std::fs::rename(legacy, journal).is_err() {
+        return false;
+    }
+    if std::fs::rename(meta_path(legacy), meta_path(journal)).is_err() {
+        let _ = std::fs::rename(journal, legacy);
+        return false;
+    }
+    true
 }
 
 /// The meta file of a journal.
@@ -184,7 +246,8 @@ impl Entry {
 }
 
 /// The seed of the most recently written journal whose name is one of `prefixes` followed by
-/// a seed (`tune-{kernel}-{shape}-{dims}-{chip}-{strategy}-{seed}.jsonl`).
+/// a seed (`tune-{package}.{kernel}-{shape}-{dims}-{chip}-{strategy}-{seed}.jsonl`, or
+/// without `{package}.` as journals were named before).
 pub(super) fn latest_journal_seed(dir: &std::path::Path, prefixes: &[String]) -> Option<u64> {
     let mut latest: Option<(std::time::SystemTime, u64)> = None;
     for entry in std::fs::read_dir(dir).ok()?.flatten() {

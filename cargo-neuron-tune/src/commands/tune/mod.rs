@@ -147,7 +147,7 @@ pub fn run(
     // Keyed by the problem's dimensions too: a model's calls of one kernel share a label
     // (`qwen3@tiny`) but are different problems, and a named shape whose dimensions were
     // edited is another problem; none may resume from another's evaluations.
-    let journal_prefix = |t: &Target| {
+    let unnamed_prefix = |t: &Target| {
         let shape = sanitize(&t.shape_name);
         let dims = dims_slug(&t.shape);
         format!(
@@ -155,9 +155,19 @@ pub fn run(
             t.kernel.name, chip.name
         )
     };
+    // And by the package: two packages' kernels of one name are two problems, never one
+    // journal (the target dir is shared), and `report -p` goes by the package.
+    let packages: Vec<RunPackage> =
+        ws.crates.iter().map(|c| RunPackage::of(&ws.root, &c.krate)).collect();
+    let journal_prefix = |t: &Target| {
+        let unnamed = unnamed_prefix(t);
+        format!("tune-{}{}", packages[t.krate].journal_part(), &unnamed["tune-".len()..])
+    };
     let out = ctx.out.clone();
     let journals = store.root().join("journals");
-    let prefixes: Vec<String> = targets.iter().map(journal_prefix).collect();
+    // Journals named before they named their package are resumed too (`adopt_unnamed`).
+    let prefixes: Vec<String> =
+        targets.iter().flat_map(|t| [journal_prefix(t), unnamed_prefix(t)]).collect();
     let seed = match (opts.seed, opts.resume) {
         // A seed no journal of these targets has (a typo?) starts a new run: said, as
         // without `--seed`.
@@ -276,6 +286,7 @@ pub fn run(
         let job = Job {
             recorded: recorded.as_ref(),
             kernel: &k.name,
+            package: &packages[t.krate],
             shape_name,
             shape: &t.shape,
             chip: &chip,
@@ -590,6 +601,9 @@ fn model_targets(
 }
 
 struct Job<'a> {
+    /// The package whose kernel it is (its meta file names it; its journal's name starts
+    /// with it).
+    package: &'a RunPackage,
     /// The parameters the crate's tuned database records for this kernel, chip and shape.
     recorded: Option<&'a Params>,
     kernel: &'a str,

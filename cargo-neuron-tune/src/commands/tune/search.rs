@@ -33,6 +33,18 @@ pub(super) fn tune_one(
     };
     let journal_name = format!("tune-{key}");
     let journal_path = job.store.root().join("journals").join(format!("{journal_name}.jsonl"));
+    // A run journaled before journals named their package continues under its new name.
+    if let (true, Some(unnamed)) = (job.opts.resume, key.strip_prefix(&job.package.journal_part()))
+    {
+        let legacy = journal_path.with_file_name(format!("tune-{unnamed}.jsonl"));
+        if adopt_unnamed(&journal_path, &legacy, job.harness_hash) {
+            ctx.out.note(format!(
+                "note: {}: journaled before journals named their package; resumed as {}",
+                legacy.display(),
+                journal_path.display()
+            ));
+        }
+    }
     // A journal is resumed only by a run of its own problem (its name says which; the meta
     // file is checked in case a file was renamed or copied).
     let meta = if job.opts.resume { read_meta_checked(&journal_path) } else { Ok(None) };
@@ -51,6 +63,7 @@ pub(super) fn tune_one(
         // The whole chip, not its name: a chip TOML edited since is another chip.
         Ok(Some(m))
             if m.kernel != job.kernel
+                || m.package.as_ref().is_some_and(|p| p != job.package)
                 || m.dims != *job.shape
                 || m.chip != *job.chip
                 || m.strategy != strategy_name
@@ -59,7 +72,7 @@ pub(super) fn tune_one(
         {
             Some(format!(
                 "{}: a journal of another kernel, shape, chip (or chip file content), \
-                 strategy, seed or objective; not resumed",
+                 strategy, seed, objective or package; not resumed",
                 journal_path.display()
             ))
         }
@@ -117,6 +130,7 @@ pub(super) fn tune_one(
     let default_time = default.as_ref().and_then(|e| e.time_us);
     let mut meta = JournalMeta {
         kernel: job.kernel.into(),
+        package: Some(job.package.clone()),
         shape: job.shape_name.into(),
         dims: job.shape.clone(),
         chip: job.chip.clone(),
