@@ -38,6 +38,20 @@ pub struct TunedRecord {
     pub validated_models: Vec<String>,
 }
 
+/// What [`TunedDb::record`] did to the record of its kernel, chip and dimensions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recorded {
+    /// There was none.
+    New,
+    /// It had other parameters: a new winner replaced it.
+    Replaced,
+    /// The same parameters, with something else changed (the time or program measured
+    /// today, what it was validated on).
+    Refreshed,
+    /// Exactly the same record.
+    Unchanged,
+}
+
 /// The file's format: `schema`, then `[[tuned]]` records, each sealed with a checksum.
 pub const SCHEMA: u32 = 1;
 
@@ -106,17 +120,43 @@ impl TunedDb {
         &self.records
     }
 
-    /// Replace the record of the same kernel, chip and problem, or add it. The problem is
-    /// the dimensions (a model's call and a named shape may be the same one); a named
-    /// shape (no `@`) is also replaced when its dimensions changed. Labels of model calls
-    /// (`model@shape`) are shared by the model's calls of one kernel, so they never key.
-    pub fn record(&mut self, r: TunedRecord) {
+    /// Replace the record of the same kernel, chip and problem, or add it; says what that
+    /// did to the problem's record. The problem is the dimensions (a model's call and a
+    /// named shape may be the same one); a named shape (no `@`) is also replaced when its
+    /// dimensions changed. Labels of model calls (`model@shape`) are shared by the model's
+    /// calls of one kernel, so they never key. A record keeps its label while its parameters
+    /// stand (see [`TunedDb::insert`]).
+    pub fn record(&mut self, r: TunedRecord) -> Recorded {
+        let before = self.of_problem(&r).cloned();
         self.mine.push(r.clone());
-        self.insert(r);
+        self.insert(r.clone());
+        match before {
+            None => Recorded::New,
+            Some(b) if b.params != r.params => Recorded::Replaced,
+            Some(b) if self.of_problem(&r) == Some(&b) => Recorded::Unchanged,
+            Some(_) => Recorded::Refreshed,
+        }
     }
 
-    fn insert(&mut self, r: TunedRecord) {
-        let same_name = |x: &TunedRecord| x.shape == r.shape && !r.shape.contains('@');
+    /// The record of `r`'s kernel, chip and dimensions.
+    fn of_problem(&self, r: &TunedRecord) -> Option<&TunedRecord> {
+        self.records.iter().find(|x| x.kernel == r.kernel && x.chip == r.chip && x.dims == r.dims)
+    }
+
+    /// Put `r` in, in place of its problem's record. The label (`shape`) is the name the
+    /// problem's current parameters were first recorded under: a record of the same
+    /// dimensions and parameters (kept, or found again) keeps the label it has, whichever
+    /// name the run used, so runs that reach one problem under two names (`tune --model
+    /// qwen3 --shape tiny`, then `tune --shape small` of the same dimensions) leave the
+    /// file unchanged; a new winner takes the name of the run that found it.
+    fn insert(&mut self, mut r: TunedRecord) {
+        // The run's name, whatever the label: a named shape's record of other dimensions
+        // (edited since) is replaced all the same.
+        let name = r.shape.clone();
+        if let Some(x) = self.of_problem(&r).filter(|x| x.params == r.params) {
+            r.shape = x.shape.clone();
+        }
+        let same_name = |x: &TunedRecord| x.shape == name && !name.contains('@');
         self.records.retain(|x| {
             !(x.kernel == r.kernel && x.chip == r.chip && (x.dims == r.dims || same_name(x)))
         });
@@ -166,6 +206,64 @@ impl TunedDb {
         // and re-applying them would undo a newer record another run saved since.
         self.mine.clear();
         Ok(self.path.clone())
+    }
+}
+
+/// A tuned database a `tune` run wrote: how many of the run's records went into it, by what
+/// each did to the file's record of its problem ([`Recorded`]), and the file's bytes before
+/// the run's first save (to say when it did not change).
+#[derive(Default)]
+pub struct Written {
+    pub path: PathBuf,
+    /// The file's bytes before the run's first save (`None`: there was no file).
+    before: Option<Vec<u8>>,
+    records: usize,
+    /// A new winner: the problem had no record, or one of other parameters.
+    new: usize,
+    /// The record's parameters stand, measured again today (another time or program).
+    kept: usize,
+    /// The same record as the file held.
+    unchanged: usize,
+}
+
+impl Written {
+    pub fn new(path: PathBuf, before: Option<Vec<u8>>) -> Written {
+        Written { path, before, ..Default::default() }
+    }
+
+    /// One record of the run went into the file.
+    pub fn count(&mut self, change: Recorded) {
+        self.records += 1;
+        match change {
+            Recorded::New | Recorded::Replaced => self.new += 1,
+            Recorded::Refreshed => self.kept += 1,
+            Recorded::Unchanged => self.unchanged += 1,
+        }
+    }
+
+    /// The status line saying what the run did to the file.
+    pub fn line(&self) -> String {
+        let (path, records) =
+            (self.path.display(), crate::convergence::count(self.records, "record"));
+        if self.before.is_some() && self.before == std::fs::read(&self.path).ok() {
+            format!("   {path} unchanged (this run's {records} already there)")
+        } else if self.kept == self.records {
+            // Written again with their times and programs as measured today.
+            format!("   Wrote {path} ({records} kept, measured again: no new winner)")
+        } else if self.new == self.records {
+            format!("   Wrote {path} ({records} of this run, all new)")
+        } else {
+            let parts: Vec<String> = [
+                (self.new, "new"),
+                (self.kept, "kept and measured again"),
+                (self.unchanged, "unchanged"),
+            ]
+            .into_iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("{n} {what}"))
+            .collect();
+            format!("   Wrote {path} ({records} of this run: {})", parts.join(", "))
+        }
     }
 }
 
@@ -295,14 +393,102 @@ mod tests {
         db.record(at(128, "qwen3@tiny", 1.0));
         db.record(at(256, "qwen3@tiny", 2.0));
         assert_eq!(db.records().len(), 2, "two calls of one model are two problems");
-        // The same problem under its kernel's own shape name replaces the model's record.
-        db.record(at(256, "small", 1.5));
+        // The same problem under its kernel's own shape name: a new winner replaces the
+        // model's record, and takes the name of the run that found it.
+        let winner = |n: u64, label: &str, t: f64| TunedRecord {
+            params: Params::new().with("bufs", 3).with("order", "mn"),
+            ..at(n, label, t)
+        };
+        assert_eq!(db.record(winner(256, "small", 1.5)), Recorded::Replaced);
         assert_eq!(db.records().len(), 2);
         assert!(db.records().iter().any(|r| r.shape == "small" && r.time_us == 1.5));
         // A named shape whose dimensions changed replaces its old record.
-        db.record(at(512, "small", 3.0));
+        assert_eq!(db.record(at(512, "small", 3.0)), Recorded::New);
         let small: Vec<_> = db.records().iter().filter(|r| r.shape == "small").collect();
         assert_eq!((small.len(), small[0].time_us), (1, 3.0));
+    }
+
+    /// `tune --model qwen3 --shape tiny`, then the README's `tune --shape small`, whose
+    /// `small` has the dimensions of one of the model's calls, alternately: the record of
+    /// that problem keeps its parameters (kept, or found again), so it keeps its label, and
+    /// the file does not change from one run to the next.
+    #[test]
+    fn a_record_keeps_its_label_while_its_parameters_stand() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = TunedDb::load(dir.path()).unwrap();
+        assert_eq!(db.record(rec("add", "qwen3@tiny", 2.0)), Recorded::New);
+        db.save().unwrap();
+        let first = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
+        for label in ["small", "qwen3@tiny", "small"] {
+            let mut db = TunedDb::load(dir.path()).unwrap();
+            assert_eq!(db.record(rec("add", label, 2.0)), Recorded::Unchanged, "{label}");
+            db.save().unwrap();
+            let now = std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
+            assert_eq!(now, first, "after a run at `{label}`");
+        }
+        // Measured again with another time (today's code), it is refreshed under its label.
+        assert_eq!(db.record(rec("add", "small", 1.9)), Recorded::Refreshed);
+        assert_eq!((db.records()[0].shape.as_str(), db.records()[0].time_us), ("qwen3@tiny", 1.9));
+        // Under a save's merge too: another run's file is read again and this run's
+        // records applied on top.
+        db.save().unwrap();
+        let again = TunedDb::load(dir.path()).unwrap();
+        assert_eq!(again.records()[0].shape, "qwen3@tiny");
+        assert_eq!(again.records().len(), 1);
+        // A named shape's record of other dimensions (edited since) still goes, though
+        // the run's record keeps another label.
+        let mut db = TunedDb::load(dir.path()).unwrap();
+        db.record(TunedRecord { dims: Shape::new(&[("n", 64)]), ..rec("add", "small", 5.0) });
+        assert_eq!(db.records().len(), 2);
+        db.record(rec("add", "small", 1.9));
+        let labels: Vec<&str> = db.records().iter().map(|r| r.shape.as_str()).collect();
+        assert_eq!(labels, ["qwen3@tiny"]);
+    }
+
+    /// The README's main job run again after `tune --model qwen3 --shape tiny`: of its 8
+    /// records, 7 are the winners the file holds already and 1 is a record kept; the line
+    /// counted the 7 as new. Each record counts by what it did to the file's record.
+    #[test]
+    fn the_written_line_counts_each_record_by_what_it_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = TunedDb::load(dir.path()).unwrap();
+        let kernels = ["a", "b", "c", "d", "e", "f", "g", "h"];
+        for k in kernels {
+            db.record(rec(k, "small", 2.0));
+        }
+        let path = db.save().unwrap();
+        let run = |db: &mut TunedDb, records: &[TunedRecord]| {
+            let mut w = Written::new(path.clone(), std::fs::read(&path).ok());
+            for r in records {
+                w.count(db.record(r.clone()));
+                db.save().unwrap();
+            }
+            w.line()
+        };
+        let all: Vec<TunedRecord> = kernels.iter().map(|k| rec(k, "small", 2.0)).collect();
+        let mut db = TunedDb::load(dir.path()).unwrap();
+        let file = path.display();
+        assert_eq!(
+            run(&mut db, &all),
+            format!("   {file} unchanged (this run's 8 records already there)")
+        );
+        // One measured again under another time, one new winner, six as they were.
+        let mut some = all.clone();
+        some[0].time_us = 1.5;
+        some[1].params = Params::new().with("bufs", 4);
+        assert_eq!(
+            run(&mut db, &some),
+            format!("   Wrote {file} (8 records of this run: 1 new, 1 kept and measured again, 6 unchanged)")
+        );
+        assert_eq!(
+            run(&mut db, &[rec("z", "small", 3.0)]),
+            format!("   Wrote {file} (1 record of this run, all new)")
+        );
+        let slower = TunedRecord { time_us: 1.6, ..some[0].clone() };
+        assert_eq!(
+            run(&mut db, &[slower]),
+            format!("   Wrote {file} (1 record kept, measured again: no new winner)")
+        );
     }
 
     #[test]

@@ -203,3 +203,46 @@ fn validating_against_models_does_not_roll_back_bests_slower_than_a_kept_record(
     assert!(second["validated"]["models"].as_array().is_some_and(|m| !m.is_empty()), "{second}");
     assert_eq!(second["kept_record"]["params"], first["best_params"], "{second}");
 }
+
+/// One problem reached under two names: a model's call (`qwen3@tiny`) and the kernel's own
+/// named shape of the same dimensions (rmsnorm's `small`). Its record is keyed by the
+/// dimensions; tuned under either name with the same outcome, it keeps the label it has, so
+/// runs alternating the two commands (`tune --model qwen3`, then the README's main job)
+/// leave the file as it is, and say so, where they used to flip the label at each run.
+#[test]
+fn a_problem_tuned_under_two_names_keeps_its_label_and_the_file_does_not_churn() {
+    let ws = fixture_workspace("models-labels");
+    let db = ws.join("kernels/neuron-tune.tuned.toml");
+    let grid = ["--kernel", "rmsnorm", "--strategy", "grid", "--budget", "4", "--seed", "1"];
+    let by_model = [&["tune", "--model", "qwen3", "--shape", "tiny"][..], &grid].concat();
+    let by_shape =
+        [&["tune", "-p", "neuron-fixtures-kernels", "--shape", "small"][..], &grid].concat();
+    run(&ws, &by_model);
+    let text = std::fs::read_to_string(&db).unwrap();
+    // The label of the record at `small`'s dimensions.
+    let labelled = |text: &str| {
+        let db: toml::Value = toml::from_str(text).unwrap();
+        let records = db["tuned"].as_array().unwrap().clone();
+        let dims =
+            |r: &toml::Value| (r["dims"]["rows"].as_integer(), r["dims"]["hidden"].as_integer());
+        let r = records.iter().find(|r| {
+            r["kernel"].as_str() == Some("rmsnorm") && dims(r) == (Some(256), Some(1024))
+        });
+        r.unwrap_or_else(|| panic!("no record at small's dimensions in {text}"))["shape"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(labelled(&text), "qwen3@tiny", "{text}");
+    let manifest = ws.join("Cargo.toml");
+    for (i, args) in [&by_shape, &by_model, &by_shape].into_iter().enumerate() {
+        let mut a = args.clone();
+        a.extend(["--manifest-path", manifest.to_str().unwrap()]);
+        let (code, _, err) = cli(&a);
+        assert_eq!(code, 0, "{a:?}\n{err}");
+        let now = std::fs::read_to_string(&db).unwrap();
+        assert_eq!(labelled(&now), "qwen3@tiny", "run {i} ({a:?}): {err}");
+        assert_eq!(now, text, "run {i} ({a:?}) changed the file:\n{err}");
+        assert!(err.contains("neuron-tune.tuned.toml unchanged (this run's "), "{err}");
+    }
+}

@@ -25,7 +25,7 @@ use crate::exit::{fail, Exit, Failure};
 use crate::output::Event;
 use crate::select::{check_patterns, chip_spec, glob, select, Variant};
 use crate::store::Store;
-use crate::tuned::{TunedDb, TunedRecord};
+use crate::tuned::{TunedDb, TunedRecord, Written};
 use crate::worker::Pool;
 use crate::workspace::{Ctx, Workspace};
 use neuron_tune_protocol::{
@@ -449,18 +449,21 @@ pub fn run(
             validated_models,
         };
         fresh.push(record.entry());
-        db.record(record);
+        let change = db.record(record);
         let before = match written.iter().any(|w| w.path.as_path() == db.path()) {
             true => None,
             false => std::fs::read(db.path()).ok(),
         };
         // Saved after every kernel: an interrupted run keeps the winners it found.
         let path = db.save()?;
-        let kept = usize::from(result.record.is_some());
-        match written.iter_mut().find(|w| w.path == path) {
-            Some(w) => (w.records, w.kept) = (w.records + 1, w.kept + kept),
-            None => written.push(Written { path, records: 1, kept, before }),
-        }
+        let i = match written.iter().position(|w| w.path == path) {
+            Some(i) => i,
+            None => {
+                written.push(Written::new(path, before));
+                written.len() - 1
+            }
+        };
+        written[i].count(change);
     }
     bar.finish_and_clear();
     for w in &written {
@@ -623,37 +626,6 @@ struct Job<'a> {
     out: &'a crate::output::Reporter,
     goal: &'a GoalOpts,
     key_shapes: &'a [(String, Shape)],
-}
-
-/// A tuned database this run wrote: how many of the run's records went into it, how many
-/// of those were records kept (faster than the run's best, measured again today), and
-/// its bytes before the run's first save (to say when it did not change).
-struct Written {
-    path: std::path::PathBuf,
-    records: usize,
-    kept: usize,
-    before: Option<Vec<u8>>,
-}
-
-impl Written {
-    /// The status line saying what the run did to the file.
-    fn line(&self) -> String {
-        let (path, records) = (self.path.display(), conv::count(self.records, "record"));
-        if self.before.is_some() && self.before == std::fs::read(&self.path).ok() {
-            format!("   {path} unchanged (this run's {records} already there)")
-        } else if self.kept == self.records {
-            // Written again with their times and programs as measured today.
-            format!("   Wrote {path} ({records} kept, measured again: no new winner)")
-        } else if self.kept > 0 {
-            let new = self.records - self.kept;
-            format!(
-                "   Wrote {path} ({records} of this run: {new} new, {} kept and measured again)",
-                self.kept
-            )
-        } else {
-            format!("   Wrote {path} ({records} of this run)")
-        }
-    }
 }
 
 #[derive(Clone)]
