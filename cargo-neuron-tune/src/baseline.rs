@@ -187,17 +187,31 @@ impl Baseline {
         let entries = match Baseline::read(path)? {
             None => Vec::new(),
             Some(text) => Baseline::parse(&text).map_err(|e| {
+                let first = e.located(path);
                 fail(
                     Exit::Config,
                     match e {
-                        Unreadable::Newer { .. } => {
-                            format!("{}: {e} to use it; not used", path.display())
-                        }
-                        Unreadable::Damaged(why) => format!(
-                            "{}: {why}; not used. Save it again with `cargo neuron-tune \
-                             baseline save` (on the revision it should describe)",
-                            path.display()
+                        Unreadable::Newer { .. } => format!("{first} to use it; not used"),
+                        Unreadable::NotToml { .. } | Unreadable::Damaged(_) => format!(
+                            "{first}\n  The baseline cannot be read, so nothing is compared \
+                             against it: restore it from version control (a merge conflict?), or \
+                             delete it and save it again with `cargo neuron-tune baseline save` \
+                             (on the revision it should describe)"
                         ),
+                        Unreadable::Record(d) => {
+                            let field = |k: &str| {
+                                d.fields.get(k).and_then(|v| v.as_str()).unwrap_or("?").to_string()
+                            };
+                            format!(
+                                "{first}\n  A damaged entry is never compared against (nor the \
+                                 file, until it is saved again): save that entry again (`cargo neuron-tune baseline \
+                                 save --model {} --shape {} --chip {}`, on the revision it should \
+                                 describe), or restore the file from version control",
+                                field("model"),
+                                field("shape"),
+                                field("chip")
+                            )
+                        }
                     },
                 )
             })?,
@@ -217,19 +231,19 @@ impl Baseline {
                     crate::seal::describe_keys(t, &["model", "shape", "chip"])
                 });
                 let (entries, damaged) = read.map_err(|e| {
+                    let first = e.located(path);
                     fail(
                         Exit::Config,
                         match e {
                             Unreadable::Newer { .. } => format!(
-                                "{}: {e} to save into it; not replaced, so that its entries \
-                                 are not lost",
-                                path.display()
+                                "{first} to save into it; not replaced, so that its entries \
+                                 are not lost"
                             ),
-                            Unreadable::Damaged(why) => format!(
-                                "{}: {why}; not replaced, so that its entries are not lost: \
-                                 repair it (a merge conflict?), or delete it and save every \
-                                 model again",
-                                path.display()
+                            // (A damaged record is not an error here: it comes apart.)
+                            _ => format!(
+                                "{first}\n  It is not replaced, so that its entries are not lost: \
+                                 repair it or restore it from version control (a merge \
+                                 conflict?), or delete it and save every model again"
                             ),
                         },
                     )
@@ -512,6 +526,14 @@ mod tests {
         {
             assert!(e.message.contains(w), "{w}: {}", e.message);
         }
+        // One block: the file, the entry's line and what is wrong, then what to do with it.
+        let (first, advice) = e.message.split_once('\n').expect("two lines");
+        let header = text.lines().position(|l| l == "[[model]]").unwrap() + 1;
+        let at = format!("{}:{header}: model #1 (", path.display());
+        assert!(first.starts_with(&at), "{at}\n{first}");
+        let again = "save that entry again (`cargo neuron-tune baseline save --model qwen3 \
+                     --shape tiny --chip trn2`";
+        assert!(advice.starts_with("  A damaged entry") && advice.contains(again), "{advice}");
         // `baseline save` gets the damaged entry apart (it repairs it by measuring it again)
         // and keeps the intact ones.
         b.record(BaselineEntry::from_run(&run("qwen3", "small", 40.0), "pkg", "sim1"));
@@ -535,5 +557,14 @@ mod tests {
         let e = Baseline::load_for_save(&path).unwrap_err();
         assert_eq!(e.exit, Exit::Config);
         assert!(e.message.contains("not replaced"), "{}", e.message);
+        // Where the parser stopped, on the first line; advice for the file on the next.
+        let conflict = text.lines().count() + 1;
+        for e in [e, Baseline::load(&path).unwrap_err()] {
+            let (first, advice) = e.message.split_once('\n').expect("two lines");
+            let at = format!("{}:{conflict}:", path.display());
+            assert!(first.starts_with(&at), "{at}\n{}\n{text}", e.message);
+            assert!(!advice.contains('\n') && advice.contains("restore it from version control"));
+            assert!(!e.message.contains("; not used. Save it again"), "{}", e.message);
+        }
     }
 }

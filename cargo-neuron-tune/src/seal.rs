@@ -105,9 +105,32 @@ pub enum Unreadable {
     /// is known to be wrong with it, so it is neither used nor to be deleted or replaced:
     /// a newer tool reads it.
     Newer { schema: i64, reads: u32 },
-    /// Damaged, edited by hand, of an older or no schema, or of another layout: what is
-    /// wrong, naming the record when one is.
+    /// Not TOML (a merge conflict, a truncated file): what the parser says, on one line,
+    /// and where (line and column, from 1) when it says.
+    NotToml { at: Option<(usize, usize)>, message: String },
+    /// TOML, but not a file of this kind: of an older or no schema, or of another layout.
     Damaged(String),
+    /// One record cannot be trusted (its seal does not hold, its fields do not read): the
+    /// file as a whole is fine, and the record is named.
+    Record(Damaged),
+}
+
+impl Unreadable {
+    /// `path:line:column: what` (`path:line: what` for a record, `path: what` when the
+    /// place is not known): the first line of a message, as compilers write it. The advice,
+    /// which differs by file, is the caller's.
+    pub fn located(&self, path: &std::path::Path) -> String {
+        let path = path.display();
+        match self {
+            Unreadable::NotToml { at: Some((line, col)), message } => {
+                format!("{path}:{line}:{col}: {message}")
+            }
+            Unreadable::Record(Damaged { line: Some(line), message, .. }) => {
+                format!("{path}:{line}: {message}")
+            }
+            other => format!("{path}: {other}"),
+        }
+    }
 }
 
 impl std::fmt::Display for Unreadable {
@@ -118,9 +141,32 @@ impl std::fmt::Display for Unreadable {
                 "written by a newer cargo-neuron-tune (schema {schema}; this tool reads \
                  {reads}): upgrade cargo-neuron-tune"
             ),
+            Unreadable::NotToml { message, .. } => write!(f, "not TOML: {message}"),
             Unreadable::Damaged(why) => f.write_str(why),
+            Unreadable::Record(d) => f.write_str(&d.message),
         }
     }
+}
+
+/// The parser's error as [`Unreadable::NotToml`]: its message on one line (the parser's
+/// own rendering quotes the source over several, which the `path:line:column` replaces) and
+/// its place in `text`.
+fn not_toml(text: &str, e: &toml::de::Error) -> Unreadable {
+    let message = e.message().lines().map(str::trim).filter(|l| !l.is_empty());
+    let message = message.collect::<Vec<_>>().join("; ");
+    let at = e.span().map(|span| {
+        // (A byte offset; one inside a character, which a parser should not give, is
+        // taken back to the character's start rather than panic.)
+        let mut start = span.start.min(text.len());
+        while !text.is_char_boundary(start) {
+            start -= 1;
+        }
+        let before = &text[..start];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+        (line, col)
+    });
+    Unreadable::NotToml { at, message }
 }
 
 /// Read a file written by [`write_sealed_toml`]: its schema must be `schema` and every
@@ -134,17 +180,19 @@ pub fn read_sealed_toml<T: serde::de::DeserializeOwned>(
 ) -> Result<Vec<T>, Unreadable> {
     let (records, damaged) = read_sealed_toml_records(text, schema, key, describe)?;
     match damaged.into_iter().next() {
-        Some(d) => Err(Unreadable::Damaged(d.message)),
+        Some(d) => Err(Unreadable::Record(d)),
         None => Ok(records),
     }
 }
 
-/// A record of a sealed file that cannot be trusted: what is wrong (naming it) and its
-/// fields as written (to tell which record it was).
-#[derive(Debug)]
+/// A record of a sealed file that cannot be trusted: what is wrong (naming it), its fields
+/// as written (to tell which record it was) and the line of its header (`[[key]]`) when
+/// the file has one per record, as the tool writes it.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Damaged {
     pub message: String,
     pub fields: toml::Table,
+    pub line: Option<usize>,
 }
 
 /// [`read_sealed_toml`], keeping what can be trusted: the intact records, and each
@@ -158,8 +206,7 @@ pub fn read_sealed_toml_records<T: serde::de::DeserializeOwned>(
     key: &str,
     describe: impl Fn(&toml::Table) -> String,
 ) -> Result<(Vec<T>, Vec<Damaged>), Unreadable> {
-    let mut root: toml::Table =
-        toml::from_str(text).map_err(|e| Unreadable::Damaged(e.to_string()))?;
+    let mut root: toml::Table = toml::from_str(text).map_err(|e| not_toml(text, &e))?;
     let refuse = |why: String| Err(Unreadable::Damaged(why));
     match root.remove("schema") {
         Some(toml::Value::Integer(n)) if n == i64::from(schema) => {}
@@ -177,6 +224,14 @@ pub fn read_sealed_toml_records<T: serde::de::DeserializeOwned>(
     if let Some(other) = root.keys().next() {
         return refuse(format!("unknown key `{other}`"));
     }
+    // The line of each `[[key]]` header: the records' own lines, in order, when every
+    // record has one (not when some are written inline).
+    let header = format!("[[{key}]]");
+    let headers: Vec<usize> = (text.lines().enumerate())
+        .filter(|(_, l)| l.trim() == header)
+        .map(|(i, _)| i + 1)
+        .collect();
+    let lines = (headers.len() == records.len()).then_some(headers);
     let (mut intact, mut damaged) = (Vec::new(), Vec::new());
     for (i, r) in records.into_iter().enumerate() {
         let toml::Value::Table(mut t) = r else {
@@ -189,7 +244,10 @@ pub fn read_sealed_toml_records<T: serde::de::DeserializeOwned>(
         });
         match read {
             Ok(record) => intact.push(record),
-            Err(message) => damaged.push(Damaged { message, fields }),
+            Err(message) => {
+                let line = lines.as_ref().map(|l| l[i]);
+                damaged.push(Damaged { message, fields, line })
+            }
         }
     }
     Ok((intact, damaged))
@@ -263,6 +321,36 @@ mod tests {
                 other => panic!("{text:?}: {other:?}"),
             }
         }
+    }
+
+    /// What the parser says goes on the first line as `path:line:column: message`, on one
+    /// line (the parser's own rendering quotes the source over several); a damaged record
+    /// is named with the line of its header.
+    #[test]
+    fn a_file_that_is_not_toml_or_a_damaged_record_is_located() {
+        let read = |text: &str| {
+            read_sealed_toml::<toml::Table>(text, 1, "tuned", |t| describe_keys(t, &["kernel"]))
+        };
+        let path = std::path::Path::new("crate/neuron-tune.tuned.toml");
+        let e = read("schema = 1\n\ngarbage [[[\n").unwrap_err();
+        let Unreadable::NotToml { at, .. } = &e else { panic!("{e:?}") };
+        assert_eq!(*at, Some((3, 9)), "{e:?}");
+        let first = e.located(path);
+        assert!(first.starts_with("crate/neuron-tune.tuned.toml:3:9: "), "{first}");
+        assert!(!first.contains('\n') && !first.contains('|'), "{first}");
+        let mut good = toml::Table::new();
+        good.insert("kernel".into(), toml::Value::String("add".into()));
+        seal_toml(&mut good);
+        let text = write_sealed_toml(1, "tuned", &[good.clone(), good.clone()]).unwrap();
+        let sum = good["checksum"].as_str().unwrap().to_string();
+        let (first_sum, second) = text.split_once(&sum).unwrap();
+        let text = format!("{first_sum}{sum}{}", second.replacen(&sum, "0", 1));
+        let e = read(&text).unwrap_err();
+        assert!(matches!(e, Unreadable::Record(_)), "{e:?}");
+        let header = text.lines().enumerate().filter(|(_, l)| *l == "[[tuned]]").nth(1);
+        let want =
+            format!("crate/neuron-tune.tuned.toml:{}: tuned #2 (add): ", header.unwrap().0 + 1);
+        assert!(e.located(path).starts_with(&want), "{}\n{text}", e.located(path));
     }
 
     proptest! {

@@ -79,6 +79,36 @@ impl TunedRecord {
     }
 }
 
+/// Why a tuned database is not used, and what to do: `path:line:column: what is wrong`,
+/// then advice that fits the damage. A file that cannot be read as a whole is restored or
+/// deleted; a record whose seal does not hold is deleted and tuned again (the other records
+/// are intact); a newer tool's file is left alone.
+fn refusal(path: &Path, e: &Unreadable) -> String {
+    let first = e.located(path);
+    match e {
+        Unreadable::Newer { .. } => format!("{first} to use it; it is not used, nor changed"),
+        Unreadable::NotToml { .. } | Unreadable::Damaged(_) => format!(
+            "{first}\n  The tuned database cannot be read, so none of its records is used: \
+             restore it from version control (a merge conflict?), or delete it and tune again \
+             (`cargo neuron-tune tune`)"
+        ),
+        Unreadable::Record(d) => {
+            let field = |k: &str| d.fields.get(k).and_then(|v| v.as_str()).unwrap_or("?");
+            let (kernel, chip, shape) = (field("kernel"), field("chip"), field("shape"));
+            let again = match shape.split_once('@') {
+                Some((model, at)) => format!("--model {model} --shape {at} --kernel {kernel}"),
+                None => format!("--kernel {kernel} --shape {shape}"),
+            };
+            format!(
+                "{first}\n  A damaged record is never used (nor the file, until the record is \
+                 gone): delete that record (its `[[tuned]]` table) and tune it again (`cargo \
+                 neuron-tune tune {again} --chip {chip}`), or restore the file from version \
+                 control"
+            )
+        }
+    }
+}
+
 impl TunedDb {
     /// The database of the crate in `dir` (empty when there is none yet). A file of
     /// another schema, or a record whose checksum does not hold, is refused (exit 2) with
@@ -91,20 +121,7 @@ impl TunedDb {
             Ok(text) => crate::seal::read_sealed_toml(&text, SCHEMA, "tuned", |t| {
                 crate::seal::describe_keys(t, &["kernel", "chip", "shape"])
             })
-            .map_err(|e| {
-                let message = match e {
-                    Unreadable::Newer { .. } => {
-                        format!("{}: {e} to use it; it is not used, nor changed", path.display())
-                    }
-                    Unreadable::Damaged(why) => format!(
-                        "{}: {why}. A damaged tuned database is never used: delete the \
-                         record and tune that kernel again (`cargo neuron-tune tune --kernel \
-                         NAME`), or delete the file",
-                        path.display()
-                    ),
-                };
-                fail(Exit::Config, message)
-            })?,
+            .map_err(|e| fail(Exit::Config, refusal(&path, &e)))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(fail(Exit::Config, format!("{}: {e}", path.display()))),
         };
@@ -509,9 +526,47 @@ mod tests {
         for w in [FILE_NAME, "tuned #2 (softmax/trn2/small)", "checksum does not match"] {
             assert!(e.message.contains(w), "{w}: {}", e.message);
         }
+        // Named by its line, and the advice is about that record.
+        let line = edited.lines().enumerate().filter(|(_, l)| *l == "[[tuned]]").nth(1);
+        let at = format!("{}:{}: tuned #2", path.display(), line.unwrap().0 + 1);
+        assert!(e.message.starts_with(&at), "{at}\n{}", e.message);
+        let again = "delete that record (its `[[tuned]]` table) and tune it again (`cargo \
+                     neuron-tune tune --kernel softmax --shape small --chip trn2`)";
+        assert!(e.message.contains(again), "{}", e.message);
         std::fs::write(&path, text.replace("schema = 1\n", "")).unwrap();
         let e = TunedDb::load(dir.path()).err().expect("a file without schema is refused");
         assert!(e.message.contains("no `schema`"), "{}", e.message);
+    }
+
+    /// A file that is not TOML at all (a merge conflict, garbage) is one block: where the
+    /// parser stopped and what it says, then advice for a file, not for a record (there is
+    /// none to delete in a file that does not parse); a model call's record names the
+    /// command that tunes it.
+    #[test]
+    fn a_file_that_does_not_parse_is_located_and_the_advice_fits_the_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        std::fs::write(&path, "garbage [[[\n").unwrap();
+        let e = TunedDb::load(dir.path()).err().expect("garbage is refused");
+        assert_eq!(e.exit, Exit::Config);
+        let lines: Vec<&str> = e.message.lines().collect();
+        assert_eq!(lines.len(), 2, "{}", e.message);
+        assert!(lines[0].starts_with(&format!("{}:1:9: ", path.display())), "{}", e.message);
+        assert!(lines[1].starts_with("  The tuned database cannot be read"), "{}", e.message);
+        assert!(lines[1].contains("restore it from version control"), "{}", e.message);
+        assert!(lines[1].contains("or delete it and tune again"), "{}", e.message);
+        assert!(!e.message.contains("record and tune"), "{}", e.message);
+
+        std::fs::remove_file(&path).unwrap();
+        let mut db = TunedDb::load(dir.path()).unwrap();
+        db.record(TunedRecord { chip: "trn1".into(), ..rec("rmsnorm", "qwen3@tiny", 2.0) });
+        db.save().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace("time_us = 2.0", "time_us = 1.0")).unwrap();
+        let e = TunedDb::load(dir.path()).err().expect("an edited record is refused");
+        let again = "tune it again (`cargo neuron-tune tune --model qwen3 --shape tiny --kernel \
+                     rmsnorm --chip trn1`)";
+        assert!(e.message.contains(again), "{}", e.message);
     }
 
     /// A newer tool's file is not called damaged, and the advice is to upgrade, never to

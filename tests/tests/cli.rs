@@ -754,3 +754,40 @@ fn list_of_one_kernel_counts_it_among_the_crates() {
     assert!(first.starts_with("neuron-fixtures-kernels (1 of "), "{out}");
     assert!(out.lines().any(|l| l.starts_with("  gemm ")), "{out}");
 }
+
+/// A damaged tuned database is refused in one readable block: `error: path:line:column:
+/// what the parser says`, then advice that fits the damage. A file that does not parse has
+/// no record to delete: restore it or delete it. A record whose seal does not hold is named,
+/// with the command that tunes it again.
+#[test]
+fn a_damaged_tuned_database_is_one_block_with_advice_that_fits_the_damage() {
+    let dir = neuron_tune_tests::two_kernel_crate("tuned-damaged", 3.0);
+    let manifest = dir.join("Cargo.toml");
+    let m = manifest.to_str().unwrap();
+    let db = dir.join("neuron-tune.tuned.toml");
+    std::fs::write(&db, "garbage [[[\n").unwrap();
+    let (code, _, err) = cli(&["list", "--manifest-path", m]);
+    assert_eq!(code, 2, "{err}");
+    let error = err.lines().position(|l| l.starts_with("error: ")).expect("an error line");
+    let lines: Vec<&str> = err.lines().skip(error).collect();
+    assert!(lines[0].starts_with(&format!("error: {}:1:9: ", db.display())), "{err}");
+    assert!(lines[1].starts_with("  The tuned database cannot be read"), "{err}");
+    assert!(lines[1].contains("restore it from version control"), "{err}");
+    assert_eq!(lines.len(), 2, "one block: {err}");
+    assert!(!err.contains("delete the record"), "there is no record to delete: {err}");
+
+    std::fs::remove_file(&db).unwrap();
+    let (code, _, err) =
+        cli(&["tune", "--manifest-path", m, "--kernel", "double", "--budget", "2", "--seed", "3"]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&db).unwrap();
+    std::fs::write(&db, text.replacen("time_us = ", "time_us = 1", 1)).unwrap();
+    let (code, _, err) = cli(&["list", "--manifest-path", m]);
+    assert_eq!(code, 2, "{err}");
+    let header = text.lines().position(|l| l == "[[tuned]]").unwrap() + 1;
+    let first = format!("error: {}:{header}: tuned #1 (double/trn2/small): ", db.display());
+    assert!(err.contains(&first), "{first}\n{err}");
+    let advice = "delete that record (its `[[tuned]]` table) and tune it again (`cargo \
+                  neuron-tune tune --kernel double --shape small --chip trn2`)";
+    assert!(err.contains(advice), "{err}");
+}

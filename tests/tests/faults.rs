@@ -417,7 +417,7 @@ fn every_fault_exits_with_its_code_says_why_and_keeps_what_was_stored() {
         &["tune", "--manifest-path", mine, "--budget", "2"],
         &[],
         2,
-        &["tuned #1 (double/trn2/", "A damaged tuned database is never used"],
+        &["tuned #1 (double/trn2/", "A damaged record is never used"],
         &seed,
     );
     // A command that never reads the tuned database is not blocked by it.
