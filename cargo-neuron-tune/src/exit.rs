@@ -9,7 +9,8 @@ pub enum Exit {
     /// A bug or an environment problem (a worker broke the protocol, a file could not be
     /// written).
     Internal = 1,
-    /// Bad flags or configuration: a bad TOML space, an unknown kernel, shape or chip.
+    /// Bad flags or configuration: a bad TOML space, an unknown kernel, shape or chip, a
+    /// damaged tuned database or baseline (refused by the commands that use it).
     Config = 2,
     /// cargo could not build a harness.
     Build = 3,
@@ -44,7 +45,7 @@ impl Exit {
         match self {
             Exit::Ok => "success",
             Exit::Internal => "internal error (a worker broke the protocol, a file could not be written)",
-            Exit::Config => "usage or configuration error (bad flag, bad TOML space, unknown kernel), or no valid variant to run",
+            Exit::Config => "usage or configuration error (bad flag, bad TOML space, unknown kernel, a damaged tuned database or baseline), or no valid variant to run",
             Exit::Build => "build failed (cargo's errors are printed above)",
             Exit::Check => {
                 "a correctness check failed (the shrunk failing case is printed), a variant's kernel code panicked, crashed or hung, or (gate) a model could not be evaluated or a baselined one is gone"

@@ -791,3 +791,38 @@ fn a_damaged_tuned_database_is_one_block_with_advice_that_fits_the_damage() {
                   neuron-tune tune --kernel double --shape small --chip trn2`)";
     assert!(err.contains(advice), "{err}");
 }
+
+/// `profile` (which names the tuned winner beside the default it profiles) and `bench`
+/// (which never runs tuned parameters) go on with a damaged tuned database, but never
+/// silently: a warning gives the refusal and what was left out. The commands that apply
+/// tuned parameters refuse it (exit 2).
+#[test]
+fn profile_and_bench_say_loudly_that_a_damaged_tuned_database_was_ignored() {
+    let dir = neuron_tune_tests::two_kernel_crate("tuned-ignored", 3.0);
+    let manifest = dir.join("Cargo.toml");
+    let m = manifest.to_str().unwrap();
+    let db = dir.join("neuron-tune.tuned.toml");
+    std::fs::write(&db, "garbage [[[\n").unwrap();
+    let warning = format!("warning: {}:1:9: ", db.display());
+    for (args, left_out) in [
+        (
+            &["profile", "double", "--manifest-path", m][..],
+            "a winner it records at this shape is not named",
+        ),
+        (&["bench", "--kernel", "double", "--manifest-path", m][..], "never the tuned ones"),
+    ] {
+        for json in [false, true] {
+            let (code, out, err) = if json { cli_json(args) } else { cli(args) };
+            assert_eq!(code, 0, "{args:?}: {err}");
+            assert!(err.contains(&warning), "{args:?}, json {json}: {err}");
+            assert!(err.contains("restore it from version control"), "{err}");
+            assert!(err.contains(&format!("  Ignored: {}", args[0])), "{err}");
+            assert!(err.contains(left_out), "{args:?}: {err}");
+            assert!(!out.contains("garbage"), "results on stdout, status on stderr: {out}");
+        }
+    }
+    let (code, _, err) =
+        cli(&["tune", "--kernel", "double", "--budget", "1", "--manifest-path", m]);
+    assert_eq!(code, 2, "tune applies tuned records: it refuses the file: {err}");
+    assert!(err.contains(&format!("error: {}:1:9: ", db.display())), "{err}");
+}

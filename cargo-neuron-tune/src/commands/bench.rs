@@ -22,6 +22,15 @@ pub fn run(
     ctx: &Ctx,
 ) -> Result<Exit, Failure> {
     let mut ws = Workspace::open(cargo, ctx)?;
+    // bench measures the parameters selected, never the tuned ones, but a damaged tuned
+    // database is said all the same: the commands that use it refuse it.
+    super::tuned_to_mention(
+        &ws.tuned,
+        &ctx.out,
+        "bench measures the parameters selected (the defaults, --params, --all-variants), \
+         never the tuned ones, so its figures do not depend on it; `tune`, `list`, `bench \
+         --model` and `gate` refuse the file until it is repaired",
+    );
     let store = open_store(&ws.target_dir, &ctx.out)?;
     let chip = chip_spec(&s.chip)?;
     check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s, &ctx.out)?;

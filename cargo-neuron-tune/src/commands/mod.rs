@@ -166,6 +166,29 @@ pub(crate) fn stop_note(stopped_by: Option<&str>, opts: &crate::cli::SearchOpts)
     }
 }
 
+/// The tuned databases, for a command that only *mentions* them and does its work the same
+/// without them (`profile` names the tuned winner beside the default it profiles; kernel
+/// `bench` measures the parameters selected, and only says the file is damaged). A
+/// damaged one is never ignored silently: a warning on stderr (in JSON mode too) gives the
+/// refusal — the file, where and what is wrong, what to do — and what the command leaves
+/// out, and the command goes on. The commands that *apply* tuned parameters or report the
+/// databases (`tune`, `list`, `bench --model`, `gate`, `baseline save`, `report`, `merge`)
+/// refuse a damaged one instead, exit 2 (`ws.tuned.get()?`): with defaults in place of
+/// the tuned parameters their figures would be wrong. `check` and `build` never read them.
+pub(crate) fn tuned_to_mention<'a>(
+    tuned: &'a crate::workspace::Tuned,
+    out: &Reporter,
+    left_out: &str,
+) -> Option<&'a crate::models::TunedSet> {
+    match tuned.get() {
+        Ok(set) => Some(set),
+        Err(f) => {
+            out.note(format!("warning: {}\n  Ignored: {left_out}", f.message));
+            None
+        }
+    }
+}
+
 /// Open the variant store, saying so when another run holds its lock.
 pub(crate) fn open_store(
     target: &std::path::Path,

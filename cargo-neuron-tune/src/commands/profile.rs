@@ -87,10 +87,15 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
         }
     };
     // Without --params the default is profiled; say so when the tuned database has a
-    // winner for this problem, which is what the models run (a damaged database is only
-    // `list`'s and `tune`'s to report: profile does not depend on it).
+    // winner for this problem, which is what the models run. A damaged database does not
+    // change what is profiled, so profile goes on, but says that it cannot name a winner.
     if a.params.is_none() {
-        let recorded = ws.tuned.get().ok().and_then(|set| {
+        let left_out = format!(
+            "profile runs {}'s default parameters, as without it, but a winner it records at \
+             this shape is not named",
+            k.name
+        );
+        let recorded = super::tuned_to_mention(&ws.tuned, out, &left_out).and_then(|set| {
             set.for_chip(&chip.name).get(&k.name, &shape).filter(|p| **p != params).cloned()
         });
         if let Some(p) = recorded {
