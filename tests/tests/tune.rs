@@ -841,3 +841,48 @@ fn what_kernel_code_prints_during_a_search_reaches_the_user() {
         "{out}"
     );
 }
+
+/// `--objective pareto` on the elementwise template's `my_add` at `small`, where
+/// `bufs=3,cols_per_tile=1024` runs exactly as long as `bufs=2,cols_per_tile=1024` with
+/// 6144 B of SBUF against 4096 B. A time-objective run (seed 4, 4 evaluations) records the
+/// first; the Pareto run then shows the second on its front, and the file must keep that
+/// one: on a tie in time the variant that dominates wins, where the record used to stand
+/// (a tie kept it).
+#[test]
+fn a_pareto_run_records_the_variant_that_dominates_on_a_tie_in_time() {
+    let dir = neuron_tune_tests::empty_kernel_crate("pareto-tie");
+    let manifest = dir.join("Cargo.toml");
+    let m = manifest.to_str().unwrap();
+    let (code, _, err) = cli(&["new", "my_add", "--manifest-path", m]);
+    assert_eq!(code, 0, "{err}");
+    let tune = |extra: &[&str]| {
+        let mut a = vec!["tune", "--kernel", "my_add", "--shape", "small", "--manifest-path", m];
+        a.extend_from_slice(extra);
+        a.extend(["--message-format", "json"]);
+        let (code, out, err) = cli_env(&a, &[]);
+        assert_eq!(code, 0, "{a:?}\n{err}");
+        final_event(&out)
+    };
+    let recorded = || -> Value {
+        let text = std::fs::read_to_string(dir.join("neuron-tune.tuned.toml")).unwrap();
+        let db: toml::Value = toml::from_str(&text).unwrap();
+        serde_json::to_value(&db["tuned"][0]["params"]).unwrap()
+    };
+    let heavy = serde_json::json!({"bufs": 3, "cols_per_tile": 1024});
+    let light = serde_json::json!({"bufs": 2, "cols_per_tile": 1024});
+    let first = tune(&["--seed", "4", "--budget", "4"]);
+    assert_eq!((&first["best_params"], recorded()), (&heavy, heavy.clone()), "{first}");
+
+    let pareto = tune(&["--objective", "pareto", "--seed", "1"]);
+    let front = pareto["pareto"].as_array().unwrap();
+    let point = |p: &Value| front.iter().find(|f| f["params"] == *p).cloned();
+    let fastest = point(&light).unwrap_or_else(|| panic!("{light} not on the front: {pareto}"));
+    assert!(point(&heavy).is_none(), "{heavy} is dominated: {pareto}");
+    assert_eq!(fastest["time_us"], front[0]["time_us"], "{pareto}");
+    assert_eq!(recorded(), light, "the dominating variant is recorded: {pareto}");
+    assert_eq!((&pareto["best_params"], &pareto["best_time"]), (&light, &fastest["time_us"]));
+    assert!(pareto.get("kept_record").is_none(), "{pareto}");
+    // A time-objective run that ties it keeps the record, as before.
+    tune(&["--seed", "4", "--budget", "4"]);
+    assert_eq!(recorded(), light);
+}

@@ -319,6 +319,7 @@ pub fn run(
         };
         let mut result =
             tune_one(&mut c.pool, &k.space, &k.defaults, &job, &key, ctx, &mut models)?;
+        prefer_dominating(&mut c.pool, &job, &mut result)?;
         // The bar counts simulations, `--budget` per target: a target that ended short of
         // its budget (early stop, goal met, space or proposal cap exhausted) hands the rest
         // over, so the bar's position and ETA stay right for the next one.
