@@ -126,11 +126,52 @@ impl KernelSelection {
     }
 }
 
+/// The selection of a command that runs kernels (`build`, `check`, `bench`, `tune`): the
+/// selected crates must have a kernel between them — selected packages with none (a models
+/// crate, a crate `init` made before `new`) would pass with "0 variants", and a CI step
+/// with the wrong `-p` would pass forever — then [`check_names`].
+pub fn check_patterns(
+    lists: &[&ListDoc],
+    s: &Selection,
+    out: &crate::output::Reporter,
+) -> Result<(), Failure> {
+    require_kernels(lists)?;
+    check_names(lists, s, out)
+}
+
+/// A usage error (exit 2) when no selected crate has a kernel, naming each package and
+/// what it has instead: its models, or nothing yet (`cargo neuron-tune new` adds a kernel).
+pub fn require_kernels(lists: &[&ListDoc]) -> Result<(), Failure> {
+    if lists.iter().any(|l| !l.kernels.is_empty()) {
+        return Ok(());
+    }
+    let what = |l: &ListDoc| match l.models.len() {
+        0 => format!("{} has no kernels yet (`cargo neuron-tune new NAME` adds one)", l.crate_name),
+        _ => {
+            let mut models: Vec<&str> = l.models.iter().map(|m| m.name.as_str()).collect();
+            models.sort_unstable();
+            format!(
+                "{} has no kernels (it has models: {} — `bench --model` and `gate` use them)",
+                l.crate_name,
+                models.join(", ")
+            )
+        }
+    };
+    let each: Vec<String> = lists.iter().map(|l| what(l)).collect();
+    Err(fail(
+        Exit::Config,
+        match each.len() {
+            1 => each.into_iter().next().expect("one"),
+            _ => format!("no selected package has a kernel: {}", each.join("; ")),
+        },
+    ))
+}
+
 /// Every `--kernel` pattern must match a kernel of some selected crate, and every `--shape`
 /// a shape of some selected kernel (else a usage error naming what exists). A selected
 /// kernel without a requested shape is skipped with a note, as is a crate with kernels none
-/// of which matches.
-pub fn check_patterns(
+/// of which matches. (`list` checks only this: it lists models too.)
+pub fn check_names(
     lists: &[&ListDoc],
     s: &Selection,
     out: &crate::output::Reporter,

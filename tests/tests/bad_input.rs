@@ -13,6 +13,8 @@ struct Case {
 }
 
 const K: &str = "neuron-fixtures-kernels";
+/// The models crate: models, no kernels.
+const Q: &str = "neuron-fixtures-qwen3";
 
 const CASES: &[Case] = &[
     Case {
@@ -370,6 +372,33 @@ const CASES: &[Case] = &[
         words: &["--model benchmarks whole models"],
     },
     Case {
+        what: "check of a package with models but no kernels (it passed: 0 of 0 variants)",
+        args: &["check", "-p", Q],
+        code: 2,
+        words: &[
+            "neuron-fixtures-qwen3 has no kernels (it has models: qwen3, qwen3_naive",
+            "`bench --model` and `gate` use them",
+        ],
+    },
+    Case {
+        what: "tune of a package with no kernels (it tuned 0 kernel shapes, exit 0)",
+        args: &["tune", "-p", Q, "--budget", "3", "--seed", "1"],
+        code: 2,
+        words: &["neuron-fixtures-qwen3 has no kernels (it has models: qwen3"],
+    },
+    Case {
+        what: "bench of a package with no kernels (it benched 0 variants, exit 0)",
+        args: &["bench", "-p", Q],
+        code: 2,
+        words: &["neuron-fixtures-qwen3 has no kernels"],
+    },
+    Case {
+        what: "build of a package with no kernels (it printed nothing, exit 0)",
+        args: &["build", "-p", Q],
+        code: 2,
+        words: &["neuron-fixtures-qwen3 has no kernels"],
+    },
+    Case {
         what: "the pareto objective on a landscape",
         args: &[
             "replay",
@@ -534,4 +563,26 @@ fn a_trace_into_missing_directories_makes_them_and_one_under_a_file_is_refused()
     assert!(err.contains(&why), "{err}");
     assert!(!err.contains("Building"), "refused before anything is built: {err}");
     assert!(std::fs::read(&file).unwrap().is_empty(), "the file is left alone");
+}
+
+/// A crate `init` made a kernel crate, before `new` added a kernel: `check` said "0 of 0
+/// variants passed" and exited 0, so a CI step over it passed forever.
+#[test]
+fn a_kernel_crate_without_kernels_yet_is_told_how_to_add_one() {
+    let dir = neuron_tune_tests::empty_kernel_crate("no-kernels-yet");
+    let manifest = dir.join("Cargo.toml");
+    let manifest = manifest.to_str().unwrap();
+    for command in ["check", "bench", "build"] {
+        let (code, out, err) = cli(&[command, "--manifest-path", manifest]);
+        assert_eq!(code, 2, "{command}: {out}\n{err}");
+        assert!(
+            err.contains(
+                "no-kernels-yet has no kernels yet (`cargo neuron-tune new NAME` adds one)"
+            ),
+            "{command}: {err}"
+        );
+    }
+    // `list` still lists it (nothing to list is an answer there).
+    let (code, _, err) = cli(&["list", "--manifest-path", manifest]);
+    assert_eq!(code, 0, "{err}");
 }
