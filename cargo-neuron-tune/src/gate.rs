@@ -13,8 +13,10 @@
 //!   changed, are *not comparable*: reported, never a regression.
 //! - Calls are matched between the two sides by (kernel, shape dimensions); a call moved
 //!   by the difference of its total time in the model (calls × (time + launch)).
-//! - Exit: 4 if a model could not be evaluated, else 5 on a regression (or, with
-//!   `--strict`, a stale tuned entry), else 0.
+//! - Exit: 4 if a model could not be evaluated, else 2 if a gate against a baseline file
+//!   compared nothing (every item new: a wrong `--chip`, `--shape` or `--baseline`, which
+//!   would otherwise pass forever), else 5 on a regression (or, with `--strict`, a stale
+//!   tuned entry), else 0.
 
 use crate::exit::Exit;
 use crate::models::{CallTime, ModelRun};
@@ -74,6 +76,12 @@ pub struct Config {
     pub strict: bool,
     /// What the baseline is, for the reports (`neuron-tune.baseline.toml`, `HEAD~1 (…)`).
     pub against: String,
+    /// Set when the baseline is a file (not a base revision, where a model the base lacks
+    /// is simply new; not in one partition's own verdict, as the merge judges the whole
+    /// run): what the file holds and how to record the selection in it. A gate that then
+    /// compares nothing — every item new — fails with exit 2 saying this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_hint: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -169,6 +177,10 @@ pub struct Report {
     pub notes: Vec<String>,
     pub counts: Counts,
     pub exit_code: u8,
+    /// Why a gate against a baseline file that compared nothing failed (exit 2): what was
+    /// not compared, what the file holds, how to record a baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nothing_compared: Option<String>,
 }
 
 impl Report {
@@ -178,11 +190,13 @@ impl Report {
 }
 
 impl Report {
-    /// The run's notes and each comparison's (a not-comparable one's is its verdict's
-    /// reason, shown with it), as the Markdown summary and the JSON summary list them.
+    /// The run's notes (first why it compared nothing, when that failed it) and each
+    /// comparison's (a not-comparable one's is its verdict's reason, shown with it), as the
+    /// Markdown summary and the JSON summary list them.
     pub fn all_notes(&self) -> Vec<String> {
-        self.notes
+        self.nothing_compared
             .iter()
+            .chain(&self.notes)
             .cloned()
             .chain(
                 self.comparisons.iter().filter(|c| c.verdict != Verdict::NotComparable).filter_map(
@@ -301,8 +315,16 @@ pub fn judge(items: &[Item], cfg: &Config) -> Report {
         failed: count(Verdict::Failed),
         stale: stale_all.len(),
     };
+    let nothing_compared = match &cfg.baseline_hint {
+        Some(hint) if counts.models > 0 && counts.new == counts.models => {
+            Some(format!("nothing compared: {}; {hint}", not_compared(&counts)))
+        }
+        _ => None,
+    };
     let exit = if counts.failed > 0 {
         Exit::Check
+    } else if nothing_compared.is_some() {
+        Exit::Config
     } else if counts.regressions > 0 || (cfg.strict && counts.stale > 0) {
         Exit::Regression
     } else {
@@ -316,7 +338,22 @@ pub fn judge(items: &[Item], cfg: &Config) -> Report {
         notes,
         counts,
         exit_code: exit.code(),
+        nothing_compared,
     }
+}
+
+/// Why nothing was compared, when every item is new or not comparable: "2 models without a
+/// baseline entry, 1 model not comparable".
+pub fn not_compared(c: &Counts) -> String {
+    let plural = |n: usize| format!("{n} model{}", if n == 1 { "" } else { "s" });
+    let mut why = Vec::new();
+    if c.new > 0 {
+        why.push(format!("{} without a baseline entry", plural(c.new)));
+    }
+    if c.not_comparable > 0 {
+        why.push(format!("{} not comparable", plural(c.not_comparable)));
+    }
+    why.join(", ")
 }
 
 /// The calls of one model whose total time moved, most first. Calls are matched by
@@ -467,7 +504,7 @@ pub(crate) mod tests {
     }
 
     pub fn cfg(threshold_pct: f64) -> Config {
-        Config { threshold_pct, strict: false, against: "HEAD~1 (abc)".into() }
+        Config { threshold_pct, strict: false, against: "HEAD~1 (abc)".into(), baseline_hint: None }
     }
 
     #[test]
@@ -527,6 +564,34 @@ pub(crate) mod tests {
         let r = judge(&[failed, item("g", Some(17.6), 18.6)], &cfg(0.0));
         assert_eq!(r.exit(), Exit::Check);
         assert_eq!(r.comparisons[0].note.as_deref(), Some("call rope failed"));
+    }
+
+    #[test]
+    fn a_gate_against_a_file_that_compared_nothing_fails_with_exit_2() {
+        let file = Config { baseline_hint: Some("b.toml holds chip trn2".into()), ..cfg(0.0) };
+        // Every model new: nothing compared, which the message says with the hint.
+        let all_new = [item("a", None, 18.6), item("b", None, 18.6)];
+        let r = judge(&all_new, &file);
+        assert_eq!(r.exit(), Exit::Config);
+        assert_eq!(
+            r.nothing_compared.as_deref(),
+            Some("nothing compared: 2 models without a baseline entry; b.toml holds chip trn2")
+        );
+        assert_eq!(r.all_notes()[0], r.nothing_compared.clone().unwrap());
+        // Against a base revision (no hint) a model the base lacks is new: no failure.
+        assert_eq!(judge(&all_new, &cfg(0.0)).exit(), Exit::Ok);
+        // One compared is a comparison; a failed model is exit 4 whatever else.
+        let r = judge(&[item("a", Some(18.6), 18.6), item("b", None, 18.6)], &file);
+        assert_eq!((r.exit(), r.nothing_compared), (Exit::Ok, None));
+        let mut failed = item("f", None, 18.6);
+        failed.current = None;
+        assert_eq!(judge(&[failed, item("b", None, 18.6)], &file).exit(), Exit::Check);
+        // Not comparable (another simulator version) is reported, never a failure.
+        let mut other = item("c", Some(10.0), 18.6);
+        other.base.as_mut().unwrap().sim_version = "s0".into();
+        assert_eq!(judge(&[other, item("b", None, 18.6)], &file).exit(), Exit::Ok);
+        // Nothing selected at all (an empty partition) is not this failure.
+        assert_eq!(judge(&[], &file).exit(), Exit::Ok);
     }
 
     #[test]

@@ -38,19 +38,16 @@ pub fn headline(r: &Report) -> String {
         format!("❌ {} of {}", plural(c.regressions, "regression", "regressions"), items(c.models))
     } else if r.config.strict && c.stale > 0 {
         format!("❌ {} (--strict)", plural(c.stale, "stale tuned entry", "stale tuned entries"))
+    } else if r.nothing_compared.is_some() {
+        // Against a baseline file, every row new: a wrong --chip, --shape or baseline file,
+        // which fails the gate (exit 2); the notes say what the file holds.
+        format!("❌ nothing compared: {}", crate::gate::not_compared(c))
     } else if c.models > 0 && c.regressions + c.improvements + c.unchanged == 0 {
-        // Every row new or not comparable: a wrong --chip, --shape or baseline file passes
-        // here too, so the headline must not read as a comparison.
-        let mut why = Vec::new();
-        if c.new > 0 {
-            why.push(format!("{} without a baseline entry", plural(c.new, "model", "models")));
-        }
-        if c.not_comparable > 0 {
-            why.push(format!("{} not comparable", plural(c.not_comparable, "model", "models")));
-        }
+        // Every row new or not comparable (against a base revision, or some rows not
+        // comparable): the headline must not read as a comparison.
         format!(
             "⚠️ nothing compared: {} (`cargo neuron-tune baseline save` records a baseline)",
-            why.join(", ")
+            crate::gate::not_compared(c)
         )
     } else {
         let mut s = format!("✅ no regression in {}", items(c.models));
@@ -326,6 +323,15 @@ mod tests {
             headline(&r),
             "⚠️ nothing compared: 2 models without a baseline entry (`cargo neuron-tune \
              baseline save` records a baseline)"
+        );
+        // Against a baseline file that fails the gate (exit 2), and the Markdown says why.
+        let file = crate::gate::Config { baseline_hint: Some("b.toml holds".into()), ..cfg(0.0) };
+        let r = judge(&[item("qwen3", None, 18.6), item("qwen3_naive", None, 18.6)], &file);
+        assert_eq!(headline(&r), "❌ nothing compared: 2 models without a baseline entry");
+        let md = markdown(&r);
+        assert!(
+            md.contains("- nothing compared: 2 models without a baseline entry; b.toml holds\n"),
+            "{md}"
         );
         // One compared model is a comparison.
         let r =

@@ -415,3 +415,68 @@ fn two_baseline_saves_at_once_keep_both_models() {
         assert!(text.contains(&format!("model = \"{model}\"")), "{model} lost:\n{text}");
     }
 }
+
+/// A gate that compared nothing — every model new to the baseline, as a wrong `--chip`,
+/// `--shape` or `--baseline` makes it — fails (exit 2) naming what the baseline holds and
+/// how to record the selection; it passed with a warning, so such a CI step passed forever.
+/// Its reports are written as for any gate, and say the same.
+#[test]
+fn a_gate_that_compared_nothing_fails_naming_what_the_baseline_holds() {
+    let dir = scratch_dir("gate-nothing-compared");
+    let (md, xml) = (dir.join("summary.md"), dir.join("junit.xml"));
+    let baseline = root().join("fixtures/neuron-tune.baseline.toml");
+    let b = baseline.to_str().unwrap();
+    let args = [
+        "gate",
+        "--baseline",
+        b,
+        "--shape",
+        "tiny",
+        "--chip",
+        "trn1",
+        "--markdown",
+        md.to_str().unwrap(),
+        "--junit",
+        xml.to_str().unwrap(),
+        "--message-format",
+        "json",
+    ];
+    let (code, out, err) = cli(&args);
+    assert_eq!(code, 2, "{out}\n{err}");
+    let models = events(&out, "gate");
+    assert_eq!(models.len(), 2, "{out}");
+    assert!(models.iter().all(|m| m["verdict"] == "new"), "{out}");
+    let summary = events(&out, "gate_summary").pop().expect("a gate summary");
+    assert_eq!(summary["exit_code"], 2, "{summary}");
+    let error = events(&out, "error").pop().expect("an error event");
+    assert_eq!(error["code"], 2, "{error}");
+    let message = error["message"].as_str().unwrap();
+    for words in [
+        "nothing compared: 2 models without a baseline entry",
+        "holds chip trn2 at shape tiny",
+        "`cargo neuron-tune baseline save --baseline",
+        "--shape tiny --chip trn1`",
+    ] {
+        assert!(message.contains(words), "{words:?} in {message}");
+        assert!(err.contains(words), "{words:?} on stderr: {err}");
+    }
+    // The reports are written, and the Markdown says the same.
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(md.starts_with("## neuron-tune gate: ❌ nothing compared"), "{md}");
+    assert!(md.contains("holds chip trn2 at shape tiny"), "{md}");
+    assert!(std::fs::read_to_string(&xml).unwrap().contains("<testsuite"));
+    // The same baseline at the chip it holds compares both models and passes.
+    let (code, out, err) = cli(&[
+        "gate",
+        "--baseline",
+        b,
+        "--shape",
+        "tiny",
+        "--chip",
+        "trn2",
+        "--message-format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(events(&out, "gate").iter().all(|m| m["verdict"] == "unchanged"), "{out}");
+}

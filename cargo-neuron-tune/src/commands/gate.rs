@@ -160,7 +160,12 @@ pub fn run(
         ));
     }
     items.sort_by_key(|i| i.name());
-    let cfg = Config { threshold_pct: g.threshold, strict: g.strict, against: described };
+    let baseline_hint = match &against {
+        Against::File(b) => Some(baseline_hint(b, g, &chip.name, cargo)),
+        Against::Rev { .. } => None,
+    };
+    let cfg =
+        Config { threshold_pct: g.threshold, strict: g.strict, against: described, baseline_hint };
     if let Some(path) = &parts.results {
         let r = super::merge::Results::Gate {
             partition: parts.partition,
@@ -170,7 +175,76 @@ pub fn run(
         super::merge::write_results(path, &r)?;
         ctx.out.status(format!("   Wrote {}", path.display()));
     }
+    // A partition that compares nothing is no failure of its own: its items may all be new
+    // while the others compare; the merge (whose results keep the hint) judges the run.
+    let cfg = match parts.partition {
+        Some(_) => Config { baseline_hint: None, ..cfg },
+        None => cfg,
+    };
     finish(&items, &cfg, &target, g.markdown.as_deref(), g.junit.as_deref(), &ctx.out)
+}
+
+/// What a baseline file holds (its chips, each with its shapes, and its models) and the
+/// `baseline save` that records this gate's selection in it: said when the gate compared
+/// nothing.
+fn baseline_hint(b: &Baseline, g: &GateOpts, chip: &str, cargo: &CargoFlags) -> String {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut shapes: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut models: BTreeSet<&str> = BTreeSet::new();
+    for e in b.entries() {
+        shapes.entry(&e.chip).or_default().insert(&e.shape);
+        models.insert(&e.model);
+    }
+    let list = |v: &BTreeSet<&str>| v.iter().copied().collect::<Vec<_>>().join(", ");
+    let holds = if shapes.is_empty() {
+        "holds no entries".to_string()
+    } else {
+        let chips: Vec<String> = shapes
+            .iter()
+            .map(|(c, s)| {
+                format!("chip {c} at shape{} {}", if s.len() == 1 { "" } else { "s" }, list(s))
+            })
+            .collect();
+        format!(
+            "holds {} (model{} {})",
+            chips.join("; "),
+            if models.len() == 1 { "" } else { "s" },
+            list(&models)
+        )
+    };
+    let quote = |a: &str| match a
+        .contains(|c: char| !(c.is_ascii_alphanumeric() || "-_./@:=,".contains(c)))
+    {
+        true => format!("'{}'", a.replace('\'', "'\\''")),
+        false => a.to_string(),
+    };
+    let mut save = vec!["cargo neuron-tune baseline save".to_string()];
+    let mut flag = |f: &str, v: &str| save.push(format!("{f} {}", quote(v)));
+    if let Some(m) = &cargo.manifest_path {
+        flag("--manifest-path", &m.display().to_string());
+    }
+    for p in &cargo.packages {
+        flag("-p", p);
+    }
+    for e in &cargo.exclude {
+        flag("--exclude", e);
+    }
+    if let Some(f) = &g.baseline {
+        flag("--baseline", &f.display().to_string());
+    }
+    for m in &g.models {
+        flag("--model", m);
+    }
+    for s in &g.shapes {
+        flag("--shape", s);
+    }
+    flag("--chip", &g.chip);
+    format!(
+        "{} {holds}; `{}` records the models selected here on {chip} (commit the file), or \
+         gate a chip and shape it holds",
+        b.path().display(),
+        save.join(" ")
+    )
 }
 
 /// What the baseline measured, within the selection (`--model`, `--shape`, the chip, the
@@ -471,6 +545,11 @@ pub(super) fn finish(
         calls.len(),
         calls.len() - cached
     ));
+    // Compared nothing against a baseline file: an error (exit 2) like any configuration
+    // error, said after the reports that say it too were written.
+    if let (Exit::Config, Some(why)) = (report.exit(), &report.nothing_compared) {
+        return Err(fail(Exit::Config, why.clone()));
+    }
     Ok(report.exit())
 }
 
