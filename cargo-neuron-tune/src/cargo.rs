@@ -205,6 +205,33 @@ impl CargoFlags {
         self.profile.as_deref().unwrap_or("release")
     }
 
+    /// `--profile NAME` must name a profile cargo knows here, or cargo would refuse it
+    /// during the build, which reads as a failed build (exit 3) when it is the command line
+    /// that is wrong (exit 2). Known: cargo's built-in profiles, `[profile.*]` of the
+    /// workspace's Cargo.toml and of the config files cargo reads (from the directory it
+    /// runs in, where harness builds run, up to the root, then `$CARGO_HOME`), and
+    /// `CARGO_PROFILE_<NAME>_*` variables. When a file cannot be read as TOML the check
+    /// stands aside: cargo says what is wrong with it.
+    pub fn check_profile(&self, meta: &Metadata) -> Result<()> {
+        let Some(name) = &self.profile else { return Ok(()) };
+        let env_prefix = format!("CARGO_PROFILE_{}_", name.to_uppercase().replace('-', "_"));
+        if std::env::vars_os().any(|(k, _)| k.to_string_lossy().starts_with(&env_prefix)) {
+            return Ok(());
+        }
+        let manifest = meta.workspace_root.as_std_path().join("Cargo.toml");
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let Some(known) = defined_profiles(&manifest, &cwd, cargo_home()) else { return Ok(()) };
+        if known.contains(name.as_str()) {
+            return Ok(());
+        }
+        bail!(
+            "--profile {name}: no such profile (known here: {}; a custom profile is a \
+             [profile.{name}] table, with `inherits`, in the workspace's Cargo.toml or a \
+             .cargo/config.toml)",
+            known.into_iter().collect::<Vec<_>>().join(", ")
+        )
+    }
+
     /// The target directory cargo will use.
     pub fn target_dir(&self, meta: &Metadata) -> PathBuf {
         self.target_dir.clone().unwrap_or_else(|| meta.target_directory.clone().into())
@@ -298,6 +325,49 @@ impl CargoFlags {
     }
 }
 
+/// cargo's built-in profiles.
+const BUILTIN_PROFILES: [&str; 4] = ["dev", "release", "test", "bench"];
+
+/// `$CARGO_HOME`, or `~/.cargo`.
+fn cargo_home() -> Option<PathBuf> {
+    std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+}
+
+/// The profiles defined for a build of the workspace whose root manifest is `manifest`,
+/// run from `cwd`: the built-in ones and every `[profile.NAME]` of the manifest and of the
+/// config files cargo reads (`.cargo/config.toml` or `.cargo/config` in `cwd` and each
+/// directory above it, then in `cargo_home`). `None` when one of those files cannot be
+/// read or parsed.
+pub fn defined_profiles(
+    manifest: &std::path::Path,
+    cwd: &std::path::Path,
+    cargo_home: Option<PathBuf>,
+) -> Option<std::collections::BTreeSet<String>> {
+    let mut known: std::collections::BTreeSet<String> =
+        BUILTIN_PROFILES.iter().map(|p| p.to_string()).collect();
+    let mut files = vec![manifest.to_path_buf()];
+    let dirs = cwd.ancestors().map(|d| d.join(".cargo")).chain(cargo_home);
+    for dir in dirs {
+        for name in ["config.toml", "config"] {
+            let file = dir.join(name);
+            if file.is_file() {
+                files.push(file);
+                break;
+            }
+        }
+    }
+    for file in files {
+        let text = std::fs::read_to_string(&file).ok()?;
+        let table: toml::Table = text.parse().ok()?;
+        if let Some(profiles) = table.get("profile").and_then(toml::Value::as_table) {
+            known.extend(profiles.keys().cloned());
+        }
+    }
+    Some(known)
+}
+
 /// Why a harness could not be built (exit code 3).
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
@@ -310,4 +380,36 @@ pub enum BuildError {
     Failed { package: String, diagnostics: Vec<String> },
     #[error("cargo built `{package}` but reported no executable for target `{target}`")]
     NoExecutable { package: String, target: String },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::defined_profiles;
+
+    #[test]
+    fn profiles_are_the_built_in_ones_and_those_the_manifest_and_configs_define() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        let sub = ws.join("crates/k");
+        std::fs::create_dir_all(sub.join(".cargo")).unwrap();
+        std::fs::create_dir_all(ws.join(".cargo")).unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let manifest = ws.join("Cargo.toml");
+        std::fs::write(&manifest, "[workspace]\n[profile.fast]\ninherits = \"release\"\n").unwrap();
+        std::fs::write(ws.join(".cargo/config.toml"), "[profile.lean]\ninherits = \"dev\"\n")
+            .unwrap();
+        // A legacy `config` without the extension is read too; in CARGO_HOME as well.
+        std::fs::write(sub.join(".cargo/config"), "[profile.sub]\ninherits = \"dev\"\n").unwrap();
+        std::fs::write(home.join("config.toml"), "[profile.home]\ninherits = \"dev\"\n").unwrap();
+        let known = defined_profiles(&manifest, &sub, Some(home.clone())).unwrap();
+        let known: Vec<&str> = known.iter().map(String::as_str).collect();
+        assert_eq!(known, ["bench", "dev", "fast", "home", "lean", "release", "sub", "test"]);
+        // From the workspace root the subdirectory's config is not read.
+        let known = defined_profiles(&manifest, &ws, None).unwrap();
+        assert!(!known.contains("sub") && known.contains("lean"), "{known:?}");
+        // A file that is not TOML: no judgement (cargo reports it).
+        std::fs::write(ws.join(".cargo/config.toml"), "[profile").unwrap();
+        assert_eq!(defined_profiles(&manifest, &ws, None), None);
+    }
 }

@@ -114,6 +114,7 @@ impl Workspace {
 
     pub fn open_with(cargo: &CargoFlags, ctx: &Ctx, opts: &OpenOpts) -> Result<Workspace, Failure> {
         let meta = cargo.metadata()?;
+        cargo.check_profile(&meta)?;
         let mut cargo = cargo.clone();
         if let Some(dir) = &opts.own_units_under {
             let dir = dir.canonicalize().unwrap_or_else(|_| dir.clone());

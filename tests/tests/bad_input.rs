@@ -586,3 +586,28 @@ fn a_kernel_crate_without_kernels_yet_is_told_how_to_add_one() {
     let (code, _, err) = cli(&["list", "--manifest-path", manifest]);
     assert_eq!(code, 0, "{err}");
 }
+
+/// An unknown `--profile` is the command line's error (exit 2), said before anything is
+/// built, naming the profiles there are; cargo refused it during the build, which read as a
+/// failed build (exit 3). Run without the helpers, which give every build `--profile dev`.
+#[test]
+fn an_unknown_profile_is_a_usage_error_naming_the_profiles() {
+    let td = neuron_tune_tests::test_target_dir();
+    for command in ["bench", "gate"] {
+        let out = std::process::Command::new(neuron_tune_tests::cli_exe())
+            .args(["neuron-tune", command, "-p", K, "--profile", "nosuch", "--target-dir"])
+            .arg(&td)
+            .current_dir(neuron_tune_tests::root())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command}: {err}");
+        assert!(
+            err.contains(
+                "--profile nosuch: no such profile (known here: bench, dev, release, test;"
+            ),
+            "{command}: {err}"
+        );
+        assert!(!err.contains("Compiling") && !err.contains("building the harness"), "{err}");
+    }
+}

@@ -47,6 +47,8 @@ pub fn run(
     }
     let chip = chip_spec(&g.chip)?;
     let meta = cargo.metadata()?;
+    // Before the base revision is built, so an unknown profile is not said of the base.
+    cargo.check_profile(&meta)?;
     let root: PathBuf = meta.workspace_root.clone().into();
     // Absolute: git makes the base worktree from the workspace root, cargo from here.
     let target = cargo.target_dir(&meta);
