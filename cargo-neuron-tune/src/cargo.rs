@@ -156,12 +156,14 @@ impl CargoFlags {
             if !self.selects(pkg.name.as_str()) {
                 continue;
             }
-            let harness = nt.get("harness").and_then(|h| h.as_str()).with_context(|| {
-                format!(
+            let harness = match nt.get("harness") {
+                Some(serde_json::Value::String(h)) => h.as_str(),
+                Some(_) => bail!("{}", wrong_harness_type(pkg.manifest_path.as_std_path())),
+                None => bail!(
                     "{}: [package.metadata.neuron-tune] has no `harness = \"<target>\"` naming the harness binary",
                     pkg.manifest_path
-                )
-            })?;
+                ),
+            };
             let target = pkg.targets.iter().find(|t| t.name == harness).with_context(|| {
                 format!(
                     "{}: harness target `{harness}` is not a [[bin]] or [[bench]] of `{}`",
@@ -323,6 +325,51 @@ impl CargoFlags {
             target: krate.harness.clone(),
         })
     }
+}
+
+/// The error of a `harness` key that is not a string, located as the other metadata errors
+/// are (`Cargo.toml:line:column: key: what`), from the manifest's own text.
+fn wrong_harness_type(manifest: &std::path::Path) -> String {
+    #[derive(serde::Deserialize)]
+    struct Manifest {
+        package: Option<Package>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Package {
+        metadata: Option<Metadata>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Metadata {
+        #[serde(rename = "neuron-tune")]
+        neuron_tune: Option<NeuronTune>,
+    }
+    #[derive(serde::Deserialize)]
+    struct NeuronTune {
+        harness: Option<toml::Spanned<toml::Value>>,
+    }
+    let what = "package.metadata.neuron-tune.harness: expected a string naming the harness \
+                binary target";
+    let text = std::fs::read_to_string(manifest).unwrap_or_default();
+    let harness = toml::from_str::<Manifest>(&text)
+        .ok()
+        .and_then(|m| m.package?.metadata?.neuron_tune?.harness);
+    let Some(h) = harness else {
+        // cargo read it but we cannot: say what is wrong without a place.
+        return format!("{}: {what}", manifest.display());
+    };
+    let found = match h.get_ref() {
+        toml::Value::String(_) => "a string",
+        toml::Value::Integer(_) => "an integer",
+        toml::Value::Float(_) => "a float",
+        toml::Value::Boolean(_) => "a boolean",
+        toml::Value::Datetime(_) => "a date-time",
+        toml::Value::Array(_) => "an array",
+        toml::Value::Table(_) => "a table",
+    };
+    let before = &text[..h.span().start.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    format!("{}:{line}:{column}: {what}, found {found}", manifest.display())
 }
 
 /// cargo's built-in profiles.

@@ -611,3 +611,24 @@ fn an_unknown_profile_is_a_usage_error_naming_the_profiles() {
         assert!(!err.contains("Compiling") && !err.contains("building the harness"), "{err}");
     }
 }
+
+/// A `harness` key of the wrong type is located and named, as the other metadata errors
+/// are (file:line:column); it was reported as missing ("has no `harness = …`").
+#[test]
+fn a_harness_key_that_is_not_a_string_is_located_and_named() {
+    let dir = neuron_tune_tests::empty_kernel_crate("harness-not-a-string");
+    let manifest = dir.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let wrong = text.replace("harness = \"harness-harness-not-a-string\"", "harness = 5");
+    assert_ne!(text, wrong, "the scratch crate names its harness where this test expects");
+    std::fs::write(&manifest, &wrong).unwrap();
+    let line = wrong.lines().position(|l| l == "harness = 5").unwrap() + 1;
+    let (code, _, err) = cli(&["list", "--manifest-path", manifest.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    let want = format!(
+        "{}:{line}:11: package.metadata.neuron-tune.harness: expected a string naming the \
+         harness binary target, found an integer",
+        manifest.display()
+    );
+    assert!(err.contains(&want), "{want}\nin:\n{err}");
+}
