@@ -69,6 +69,9 @@ pub enum Event {
         /// The tolerance the verdict used, and the absolute tolerance it came to.
         tolerance: Option<neuron_tune_protocol::Tolerance>,
         effective_atol: f64,
+        /// The element nearest its own bound (absent when the harness does not say).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        worst: Option<neuron_tune_protocol::WorstElement>,
     },
     Bench {
         kernel: String,

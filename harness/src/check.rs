@@ -236,6 +236,7 @@ pub fn check_at(
                     mse: m.mse,
                     cosine: m.cosine,
                     effective_atol: m.effective_atol,
+                    worst: m.worst,
                     failure: Some(CheckFailure {
                         shape: shape.clone(),
                         input_seed: seed,
@@ -259,6 +260,7 @@ pub fn check_at(
         failure: None,
         tolerance: shapes.first().map(|s| kernel.tolerance(s)),
         effective_atol: w.effective_atol,
+        worst: w.worst,
     })
 }
 
@@ -269,6 +271,7 @@ fn fold_worst(w: &mut Metrics, m: &Metrics) {
     w.mse = w.mse.max(m.mse);
     w.cosine = w.cosine.min(m.cosine);
     w.effective_atol = w.effective_atol.max(m.effective_atol);
+    w.worst = neuron_tune_protocol::WorstElement::worse(w.worst, m.worst);
 }
 
 /// A failing case's metrics as reported: its own, made finite, or (when its outputs were
@@ -282,6 +285,7 @@ fn failing_metrics(metrics: Option<Metrics>) -> Metrics {
         mismatches: 0,
         effective_atol: 0.0,
         elements: 0,
+        worst: None,
     });
     Metrics {
         max_abs_err: finite(m.max_abs_err),
@@ -375,6 +379,7 @@ pub fn check(
             failure: None,
             tolerance: applied.get(),
             effective_atol: w.effective_atol,
+            worst: w.worst,
         }),
         Err(TestError::Fail(_, (shape, seed, dist))) => {
             let (message, metrics) = match case(kernel, params, &shape, seed, dist, &cfg.chip) {
@@ -393,6 +398,7 @@ pub fn check(
                 mse: m.mse,
                 cosine: m.cosine,
                 effective_atol: m.effective_atol,
+                worst: m.worst,
                 failure: Some(CheckFailure {
                     shape,
                     input_seed: seed,

@@ -49,6 +49,45 @@ pub struct Metrics {
     /// The absolute tolerance the comparison used: `atol × max(1, RMS of the reference)`.
     #[serde(default)]
     pub effective_atol: f64,
+    /// The element nearest its own bound (or furthest past it). Absent from an older
+    /// harness's answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst: Option<WorstElement>,
+}
+
+/// The element with the largest `|err| / (effective_atol + rtol·|ref|)`: an error larger
+/// than the absolute tolerance can pass through its relative term, and this says by how
+/// much it stayed within (or went past) its bound. Every figure is finite (JSON has no
+/// infinity: a NaN or infinite error, or a zero bound with an error, is `f64::MAX`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorstElement {
+    /// |out − ref| of the element.
+    pub abs_err: f64,
+    /// |ref| of the element.
+    pub abs_ref: f64,
+    /// Its bound: `effective_atol + rtol·|ref|`.
+    pub allowed: f64,
+    /// `abs_err / allowed`: at most 1 where the element passes.
+    pub ratio: f64,
+}
+
+impl WorstElement {
+    /// The worse of two (the larger ratio; the first on a tie), for folding over cases.
+    pub fn worse(a: Option<WorstElement>, b: Option<WorstElement>) -> Option<WorstElement> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(if b.ratio > a.ratio { b } else { a }),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// `x`, or `f64::MAX` for a NaN or an infinity.
+fn finite(x: f64) -> f64 {
+    if x.is_finite() {
+        x
+    } else {
+        f64::MAX
+    }
 }
 
 impl Metrics {
@@ -62,13 +101,30 @@ impl Metrics {
             .flatten()
             .fold((0f64, 0usize), |(s, c), &r| (s + (r as f64).powi(2), c + 1));
         let atol = tol.atol * (sq / cnt.max(1) as f64).sqrt().max(1.0);
+        let mut worst: Option<WorstElement> = None;
         for (o, r) in out.iter().zip(reference) {
             for (&a, &b) in o.iter().zip(r) {
                 let (a, b) = (a as f64, b as f64);
                 let d = (a - b).abs();
                 n += 1;
-                if !d.is_finite() || d > atol + tol.rtol * b.abs() {
+                let allowed = atol + tol.rtol * b.abs();
+                if !d.is_finite() || d > allowed {
                     bad += 1;
+                }
+                let ratio = if !d.is_finite() {
+                    f64::MAX
+                } else if d == 0.0 {
+                    0.0
+                } else {
+                    finite(d / allowed)
+                };
+                if worst.is_none_or(|w| ratio > w.ratio) {
+                    worst = Some(WorstElement {
+                        abs_err: finite(d),
+                        abs_ref: finite(b.abs()),
+                        allowed: finite(allowed),
+                        ratio,
+                    });
                 }
                 let d = if d.is_nan() { f64::INFINITY } else { d };
                 max_abs = max_abs.max(d);
@@ -91,6 +147,7 @@ impl Metrics {
             mismatches: bad,
             elements: n,
             effective_atol: atol,
+            worst,
         }
     }
 
@@ -146,6 +203,10 @@ pub struct CheckReport {
     pub tolerance: Option<Tolerance>,
     #[serde(default)]
     pub effective_atol: f64,
+    /// The element nearest its own bound over the cases (the failing case's when one
+    /// failed); absent from an older harness's answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst: Option<WorstElement>,
 }
 
 /// The bottleneck verdict of a profile: the kind, its evidence and what to try.
@@ -451,6 +512,19 @@ mod tests {
         assert_eq!(ok.mismatches, 0);
         let nan = Metrics::compare(&[vec![f32::NAN]], &[vec![1.0]], &tol);
         assert_eq!(nan.mismatches, 1);
+        // The worst element by its own bound, which the relative term widens: 0.5 off 10 is
+        // within 0.071 + 0.1·10 (47 %), nearer its bound than 0.05 off 1 (0.05 / 0.171).
+        let rel = Tolerance { atol: 0.01, rtol: 0.1, min_cosine: 0.9 };
+        let m = Metrics::compare(&[vec![1.05, 10.5]], &[vec![1.0, 10.0]], &rel);
+        let w = m.worst.unwrap();
+        let atol = 0.01 * (101f64 / 2.0).sqrt();
+        assert!(m.passes(&rel) && m.max_abs_err > m.effective_atol);
+        assert_eq!((w.abs_err, w.abs_ref), (0.5, 10.0));
+        assert!(
+            (w.allowed - (atol + 1.0)).abs() < 1e-12 && (w.ratio - 0.5 / w.allowed).abs() < 1e-12
+        );
+        // JSON has no infinity: the NaN's element is the worst, at f64::MAX.
+        assert_eq!(nan.worst.map(|w| (w.abs_err, w.ratio)), Some((f64::MAX, f64::MAX)));
         assert!(!nan.passes(&tol));
     }
 }

@@ -632,3 +632,37 @@ fn a_harness_key_that_is_not_a_string_is_located_and_named() {
     );
     assert!(err.contains(&want), "{want}\nin:\n{err}");
 }
+
+/// A passing check's largest error can exceed the printed absolute bound (the relative
+/// term lets it through), so each line names the element nearest its own bound: its error,
+/// its |ref| and the share of its bound it used — in the text and in the JSON.
+#[test]
+fn check_names_the_element_nearest_its_bound() {
+    let args = ["check", "-p", K, "--kernel", "rmsnorm", "--cases", "4", "--seed", "1"];
+    let (code, out, err) = cli_json(&args);
+    assert_eq!(code, 0, "{err}");
+    let c = &events(&out, "check")[0];
+    let w = &c["worst"];
+    let f =
+        |v: &serde_json::Value| v.as_f64().unwrap_or_else(|| panic!("not a number: {v} in {c}"));
+    let (abs_err, abs_ref, allowed, ratio) =
+        (f(&w["abs_err"]), f(&w["abs_ref"]), f(&w["allowed"]), f(&w["ratio"]));
+    let rtol = f(&c["tolerance"]["rtol"]);
+    // Its bound is its case's absolute tolerance (atol × max(1, RMS of that case's
+    // reference): at least atol, at most the largest over the cases) plus rtol × |ref|.
+    let own_atol = allowed - rtol * abs_ref;
+    let atol = f(&c["tolerance"]["atol"]);
+    assert!(
+        own_atol >= atol * (1.0 - 1e-9) && own_atol <= f(&c["effective_atol"]) * (1.0 + 1e-9),
+        "{c}"
+    );
+    assert!((ratio - abs_err / allowed).abs() <= 1e-9, "{c}");
+    assert!(ratio > 0.0 && ratio <= 1.0 && abs_err <= f(&c["max_abs_err"]), "{c}");
+    // The human line says it as a share of the bound.
+    let (code, out, err) = cli(&args);
+    assert_eq!(code, 0, "{err}");
+    let line = out.lines().find(|l| l.contains("rmsnorm")).unwrap_or_else(|| panic!("{out}"));
+    let pct = format!("worst at {:.0} % of its bound", ratio * 100.0);
+    assert!(line.contains(&pct), "{pct:?} in {line}");
+    assert!(line.contains(&format!("|ref| {abs_ref:.2e}")), "{line}");
+}

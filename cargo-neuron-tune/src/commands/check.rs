@@ -175,15 +175,17 @@ fn report(ctx: &Ctx, v: &Variant, chip: &str, r: &CheckReport, w: &Widths) {
         failure: r.failure.clone(),
         tolerance: r.tolerance,
         effective_atol: r.effective_atol,
+        worst: r.worst,
     });
     if r.passed {
         out.result(format!(
-            "  ok     {}  {:<pw$}  cases {:>3}  max abs err {:.2e}  cosine {:.6}  {}",
+            "  ok     {}  {:<pw$}  cases {:>3}  max abs err {:.2e}  cosine {:.6}  {}{}",
             w.variant(v),
             v.params.to_string(),
             r.cases,
             r.max_abs_err,
             r.cosine,
+            r.worst.map_or(String::new(), |e| format!("{}  ", nearest(&e))),
             allowed(r),
             pw = w.params,
         ));
@@ -212,6 +214,22 @@ fn report(ctx: &Ctx, v: &Variant, chip: &str, r: &CheckReport, w: &Widths) {
             r.max_abs_err, r.max_rel_err, r.mse, r.cosine
         ));
     }
+}
+
+/// The element nearest its own bound, which the line's largest error need not be (the
+/// relative term lets a large error at a large |ref| through), with its own bound (its
+/// case's absolute tolerance, which the `allowed` part's largest one need not be): "worst at
+/// 41 % of its bound (err 7.01e-2 of 1.71e-1 allowed at |ref| 8.22e0)".
+fn nearest(e: &neuron_tune_protocol::WorstElement) -> String {
+    let pct = e.ratio * 100.0;
+    let pct = match pct {
+        p if p == 0.0 || p >= 1.0 => format!("{p:.0}"),
+        p => format!("{p:.2}"),
+    };
+    format!(
+        "worst at {pct} % of its bound (err {:.2e} of {:.2e} allowed at |ref| {:.2e})",
+        e.abs_err, e.allowed, e.abs_ref
+    )
 }
 
 /// What the verdict allowed: |err| ≤ atol·max(1, RMS(ref)) + rtol·|ref| and a cosine floor.
