@@ -826,3 +826,47 @@ fn profile_and_bench_say_loudly_that_a_damaged_tuned_database_was_ignored() {
     assert_eq!(code, 2, "tune applies tuned records: it refuses the file: {err}");
     assert!(err.contains(&format!("error: {}:1:9: ", db.display())), "{err}");
 }
+
+/// `build` prints its grid in a fixed order — kernel, shape, then the space's order, as
+/// `bench` does — whatever order the traces finish in (it printed them as they finished),
+/// with the SBUF footprint its help promises in a column, and ends with a one-line summary
+/// on stderr.
+#[test]
+fn build_prints_its_grid_in_order_with_the_sbuf_footprint_and_a_summary() {
+    let sel = ["-p", "neuron-fixtures-kernels", "--kernel", "add", "--kernel", "softmax"];
+    let (code, out, err) = cli_json(&[&["list"][..], &sel].concat());
+    assert_eq!(code, 0, "{err}");
+    let list = events(&out, "list").pop().unwrap();
+    let mut expected = Vec::new();
+    for k in list["kernels"].as_array().unwrap() {
+        let k: neuron_tune_protocol::KernelInfo = serde_json::from_value(k.clone()).unwrap();
+        for (shape, _) in k.shapes.iter().filter(|(s, _)| s == "small") {
+            for p in k.space.iter() {
+                expected.push(format!("{} {shape} {p}", k.name));
+            }
+        }
+    }
+    assert_eq!(expected.len(), 27, "softmax's 18 and add's 9: {expected:?}");
+    let build = [&["build"][..], &sel, &["--all-variants", "--shape", "small", "--jobs", "4"]];
+    let (code, out, err) = cli(&build.concat());
+    assert_eq!(code, 0, "{err}");
+    let mut lines = out.lines().filter(|l| !l.trim().is_empty());
+    let header = lines.next().unwrap_or_else(|| panic!("{out}"));
+    assert!(header.contains("SBUF KiB/partition"), "{header}");
+    let rows: Vec<&str> = lines.collect();
+    let got: Vec<String> =
+        rows.iter().map(|r| r.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).collect();
+    // Every variant built (none of these is invalid at `small`), in grid order.
+    assert_eq!(got, expected, "{out}");
+    // The footprint column holds each one's KiB per partition, as the JSON's bytes say.
+    let (_, json, _) = cli_json(&build.concat());
+    let sbuf = events(&json, "build")
+        .into_iter()
+        .find(|b| b["kernel"] == "add" && b["params"]["bufs"] == 1)
+        .map(|b| b["sbuf_bytes_per_partition"].as_f64().unwrap())
+        .unwrap();
+    let row = rows.iter().find(|r| r.contains("add") && r.contains("bufs=1,")).unwrap();
+    assert!(row.contains(&format!(" {:.1} ", sbuf / 1024.0)), "{sbuf} bytes in {row}");
+    let summary = err.lines().last().unwrap_or_default();
+    assert_eq!(summary.trim(), "27 variants built, 0 invalid", "{err}");
+}
