@@ -9,6 +9,9 @@ use crate::Dtype;
 use std::panic::Location;
 
 /// Which elements of a buffer have been written (to report reads of fresh memory).
+///
+/// Once every element is written (`count == len`) the bits are no longer read, and they
+/// stay allocated so that the buffer's next allocation ([`Written::reset`]) reuses them.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Written {
     bits: Vec<u64>,
@@ -24,27 +27,56 @@ impl Written {
             Written { bits: vec![0; len.div_ceil(64) as usize], count: 0, len }
         }
     }
+    /// Nothing of `len` elements written, reusing the allocation.
+    pub(super) fn reset(&mut self, len: u64) {
+        self.bits.clear();
+        self.bits.resize(len.div_ceil(64) as usize, 0);
+        (self.count, self.len) = (0, len);
+    }
     #[inline]
     fn all(&self) -> bool {
         self.count == self.len
     }
-    #[inline]
+    #[cfg(test)]
     pub(super) fn get(&self, i: u64) -> bool {
         self.all() || self.bits[(i / 64) as usize] & (1 << (i % 64)) != 0
     }
-    #[inline]
+    #[cfg(test)]
     pub(super) fn set(&mut self, i: u64) {
+        self.set_range(i, i + 1);
+    }
+    /// The words of `lo..hi`, each with the mask of its elements in the range.
+    #[inline]
+    fn words(lo: u64, hi: u64) -> impl Iterator<Item = (usize, u64)> {
+        let (first, last) = (lo / 64, hi.saturating_sub(1) / 64);
+        (first..=last).filter(move |_| lo < hi).map(move |w| {
+            let from = if w == first { lo % 64 } else { 0 };
+            let to = if w == last { (hi - 1) % 64 + 1 } else { 64 };
+            let mask = (u64::MAX >> (64 - (to - from))) << from;
+            (w as usize, mask)
+        })
+    }
+    /// The first element of `lo..hi` not written, if any.
+    #[inline]
+    pub(super) fn first_unwritten(&self, lo: u64, hi: u64) -> Option<u64> {
+        if self.all() {
+            return None;
+        }
+        Self::words(lo, hi).find_map(|(w, mask)| {
+            let missing = !self.bits[w] & mask;
+            (missing != 0).then(|| w as u64 * 64 + missing.trailing_zeros() as u64)
+        })
+    }
+    /// Mark `lo..hi` written.
+    #[inline]
+    pub(super) fn set_range(&mut self, lo: u64, hi: u64) {
         if self.all() {
             return;
         }
-        let w = &mut self.bits[(i / 64) as usize];
-        let m = 1u64 << (i % 64);
-        if *w & m == 0 {
-            *w |= m;
-            self.count += 1;
-            if self.count == self.len {
-                self.bits = Vec::new();
-            }
+        for (w, mask) in Self::words(lo, hi) {
+            let word = &mut self.bits[w];
+            self.count += (!*word & mask).count_ones() as u64;
+            *word |= mask;
         }
     }
 }
@@ -153,7 +185,10 @@ impl Nc {
                         d.len()
                     ))))
                 }
-                Some(d) => values = d.iter().map(|&x| dtype.round(x)).collect(),
+                Some(d) => {
+                    values = vec![0.0; d.len()];
+                    dtype.round_slice(d, &mut values);
+                }
                 None => values = vec![f32::NAN; elems as usize],
             }
         }
@@ -402,7 +437,7 @@ impl Nc {
         if functional {
             b.data.clear();
             b.data.resize(len as usize, f32::NAN);
-            b.written = Written::new(len, false);
+            b.written.reset(len);
         }
         let gen = b.gen;
         self.h(&[4, dtype.code(), pool.mem as u8]);
