@@ -93,7 +93,7 @@ impl Nc {
             }
         }
         if self.mode.functional {
-            let mut vals = Vec::new();
+            let mut vals = self.take_vals();
             match &src {
                 Access::Tile(v) => self.gather_tile("src", v, &mut vals)?,
                 Access::Hbm(v) => self.gather_hbm("src", v, &mut vals)?,
@@ -102,6 +102,7 @@ impl Nc {
                 Access::Tile(v) => self.scatter_tile(v, &vals),
                 Access::Hbm(v) => self.scatter_hbm(v, &vals),
             }
+            self.give_vals([vals]);
         }
         let sloc = SourceLoc::from_location(loc);
         self.stats.instructions += 1;

@@ -435,7 +435,9 @@ impl Nc {
         b.pstride = free.elems();
         let len = parts * free.elems();
         if functional {
-            b.data.clear();
+            // Only what this allocation writes is ever read (a read of an element it did
+            // not write is an error), so an earlier allocation's values may stay: the
+            // buffer is only grown or cut to its length, not refilled.
             b.data.resize(len as usize, f32::NAN);
             b.written.reset(len);
         }

@@ -92,6 +92,8 @@ pub struct Nc {
     hash: ProgramHasher,
     scratch: Vec<i64>,
     scratch2: Vec<i64>,
+    /// Value buffers the functional model's instructions reuse (see [`Nc::take_vals`]).
+    vals: Vec<Vec<f32>>,
     dma_out: Vec<(usize, u64, u64)>,
     /// The current DMA's chunks (kept to reuse the allocation).
     dma_chunks: Vec<DmaChunk>,
@@ -135,6 +137,7 @@ impl Nc {
             hash,
             scratch: Vec::new(),
             scratch2: Vec::new(),
+            vals: Vec::new(),
             dma_out: Vec::new(),
             dma_chunks: Vec::new(),
             sbuf_counter: Vec::new(),

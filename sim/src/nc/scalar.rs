@@ -100,7 +100,7 @@ impl Nc {
             self.h_tile(r);
         }
         if self.mode.functional {
-            let (mut x, mut sc, mut bi) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut x, mut sc, mut bi) = (self.take_vals(), self.take_vals(), self.take_vals());
             self.gather_tile("src", &s, &mut x)?;
             self.gather_scalar("scale", &args.scale, s.np, &mut sc)?;
             match &args.bias {
@@ -119,6 +119,7 @@ impl Nc {
             if let Some(r) = &args.reduce {
                 self.scatter_tile(r, &red);
             }
+            self.give_vals([x, sc, bi]);
         }
         let n = Self::n_with_stride(&[&s, &d]);
         let cycles = cost::activation(self.min_ii(eng), n, args.reduce.is_some(), 1);

@@ -3,6 +3,7 @@
 //! TensorE transposes are the same matmul by an identity and share one cost path
 //! ([`Nc::tensor_transpose_cycles`]).
 
+use super::values::transpose_into;
 use super::{Nc, On, VResult};
 use crate::cost;
 use crate::error::{SimResult, SourceLoc, ViolationKind as V};
@@ -114,12 +115,13 @@ impl Nc {
         self.check_one_psum_bank(&rd)?;
         self.h_op(&[6, accumulate as u8], &[d, s, m]);
         if self.mode.functional {
-            let (mut a, mut b) = (Vec::new(), Vec::new());
+            let (mut a, mut b, mut c) = (self.take_vals(), self.take_vals(), self.take_vals());
             self.gather_tile("stationary", s, &mut a)?;
             self.gather_tile("moving", m, &mut b)?;
-            let mut c = vec![0f32; (mm * n) as usize];
             if accumulate {
                 self.gather_tile("dst (accumulating)", d, &mut c)?;
+            } else {
+                c.resize((mm * n) as usize, 0.0);
             }
             // c[M,N] = a[K,M]^T · b[K,N] (+ c). matrixmultiply takes arbitrary strides.
             // SAFETY: the slices hold K·M, K·N and M·N elements and the strides stay inside them.
@@ -142,6 +144,7 @@ impl Nc {
                 );
             }
             self.scatter_tile(d, &c);
+            self.give_vals([a, b, c]);
         }
         let cycles =
             cost::matmul(self.chip.tensor.mm_min_cycles, mm, n, fp32, self.chip.tensor.fp32_factor);
@@ -230,15 +233,11 @@ impl Nc {
         }
         self.h_op(&[7, eng as u8], &[&d, &s]);
         if self.mode.functional {
-            let mut a = Vec::new();
+            let (mut a, mut t) = (self.take_vals(), self.take_vals());
             self.gather_tile("src", &s, &mut a)?;
-            let mut t = vec![0f32; a.len()];
-            for i in 0..p as usize {
-                for j in 0..f as usize {
-                    t[j * p as usize + i] = a[i * f as usize + j];
-                }
-            }
+            transpose_into(&a, p as usize, f as usize, &mut t);
             self.scatter_tile(&d, &t);
+            self.give_vals([a, t]);
         }
         // On TensorE a transpose is a matmul of the source (stationary, [P, F]) with a P x P
         // identity (moving), and costs what that matmul costs in the source's dtype, fp32
@@ -394,7 +393,7 @@ impl Nc {
         self.check_one_psum_bank(&rd)?;
         self.h_op(&[40], &[d, s, m]);
         if self.mode.functional {
-            let (mut a, mut eye) = (Vec::new(), Vec::new());
+            let (mut a, mut eye) = (self.take_vals(), self.take_vals());
             self.gather_tile("stationary", s, &mut a)?;
             self.gather_tile("moving", m, &mut eye)?;
             let pu = p as usize;
@@ -407,14 +406,10 @@ impl Nc {
                     eye[k]
                 )));
             }
-            let fu = f as usize;
-            let mut t = vec![0f32; a.len()];
-            for i in 0..pu {
-                for j in 0..fu {
-                    t[j * pu + i] = a[i * fu + j];
-                }
-            }
+            let mut t = self.take_vals();
+            transpose_into(&a, pu, f as usize, &mut t);
             self.scatter_tile(d, &t);
+            self.give_vals([a, eye, t]);
         }
         let cycles = self.tensor_transpose_cycles(p, f, dt);
         self.count_transpose_flops(p, f, dt == Dtype::F32);

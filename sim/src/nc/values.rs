@@ -37,7 +37,43 @@ pub(super) fn runs<const N: usize>(dims: &Dims<N>, base: i64, starts: &mut Vec<i
     run
 }
 
+/// Value buffers kept for reuse: more than an instruction takes at once.
+const KEPT_VALS: usize = 8;
+
+/// `t[j·p + i] = a[i·f + j]`: the `[f, p]` transpose of `a`'s `p` rows of `f` values, into
+/// `t`. The source is walked eight rows at a time, so each output row is written in runs
+/// and the eight source rows stay in cache.
+pub(super) fn transpose_into(a: &[f32], p: usize, f: usize, t: &mut Vec<f32>) {
+    t.clear();
+    t.resize(a.len(), 0.0);
+    for i0 in (0..p).step_by(8) {
+        let i1 = (i0 + 8).min(p);
+        for j in 0..f {
+            for (k, y) in t[j * p + i0..j * p + i1].iter_mut().enumerate() {
+                *y = a[(i0 + k) * f + j];
+            }
+        }
+    }
+}
+
 impl Nc {
+    /// An empty value buffer, with the capacity of one an earlier instruction gave back
+    /// ([`Nc::give_vals`]): the operands' values of a functional instruction are gathered
+    /// into these rather than into fresh allocations (megabytes per DMA or matmul).
+    pub(super) fn take_vals(&mut self) -> Vec<f32> {
+        self.vals.pop().unwrap_or_default()
+    }
+
+    /// Give value buffers back for the next instructions.
+    pub(super) fn give_vals<const N: usize>(&mut self, bufs: [Vec<f32>; N]) {
+        for mut b in bufs {
+            if self.vals.len() < KEPT_VALS {
+                b.clear();
+                self.vals.push(b);
+            }
+        }
+    }
+
     /// Read a tile view as `[np][free]` values (row-major), checking for unwritten elements.
     pub(super) fn gather_tile(
         &mut self,
@@ -316,6 +352,22 @@ mod tests {
             }
             // The count decides when every element is written: a whole-range probe sees it.
             prop_assert_eq!(ranges.first_unwritten(0, len), (0..len).find(|&i| !each.get(i)));
+        }
+    }
+
+    #[test]
+    fn transpose_into_is_the_element_loop() {
+        for (p, f) in [(1, 1), (3, 5), (8, 8), (9, 17), (128, 128), (128, 32), (20, 1)] {
+            let a: Vec<f32> = (0..p * f).map(|i| i as f32 * 0.5 - 7.0).collect();
+            let mut expected = vec![0f32; p * f];
+            for i in 0..p {
+                for j in 0..f {
+                    expected[j * p + i] = a[i * f + j];
+                }
+            }
+            let mut t = vec![1.0; 3];
+            transpose_into(&a, p, f, &mut t);
+            assert_eq!(t, expected, "{p} x {f}");
         }
     }
 

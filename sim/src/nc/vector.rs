@@ -62,13 +62,14 @@ impl Nc {
         }
         self.h_op(&[10, eng as u8, op.code()], &[&d, &a, &b]);
         if self.mode.functional {
-            let (mut x, mut y) = (Vec::new(), Vec::new());
+            let (mut x, mut y) = (self.take_vals(), self.take_vals());
             self.gather_tile("a", &a, &mut x)?;
             self.gather_tile("b", &b, &mut y)?;
             for (u, v) in x.iter_mut().zip(&y) {
                 *u = op.apply(*u, *v);
             }
             self.scatter_tile(&d, &x);
+            self.give_vals([x, y]);
         }
         let n = Self::n_with_stride(&[&a, &b, &d]);
         let sb = |v: &TileView| v.tile.mem == Mem::Sbuf;
@@ -360,9 +361,10 @@ impl Nc {
         self.same_shape("dst", &d, "src", &s)?;
         self.h_op(&[13, eng as u8], &[&d, &s]);
         if self.mode.functional {
-            let mut x = Vec::new();
+            let mut x = self.take_vals();
             self.gather_tile("src", &s, &mut x)?;
             self.scatter_tile(&d, &x);
+            self.give_vals([x]);
         }
         let n = Self::n_with_stride(&[&s, &d]);
         let cycles = cost::tensor_copy(self.min_ii(eng), n, self.copy_speedup(eng, &s, &d));
