@@ -75,7 +75,8 @@ pub struct Selection {
     #[arg(long = "shape", value_name = "NAME")]
     pub shapes: Vec<String>,
     /// Parameter values `k=v,k=v`; unnamed parameters take the kernel's default (`tune`:
-    /// the named ones are pinned, the rest searched). Default: the kernel's defaults.
+    /// the named ones are pinned, the rest searched, and results are still measured against
+    /// the kernel's own defaults). Default: the kernel's defaults.
     #[arg(long, value_name = "K=V,...")]
     pub params: Option<String>,
     /// Chip: `trn1`, `trn2`, `trn3`, or a chip TOML file.

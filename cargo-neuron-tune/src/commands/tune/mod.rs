@@ -530,11 +530,13 @@ fn kernel_targets(
                 continue;
             }
             // `--params`: those parameters pinned (checked against the kernel's
-            // declarations), the rest searched; the default is the kernel's with the pins.
+            // declarations), the rest searched. The default stays the kernel's own, even
+            // where the pins exclude it: it is what runs without a tuned record, so every
+            // result is measured against it, and a pinned search that finds nothing
+            // faster keeps it rather than record a slower variant.
             let mut kernel = k.kernel.clone();
             if s.params.is_some() {
                 kernel.space = crate::select::pinned_space(&k.kernel, s.params.as_deref())?;
-                kernel.defaults = crate::select::parse_params(&k.kernel, s.params.as_deref())?;
             }
             for (shape_name, shape) in &k.shapes {
                 out.push(Target {

@@ -224,11 +224,29 @@ pub(super) fn report(
                 }
                 _ => String::new(),
             };
+            // `--params` whose pins exclude the kernel's default: the default is still what
+            // runs without a record, so nothing slower than it is recorded, and it is said.
+            let pinned = t.kernel.space.index_of(&best.params).is_none();
+            let what = if pinned {
+                "nothing in the space pinned by --params beat it"
+            } else {
+                "no variant beat it"
+            };
             out.result(format!(
-                "  {} {label}: kept the default, {d:.1} µs: no variant beat it{slower}; \
-                 the search: {how}",
+                "  {} {label}: kept the default, {d:.1} µs: {what}{slower}; the search: {how}",
                 k.name
             ));
+            if let (true, Some(s)) = (pinned, searched_best(result)) {
+                out.note(format!(
+                    "warning: {} {label}: the kernel's default {} ({d:.1} µs) lies outside the \
+                     space pinned by --params, and nothing in that space is faster (its best, \
+                     {}, takes {:.1} µs): the default is kept, not a variant slower than it",
+                    k.name,
+                    best.params,
+                    s.params,
+                    s.time_us.unwrap_or_default()
+                ));
+            }
         }
         _ => out.result(format!("  {} {label}: {how}", k.name)),
     }
@@ -285,6 +303,15 @@ pub(super) fn report(
         }
         out.table(&table, "    ");
     }
+}
+
+/// The search's own fastest measured variant (the default's evaluation is not in it).
+fn searched_best(result: &TuneResult) -> Option<&Entry> {
+    result
+        .history
+        .iter()
+        .filter(|e| e.status == "measured" && e.time_us.is_some())
+        .min_by(|a, b| a.time_us.unwrap_or_default().total_cmp(&b.time_us.unwrap_or_default()))
 }
 
 /// A diagnosis built on wall-clock figures (`slow`), which differ from run to run: status

@@ -1,0 +1,104 @@
+//! What `tune` concludes, and says, about a search: the default it measures against, the
+//! variants it could not use, and what the figures of a search mean.
+
+use neuron_tune_tests::{cli_env, events, root, KeepFile};
+use serde_json::Value;
+
+/// Held by the tests that tune the kernel fixtures: they write its tuned database, and each
+/// puts the file back as it found it when it ends.
+static TUNED_FILE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+const K: &str = "neuron-fixtures-kernels";
+
+/// The fixtures' tuned database, put back when the guard drops, and absent until then (a
+/// record left by another run would be measured against this run's best).
+fn no_tuned_file() -> (std::sync::MutexGuard<'static, ()>, KeepFile) {
+    let one = TUNED_FILE.lock().unwrap_or_else(|e| e.into_inner());
+    let path = root().join("fixtures/kernels/neuron-tune.tuned.toml");
+    let keep = KeepFile::new(path.clone());
+    let _ = std::fs::remove_file(&path);
+    (one, keep)
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    cli_env(args, &[("NO_COLOR", "1")])
+}
+
+fn tuned_record(kernel: &str) -> toml::Value {
+    let path = root().join("fixtures/kernels/neuron-tune.tuned.toml");
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let db: toml::Table = text.parse().unwrap_or_else(|e| panic!("{e}: {text}"));
+    let records = db["tuned"].as_array().unwrap();
+    records.iter().find(|r| r["kernel"].as_str() == Some(kernel)).unwrap().clone()
+}
+
+/// `--params` pins a subspace that excludes rmsnorm's default (2 buffers, 1 row per
+/// partition, fp32 work tiles), and nothing in it is as fast as that default. The default
+/// column and the speed-up are the kernel's real default's, and the record is not slower
+/// than it: the default is kept, and said to be, loudly.
+#[test]
+fn a_pinned_search_is_measured_against_the_kernels_real_default() {
+    let (_one, _keep) = no_tuned_file();
+    let (code, bench, err) = run(&[
+        "bench",
+        "-p",
+        K,
+        "--kernel",
+        "rmsnorm",
+        "--shape",
+        "small",
+        "--message-format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let default = events(&bench, "bench")[0].clone();
+    let default_us = default["time_us"].as_f64().unwrap();
+    let args = [
+        "tune",
+        "-p",
+        K,
+        "--kernel",
+        "rmsnorm",
+        "--shape",
+        "small",
+        "--params",
+        "bufs=1,rows_per_partition=8",
+        "--budget",
+        "10",
+        "--seed",
+        "31001",
+    ];
+    let (code, out, err) = run(&[&args[..], &["--message-format", "json"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let e = events(&out, "tune").pop().unwrap();
+    assert_eq!(e["default_time"].as_f64(), Some(default_us), "{e}");
+    assert!(e["best_time"].as_f64().unwrap() <= default_us, "{e}");
+    assert_eq!(e["kept"], "default", "{e}");
+    assert_eq!(e["best_params"], default["params"], "{e}");
+    // The pinned search's own best is in the journal, and slower.
+    let journal = std::fs::read_to_string(e["journal"].as_str().unwrap()).unwrap();
+    let pinned: Vec<f64> = journal
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["status"] == "measured")
+        .filter_map(|l| l["time_us"].as_f64())
+        .collect();
+    assert!(!pinned.is_empty() && pinned.iter().all(|t| *t > default_us), "{pinned:?}");
+    let record = tuned_record("rmsnorm");
+    assert!(record["time_us"].as_float().unwrap() <= default_us, "{record}");
+
+    // As a person reads it: the row is the default against itself, and stderr says why.
+    let (code, out, err) = run(&args);
+    assert_eq!(code, 0, "{err}");
+    let row = out.lines().find(|l| l.starts_with("  rmsnorm ") && !l.contains(':'));
+    let row = row.unwrap_or_else(|| panic!("no table row: {out}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    let d = format!("{default_us:.1}");
+    assert_eq!(cells[2..5], [d.as_str(), d.as_str(), "default"], "{row}");
+    assert!(out.contains("kept the default") && out.contains("pinned by --params"), "{out}");
+    assert!(
+        err.contains("warning: rmsnorm small: the kernel's default ")
+            && err.contains("lies outside the space pinned by --params"),
+        "{err}"
+    );
+}
