@@ -102,3 +102,34 @@ fn a_pinned_search_is_measured_against_the_kernels_real_default() {
         "{err}"
     );
 }
+
+/// A chip of 64 partitions: every variant of `add` (its tiles span 128) breaks a hardware
+/// rule there, the default too. Nothing valid to run is a configuration error (2), as in
+/// `bench`, and the error names the rule and its numbers.
+#[test]
+fn a_search_where_every_variant_breaks_a_hardware_rule_exits_2_naming_the_rule() {
+    let (_one, _keep) = no_tuned_file();
+    let (code, trn2, err) = run(&["chip", "trn2"]);
+    assert_eq!(code, 0, "{err}");
+    let p64 = trn2.replace("name = \"trn2\"", "name = \"p64\"");
+    let p64 = p64.replace("partitions = 128", "partitions = 64");
+    let file = neuron_tune_tests::scratch_dir("tune-p64").join("p64.toml");
+    std::fs::write(&file, p64).unwrap();
+    let chip = file.to_str().unwrap();
+    let args = ["tune", "-p", K, "--kernel", "add", "--shape", "small", "--chip", chip];
+    let args = [&args[..], &["--budget", "12", "--seed", "31003"]].concat();
+    let (code, out, err) = run(&[&args[..], &["--message-format", "json"]].concat());
+    assert_eq!(code, 2, "{err}");
+    let rule = "tile spans 128 partitions, more than the 64 a NeuronCore has";
+    let error = events(&out, "error").pop().unwrap_or_else(|| panic!("no error event: {out}"));
+    let message = error["message"].as_str().unwrap();
+    assert!(message.starts_with("add at small: no valid variant on p64: "), "{message}");
+    // Its 9 variants, the default among them: the whole space, refused by one rule.
+    assert!(message.contains("10 × hardware rule (partition_overflow): "), "{message}");
+    assert!(message.contains(rule) && message.contains("nothing recorded"), "{message}");
+    assert!(!root().join("fixtures/kernels/neuron-tune.tuned.toml").exists());
+    // A person sees it as the error.
+    let (code, _, err) = run(&args);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("error: add at small: no valid variant on p64") && err.contains(rule));
+}

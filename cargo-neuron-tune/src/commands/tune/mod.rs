@@ -382,6 +382,10 @@ pub fn run(
                      included; nothing recorded",
                     k.name
                 ));
+            } else if let Some(why) = nothing_valid(t, &chip.name, &result) {
+                // Every variant tried and the default refused: nothing valid to run, as
+                // `bench` says of such variants (exit 2), with the rules that refused them.
+                empty.push(why);
             } else {
                 out.note(format!("note: {} at {shape_name}: no valid variant found", k.name));
             }
@@ -673,6 +677,8 @@ struct TuneResult {
     history: Vec<Entry>,
     /// The default was the best but failed its correctness check, so it was not kept.
     default_fails_check: bool,
+    /// The default's evaluation was refused (a hardware rule, the kernel's own error): why.
+    default_refused: Option<String>,
     /// An external proposer's proposals that the kernel's validity rule refused before
     /// evaluation, with the rule's reason (for the diagnosis; built-in strategies ask the
     /// rule before proposing, so theirs are never proposals).

@@ -39,6 +39,55 @@ pub(super) fn warn_faults(
     }
 }
 
+/// How many of the most common refusals [`nothing_valid`] names.
+const REASONS: usize = 3;
+
+/// When the default and every variant the search tried were refused — by a hardware rule
+/// (a chip too small for the kernel's tiles…) or the kernel's own error —, why, as `bench`
+/// says it of such variants: the most common reasons, each with a variant it refused, and
+/// whether the space holds anything else. `None` when anything measured, failed otherwise
+/// (a failed check, a fault: those are said apart) or nothing was refused.
+pub(super) fn nothing_valid(t: &Target, chip: &str, result: &TuneResult) -> Option<String> {
+    let refused =
+        |e: &Entry| e.status == "invalid" && conv::is_invalid(&e.status, e.error.as_deref());
+    let default_why = result.default_refused.as_deref()?;
+    if !result.history.iter().all(refused) {
+        return None;
+    }
+    // (reason, count, a variant it refused), in first-seen order, the default first.
+    let mut reasons: Vec<(&str, usize, &Params)> = vec![(default_why, 1, &t.kernel.defaults)];
+    for e in &result.history {
+        let why = e.error.as_deref().unwrap_or_default();
+        match reasons.iter_mut().find(|r| r.0 == why) {
+            Some(r) => r.1 += 1,
+            None => reasons.push((why, 1, &e.params)),
+        }
+    }
+    // Most common first (a stable sort: ties in first-seen order).
+    reasons.sort_by_key(|r| std::cmp::Reverse(r.1));
+    let mut said: Vec<String> =
+        reasons.iter().take(REASONS).map(|(why, n, p)| format!("{n} × {why} (e.g. {p})")).collect();
+    if reasons.len() > REASONS {
+        said.push(format!("and {}", conv::count(reasons.len() - REASONS, "other reason")));
+    }
+    let tried = match result.evaluations {
+        0 => "the default is".to_string(),
+        n => format!("the default and the {} tried are all", conv::count(n, "variant")),
+    };
+    let rest = if result.exhausted {
+        "nothing else in its space is valid there"
+    } else {
+        "the search stopped at its budget (a larger --budget may find a valid variant, though \
+         a rule that refuses every one tried usually refuses the chip or the shape)"
+    };
+    Some(format!(
+        "{} at {}: no valid variant on {chip}: {tried} refused: {}; {rest}; nothing recorded",
+        t.kernel.name,
+        target_label(t),
+        said.join("; ")
+    ))
+}
+
 /// The line under a run's figures when its kernel code failed: how many evaluations, that
 /// they are a bug in the kernel rather than configurations it refuses, and where to see
 /// them: the command that reproduces the first, and the journal that holds every one.

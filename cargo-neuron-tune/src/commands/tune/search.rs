@@ -124,9 +124,14 @@ pub(super) fn tune_one(
         ));
     }
     // The default, measured like any proposal (never pruned: there is no incumbent).
-    let default = evaluate_batch(pool, job, vec![(usize::MAX, defaults.clone())], None)?
-        .remove(&usize::MAX)
-        .filter(|e| e.status == "measured");
+    let default =
+        evaluate_batch(pool, job, vec![(usize::MAX, defaults.clone())], None)?.remove(&usize::MAX);
+    // Why a rule refused it, if one did: said when nothing else is valid either.
+    let default_refused = default
+        .as_ref()
+        .filter(|e| conv::is_invalid(&e.status, e.error.as_deref()))
+        .map(|e| e.error.clone().unwrap_or_default());
+    let default = default.filter(|e| e.status == "measured");
     let default_time = default.as_ref().and_then(|e| e.time_us);
     let mut meta = JournalMeta {
         kernel: job.kernel.into(),
@@ -578,6 +583,7 @@ pub(super) fn tune_one(
         front,
         kept_default,
         default_fails_check,
+        default_refused,
         record,
         default_time,
         evaluations,
