@@ -41,6 +41,13 @@ pub struct Convergence {
     /// Faults: the kernel code panicked, crashed or hung ([`is_fault`]); not in
     /// `invalid_fraction`.
     pub fault_fraction: f64,
+    /// The size of the space when the search tried all of it (every configuration
+    /// evaluated, or refused by the kernel's rule before evaluation): its best is the
+    /// space's best, so the figures above judge nothing ([`describe`] leaves them out and
+    /// [`not_converged`] never fires). Absent otherwise, and where it is not known
+    /// (`report` reads journals, `replay` landscapes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub whole_space: Option<u64>,
 }
 
 /// The window of "the last N evaluations" for a run of `n`.
@@ -76,6 +83,7 @@ pub fn analyze(
         pruned_fraction: share(pruned),
         invalid_fraction: share(invalid),
         fault_fraction: share(faults),
+        whole_space: None,
     }
 }
 
@@ -100,7 +108,8 @@ pub fn count(n: usize, noun: &str) -> String {
     format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }
 
-/// The figures in one human line.
+/// The figures in one human line. A search that tried its whole space has no convergence
+/// to judge: the line says so, with the shares of pruned, invalid and faults.
 pub fn describe(c: &Convergence) -> String {
     let evaluations = |k: usize| count(k, "evaluation");
     let improvement = match c.improvement_in_window {
@@ -121,11 +130,17 @@ pub fn describe(c: &Convergence) -> String {
         }
         _ => String::new(),
     };
-    format!(
-        "95 % of the final best after {}; {improvement}; {:.0} % pruned, {:.0} % invalid{faults}",
-        c.evaluations_to_95.map_or("—".to_string(), evaluations),
+    let shares = format!(
+        "{:.0} % pruned, {:.0} % invalid{faults}",
         100.0 * c.pruned_fraction,
         100.0 * c.invalid_fraction
+    );
+    if let Some(n) = c.whole_space {
+        return format!("searched the whole space ({}); {shares}", count(n as usize, "variant"));
+    }
+    format!(
+        "95 % of the final best after {}; {improvement}; {shares}",
+        c.evaluations_to_95.map_or("—".to_string(), evaluations),
     )
 }
 
@@ -169,14 +184,15 @@ pub enum GoOn {
 
 /// Not converged: the best still fell by more than 1 % over the last N evaluations (or was
 /// first found inside them). A run no longer than its window cannot be judged, and one whose
-/// strategy `exhausted` the space (proposed everything) has nothing left to improve.
+/// strategy `exhausted` the space (proposed everything), or that tried the whole space, has
+/// nothing left to improve.
 pub fn not_converged(
     c: &Convergence,
     evaluations: usize,
     exhausted: bool,
     go_on: GoOn,
 ) -> Option<Diagnosis> {
-    if evaluations <= c.window || exhausted {
+    if evaluations <= c.window || exhausted || c.whole_space.is_some() {
         return None;
     }
     let evidence = match c.improvement_in_window {
@@ -598,6 +614,13 @@ mod tests {
         ));
         // The same run over a space the strategy exhausted: nothing left to find.
         assert_eq!(not_converged(&a, 10, true, T), None);
+        // One that tried every variant of its space: no figure to judge it by, and said so.
+        let whole = Convergence { whole_space: Some(9), ..a.clone() };
+        assert_eq!(not_converged(&whole, 10, false, T), None);
+        assert_eq!(
+            describe(&whole),
+            "searched the whole space (9 variants); 20 % pruned, 10 % invalid"
+        );
         // Flat over the window: converged.
         let mut flat = c.clone();
         flat[6] = Some(50.0);

@@ -133,3 +133,59 @@ fn a_search_where_every_variant_breaks_a_hardware_rule_exits_2_naming_the_rule()
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("error: add at small: no valid variant on p64") && err.contains(rule));
 }
+
+/// `add` has 9 variants and `attention_naive` one, its default: a budget of 40 tries every
+/// one. Such a search is said to have searched the whole space, with no convergence
+/// figure that implies it could go on (nor the `not_converged` diagnosis), and a goal it
+/// misses is said to be out of the space's reach.
+#[test]
+fn a_search_of_the_whole_space_says_so_and_judges_no_convergence() {
+    let (_one, _keep) = no_tuned_file();
+    let args = ["tune", "-p", K, "--kernel", "add", "--kernel", "attention_naive"];
+    let args = [&args[..], &["--shape", "small", "--budget", "40", "--seed", "31004"]].concat();
+    let (code, out, err) = run(&[&args[..], &["--message-format", "json"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let tuned = events(&out, "tune");
+    let of = |k: &str| tuned.iter().find(|e| e["kernel"] == k).unwrap().clone();
+    let (add, naive) = (of("add"), of("attention_naive"));
+    assert_eq!((add["evaluations"].as_u64(), naive["evaluations"].as_u64()), (Some(9), Some(1)));
+    assert_eq!(add["convergence"]["whole_space"], 9, "{add}");
+    assert_eq!(naive["convergence"]["whole_space"], 1, "{naive}");
+    assert_eq!(add["diagnoses"], Value::Array(vec![]), "{add}");
+
+    let (code, out, err) = run(&args);
+    assert_eq!(code, 0, "{err}");
+    let line = |k: &str| {
+        let l = out.lines().find(|l| l.starts_with(&format!("  {k} small: ")));
+        l.unwrap_or_else(|| panic!("no result line of {k}: {out}")).to_string()
+    };
+    let add_line = line("add");
+    assert!(
+        add_line
+            .contains(": no variant beat it; searched the whole space (9 variants); 0 % pruned"),
+        "{add_line}"
+    );
+    assert!(!add_line.contains("95 %") && !add_line.contains("improved"), "{add_line}");
+    let naive_line = line("attention_naive");
+    assert!(
+        naive_line.ends_with(" µs: its space holds only the default: nothing to search"),
+        "{naive_line}"
+    );
+    assert!(!out.contains("diagnosis"), "{out}");
+    // The status line gives the unit of its convergence curve, once.
+    assert!(
+        err.contains("after 9 evaluations (the whole space); convergence (best so far, µs): @1 ")
+    );
+
+    // A goal no variant of the space meets: more rounds cannot help, and the error says so.
+    let goal = ["tune", "-p", K, "--kernel", "add", "--shape", "small", "--seed", "31004"];
+    let (code, _, err) = run(&[&goal[..], &["--goal", "50%", "--max-rounds", "3"]].concat());
+    assert_eq!(code, 6, "{err}");
+    assert!(
+        err.contains(
+            "the whole space (9 variants) was searched, so more rounds or a larger budget \
+             cannot help"
+        ),
+        "{err}"
+    );
+}

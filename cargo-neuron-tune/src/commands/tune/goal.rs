@@ -71,8 +71,16 @@ pub(super) fn target_label(t: &Target) -> String {
     }
 }
 
-/// The message of a goal not met: how far the run got, and what limits its best.
-pub(super) fn goal_miss(kernel: &str, shape: &str, g: &GoalReport, best: &Best) -> String {
+/// The message of a goal not met: how far the run got, whether the search tried its whole
+/// space (`whole_space`, its size: then more rounds or budget cannot help), and what limits
+/// its best.
+pub(super) fn goal_miss(
+    kernel: &str,
+    shape: &str,
+    g: &GoalReport,
+    best: &Best,
+    whole_space: Option<u64>,
+) -> String {
     // A throughput goal: the rate reached, from the same work (the rate scales as 1 / time).
     let reached = match g.goal_rate {
         // Per reported time, launch overhead included, as the goal is judged (a profile's
@@ -91,6 +99,13 @@ pub(super) fn goal_miss(kernel: &str, shape: &str, g: &GoalReport, best: &Best) 
         g.speedup.map_or(String::new(), |s| format!(", {s:.2}x the default")),
         g.target_us
     );
+    if let Some(n) = whole_space {
+        m.push_str(&format!(
+            "; the whole space ({}) was searched, so more rounds or a larger budget cannot \
+             help: the kernel itself has to change",
+            conv::count(n as usize, "variant")
+        ));
+    }
     if let Some(l) = &g.limit {
         m.push_str(&format!("; limited by {}", verdict(&l.kind, &l.summary)));
         for e in &l.evidence {

@@ -410,8 +410,8 @@ pub fn run(
                 ))
             }),
             (Some(g), record) if !g.met => {
-                let mut why =
-                    goal_miss(&k.name, shape_name, g, record.as_ref().map_or(&best, |r| &r.0));
+                let kept = record.as_ref().map_or(&best, |r| &r.0);
+                let mut why = goal_miss(&k.name, shape_name, g, kept, result.whole_space);
                 if let Some((r, _)) = record {
                     why.push_str(&format!(
                         "\n    (that best is the tuned record kept, {}; this run's own best \
@@ -696,6 +696,9 @@ struct TuneResult {
     build_s: f64,
     /// The strategy had nothing more to propose.
     exhausted: bool,
+    /// The space's size when the search tried all of it (each configuration evaluated or
+    /// refused by the kernel's rule): nothing is left to find.
+    whole_space: Option<u64>,
     /// The kernel's rule refused every configuration of the space: one of them and why.
     no_valid: Option<(Params, String)>,
     /// `"early_stop"` or `"time"`: which flag ended the search before its budget.

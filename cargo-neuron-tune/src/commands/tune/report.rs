@@ -74,7 +74,7 @@ pub(super) fn nothing_valid(t: &Target, chip: &str, result: &TuneResult) -> Opti
         0 => "the default is".to_string(),
         n => format!("the default and the {} tried are all", conv::count(n, "variant")),
     };
-    let rest = if result.exhausted {
+    let rest = if result.exhausted || result.whole_space.is_some() {
         "nothing else in its space is valid there"
     } else {
         "the search stopped at its budget (a larger --budget may find a valid variant, though \
@@ -120,8 +120,12 @@ pub(super) fn report(
     table: &mut crate::output::Table,
 ) {
     let k = &t.kernel;
-    let convergence =
-        conv::analyze(&result.best_so_far, result.pruned, result.invalid, result.faults);
+    let convergence = conv::Convergence {
+        whole_space: result.whole_space,
+        ..conv::analyze(&result.best_so_far, result.pruned, result.invalid, result.faults)
+    };
+    // A space of one configuration, the default: there was nothing to search.
+    let only_default = result.whole_space == Some(1) && k.space.index_of(&k.defaults).is_some();
     let evals: Vec<conv::Eval> = result
         .history
         .iter()
@@ -211,9 +215,17 @@ pub(super) fn report(
             best.time_us,
             if goal_met { " (it already meets the goal)" } else { "" }
         ));
-    } else {
+    } else if only_default {
         out.status(format!(
-            "   Tuned {} {label}: {:.1} µs after {}{pruned_note}{stop_note}; convergence {}",
+            "   Tuned {} {label}: {:.1} µs, the default's: its space holds nothing else",
+            k.name, best.time_us,
+        ));
+    } else {
+        // Fewer evaluations than `--budget` asked for, when the space had no more.
+        let whole = if result.whole_space.is_some() { " (the whole space)" } else { "" };
+        out.status(format!(
+            "   Tuned {} {label}: {:.1} µs after {}{whole}{pruned_note}{stop_note}; convergence \
+             (best so far, µs): {}",
             k.name,
             best.time_us,
             conv::count(result.evaluations, "evaluation"),
@@ -259,9 +271,13 @@ pub(super) fn report(
     let how = match result.evaluations {
         0 if goal_met => "nothing searched: the default already meets the goal".to_string(),
         0 => "nothing searched".to_string(),
+        _ if only_default => "its space holds only the default: nothing to search".to_string(),
         _ => conv::describe(&convergence),
     };
     match (result.kept_default, result.default_time) {
+        (true, Some(d)) if only_default => {
+            out.result(format!("  {} {label}: kept the default, {d:.1} µs: {how}", k.name))
+        }
         (true, Some(d)) if result.evaluations > 0 => {
             let searched = result.best_so_far.iter().rev().find_map(|b| *b);
             let slower = match searched {
@@ -281,8 +297,13 @@ pub(super) fn report(
             } else {
                 "no variant beat it"
             };
+            // A search of the whole space has no figures of its own to give, just that.
+            let how = match result.whole_space {
+                Some(_) => how.clone(),
+                None => format!("the search: {how}"),
+            };
             out.result(format!(
-                "  {} {label}: kept the default, {d:.1} µs: {what}{slower}; the search: {how}",
+                "  {} {label}: kept the default, {d:.1} µs: {what}{slower}; {how}",
                 k.name
             ));
             if let (true, Some(s)) = (pinned, searched_best(result)) {

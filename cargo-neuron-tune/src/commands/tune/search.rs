@@ -220,6 +220,9 @@ pub(super) fn tune_one(
     let journaled_rollbacks: Vec<(u64, serde_json::Value)> =
         journaled.rolled_back.iter().map(|r| (r.n, r.params.clone())).collect();
     let mut valid_cache: HashMap<Vec<u32>, bool> = HashMap::new();
+    // Every configuration proposed: with those the rule refused, whether the search tried
+    // the whole space.
+    let mut proposed: std::collections::HashSet<Vec<u32>> = Default::default();
     // An external proposer's proposals go through the oracle one by one: those it refuses
     // are proposals that were invalid (a built-in strategy's oracle calls are not).
     let external = matches!(strategy, Searcher::External(_));
@@ -353,6 +356,7 @@ pub(super) fn tune_one(
         if batch.is_empty() {
             break;
         }
+        proposed.extend(batch.iter().map(|c| c.0.clone()));
         // Evaluate the batch's new proposals in parallel (pruned against the incumbent of
         // the batch's start, so the outcome does not depend on completion order), then
         // decide winners in proposal order.
@@ -574,6 +578,12 @@ pub(super) fn tune_one(
         history.iter().filter(|e| f(&e.status, e.error.as_deref())).count()
     };
     let (invalid, faults) = (count(conv::is_invalid), count(conv::is_fault));
+    // The whole space tried: each configuration proposed or refused by the kernel's rule
+    // (a search stopped by its budget right at the end of the space counts too).
+    let refused_by_rule = valid_cache.iter().filter(|(_, valid)| !**valid).map(|(c, _)| c);
+    let covered: std::collections::HashSet<&Vec<u32>> =
+        proposed.iter().chain(refused_by_rule).collect();
+    let whole_space = (covered.len() as u128 == sspace.len()).then(|| sspace.len() as u64);
     let validated_best = best
         .as_ref()
         .and_then(|b| validated.iter().find(|(p, _)| *p == b.params))
@@ -607,6 +617,7 @@ pub(super) fn tune_one(
             .then_some(first_refusal)
             .flatten(),
         exhausted,
+        whole_space,
         stopped_by,
     })
 }
