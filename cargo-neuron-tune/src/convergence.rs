@@ -88,19 +88,31 @@ pub fn analyze(
 }
 
 /// An evaluation that counts as invalid in a run's figures: refused when measured
-/// (`invalid`: the kernel's rule or a hardware rule), by its property check
-/// (`failed_check`) or by validation (`rolled_back`) — but not a fault of the kernel code
-/// ([`is_fault`]), which is journaled `invalid` too and counted apart. `tune` and `report`
-/// count with these, so they agree.
+/// (`invalid`: the kernel's rule or a hardware rule), by its property check when the
+/// kernel's rule refused it at every small shape the check drew (`failed_check` without a
+/// failing case) or by validation (`rolled_back`) — but not a fault of the kernel
+/// ([`is_fault`]), journaled `invalid` or `failed_check` too and counted apart. `tune` and
+/// `report` count with these, so they agree.
 pub fn is_invalid(status: &str, error: Option<&str>) -> bool {
     matches!(status, "invalid" | "failed_check" | "rolled_back") && !is_fault(status, error)
 }
 
-/// An evaluation whose kernel code panicked, crashed or hung: journaled `invalid` (the
-/// strategy is told so, and searches on) with the harness's error, which says which
-/// ([`fault_of`]). A bug in the kernel, not a configuration it refuses.
+/// How the journal's `error` of a `failed_check` evaluation starts when the check found a
+/// failing case (a wrong result, a panic in a case…): a fault of the kernel.
+pub const CHECK_FAILED: &str = "check failed: ";
+
+/// A fault of the kernel rather than a configuration it refuses: its code panicked,
+/// crashed or hung (journaled `invalid`, the strategy is told so and searches on, with the
+/// harness's error, which says which: [`fault_of`]), or it failed its correctness check
+/// with a failing case (`failed_check` whose error starts with [`CHECK_FAILED`], or the
+/// check itself panicked, crashed or hung). A failed check journaled before its case was
+/// (no error) reads as invalid, as it did.
 pub fn is_fault(status: &str, error: Option<&str>) -> bool {
-    status == "invalid" && error.and_then(fault_of).is_some()
+    match (status, error) {
+        ("invalid", Some(e)) => fault_of(e).is_some(),
+        ("failed_check", Some(e)) => e.starts_with(CHECK_FAILED) || fault_of(e).is_some(),
+        _ => false,
+    }
 }
 
 /// `n` and the noun, plural unless `n` is 1 (`1 evaluation`, `3 evaluations`).
@@ -125,9 +137,11 @@ pub fn describe(c: &Convergence) -> String {
     // Faults only when there are any: most runs have none, and a reader of a run that has
     // some must not take them for refused configurations.
     let faults = match c.fault_fraction {
-        f if f > 0.0 => {
-            format!(", {:.0} % faults (kernel code panicked, crashed or hung)", 100.0 * f)
-        }
+        f if f > 0.0 => format!(
+            ", {:.0} % faults (kernel code panicked, crashed or hung, or failed its correctness \
+             check)",
+            100.0 * f
+        ),
         _ => String::new(),
     };
     let shares = format!(
@@ -610,7 +624,8 @@ mod tests {
         let faulty = analyze(&c, 2, 1, 3);
         assert_eq!((faulty.invalid_fraction, faulty.fault_fraction), (0.1, 0.3));
         assert!(describe(&faulty).ends_with(
-            "20 % pruned, 10 % invalid, 30 % faults (kernel code panicked, crashed or hung)"
+            "20 % pruned, 10 % invalid, 30 % faults (kernel code panicked, crashed or hung, or \
+             failed its correctness check)"
         ));
         // The same run over a space the strategy exhausted: nothing left to find.
         assert_eq!(not_converged(&a, 10, true, T), None);
@@ -749,6 +764,23 @@ mod tests {
         assert!(!is_invalid(faulty[0].status, faulty[0].error));
         assert!(is_invalid(faulty[4].status, faulty[4].error));
         assert_eq!(invalid_heavy(&faulty), None);
+    }
+
+    #[test]
+    fn a_failed_check_with_a_failing_case_is_a_fault_of_the_kernel() {
+        let wrong = format!("{CHECK_FAILED}smallest failing shape cols=1,rows=1: 2 != 1");
+        assert!(is_fault("failed_check", Some(&wrong)));
+        assert!(!is_invalid("failed_check", Some(&wrong)));
+        // A check that crashed is the kernel's fault too.
+        assert!(is_fault("failed_check", Some("crashed: signal 11")));
+        // Refused at every small shape the check drew: a configuration the rule refuses.
+        let refused = "invalid: the kernel's rule refuses these parameters at every small shape";
+        assert!(!is_fault("failed_check", Some(refused)));
+        assert!(is_invalid("failed_check", Some(refused)));
+        // Journaled before failed checks kept their case: invalid, as they were read then.
+        assert!(!is_fault("failed_check", None) && is_invalid("failed_check", None));
+        // The same words in a refused configuration's error are no failed check.
+        assert!(!is_fault("invalid", Some(&wrong)));
     }
 
     #[test]

@@ -87,7 +87,8 @@ pub enum Event {
         cached: bool,
     },
     /// A variant that could not be run: `kind` is `invalid` (its rule or a hardware rule),
-    /// `panic`, `timeout` or `crashed`.
+    /// `panic`, `timeout` or `crashed`; or (`tune`) one that failed its correctness check:
+    /// `failed_check`, the message its shrunk failing case.
     VariantFailed {
         kernel: String,
         shape: String,

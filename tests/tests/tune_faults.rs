@@ -70,7 +70,8 @@ fn kernel_code_that_panics_is_a_fault_not_an_invalid_configuration() {
     }
     assert_eq!(tail(header), ["params", "faults", "invalid", "pruned", "evaluations"], "{out}");
     assert_eq!(tail(row)[1..], ["1", "1", "0", "3"], "{out}");
-    let line = "0 % pruned, 33 % invalid, 33 % faults (kernel code panicked, crashed or hung)";
+    let line = "0 % pruned, 33 % invalid, 33 % faults (kernel code panicked, crashed or hung, or \
+                failed its correctness check)";
     assert!(out.contains(line), "{out}");
     let faults = out.lines().find(|l| l.trim_start().starts_with("faults: ")).expect(&out);
     assert!(

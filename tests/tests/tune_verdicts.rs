@@ -189,3 +189,88 @@ fn a_search_of_the_whole_space_says_so_and_judges_no_convergence() {
         "{err}"
     );
 }
+
+/// `double` whose 3-buffer level skips the multiply (y = x): faster than the others, and
+/// wrong. Its check fails, so it never wins, and that is said, not only counted.
+const SKIPS_AT_3: &str = r#"
+fn body(nc: &mut Nc, p: &Params, sh: &Shape, x: Hbm, y: Hbm) -> SimResult<()> {
+    let bufs = p.uint("bufs")?;
+    let pool = nc.sbuf_pool("io", bufs as u32);
+    if bufs != 3 {
+        return correct(nc, p, sh, x, y, pool);
+    }
+    // BUG: 3 buffers skip the multiply.
+    let (rows, cols) = (sh.dim("rows"), sh.dim("cols"));
+    let mut r = 0;
+    while r < rows {
+        let pr = (rows - r).min(128);
+        let t = nc.tile(pool, Dtype::Bf16, &[128, cols])?;
+        let v = t.parts(0..pr as u32);
+        nc.dma(v, x.rows(r..r + pr))?;
+        nc.dma(y.rows(r..r + pr), v)?;
+        r += pr;
+    }
+    Ok(())
+}
+"#;
+
+/// A would-be winner that fails its correctness check is a fault of the kernel: warned
+/// about with its time, the shrunk failing case and the `check` command that replays it,
+/// reported to scripts as `variant_failed`, counted in `faults`, and the run exits 4 (a
+/// correctness check failed) after recording the winner among the correct variants.
+#[test]
+fn a_would_be_winner_that_fails_its_check_is_named_with_its_failing_case_and_exits_4() {
+    let dir = neuron_tune_tests::scratch_dir("tune-wrong");
+    neuron_tune_tests::double_crate(&dir, "tune-wrong", "{ bufs = [1, 2, 3] }", SKIPS_AT_3, true);
+    let manifest = dir.join("Cargo.toml");
+    let m = manifest.to_str().unwrap();
+    let args = ["tune", "--manifest-path", m, "--kernel", "double", "--shape", "small"];
+    let args = [&args[..], &["--strategy", "grid", "--budget", "3", "--seed", "31006"]].concat();
+    let args = [&args[..], &["--recheck"]].concat();
+    let (code, out, err) = run(&[&args[..], &["--message-format", "json"]].concat());
+    assert_eq!(code, 4, "{err}");
+    let e = events(&out, "tune").pop().unwrap_or_else(|| panic!("no tune event: {out}"));
+    assert_ne!(e["best_params"]["bufs"], 3, "{e}");
+    assert_eq!((e["faults"].as_u64(), e["invalid"].as_u64()), (Some(1), Some(0)), "{e}");
+    let failed = events(&out, "variant_failed");
+    assert_eq!(failed.len(), 1, "{out}");
+    assert_eq!(
+        (&failed[0]["kind"], &failed[0]["params"]["bufs"]),
+        (&"failed_check".into(), &3.into())
+    );
+    let journal = std::fs::read_to_string(e["journal"].as_str().unwrap()).unwrap();
+    let wrong: Value = journal
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .find(|l: &Value| l["status"] == "failed_check")
+        .unwrap_or_else(|| panic!("{journal}"));
+    assert!(wrong["time_us"].as_f64().unwrap() < e["best_time"].as_f64().unwrap(), "{wrong}");
+    assert!(wrong["check"]["case"]["shape"].is_object(), "{wrong}");
+
+    // A person is told which variant, how it fails and how to see it fail again.
+    let (code, out, err) = run(&args);
+    assert_eq!(code, 4, "{err}");
+    let warning = err
+        .lines()
+        .find(|l| l.starts_with("warning: double small bufs=3,cols_per_tile=512 ("))
+        .unwrap_or_else(|| panic!("no warning naming the variant: {err}"));
+    assert!(warning.contains("faster than the result's"), "{warning}");
+    assert!(warning.contains("failed its correctness check"), "{warning}");
+    assert!(warning.contains(": smallest failing shape "), "{warning}");
+    // The command is the last quoted part (the failing case's message may quote names).
+    let command = warning.rsplit('`').nth(1).unwrap_or_else(|| panic!("{warning}"));
+    assert!(
+        command.starts_with(
+            "cargo neuron-tune check --kernel double --params bufs=3,cols_per_tile=512 --cases 2 \
+             --seed 3100"
+        ),
+        "{warning}"
+    );
+    assert!(err.contains("double at small: 1 variant failed its correctness check"), "{err}");
+    assert!(out.contains("faults: 1 of 3 evaluations: the kernel failed its correctness check"));
+    // The command replays the failure.
+    let replay: Vec<&str> = command.split(' ').skip(2).collect();
+    let (code, out, err) = run(&[&replay[..], &["--manifest-path", m]].concat());
+    assert_eq!(code, 4, "{out}\n{err}");
+    assert!(out.contains("FAILED") && out.contains("smallest failing shape"), "{out}");
+}

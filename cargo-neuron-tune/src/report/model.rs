@@ -318,6 +318,7 @@ mod tests {
             energy_uj: None,
             bottleneck: None,
             error: None,
+            check: None,
         }
     }
 

@@ -601,6 +601,7 @@ mod tests {
             energy_uj: None,
             bottleneck: None,
             error: None,
+            check: None,
         };
         let run = |seed: u64, times: [f64; 2]| TuneRun {
             journal: format!("j{seed}").into(),

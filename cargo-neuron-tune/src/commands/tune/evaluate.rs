@@ -126,6 +126,7 @@ pub(super) fn evaluate_batch(
                 energy_uj: None,
                 bottleneck: None,
                 error: None,
+                check: None,
             }
         };
     let measured = |n: usize, params: &Params, b: &BenchResult, hash: String| Entry {
@@ -246,22 +247,33 @@ pub(super) fn pareto(
 /// none).
 const CHECK_PARTS: u64 = 4;
 /// Cases per part: [`CHECK_PARTS`] × this = 8 cases per check.
-const CHECK_CASES_PER_PART: u32 = 2;
+pub(super) const CHECK_CASES_PER_PART: u32 = 2;
 
-/// The harness's correctness check of a would-be winner. Its verdict is stored under the
-/// harness binary's content hash (which captures the kernel's body, its reference and its
-/// case strategy), the parameters, the chip and the seeds, so a rerun of the same build
-/// does not check the same variant again; `--recheck` checks regardless. A verdict with a
-/// part that did not answer (a crash, a timeout) is not stored: it may not be the kernel's.
+/// Whether a would-be winner passes the harness's correctness check ([`check_variant`]).
 pub(super) fn passes_check(pool: &mut Pool, job: &Job, params: &Params) -> Result<bool, Failure> {
+    Ok(check_variant(pool, job, params)?.is_ok())
+}
+
+/// The harness's correctness check of a would-be winner: `Ok(())`, or why it failed (the
+/// first failing part's seed and shrunk case). Its verdict is stored under the harness
+/// binary's content hash (which captures the kernel's body, its reference and its case
+/// strategy), the parameters, the chip and the seeds, so a rerun of the same build does
+/// not check the same variant again; `--recheck` checks regardless. A verdict with a part
+/// that did not answer (a crash, a timeout) is not stored: it may not be the kernel's.
+pub(super) fn check_variant(
+    pool: &mut Pool,
+    job: &Job,
+    params: &Params,
+) -> Result<Result<(), FailedCheck>, Failure> {
+    // (Keyed apart from the verdicts stored before they kept their failing case.)
     let what = format!(
-        "check\0{}\0{}\0{CHECK_PARTS}x{CHECK_CASES_PER_PART}\0{}",
+        "check\0{}\0{}\0{CHECK_PARTS}x{CHECK_CASES_PER_PART}\0{}\0case",
         job.kernel, params, job.seed
     );
     let key = Store::key_for(job.harness_hash, &chip_key(job.chip), job.sim_version, &what);
     if !job.goal.recheck {
-        if let Some(passed) = job.store.get::<bool>("checks", &key) {
-            return Ok(passed);
+        if let Some(verdict) = job.store.get::<Option<FailedCheck>>("checks", &key) {
+            return Ok(verdict.map_or(Ok(()), Err));
         }
     }
     let request = |part: &u64| RequestBody::Check {
@@ -272,21 +284,30 @@ pub(super) fn passes_check(pool: &mut Pool, job: &Job, params: &Params) -> Resul
         chip: job.chip.clone(),
         regressions: None,
     };
-    let (mut passed, mut answered) = (true, true);
-    stream(pool, 0..CHECK_PARTS, request, |_, done| {
-        match done.answer {
-            Ok(ResponseBody::Check(r)) => passed &= r.passed,
+    // Per part, in order: `None` passed, else why not (the first failing part is said, so
+    // the verdict does not depend on which part finished first).
+    let mut parts: Vec<Option<FailedCheck>> = vec![None; CHECK_PARTS as usize];
+    let mut answered = true;
+    stream(pool, 0..CHECK_PARTS, request, |part, done| {
+        let seed = job.seed.wrapping_add(part);
+        parts[part as usize] = match done.answer {
+            Ok(ResponseBody::Check(r)) if r.passed => None,
+            Ok(ResponseBody::Check(r)) => Some(FailedCheck { seed, case: r.failure, error: None }),
             Ok(other) => return Err(unexpected(&other)),
-            Err(_) => (passed, answered) = (false, false),
-        }
+            Err(e) => {
+                answered = false;
+                Some(FailedCheck { seed, case: None, error: Some(e.to_string()) })
+            }
+        };
         Ok(Next::Done)
     })?;
+    let verdict = parts.into_iter().flatten().next();
     if answered {
         job.store
-            .put("checks", &key, &passed)
+            .put("checks", &key, &verdict)
             .map_err(|e| fail(Exit::Internal, format!("writing the store: {e:#}")))?;
     }
-    Ok(passed)
+    Ok(verdict.map_or(Ok(()), Err))
 }
 
 /// `--objective pareto`: the variant the file is to keep — the run's best, the default

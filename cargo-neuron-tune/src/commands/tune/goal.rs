@@ -184,8 +184,10 @@ pub(super) fn decide(
             let counts = |s: &str| entries.iter().filter(|e| e.status == s).count();
             // Kernel code that failed is journaled `invalid`, but is a fault, not a refused
             // configuration: said apart, when there are any.
-            let faults =
-                entries.iter().filter(|e| conv::is_fault(&e.status, e.error.as_deref())).count();
+            let faults = entries
+                .iter()
+                .filter(|e| e.status == "invalid" && conv::is_fault(&e.status, e.error.as_deref()))
+                .count();
             (
                 "no_improvement",
                 format!(
@@ -321,6 +323,7 @@ mod tests {
             energy_uj: None,
             bottleneck: None,
             error: None,
+            check: None,
         }
     }
 

@@ -21,9 +21,64 @@ pub struct Entry {
     /// The profile's verdict on a measured variant: what bounds it and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bottleneck: Option<String>,
-    /// Why an invalid variant was refused (the harness's error), for the diagnosis.
+    /// Why an invalid variant was refused (the harness's error), for the diagnosis; of a
+    /// `failed_check` one, why its check failed ([`FailedCheck::journal_error`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// A `failed_check` evaluation's failing part: its seed and shrunk case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<FailedCheck>,
+}
+
+/// Why a variant failed its correctness check, journaled with its `failed_check`
+/// evaluation: what `tune` warns about and the command that replays it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct FailedCheck {
+    /// The seed of the first failing part of the check: `check --params P --cases 2 --seed
+    /// <seed>` at the run's chip replays it.
+    pub seed: u64,
+    /// Its shrunk failing case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub case: Option<neuron_tune_protocol::CheckFailure>,
+    /// The harness's error when the part gave no verdict: the kernel's rule refused the
+    /// parameters at every small shape the check drew (`invalid: …`), or it panicked,
+    /// crashed or hung.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl FailedCheck {
+    /// The failing case in words: the smallest failing shape, its inputs and what went
+    /// wrong (or the harness's error).
+    pub fn case_words(&self) -> String {
+        match (&self.case, &self.error) {
+            (Some(c), _) => format!(
+                "smallest failing shape {} (input seed {}, {:?} inputs): {}",
+                c.shape, c.input_seed, c.distribution, c.message
+            ),
+            (None, Some(e)) => e.clone(),
+            (None, None) => "no failing case reported".into(),
+        }
+    }
+
+    /// As the journal's `error` says it, which tells a failed check (a fault of the kernel,
+    /// [`conv::is_fault`]) from a check the rule refused everywhere (invalid).
+    pub fn journal_error(&self) -> String {
+        match (&self.case, &self.error) {
+            (None, Some(e)) => e.clone(),
+            _ => format!("{}{}", conv::CHECK_FAILED, self.case_words()),
+        }
+    }
+
+    /// The command that replays the failing part (`chip`: the run's `--chip` as given).
+    pub fn command(&self, kernel: &str, params: &Params, chip: &str) -> String {
+        let chip = if chip == "trn2" { String::new() } else { format!(" --chip {chip}") };
+        format!(
+            "cargo neuron-tune check --kernel {kernel} --params {params} --cases \
+             {CHECK_CASES_PER_PART} --seed {}{chip}",
+            self.seed
+        )
+    }
 }
 
 /// What a journal's lines are about, written next to it (`<journal>.meta.json`, atomically)

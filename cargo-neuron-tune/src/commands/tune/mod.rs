@@ -345,16 +345,6 @@ pub fn run(
         (evaluated, invalid) = (evaluated + result.evaluations, invalid + result.invalid);
         kernel_faults += result.faults;
         bar.suspend(|| warn_faults(&out, t, &chip.name, &result));
-        if result.faults > 0 {
-            faults.push(format!(
-                "{} at {shape_name}: {} panicked, crashed or hung (the warnings above give a \
-                 variant of each distinct failure, with the command that reproduces it; the \
-                 journal {} has every one, with its error)",
-                k.name,
-                conv::count(result.faults, "variant"),
-                result.journal.display()
-            ));
-        }
         if let Some((params, why)) = &result.no_valid {
             // Not even the default is recorded: it is not in the space the user asked for.
             empty.push(format!(
@@ -365,13 +355,43 @@ pub fn run(
             ));
             continue;
         }
-        if result.default_fails_check {
-            out.note(format!(
-                "warning: {} at {shape_name}: the default parameters fail their correctness \
-                 check (or the kernel's rule refuses them at every small shape the check \
-                 draws), so they are not kept (`cargo neuron-tune check --kernel {}` shows \
-                 which: the shrunk failing case, or the rule's reason)",
-                k.name, k.name
+        bar.suspend(|| warn_failed_checks(&out, t, &chip.name, &s.chip, &result));
+        // Faults of the kernel (exit 4, the winners still recorded): code that panicked,
+        // crashed or hung, and variants — the default too, when another one stands — that
+        // failed their correctness check with a failing case.
+        let code_faults = result
+            .history
+            .iter()
+            .filter(|e| e.status == "invalid" && conv::is_fault(&e.status, e.error.as_deref()))
+            .count();
+        let wrong = result.faults - code_faults;
+        let default_wrong = result.best.is_some()
+            && result
+                .default_check
+                .as_ref()
+                .is_some_and(|f| conv::is_fault("failed_check", Some(&f.journal_error())));
+        let mut what = Vec::new();
+        if code_faults > 0 {
+            what.push(format!("{} panicked, crashed or hung", conv::count(code_faults, "variant")));
+        }
+        if wrong > 0 {
+            let their = if wrong == 1 { "its" } else { "their" };
+            what.push(format!(
+                "{} failed {their} correctness check",
+                conv::count(wrong, "variant")
+            ));
+        }
+        if default_wrong {
+            what.push("the default parameters failed their correctness check".into());
+        }
+        if !what.is_empty() {
+            faults.push(format!(
+                "{} at {shape_name}: {} (the warnings above give a variant of each distinct \
+                 failure, with the command that reproduces it; the journal {} has every one, \
+                 with its error)",
+                k.name,
+                what.join("; "),
+                result.journal.display()
             ));
         }
         let Some(best) = result.best.clone() else {
@@ -397,7 +417,7 @@ pub fn run(
             }
             continue;
         };
-        bar.suspend(|| report(&out, t, &chip, &result, &best, seed, opts, &mut table));
+        bar.suspend(|| report(&out, t, &chip, &s.chip, &result, &best, seed, opts, &mut table));
         winners.push((ti, best.params.clone(), best.time_us));
         // The goal is judged on what the tuned file holds after the run: a kept record,
         // faster than this run's best, stands for the kernel.
@@ -498,7 +518,11 @@ pub fn run(
         let mut why = failed;
         if !faults.is_empty() {
             why.extend(faults);
-            why.push("the winners found are recorded; the faults are bugs in kernel code".into());
+            why.push(format!(
+                "{}the faults are bugs in kernel code (a failed check: a wrong result, or a \
+                 case the kernel could not run)",
+                if written.is_empty() { "" } else { "the winners found are recorded; " }
+            ));
         }
         why.extend(empty);
         why.extend(missed);
@@ -677,6 +701,9 @@ struct TuneResult {
     history: Vec<Entry>,
     /// The default was the best but failed its correctness check, so it was not kept.
     default_fails_check: bool,
+    /// Why the default failed its correctness check, when it did (whether or not a variant
+    /// beat it).
+    default_check: Option<FailedCheck>,
     /// The default's evaluation was refused (a hardware rule, the kernel's own error): why.
     default_refused: Option<String>,
     /// An external proposer's proposals that the kernel's validity rule refused before

@@ -15,7 +15,9 @@ pub(super) fn warn_faults(
 ) {
     let mut told = std::collections::BTreeSet::new();
     let k = &t.kernel.name;
-    for e in result.history.iter().filter(|e| conv::is_fault(&e.status, e.error.as_deref())) {
+    // (Failed checks are [`warn_failed_checks`]'.)
+    let code = |e: &&Entry| e.status == "invalid" && conv::is_fault(&e.status, e.error.as_deref());
+    for e in result.history.iter().filter(code) {
         let err = e.error.as_deref().unwrap_or_default();
         let Some((kind, message)) = conv::fault_of(err) else { continue };
         // Every one to a script (as `bench` reports them); to a reader, each distinct
@@ -36,6 +38,87 @@ pub(super) fn warn_faults(
                 t.shape_name, e.params, t.shape_name, e.params
             ));
         }
+    }
+}
+
+/// A would-be winner (or the default) that failed its correctness check is never kept, and
+/// never silently: each is told — the variant, its time, the shrunk failing case and the
+/// `check` command that replays it (`chip_arg`: the run's `--chip` as given) — as a
+/// warning, and as a `variant_failed` event (`failed_check`; `invalid` when the kernel's
+/// rule refused it at every small shape the check drew, so nothing could be checked).
+pub(super) fn warn_failed_checks(
+    out: &crate::output::Reporter,
+    t: &Target,
+    chip: &str,
+    chip_arg: &str,
+    result: &TuneResult,
+) {
+    let k = &t.kernel.name;
+    let label = target_label(t);
+    let event = |params: &Params, fault: bool, message: String| {
+        out.event(&crate::output::Event::VariantFailed {
+            kernel: k.clone(),
+            shape: t.shape_name.clone(),
+            params: params.clone(),
+            chip: chip.to_string(),
+            kind: if fault { "failed_check" } else { "invalid" }.into(),
+            message,
+        })
+    };
+    // The default is said when its check failed with a case, or when it would have been
+    // kept: a default the rule refuses at the check's small shapes, beaten anyway, is not.
+    let default_told = result.default_check.as_ref().filter(|f| {
+        result.default_fails_check || conv::is_fault("failed_check", Some(&f.journal_error()))
+    });
+    if let Some(f) = default_told {
+        let params = &t.kernel.defaults;
+        event(params, conv::is_fault("failed_check", Some(&f.journal_error())), f.case_words());
+        out.note(format!(
+            "warning: {k} {label}: the default parameters fail their correctness check{} \
+             ({params}): {}; `{}` reproduces it",
+            if result.default_fails_check { ", so they are not kept" } else { "" },
+            f.case_words(),
+            f.command(k, params, chip_arg)
+        ));
+    }
+    let best = result.best.as_ref().map(|b| b.time_us);
+    // The default proposed again fails as it did: told once.
+    let mut told: Vec<&Params> = Vec::new();
+    if default_told.is_some() {
+        told.push(&t.kernel.defaults);
+    }
+    for e in result.history.iter().filter(|e| e.status == "failed_check") {
+        if told.contains(&&e.params) {
+            continue;
+        }
+        told.push(&e.params);
+        let fault = conv::is_fault(&e.status, e.error.as_deref());
+        let (case, command) = match &e.check {
+            Some(f) => (f.case_words(), f.command(k, &e.params, chip_arg)),
+            // Journaled before failed checks kept their case.
+            None => (
+                e.error.clone().unwrap_or_else(|| "its failing case was not journaled".into()),
+                format!("cargo neuron-tune check --kernel {k} --params {}", e.params),
+            ),
+        };
+        event(&e.params, fault, case.clone());
+        let time = match (e.time_us, best) {
+            (Some(t), Some(b)) if t < b => {
+                format!(" ({t:.1} µs, faster than the result's {b:.1} µs)")
+            }
+            (Some(t), _) => format!(" ({t:.1} µs)"),
+            _ => String::new(),
+        };
+        let what = if fault {
+            "failed its correctness check (a fault of the kernel, counted apart from invalid \
+             configurations)"
+        } else {
+            "could not be checked, so it is invalid"
+        };
+        out.note(format!(
+            "warning: {k} {label} {}{time}: {what}: {case}; `{command}` reproduces it",
+            e.params
+        ));
     }
 }
 
@@ -88,20 +171,36 @@ pub(super) fn nothing_valid(t: &Target, chip: &str, result: &TuneResult) -> Opti
     ))
 }
 
-/// The line under a run's figures when its kernel code failed: how many evaluations, that
-/// they are a bug in the kernel rather than configurations it refuses, and where to see
-/// them: the command that reproduces the first, and the journal that holds every one.
-fn faults_line(t: &Target, result: &TuneResult) -> Option<String> {
-    let first = result.history.iter().find(|e| conv::is_fault(&e.status, e.error.as_deref()))?;
+/// The line under a run's figures when its kernel failed: how many evaluations, that they
+/// are a bug in the kernel rather than configurations it refuses (code that panicked,
+/// crashed or hung; a failed correctness check), and where to see them: the command that
+/// reproduces the first (`chip_arg`: the run's `--chip` as given), and the journal that
+/// holds every one.
+fn faults_line(t: &Target, chip_arg: &str, result: &TuneResult) -> Option<String> {
+    let fault = |e: &&Entry| conv::is_fault(&e.status, e.error.as_deref());
+    let first = result.history.iter().find(fault)?;
+    let wrong = result.history.iter().filter(fault).filter(|e| e.status == "failed_check").count();
     let k = &t.kernel.name;
+    let what = match (result.faults - wrong, wrong) {
+        (_, 0) => "the kernel code panicked, crashed or hung".to_string(),
+        (0, _) => "the kernel failed its correctness check".to_string(),
+        (code, wrong) => format!(
+            "the kernel code panicked, crashed or hung ({code}) or failed its correctness \
+             check ({wrong})"
+        ),
+    };
+    let command = match &first.check {
+        Some(f) => f.command(k, &first.params, chip_arg),
+        None => format!(
+            "cargo neuron-tune bench --kernel {k} --shape {} --params {}",
+            t.shape_name, first.params
+        ),
+    };
     Some(format!(
-        "    faults: {} of {}: the kernel code panicked, crashed or hung (a bug in the kernel, \
-         not a configuration it refuses); `cargo neuron-tune bench --kernel {k} --shape {} \
-         --params {}` reproduces the first, and the journal {} has every one with its error",
+        "    faults: {} of {}: {what} (a bug in the kernel, not a configuration it refuses); \
+         `{command}` reproduces the first, and the journal {} has every one with its error",
         result.faults,
         conv::count(result.evaluations, "evaluation"),
-        t.shape_name,
-        first.params,
         result.journal.display()
     ))
 }
@@ -113,6 +212,7 @@ pub(super) fn report(
     out: &crate::output::Reporter,
     t: &Target,
     chip: &ChipSpec,
+    chip_arg: &str,
     result: &TuneResult,
     best: &Best,
     seed: u64,
@@ -292,10 +392,14 @@ pub(super) fn report(
             // `--params` whose pins exclude the kernel's default: the default is still what
             // runs without a record, so nothing slower than it is recorded, and it is said.
             let pinned = t.kernel.space.index_of(&best.params).is_none();
-            let what = if pinned {
-                "nothing in the space pinned by --params beat it"
-            } else {
-                "no variant beat it"
+            // A faster variant that failed its check is no winner: it is warned about.
+            let wrong = result.history.iter().any(|e| {
+                e.status == "failed_check" && conv::is_fault(&e.status, e.error.as_deref())
+            });
+            let what = match (pinned, wrong) {
+                (true, _) => "nothing in the space pinned by --params beat it",
+                (false, true) => "no correct variant beat it",
+                (false, false) => "no variant beat it",
             };
             // A search of the whole space has no figures of its own to give, just that.
             let how = match result.whole_space {
@@ -320,7 +424,7 @@ pub(super) fn report(
         }
         _ => out.result(format!("  {} {label}: {how}", k.name)),
     }
-    if let Some(line) = faults_line(t, result) {
+    if let Some(line) = faults_line(t, chip_arg, result) {
         out.result(line);
     }
     // The result above is the run's own; the file keeps a faster record (the table's row).

@@ -242,15 +242,18 @@ pub(super) fn tune_one(
     // win (the default is kept on a tie), so only variants faster than both it and the
     // search's best are would-be winners worth a correctness check. A default that fails
     // its check gates nothing: then the search's best must be checked to stand.
-    let default_passes = match default.as_ref().filter(|d| d.time_us.is_some()) {
+    let default_check = match default.as_ref().filter(|d| d.time_us.is_some()) {
         Some(d) => {
             let checking = Instant::now();
-            let passed = passes_check(pool, job, &d.params)?;
+            let checked = check_variant(pool, job, &d.params)?;
             check_s += checking.elapsed().as_secs_f64();
-            Some(passed)
+            Some(checked)
         }
         None => None,
     };
+    let default_passes = default_check.as_ref().map(Result::is_ok);
+    // Why the default failed its check, said whether or not a variant beats it.
+    let default_check = default_check.and_then(Result::err);
     let check_gate = default_time.filter(|_| default_passes == Some(true));
     // The strategy proposed everything it will (the space is exhausted).
     let mut exhausted = false;
@@ -385,10 +388,14 @@ pub(super) fn tune_one(
                         && incumbent.is_none_or(|b| e.time_us.is_some_and(|t| t < b))
                     {
                         let checking = Instant::now();
-                        let passed = passes_check(pool, job, &e.params)?;
+                        let checked = check_variant(pool, job, &e.params)?;
                         check_s += checking.elapsed().as_secs_f64();
-                        if !passed {
+                        // Journaled with its failing case: a fault of the kernel, said
+                        // with the command that replays it (`report::warn_failed_checks`).
+                        if let Err(f) = checked {
                             e.status = "failed_check".into();
+                            e.error = Some(f.journal_error());
+                            e.check = Some(f);
                         }
                     }
                     append(&serde_json::to_value(&e).expect("entries serialize"))?;
@@ -593,6 +600,7 @@ pub(super) fn tune_one(
         front,
         kept_default,
         default_fails_check,
+        default_check,
         default_refused,
         record,
         default_time,
