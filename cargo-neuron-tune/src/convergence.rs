@@ -395,16 +395,24 @@ pub struct CrossShape {
     /// The winner's time there, and that shape's own winner's time, µs.
     pub time_us: f64,
     pub own_best_us: f64,
+    /// The other shape has a tuned record of its own (for its dimensions, written by its
+    /// own search): it runs that, never this winner.
+    pub own_record: bool,
 }
 
-/// Over-fitted: the winner loses more than 5 % against another shape's own winner there.
+/// Over-fitted: the winner loses more than 5 % against another shape's own winner there —
+/// at a shape that would run it, having no tuned record of its own. Where every shape has
+/// its own record, as a run that tunes each leaves them, a winner fast at its own shape
+/// only is no fault: each shape runs its own.
 pub fn over_fitted(params: &Params, cross: &[CrossShape]) -> Option<Diagnosis> {
     let losses: Vec<String> = cross
         .iter()
+        .filter(|c| !c.own_record)
         .filter(|c| c.time_us > OVER_FITTED * c.own_best_us)
         .map(|c| {
             format!(
-                "at {} it runs {:.2} µs, {:.1} % slower than that shape's winner ({:.2} µs)",
+                "at {}, which has no tuned record of its own, it runs {:.2} µs, {:.1} % slower \
+                 than that shape's winner ({:.2} µs)",
                 c.shape,
                 c.time_us,
                 100.0 * (c.time_us / c.own_best_us - 1.0),
@@ -420,9 +428,9 @@ pub fn over_fitted(params: &Params, cross: &[CrossShape]) -> Option<Diagnosis> {
         summary: format!("over-fitted: the winner {params} is fast at its own shape only"),
         evidence: losses,
         advice: vec![
-            "the winners differ by shape, so keep one record per shape, as the tuned database \
-             does: each of these shapes has its own now; a shape a model calls that was not \
-             tuned runs the default, not this winner (`tune --model` tunes every call)"
+            "the winners differ by shape: give each of these shapes a tuned record of its own \
+             (tune it, alone or with `tune --model`, which tunes every call) rather than \
+             run this winner there"
                 .into(),
         ],
     })
@@ -821,14 +829,37 @@ mod tests {
     #[test]
     fn over_fitted_fires_above_five_percent_only() {
         let p = Params::default();
-        let at = |t: f64| CrossShape { shape: "wide".into(), time_us: t, own_best_us: 100.0 };
+        let at = |t: f64| CrossShape {
+            shape: "wide".into(),
+            time_us: t,
+            own_best_us: 100.0,
+            own_record: false,
+        };
         assert_eq!(over_fitted(&p, &[at(105.0)]), None, "5 % is not more than 5 %");
         let d = over_fitted(&p, &[at(105.0), at(150.0)]).unwrap();
         assert_eq!(d.rule, "over_fitted");
         assert_eq!(
             d.evidence,
-            ["at wide it runs 150.00 µs, 50.0 % slower than that shape's winner (100.00 µs)"]
+            ["at wide, which has no tuned record of its own, it runs 150.00 µs, 50.0 % slower \
+              than that shape's winner (100.00 µs)"]
         );
+    }
+
+    #[test]
+    fn over_fitted_is_silent_where_the_other_shape_runs_its_own_record() {
+        // However much slower the winner is there, a shape with its own record never runs it.
+        let p = Params::default();
+        let own = CrossShape {
+            shape: "wide".into(),
+            time_us: 700.0,
+            own_best_us: 100.0,
+            own_record: true,
+        };
+        assert_eq!(over_fitted(&p, std::slice::from_ref(&own)), None);
+        let bare = CrossShape { shape: "narrow".into(), own_record: false, ..own.clone() };
+        let d = over_fitted(&p, &[own, bare]).unwrap();
+        assert_eq!(d.evidence.len(), 1);
+        assert!(d.evidence[0].starts_with("at narrow, which has no tuned record"), "{d:?}");
     }
 
     proptest! {

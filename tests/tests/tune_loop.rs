@@ -674,50 +674,6 @@ fn validate_without_a_goal_rolls_back_a_winner_wrong_on_its_key_set() {
     assert_eq!(again.iter().map(rollbacks).collect::<Vec<_>>(), before);
 }
 
-#[test]
-fn a_winner_slow_at_another_shape_of_its_key_set_is_diagnosed_over_fitted() {
-    // `fit` runs 1 + |guess − cols/128| passes: narrow's winner is guess 2 (1 pass), wide's
-    // guess 8; each runs 7 passes at the other shape, far more than 5 % slower.
-    let manifest = broken_manifest("loop");
-    let args = [
-        "tune",
-        "--kernel",
-        "fit",
-        "--strategy",
-        "grid",
-        "--seed",
-        "109",
-        "--budget",
-        "3",
-        "--manifest-path",
-        &manifest,
-        "--message-format",
-        "json",
-    ];
-    let out = cli_command(&args).output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let tuned = events(&stdout, "tune");
-    let best = |shape: &str| {
-        let e = tuned.iter().find(|e| e["shape"] == shape).unwrap();
-        (e["best_params"]["guess"].as_i64().unwrap(), e["best_time"].as_f64().unwrap())
-    };
-    let ((narrow_guess, narrow_us), (wide_guess, wide_us)) = (best("narrow"), best("wide"));
-    assert_eq!((narrow_guess, wide_guess), (2, 8));
-    let diagnoses = events(&stdout, "diagnosis");
-    assert_eq!(diagnoses.len(), 2, "{diagnoses:?}");
-    for (shape, other, other_best) in [("narrow", "wide", wide_us), ("wide", "narrow", narrow_us)] {
-        let d = diagnoses.iter().find(|d| d["shape"] == shape).unwrap();
-        assert_eq!(d["diagnosis"]["rule"], "over_fitted");
-        let evidence = d["diagnosis"]["evidence"][0].as_str().unwrap();
-        assert!(evidence.starts_with(&format!("at {other} it runs ")), "{evidence}");
-        assert!(
-            evidence.ends_with(&format!("that shape's winner ({other_best:.2} µs)")),
-            "{evidence}"
-        );
-    }
-}
-
 /// A workspace of two crates: `kernels` lists `scale` (y = 2·x computed `passes` times over,
 /// 3 by default, so fewer is faster), and `models` has a model `net` calling `scale` once at
 /// `scale`'s own shape — through its own copy of the kernel, as a models crate pinned to an

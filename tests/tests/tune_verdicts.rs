@@ -274,3 +274,27 @@ fn a_would_be_winner_that_fails_its_check_is_named_with_its_failing_case_and_exi
     assert_eq!(code, 4, "{out}\n{err}");
     assert!(out.contains("FAILED") && out.contains("smallest failing shape"), "{out}");
 }
+
+/// `fit` (fixtures/broken/loop) runs `1 + |guess − cols/128|` passes: narrow's winner is
+/// guess 2, wide's guess 8, and each is 7 passes at the other shape. Tuned together, each
+/// shape gets a record of its own and runs it, never the other's winner: no shape is
+/// over-fitted for, and saying so would be a false alarm (as it was for `tune --model`,
+/// whose every call gets its own record).
+#[test]
+fn winners_that_differ_by_shape_are_no_over_fitting_when_each_shape_has_its_own_record() {
+    let manifest = neuron_tune_tests::broken_manifest("loop");
+    let args = ["tune", "--manifest-path", &manifest, "--kernel", "fit", "--strategy", "grid"];
+    let args = [&args[..], &["--seed", "31005", "--budget", "3"]].concat();
+    let (code, out, err) = run(&[&args[..], &["--message-format", "json"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let tuned = events(&out, "tune");
+    let guess = |shape: &str| {
+        let e = tuned.iter().find(|e| e["shape"] == shape).unwrap();
+        e["best_params"]["guess"].as_i64().unwrap()
+    };
+    assert_eq!((guess("narrow"), guess("wide")), (2, 8), "{out}");
+    assert_eq!(events(&out, "diagnosis"), Vec::<Value>::new(), "{out}");
+    let (code, out, err) = run(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("over-fitted") && !err.contains("over-fitted"), "{out}");
+}

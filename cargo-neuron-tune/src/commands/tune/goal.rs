@@ -6,11 +6,14 @@ use super::*;
 
 /// The `over_fitted` rule, once every target is tuned: each winner of a kernel tuned at
 /// several shapes is measured at the kernel's other tuned shapes (those its validity rule
-/// accepts) and compared with their own winners.
+/// accepts) that have no tuned record of their own (`own_record`, per target) and compared
+/// with their own winners. A shape with its own record runs its own winner, never this
+/// one: comparing there would be a false alarm (and a simulation spent on it).
 pub(super) fn over_fitting(
     ws: &mut Workspace,
     targets: &[Target],
     winners: &[(usize, Params, f64)],
+    own_record: &[bool],
     chip: &ChipSpec,
     out: &crate::output::Reporter,
 ) -> Result<(), Failure> {
@@ -24,6 +27,9 @@ pub(super) fn over_fitting(
         for (oi, _, own_best_us) in winners {
             let o = &targets[*oi];
             if oi == ti || o.krate != t.krate || o.kernel.name != t.kernel.name {
+                continue;
+            }
+            if own_record[*oi] {
                 continue;
             }
             let v = Variant {
@@ -41,6 +47,7 @@ pub(super) fn over_fitting(
                     shape: target_label(o),
                     time_us: b.time_us,
                     own_best_us: *own_best_us,
+                    own_record: false,
                 });
             }
         }

@@ -235,6 +235,9 @@ pub fn run(
     let mut faults: Vec<String> = Vec::new();
     // Each tuned target's winner (index into `targets`, params, time), for `over_fitted`.
     let mut winners: Vec<(usize, Params, f64)> = Vec::new();
+    // What this run recorded for each target it recorded (index into `targets`, params):
+    // a shape whose dimensions' record is still its own never runs another's winner.
+    let mut written_params: Vec<(usize, Params)> = Vec::new();
     // `--goal`/`--validate`: per target, the models whose winner must not lower their
     // throughput, and the winners of this run (the models use them once recorded).
     let users = if goal.validates() {
@@ -473,6 +476,7 @@ pub fn run(
             validated_shapes,
             validated_models,
         };
+        written_params.push((ti, record.params.clone()));
         fresh.push(record.entry());
         let change = db.record(record);
         let before = match written.iter().any(|w| w.path.as_path() == db.path()) {
@@ -504,7 +508,22 @@ pub fn run(
         report::wall_clock_diagnosis(&out, &whom, &d);
         out.event(&Event::RunDiagnosis { diagnosis: d });
     }
-    over_fitting(&mut ws, &targets, &winners, &chip, &out)?;
+    // Per target: the tuned database's record for its dimensions is the one its own search
+    // wrote (another target of the same dimensions may have replaced it since).
+    let own_record: Vec<bool> = (0..targets.len())
+        .map(|ti| {
+            let t = &targets[ti];
+            let mine = written_params.iter().find(|(i, _)| *i == ti).map(|(_, p)| p);
+            let db = dbs[t.krate].as_ref();
+            let now = db.and_then(|db| {
+                db.records()
+                    .iter()
+                    .find(|r| r.kernel == t.kernel.name && r.chip == chip.name && r.dims == t.shape)
+            });
+            mine.is_some_and(|p| now.is_some_and(|r| r.params == *p))
+        })
+        .collect();
+    over_fitting(&mut ws, &targets, &winners, &own_record, &chip, &out)?;
     out.event(&Event::Summary(crate::output::Summary {
         command: "tune".into(),
         variants: evaluated,
