@@ -302,7 +302,7 @@ fn a_harness_crashing_at_start_up_is_started_again_then_stops_the_command() {
     std::fs::remove_file(&log).unwrap();
     let seed = "5151";
     let journal = neuron_tune_tests::root().join(format!(
-        "target/e2e/neuron-tune/journals/tune-many-small-cols512-rows256-trn2-default-{seed}.jsonl"
+        "target/e2e/neuron-tune/journals/tune-broken-noisy.many-small-cols512-rows256-trn2-default-{seed}.jsonl"
     ));
     let _ = std::fs::remove_file(&journal);
     let tune = ["tune", "--kernel", "many", "--budget", "12", "--seed", seed, "-j", "2"];
