@@ -99,11 +99,15 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     let mut tuned = Vec::new();
     for c in &ws.crates {
         let dir = c.krate.manifest_path.parent().map(PathBuf::from).unwrap_or_default();
-        tuned.extend(TunedDb::load(&dir)?.records().iter().cloned());
+        let package = c.krate.package.clone();
+        tuned.extend(TunedDb::load(&dir)?.records().iter().map(|record| model::PackageRecord {
+            package: package.clone(),
+            record: record.clone(),
+        }));
     }
     let any_tuned = !tuned.is_empty();
-    seen_chips.extend(tuned.iter().map(|r| r.chip.clone()));
-    tuned.retain(|r| kernel_ok(&r.kernel) && chip_ok(&r.chip));
+    seen_chips.extend(tuned.iter().map(|r| r.record.chip.clone()));
+    tuned.retain(|r| kernel_ok(&r.record.kernel) && chip_ok(&r.record.chip));
     let data = model::build(&store, runs.clone(), tuned.clone());
     seen_chips.extend(data.gate.iter().map(|g| g.chip.clone()));
     if let Some(c) = chip.as_deref() {

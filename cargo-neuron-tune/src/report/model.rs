@@ -136,12 +136,22 @@ pub struct GateSeries {
     pub points: Vec<(usize, f64)>,
 }
 
+/// A tuned record and the package whose `neuron-tune.tuned.toml` holds it: records do not
+/// name their package (the file is the package's), and two packages may have same-named
+/// kernels, each with its own record at the same chip and dimensions.
+#[derive(Clone, Debug)]
+pub struct PackageRecord {
+    pub package: String,
+    pub record: TunedRecord,
+}
+
 /// Everything the report shows.
 #[derive(Clone, Debug)]
 pub struct ReportData {
     pub targets: Vec<Target>,
-    /// The tuned databases' records, sorted by kernel, chip, shape.
-    pub tuned: Vec<TunedRecord>,
+    /// The tuned databases' records with the package whose database holds each, sorted by
+    /// kernel, package, chip, shape.
+    pub tuned: Vec<PackageRecord>,
     pub gate: Vec<GateSeries>,
 }
 
@@ -221,7 +231,7 @@ pub fn stored_bench(
 }
 
 /// Group runs into targets; find each target's best and default and its roofline points.
-pub fn build(store: &Store, runs: Vec<TuneRun>, tuned: Vec<TunedRecord>) -> ReportData {
+pub fn build(store: &Store, runs: Vec<TuneRun>, tuned: Vec<PackageRecord>) -> ReportData {
     let gate = read_gate_history(store.root());
     let mut targets: Vec<Target> = Vec::new();
     for run in runs {
@@ -296,7 +306,10 @@ pub fn build(store: &Store, runs: Vec<TuneRun>, tuned: Vec<TunedRecord>) -> Repo
             .collect();
     }
     let mut tuned = tuned;
-    tuned.sort_by(|a, b| (&a.kernel, &a.chip, &a.shape).cmp(&(&b.kernel, &b.chip, &b.shape)));
+    fn key(p: &PackageRecord) -> (&str, &str, &str, &str) {
+        (&p.record.kernel, &p.package, &p.record.chip, &p.record.shape)
+    }
+    tuned.sort_by(|a, b| key(a).cmp(&key(b)));
     ReportData { targets, tuned, gate }
 }
 

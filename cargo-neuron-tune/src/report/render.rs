@@ -5,8 +5,9 @@
 //! its N data points as marks (circles for points, rectangles for bars), so a reader (or a
 //! test) can tell an empty chart from a full one without parsing the picture.
 
-use super::model::{GateSeries, ReportData, Shown, Target, TuneRun};
+use super::model::{GateSeries, PackageRecord, ReportData, Shown, Target, TuneRun};
 use plotters::prelude::*;
+use std::collections::HashSet;
 use std::fmt::Write;
 
 const W: u32 = 640;
@@ -444,11 +445,21 @@ pub fn html(data: &ReportData) -> String {
     if data.tuned.is_empty() {
         h.push_str("<p class=\"none\">No tuned database records yet: run <code>cargo neuron-tune tune</code>.</p>\n");
     } else {
-        h.push_str("<table><tr><th>kernel</th><th>chip</th><th>shape</th><th>time (µs)</th><th>params</th><th>simulator</th></tr>\n");
-        for r in &data.tuned {
+        // Two packages' same-named kernels each have their records: say whose they are.
+        let packages = data.tuned.iter().map(|r| &r.package).collect::<HashSet<_>>().len();
+        let package_th = if packages > 1 { "<th>package</th>" } else { "" };
+        let _ = writeln!(
+            h,
+            "<table><tr><th>kernel</th>{package_th}<th>chip</th><th>shape</th><th>time (µs)</th><th>params</th><th>simulator</th></tr>"
+        );
+        for PackageRecord { package, record: r } in &data.tuned {
+            let package_td = match packages > 1 {
+                true => format!("<td>{}</td>", escape(package)),
+                false => String::new(),
+            };
             let _ = writeln!(
                 h,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{:.2}</td><td><code>{}</code></td><td>{}</td></tr>",
+                "<tr><td>{}</td>{package_td}<td>{}</td><td>{}</td><td class=\"n\">{:.2}</td><td><code>{}</code></td><td>{}</td></tr>",
                 escape(&r.kernel),
                 escape(&r.chip),
                 escape(&r.shape),
@@ -532,10 +543,18 @@ pub fn html(data: &ReportData) -> String {
         // The database is what the models run: when its record is not the runs' best, say
         // which it is (a later run with the same kernel, shape, chip, strategy and seed
         // replaces the journal of the run that recorded it; or the record predates them).
+        // A run journaled before its package was recorded matches any package's record.
         let record = data
             .tuned
             .iter()
-            .find(|r| r.kernel == t.kernel && r.chip == t.chip.name && r.dims == t.dims);
+            .find(|p| {
+                let r = &p.record;
+                t.package.as_ref().is_none_or(|tp| tp.name == p.package)
+                    && r.kernel == t.kernel
+                    && r.chip == t.chip.name
+                    && r.dims == t.dims
+            })
+            .map(|p| &p.record);
         if let Some(r) = record.filter(|r| t.best.as_ref().is_none_or(|b| b.params != r.params)) {
             let _ = writeln!(
                 h,
@@ -678,33 +697,72 @@ mod tests {
         run
     }
 
+    fn record(package: &str, params: neuron_tune_protocol::Params) -> PackageRecord {
+        PackageRecord {
+            package: package.into(),
+            record: crate::tuned::TunedRecord {
+                kernel: "k<&>".into(),
+                chip: "trn2".into(),
+                shape: "small".into(),
+                dims: Default::default(),
+                params,
+                time_us: 6.5,
+                program_hash: "h".into(),
+                tool_version: "t".into(),
+                sim_version: "v".into(),
+                validated_shapes: Vec::new(),
+                validated_models: Vec::new(),
+            },
+        }
+    }
+
     #[test]
     fn a_record_that_is_not_the_runs_best_is_named_in_its_section() {
         let mut d = data();
-        let record = |params: neuron_tune_protocol::Params| crate::tuned::TunedRecord {
-            kernel: "k<&>".into(),
-            chip: "trn2".into(),
-            shape: "small".into(),
-            dims: Default::default(),
-            params,
-            time_us: 6.5,
-            program_hash: "h".into(),
-            tool_version: "t".into(),
-            sim_version: "v".into(),
-            validated_shapes: Vec::new(),
-            validated_models: Vec::new(),
-        };
         let note = "The tuned database's record here is <code>bufs=3</code> (6.50 µs)";
-        d.tuned = vec![record(neuron_tune_protocol::Params::new().with("bufs", 3))];
+        d.tuned = vec![record("p", neuron_tune_protocol::Params::new().with("bufs", 3))];
         assert!(html(&d).contains(note), "{}", html(&d));
         // The record is the best shown: nothing to say.
         d.targets[0].best = Some(super::super::model::Shown {
-            params: d.tuned[0].params.clone(),
+            params: d.tuned[0].record.params.clone(),
             time_us: 6.5,
             program_hash: "h".into(),
             profile: None,
         });
         assert!(!html(&d).contains("The tuned database's record here"));
+    }
+
+    #[test]
+    fn a_target_is_compared_with_its_own_packages_record_only() {
+        use neuron_tune_protocol::Params;
+        let mut d = data();
+        d.targets[0].package = Some(crate::commands::tune::RunPackage {
+            name: "b".into(),
+            manifest: "b/Cargo.toml".into(),
+        });
+        d.targets[0].best = Some(super::super::model::Shown {
+            params: Params::new().with("bufs", 2),
+            time_us: 6.5,
+            program_hash: "h".into(),
+            profile: None,
+        });
+        // Package `a` has a same-named kernel whose record differs; `b`'s record is the
+        // target's best. Matching by kernel name alone named `a`'s record as `b`'s.
+        d.tuned = vec![
+            record("a", Params::new().with("bufs", 3)),
+            record("b", Params::new().with("bufs", 2)),
+        ];
+        let page = html(&d);
+        assert!(!page.contains("The tuned database's record here"), "{page}");
+        // Two packages' records: the table says whose each is.
+        assert!(page.contains("<th>kernel</th><th>package</th>"), "{page}");
+        assert!(page.contains("<tr><td>k&lt;&amp;&gt;</td><td>a</td>"), "{page}");
+        // With `b`'s record the other one, the note names it.
+        d.tuned[1].record.params = Params::new().with("bufs", 4);
+        assert!(html(&d).contains("record here is <code>bufs=4</code>"), "{}", html(&d));
+        // One package: no package column.
+        d.tuned.remove(0);
+        assert!(html(&d).contains("<th>kernel</th><th>chip</th>"));
     }
 
     #[test]
