@@ -52,6 +52,11 @@ impl TunedSet {
         Ok(TunedSet { dbs })
     }
 
+    /// The database of the package whose manifest is in `dir`, if it has one.
+    pub fn of_dir(&self, dir: &std::path::Path) -> Option<&TunedDb> {
+        self.dbs.iter().find(|db| db.path().parent() == Some(dir))
+    }
+
     /// The tuned parameters for `chip`, as a model request carries them.
     pub fn for_chip(&self, chip: &str) -> Tuned {
         Tuned(self.records().filter(|(_, r)| r.chip == chip).map(|(_, r)| r.entry()).collect())

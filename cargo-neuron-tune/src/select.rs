@@ -6,6 +6,7 @@
 
 use crate::cli::Selection;
 use crate::exit::{fail, Exit, Failure};
+use crate::tuned::TunedDb;
 use neuron_tune_protocol::{ChipSpec, KernelInfo, ListDoc, Params, Shape, Space};
 use std::path::Path;
 
@@ -80,21 +81,34 @@ pub fn parse_params(k: &KernelInfo, text: Option<&str>) -> Result<Params, Failur
 pub enum ParamSets {
     One(Params),
     All(Space),
+    /// `--tuned`: one set per selected shape, in the order of [`KernelSelection::shapes`].
+    PerShape(Vec<Params>),
 }
 
 impl ParamSets {
-    /// Parameter sets (saturating).
+    /// Distinct parameter sets (saturating).
     pub fn count(&self) -> u64 {
         match self {
             ParamSets::One(_) => 1,
             ParamSets::All(s) => s.len(),
+            ParamSets::PerShape(_) => self.iter().count() as u64,
         }
     }
 
+    /// The distinct parameter sets.
     pub fn iter(&self) -> Box<dyn Iterator<Item = Params> + '_> {
         match self {
             ParamSets::One(p) => Box::new(std::iter::once(p.clone())),
             ParamSets::All(s) => Box::new(s.iter()),
+            ParamSets::PerShape(sets) => {
+                let mut distinct: Vec<&Params> = Vec::new();
+                for p in sets {
+                    if !distinct.contains(&p) {
+                        distinct.push(p);
+                    }
+                }
+                Box::new(distinct.into_iter().cloned())
+            }
         }
     }
 }
@@ -105,24 +119,61 @@ pub struct KernelSelection {
     pub kernel: KernelInfo,
     pub shapes: Vec<(String, Shape)>,
     pub params: ParamSets,
+    /// `--tuned`: the selected shapes the tuned database has no record for (they run the
+    /// default).
+    pub untuned: Vec<String>,
 }
 
 impl KernelSelection {
     /// Variants selected (saturating).
     pub fn count(&self) -> u64 {
-        self.params.count().saturating_mul(self.shapes.len() as u64)
+        match &self.params {
+            ParamSets::PerShape(_) => self.shapes.len() as u64,
+            p => p.count().saturating_mul(self.shapes.len() as u64),
+        }
     }
 
     /// Shape-major: every parameter set at the first shape, then the next shape.
     pub fn variants(&self) -> impl Iterator<Item = Variant> + '_ {
-        self.shapes.iter().flat_map(move |(sn, sh)| {
-            self.params.iter().map(move |p| Variant {
+        self.shapes.iter().enumerate().flat_map(move |(i, (sn, sh))| {
+            let sets = match &self.params {
+                ParamSets::PerShape(sets) => Box::new(std::iter::once(sets[i].clone())),
+                p => p.iter(),
+            };
+            sets.map(move |p| Variant {
                 kernel: self.kernel.name.clone(),
                 shape_name: sn.clone(),
                 shape: sh.clone(),
                 params: p,
             })
         })
+    }
+
+    /// Shapes retained by `keep` (a partition), their `--tuned` parameters with them.
+    pub fn retain_shapes(&mut self, mut keep: impl FnMut(&str, &Shape) -> bool) {
+        let kept: Vec<bool> = self.shapes.iter().map(|(n, s)| keep(n, s)).collect();
+        let mut each = kept.iter();
+        self.shapes.retain(|_| *each.next().expect("one per shape"));
+        if let ParamSets::PerShape(sets) = &mut self.params {
+            let mut each = kept.iter();
+            sets.retain(|_| *each.next().expect("one per shape"));
+        }
+    }
+}
+
+/// `--tuned`: a note naming each kernel's selected shapes that have no tuned record (they
+/// run the default), so a CI step that checks "what the models run" says what it checked.
+pub fn note_untuned(selected: &[KernelSelection], chip: &str, out: &crate::output::Reporter) {
+    for k in selected.iter().filter(|k| !k.untuned.is_empty()) {
+        let all = k.untuned.len() == k.shapes.len();
+        out.note(format!(
+            "note: `{}` has no tuned record on {chip} at {} {}: {} its default ({})",
+            k.kernel.name,
+            if k.untuned.len() == 1 { "shape" } else { "shapes" },
+            k.untuned.join(", "),
+            if all { "it runs" } else { "they run" },
+            k.kernel.defaults
+        ));
     }
 }
 
@@ -273,8 +324,18 @@ fn param_names(k: &KernelInfo) -> String {
     k.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
 }
 
-/// The selected kernels of one crate's list (lazily: nothing is enumerated).
-pub fn select(list: &ListDoc, s: &Selection) -> Result<Vec<KernelSelection>, Failure> {
+/// The selected kernels of one crate's list (lazily: nothing is enumerated). `tuned`: the
+/// crate's tuned database, for `--tuned` (none: every shape runs the default).
+pub fn select(
+    list: &ListDoc,
+    s: &Selection,
+    tuned: Option<&TunedDb>,
+) -> Result<Vec<KernelSelection>, Failure> {
+    // Records go by the chip's name (a chip file's stem).
+    let chip = match s.tuned {
+        true => chip_spec(&s.chip)?.name,
+        false => String::new(),
+    };
     let mut out = Vec::new();
     for k in &list.kernels {
         if !s.kernels.is_empty() && !s.kernels.iter().any(|p| glob(p, &k.name)) {
@@ -283,18 +344,38 @@ pub fn select(list: &ListDoc, s: &Selection) -> Result<Vec<KernelSelection>, Fai
         if left_out_by_params(k, s) {
             continue;
         }
-        let params = if s.all_variants {
-            ParamSets::All(pinned_space(k, s.params.as_deref())?)
-        } else {
-            ParamSets::One(parse_params(k, s.params.as_deref())?)
-        };
         let shapes: Vec<(String, Shape)> = k
             .shapes
             .iter()
             .filter(|(sn, _)| s.shapes.is_empty() || s.shapes.contains(sn))
             .cloned()
             .collect();
-        let sel = KernelSelection { kernel: k.clone(), shapes, params };
+        let mut untuned = Vec::new();
+        let params = if s.all_variants {
+            ParamSets::All(pinned_space(k, s.params.as_deref())?)
+        } else if s.tuned {
+            let record = |dims: &Shape| {
+                tuned?
+                    .records()
+                    .iter()
+                    .find(|r| r.kernel == k.name && r.chip == chip && &r.dims == dims)
+            };
+            ParamSets::PerShape(
+                shapes
+                    .iter()
+                    .map(|(name, dims)| match record(dims) {
+                        Some(r) => r.params.clone(),
+                        None => {
+                            untuned.push(name.clone());
+                            k.defaults.clone()
+                        }
+                    })
+                    .collect(),
+            )
+        } else {
+            ParamSets::One(parse_params(k, s.params.as_deref())?)
+        };
+        let sel = KernelSelection { kernel: k.clone(), shapes, params, untuned };
         if s.all_variants && sel.count() > GRID_LIMIT {
             return Err(fail(
                 Exit::Config,
@@ -380,7 +461,36 @@ fn builtins() -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::glob;
+    use super::{glob, KernelSelection, ParamSets};
+    use neuron_tune_protocol::{KernelInfo, Params, Shape};
+
+    #[test]
+    fn tuned_parameters_stay_with_their_shape_through_a_partition() {
+        let shape = |n: u64| Shape([("n".to_string(), n)].into_iter().collect());
+        let p = |b: i64| Params::new().with("bufs", b);
+        let mut k = KernelSelection {
+            kernel: KernelInfo {
+                name: "k".into(),
+                doc: String::new(),
+                params: Vec::new(),
+                space: Default::default(),
+                defaults: p(1),
+                shapes: Vec::new(),
+                valid_variants: Default::default(),
+            },
+            shapes: vec![("a".into(), shape(1)), ("b".into(), shape(2)), ("c".into(), shape(3))],
+            params: ParamSets::PerShape(vec![p(2), p(3), p(2)]),
+            untuned: Vec::new(),
+        };
+        // One variant per shape, each with its own parameters; two distinct sets.
+        let pairs = |k: &KernelSelection| -> Vec<(String, Params)> {
+            k.variants().map(|v| (v.shape_name, v.params)).collect()
+        };
+        assert_eq!(pairs(&k), [("a".into(), p(2)), ("b".into(), p(3)), ("c".into(), p(2))]);
+        assert_eq!((k.count(), k.params.count()), (3, 2));
+        k.retain_shapes(|name, _| name != "a");
+        assert_eq!(pairs(&k), [("b".into(), p(3)), ("c".into(), p(2))]);
+    }
 
     #[test]
     fn globs_match_like_a_shell() {

@@ -246,3 +246,67 @@ fn a_problem_tuned_under_two_names_keeps_its_label_and_the_file_does_not_churn()
         assert!(err.contains("neuron-tune.tuned.toml unchanged (this run's "), "{err}");
     }
 }
+
+/// `--tuned` runs, at each shape, what the crate's tuned database records there (what the
+/// models run), and the default at a shape without a record, saying so.
+#[test]
+fn tuned_flag_runs_each_shapes_recorded_winner_and_the_default_elsewhere() {
+    let ws = fixture_workspace("tuned-flag");
+    let manifest = ws.join("Cargo.toml");
+    let with_ws = |args: &[&str]| {
+        let mut a = args.to_vec();
+        a.extend(["--manifest-path", manifest.to_str().unwrap(), "--message-format", "json"]);
+        cli(&a)
+    };
+    let out = run(
+        &ws,
+        &["tune", "--kernel", "rmsnorm", "--shape", "small", "--budget", "12", "--seed", "3"],
+    );
+    let tuned = &events(&out, "tune")[0];
+    let best = &tuned["best_params"];
+    // Else `--tuned` and the default could not be told apart.
+    let defaults = {
+        let (_, out, _) = with_ws(&["bench", "--kernel", "rmsnorm", "--shape", "small"]);
+        events(&out, "bench")[0]["params"].clone()
+    };
+    assert_ne!(best, &defaults, "seed 3 must find a winner other than the default: {tuned}");
+
+    let (code, out, err) = with_ws(&["bench", "--kernel", "rmsnorm", "--tuned"]);
+    assert_eq!(code, 0, "{err}");
+    let rows = events(&out, "bench");
+    assert!(rows.len() > 1, "rmsnorm has several shapes: {out}");
+    for row in &rows {
+        if row["shape"] == "small" {
+            assert_eq!(&row["params"], best, "{row}");
+            assert_eq!(row["time_us"], tuned["best_time"], "the recorded winner's time: {row}");
+        } else {
+            assert_eq!(row["params"], defaults, "no record at {}: the default", row["shape"]);
+            assert!(err.contains(row["shape"].as_str().unwrap()), "{err}");
+        }
+    }
+    assert!(err.contains("note: `rmsnorm` has no tuned record on trn2 at shape"), "{err}");
+
+    // `check --tuned --shape small`: the winner, at full size.
+    let (code, out, err) =
+        with_ws(&["check", "--kernel", "rmsnorm", "--tuned", "--shape", "small", "--seed", "1"]);
+    assert_eq!(code, 0, "{err}");
+    let checked = events(&out, "check");
+    assert_eq!(checked.len(), 1, "{out}");
+    assert_eq!(&checked[0]["params"], best, "{out}");
+
+    // `profile --tuned`: the winner, where the default was profiled before.
+    let (code, out, err) = with_ws(&["profile", "rmsnorm", "--tuned", "--shape", "small"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(&events(&out, "profile")[0]["params"], best, "{err}");
+    let (_, _, err) = with_ws(&["profile", "rmsnorm", "--shape", "small"]);
+    assert!(err.contains("(`--tuned` profiles it)"), "{err}");
+
+    // `--tuned` chooses the parameters: not with --params or --all-variants.
+    let pairs: [&[&str]; 2] =
+        [&["bench", "--tuned", "--params", "bufs=2"], &["check", "--tuned", "--all-variants"]];
+    for args in pairs {
+        let (code, _, err) = with_ws(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("cannot be used with"), "{err}");
+    }
+}

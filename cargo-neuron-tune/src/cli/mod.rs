@@ -86,6 +86,9 @@ pub struct Selection {
     /// from [`Grid`] by the commands that walk a grid (`build`, `check`, `bench`).
     #[arg(skip)]
     pub all_variants: bool,
+    /// Each shape's parameters from the crate's tuned database (`--tuned`, from [`Grid`]).
+    #[arg(skip)]
+    pub tuned: bool,
 }
 
 impl Selection {
@@ -98,7 +101,11 @@ impl Selection {
             list(&self.kernels),
             list(&self.shapes),
             self.params.as_deref().unwrap_or("default"),
-            if self.all_variants { ", all variants" } else { "" }
+            match (self.all_variants, self.tuned) {
+                (true, _) => ", all variants",
+                (_, true) => ", tuned",
+                _ => "",
+            }
         )
     }
 }
@@ -119,19 +126,26 @@ impl SearchOpts {
     }
 }
 
-/// `--all-variants`, for the commands that walk a grid (`tune` searches the space instead).
+/// `--all-variants` and `--tuned`, for the commands that walk a grid (`tune` searches the
+/// space instead).
 #[derive(Debug, Args, Clone, Copy, Default)]
 pub struct Grid {
     /// Run every variant of the kernel's search space instead of its default parameters
     /// (with `--params`, those parameters pinned).
     #[arg(long)]
     pub all_variants: bool,
+    /// Run, at each shape, the parameters the crate's `neuron-tune.tuned.toml` records for
+    /// the kernel, chip and shape: what the models run. A shape without a record runs the
+    /// kernel's default (said in a note). After changing a kernel, `check --tuned --shape
+    /// NAME` checks its tuned winners at full size
+    #[arg(long, conflicts_with_all = ["all_variants", "params"])]
+    pub tuned: bool,
 }
 
 impl Grid {
-    /// The selection with this grid flag.
+    /// The selection with these grid flags.
     pub fn apply(self, s: &Selection) -> Selection {
-        Selection { all_variants: self.all_variants, ..s.clone() }
+        Selection { all_variants: self.all_variants, tuned: self.tuned, ..s.clone() }
     }
 }
 
@@ -217,6 +231,10 @@ pub enum Command {
         /// Parameter values `k=v,k=v` (default: the kernel's default parameters).
         #[arg(long, value_name = "K=V,...")]
         params: Option<String>,
+        /// Profile the parameters the crate's `neuron-tune.tuned.toml` records for the
+        /// kernel, chip and shape (what the models run) instead of the default.
+        #[arg(long, conflicts_with = "params")]
+        tuned: bool,
         /// Named shape (default: the kernel's smallest, by elements over all dims).
         #[arg(long)]
         shape: Option<String>,

@@ -22,15 +22,17 @@ pub fn run(
     ctx: &Ctx,
 ) -> Result<Exit, Failure> {
     let mut ws = Workspace::open(cargo, ctx)?;
-    // bench measures the parameters selected, never the tuned ones, but a damaged tuned
-    // database is said all the same: the commands that use it refuse it.
-    super::tuned_to_mention(
-        &ws.tuned,
-        &ctx.out,
-        "bench measures the parameters selected (the defaults, --params, --all-variants), \
-         never the tuned ones, so its figures do not depend on it; `tune`, `list`, `bench \
-         --model` and `gate` refuse the file until it is repaired",
-    );
+    // Without --tuned bench measures the parameters selected, never the tuned ones, but a
+    // damaged tuned database is said all the same: the commands that use it refuse it.
+    if !s.tuned {
+        super::tuned_to_mention(
+            &ws.tuned,
+            &ctx.out,
+            "bench measures the parameters selected (the defaults, --params, --all-variants), \
+             never the tuned ones, so its figures do not depend on it; `tune`, `list`, `bench \
+             --model`, `--tuned` and `gate` refuse the file until it is repaired",
+        );
+    }
     let store = open_store(&ws.target_dir, &ctx.out)?;
     let chip = chip_spec(&s.chip)?;
     check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s, &ctx.out)?;
@@ -42,11 +44,12 @@ pub fn run(
     let mut defaults: Vec<(String, Params)> = Vec::new();
     let mut offset = 0;
     for c in &mut ws.crates {
-        let mut selected = select(&c.list, s)?;
+        let mut selected = select(&c.list, s, super::tuned_db(&ws.tuned, s, c)?)?;
         for k in &mut selected {
-            let name = &k.kernel.name;
-            k.shapes.retain(|(sn, sh)| keeps(parts.partition, &item_name(name, sn, sh)));
+            let name = k.kernel.name.clone();
+            k.retain_shapes(|sn, sh| keeps(parts.partition, &item_name(&name, sn, sh)));
         }
+        crate::select::note_untuned(&selected, &chip.name, out);
         defaults
             .extend(selected.iter().map(|k| (k.kernel.name.clone(), k.kernel.defaults.clone())));
         let total: u64 = selected.iter().map(|k| k.count()).sum();
@@ -355,10 +358,11 @@ pub fn run_models(
     partition: Option<crate::partition::Partition>,
     ctx: &Ctx,
 ) -> Result<Exit, Failure> {
-    if !s.kernels.is_empty() || s.params.is_some() || s.all_variants {
+    if !s.kernels.is_empty() || s.params.is_some() || s.all_variants || s.tuned {
         return Err(crate::exit::fail(
             Exit::Config,
-            "--model benchmarks whole models: --kernel, --params and --all-variants do not apply"
+            "--model benchmarks whole models, tuned beside default: --kernel, --params, \
+             --all-variants and --tuned do not apply"
                 .to_string(),
         ));
     }

@@ -62,22 +62,20 @@ fn dispatch(cli: &Cli, ctx: &Ctx) -> Result<Exit, Failure> {
         Command::Bench { cargo, select, grid, force, parts, .. } => {
             bench::run(cargo, &grid.apply(select), *force, parts, ctx)
         }
-        Command::Profile { cargo, kernel, kernel_flag, params, shape, chip, trace, .. } => {
-            profile::run(
-                cargo,
-                &profile::Args {
-                    kernel: kernel
-                        .as_deref()
-                        .or(kernel_flag.as_deref())
-                        .expect("clap requires one"),
-                    params: params.as_deref(),
-                    shape: shape.as_deref(),
-                    chip,
-                    trace: trace.as_deref(),
-                },
-                ctx,
-            )
-        }
+        Command::Profile {
+            cargo, kernel, kernel_flag, params, tuned, shape, chip, trace, ..
+        } => profile::run(
+            cargo,
+            &profile::Args {
+                kernel: kernel.as_deref().or(kernel_flag.as_deref()).expect("clap requires one"),
+                params: params.as_deref(),
+                tuned: *tuned,
+                shape: shape.as_deref(),
+                chip,
+                trace: trace.as_deref(),
+            },
+            ctx,
+        ),
         Command::Tune { all_variants: true, .. } => Err(crate::exit::fail(
             Exit::Config,
             "--all-variants is `bench`'s grid; `tune` searches the space (pin parameters with \
@@ -187,6 +185,20 @@ pub(crate) fn tuned_to_mention<'a>(
             None
         }
     }
+}
+
+/// `--tuned`: the tuned database of crate `c` (`None` without one; a damaged one is an
+/// error, as in every command that applies it). Without `--tuned`, `None`.
+pub(crate) fn tuned_db<'a>(
+    tuned: &'a crate::workspace::Tuned,
+    s: &crate::cli::Selection,
+    c: &crate::workspace::Crate,
+) -> Result<Option<&'a crate::tuned::TunedDb>, Failure> {
+    if !s.tuned {
+        return Ok(None);
+    }
+    let dir = c.krate.manifest_path.parent().unwrap_or(std::path::Path::new(""));
+    Ok(tuned.get()?.of_dir(dir))
 }
 
 /// Open the variant store, saying so when another run holds its lock.

@@ -14,6 +14,8 @@ use std::path::Path;
 pub struct Args<'a> {
     pub kernel: &'a str,
     pub params: Option<&'a str>,
+    /// `--tuned`: the tuned database's parameters for the kernel, chip and shape.
+    pub tuned: bool,
     pub shape: Option<&'a str>,
     pub chip: &'a str,
     pub trace: Option<&'a Path>,
@@ -55,7 +57,7 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
             Some((c, k))
         })
         .expect("matched above");
-    let params = parse_params(&k, a.params)?;
+    let mut params = parse_params(&k, a.params)?;
     let (shape_name, shape) = match a.shape {
         Some(n) => k.shapes.iter().find(|(s, _)| s == n).cloned().ok_or_else(|| {
             let have: Vec<&str> = k.shapes.iter().map(|(s, _)| s.as_str()).collect();
@@ -89,7 +91,28 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     // Without --params the default is profiled; say so when the tuned database has a
     // winner for this problem, which is what the models run. A damaged database does not
     // change what is profiled, so profile goes on, but says that it cannot name a winner.
-    if a.params.is_none() {
+    if a.tuned {
+        let dir = c.krate.manifest_path.parent().unwrap_or(Path::new(""));
+        let record = ws.tuned.get()?.of_dir(dir).and_then(|db| {
+            db.records()
+                .iter()
+                .find(|r| r.kernel == k.name && r.chip == chip.name && r.dims == shape)
+        });
+        match record {
+            Some(r) => {
+                params = r.params.clone();
+                out.status(format!(
+                    "   Profiling {}'s tuned parameters at `{shape_name}` on {} (tuned at {:.2} µs)",
+                    k.name, chip.name, r.time_us
+                ));
+            }
+            None => out.note(format!(
+                "note: `{}` has no tuned record on {} at shape {shape_name}: profiling its \
+                 default ({params})",
+                k.name, chip.name
+            )),
+        }
+    } else if a.params.is_none() {
         let left_out = format!(
             "profile runs {}'s default parameters, as without it, but a winner it records at \
              this shape is not named",
@@ -101,7 +124,7 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
         if let Some(p) = recorded {
             out.note(format!(
                 "note: profiling {}'s default parameters; the tuned database's winner at this \
-                 shape is {p} (`--params {p}` profiles it)",
+                 shape is {p} (`--tuned` profiles it)",
                 k.name
             ));
         }

@@ -572,7 +572,7 @@ fn kernel_targets(
     check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s, out)?;
     let mut out = Vec::new();
     for (i, c) in ws.crates.iter().enumerate() {
-        for k in select(&c.list, &Selection { params: None, ..s.clone() })? {
+        for k in select(&c.list, &Selection { params: None, ..s.clone() }, None)? {
             if crate::select::left_out_by_params(&k.kernel, s) {
                 continue;
             }
