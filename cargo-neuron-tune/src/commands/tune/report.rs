@@ -250,11 +250,22 @@ pub(super) fn report(
         )
         .filter(|_| !goal_met)
         .map(|mut d| {
-            // Its figures are the search's own, which never beat the default.
+            // Its figures are the search's own, which never beat the default: slower than
+            // it, or (the default itself found, or a tie) as fast.
             if result.kept_default {
-                d.summary = "not converged: the search's own best, still slower than the \
-                                 default, was improving when it stopped"
-                    .into();
+                let searched = result.best_so_far.iter().rev().find_map(|b| *b);
+                let slower = matches!((searched, result.default_time), (Some(s), Some(d)) if s > d);
+                d.summary = match slower {
+                    true => {
+                        "not converged: the search's own best, still slower than the \
+                             default, was improving when it stopped"
+                    }
+                    false => {
+                        "not converged: the search's own best, which only reached the \
+                              default's time, was improving when it stopped"
+                    }
+                }
+                .into();
             }
             d
         }),
