@@ -6,7 +6,8 @@
 //! * [`worker`] — harness worker processes and the persistent pool (crash and hang recovery).
 //! * [`select`] — which variants (`--kernel`, `--shape`, `--params`, lazy `--all-variants`).
 //! * [`eval`] — trace → store → simulate, streaming; [`store`] — the variant store.
-//! * [`output`] — typed events, JSON and human reporting; [`energy`] — the energy estimate.
+//! * [`output`] — typed events, JSON and human reporting; [`energy`] — the energy estimate;
+//!   [`command_line`] — the `cargo neuron-tune …` commands printed for a person to copy.
 //! * [`tuned`] — the tuned database (`neuron-tune.tuned.toml`); [`models`] — models end to
 //!   end (their calls benched as variants through the store, tuned or default, stale entries).
 //! * [`gate`] — the gate's judgement (throughput against the baseline, moved calls);
@@ -25,6 +26,7 @@ pub mod analyze;
 pub mod baseline;
 pub mod cargo;
 pub mod cli;
+pub mod command_line;
 pub mod commands;
 pub mod convergence;
 pub mod energy;
