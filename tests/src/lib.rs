@@ -177,6 +177,49 @@ pub fn cli_command(args: &[&str]) -> Command {
     cmd
 }
 
+/// Run a command line the tool printed for a person to copy (`cargo neuron-tune …`) as a
+/// person would: pasted into `sh -c`, in the directory [`cli`] runs the tool in, with
+/// `cargo` on the PATH a stand-in that runs the tool under test as cargo runs a subcommand
+/// (`cargo-neuron-tune neuron-tune ARGS`). Only the shell reads the words: a value the tool
+/// failed to quote breaks here as it would for the person. Returns (exit code, stdout,
+/// stderr).
+#[cfg(unix)]
+pub fn run_printed(command: &str) -> (i32, String, String) {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = test_target_dir().join("printed-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let shim = bin.join("cargo");
+    let exe = cli_exe().display().to_string();
+    assert!(!exe.contains('\''), "{exe}");
+    // Written to a temporary file and renamed: tests running at once never run a half one.
+    let tmp = bin.join(format!("cargo.{}", std::process::id()));
+    std::fs::write(
+        &tmp,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = neuron-tune ] && exec '{exe}' \"$@\"\n\
+             echo \"this cargo only runs cargo neuron-tune\" >&2\nexit 127\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(&tmp, &shim).unwrap();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(&path)));
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(root())
+        .env("PATH", path.unwrap())
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("sh runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// The JSON events of kind `kind` in a `--message-format json` stdout.
 /// Every event is checked for keys repeated in one object, which `serde_json::Value` (and
 /// Python's `json`) would silently collapse to the last.

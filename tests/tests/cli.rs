@@ -400,7 +400,8 @@ fn a_tune_says_which_variant_panicked_and_how_to_reproduce_it() {
         .collect();
     assert!(!warnings.is_empty(), "{err}");
     assert!(warnings.iter().all(|w| w.contains("cols_per_tile=128")), "{warnings:?}");
-    assert!(warnings[0].contains("`cargo neuron-tune bench --kernel double --shape "), "{err}");
+    let command = format!("`cargo neuron-tune bench --manifest-path {m} -p broken-panic --kernel");
+    assert!(warnings[0].contains(&format!("{command} double --shape ")), "{err}");
     // A script is told each one, as `bench` tells it.
     let _ = std::fs::remove_file(&tuned);
     let (code, out, err) = cli_json(&args);

@@ -77,13 +77,26 @@ fn kernel_code_that_panics_is_a_fault_not_an_invalid_configuration() {
     assert!(
         faults.trim_start().starts_with(
             "faults: 1 of 3 evaluations: the kernel code panicked, crashed or hung (a bug in the \
-             kernel, not a configuration it refuses); `cargo neuron-tune bench --kernel double \
-             --shape small --params "
-        ) && faults.contains("cols_per_tile=128` reproduces the first")
+             kernel, not a configuration it refuses); `cargo neuron-tune bench "
+        ) && faults.contains("` reproduces the first")
             && faults.contains(journal),
         "{faults}"
     );
+    // The command names the crate and its package, and the run's build (`--profile dev`).
+    let command = faults.split('`').nth(1).unwrap();
+    let start = format!(
+        "cargo neuron-tune bench --manifest-path {manifest} -p tune-faults --kernel double \
+         --shape small --params "
+    );
+    assert!(command.starts_with(&start) && command.contains("cols_per_tile=128 "), "{faults}");
+    assert!(command.contains(" --profile dev "), "{faults}");
     assert!(err.contains("a fault of the kernel code, counted apart from invalid"), "{err}");
     // Only the refused configuration is invalid: not invalid-heavy, whatever the faults.
     assert!(!out.contains("invalid-heavy"), "{out}");
+    // Pasted into a shell where the run was started, the command panics again (exit 4, as
+    // `bench` ends when kernel code panicked).
+    let (code, bench_out, bench_err) = neuron_tune_tests::run_printed(command);
+    assert_eq!(code, 4, "{command}\n{bench_out}\n{bench_err}");
+    let said = "panic    double bufs=2,cols_per_tile=128 at small: index out of bounds";
+    assert!(bench_err.contains(said), "{bench_err}");
 }

@@ -217,15 +217,27 @@ fn body(nc: &mut Nc, p: &Params, sh: &Shape, x: Hbm, y: Hbm) -> SimResult<()> {
 /// A would-be winner that fails its correctness check is a fault of the kernel: warned
 /// about with its time, the shrunk failing case and the `check` command that replays it,
 /// reported to scripts as `variant_failed`, counted in `faults`, and the run exits 4 (a
-/// correctness check failed) after recording the winner among the correct variants.
+/// correctness check failed) after recording the winner among the correct variants. The
+/// command, pasted into a shell where the run was started, replays the failure, though the
+/// crate's manifest and the chip file (a copy of trn2, named by its file) are in paths with
+/// spaces: it carries them quoted, with the package, the chip and the build flags.
 #[test]
 fn a_would_be_winner_that_fails_its_check_is_named_with_its_failing_case_and_exits_4() {
     let dir = neuron_tune_tests::scratch_dir("tune-wrong");
-    neuron_tune_tests::double_crate(&dir, "tune-wrong", "{ bufs = [1, 2, 3] }", SKIPS_AT_3, true);
-    let manifest = dir.join("Cargo.toml");
+    let krate = dir.join("my kernels");
+    neuron_tune_tests::double_crate(&krate, "tune-wrong", "{ bufs = [1, 2, 3] }", SKIPS_AT_3, true);
+    let manifest = krate.join("Cargo.toml");
     let m = manifest.to_str().unwrap();
+    let (code, trn2, err) = run(&["chip", "trn2"]);
+    assert_eq!(code, 0, "{err}");
+    let chip_file = dir.join("dir with space").join("my chip.toml");
+    std::fs::create_dir_all(chip_file.parent().unwrap()).unwrap();
+    std::fs::write(&chip_file, trn2.replace("name = \"trn2\"", "name = \"my chip\"")).unwrap();
+    // As given, relative to where the tool runs (the repository root).
+    let chip = chip_file.strip_prefix(root()).unwrap().to_str().unwrap();
     let args = ["tune", "--manifest-path", m, "--kernel", "double", "--shape", "small"];
     let args = [&args[..], &["--strategy", "grid", "--budget", "3", "--seed", "31006"]].concat();
+    let args = [&args[..], &["--chip", chip]].concat();
     let args = [&args[..], &["--recheck"]].concat();
     let (code, out, err) = run(&[&args[..], &["--message-format", "json"]].concat());
     assert_eq!(code, 4, "{err}");
@@ -259,19 +271,19 @@ fn a_would_be_winner_that_fails_its_check_is_named_with_its_failing_case_and_exi
     assert!(warning.contains(": smallest failing shape "), "{warning}");
     // The command is the last quoted part (the failing case's message may quote names).
     let command = warning.rsplit('`').nth(1).unwrap_or_else(|| panic!("{warning}"));
-    assert!(
-        command.starts_with(
-            "cargo neuron-tune check --kernel double --params bufs=3,cols_per_tile=512 --cases 2 \
-             --seed 3100"
-        ),
-        "{warning}"
+    let start = format!(
+        "cargo neuron-tune check --manifest-path '{m}' -p tune-wrong --kernel double --params \
+         bufs=3,cols_per_tile=512 --cases 2 --seed 3100"
     );
+    assert!(command.starts_with(&start), "{warning}");
+    assert!(command.contains(&format!(" --chip '{chip}' ")), "{warning}");
+    assert!(command.contains(" --profile dev "), "{warning}");
     assert!(err.contains("double at small: 1 variant failed its correctness check"), "{err}");
     assert!(out.contains("faults: 1 of 3 evaluations: the kernel failed its correctness check"));
-    // The command replays the failure.
-    let replay: Vec<&str> = command.split(' ').skip(2).collect();
-    let (code, out, err) = run(&[&replay[..], &["--manifest-path", m]].concat());
-    assert_eq!(code, 4, "{out}\n{err}");
+    assert!(out.contains(&format!("`{command}` reproduces the first")), "{out}");
+    // Pasted into a shell where the run was started, the command replays the failure.
+    let (code, out, err) = neuron_tune_tests::run_printed(command);
+    assert_eq!(code, 4, "{command}\n{out}\n{err}");
     assert!(out.contains("FAILED") && out.contains("smallest failing shape"), "{out}");
 }
 

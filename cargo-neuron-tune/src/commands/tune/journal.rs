@@ -70,14 +70,9 @@ impl FailedCheck {
         }
     }
 
-    /// The command that replays the failing part (`chip`: the run's `--chip` as given).
-    pub fn command(&self, kernel: &str, params: &Params, chip: &str) -> String {
-        let chip = if chip == "trn2" { String::new() } else { format!(" --chip {chip}") };
-        format!(
-            "cargo neuron-tune check --kernel {kernel} --params {params} --cases \
-             {CHECK_CASES_PER_PART} --seed {}{chip}",
-            self.seed
-        )
+    /// The command that replays the failing part, as the run would ([`Replay`]).
+    pub(super) fn command(&self, kernel: &str, params: &Params, replay: &Replay) -> String {
+        replay.check(kernel, params, Some(self.seed))
     }
 }
 

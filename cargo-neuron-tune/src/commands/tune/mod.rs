@@ -347,7 +347,9 @@ pub fn run(
         run_spent.total_s += result.total_s;
         (evaluated, invalid) = (evaluated + result.evaluations, invalid + result.invalid);
         kernel_faults += result.faults;
-        bar.suspend(|| warn_faults(&out, t, &chip.name, &result));
+        // What the reproducers printed for this target carry of the run.
+        let replay = Replay { cargo, package: &packages[t.krate].name, chip: &s.chip };
+        bar.suspend(|| warn_faults(&out, t, &chip.name, &replay, &result));
         if let Some((params, why)) = &result.no_valid {
             // Not even the default is recorded: it is not in the space the user asked for.
             empty.push(format!(
@@ -358,7 +360,7 @@ pub fn run(
             ));
             continue;
         }
-        bar.suspend(|| warn_failed_checks(&out, t, &chip.name, &s.chip, &result));
+        bar.suspend(|| warn_failed_checks(&out, t, &chip.name, &replay, &result));
         // Faults of the kernel (exit 4, the winners still recorded): code that panicked,
         // crashed or hung, and variants — the default too, when another one stands — that
         // failed their correctness check with a failing case.
@@ -420,7 +422,7 @@ pub fn run(
             }
             continue;
         };
-        bar.suspend(|| report(&out, t, &chip, &s.chip, &result, &best, seed, opts, &mut table));
+        bar.suspend(|| report(&out, t, &chip, &replay, &result, &best, seed, opts, &mut table));
         winners.push((ti, best.params.clone(), best.time_us));
         // The goal is judged on what the tuned file holds after the run: a kept record,
         // faster than this run's best, stands for the kernel.

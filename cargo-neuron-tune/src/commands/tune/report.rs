@@ -2,6 +2,49 @@
 //! Pareto front and row of the final table, and the faults of its kernel code.
 
 use super::*;
+use crate::command_line::CommandLine;
+
+/// What a printed reproducer carries of the run, so that pasted into a shell where the run
+/// was started it runs the same kernel on the same build: the run's `--manifest-path` and
+/// build flags, the package of the target's kernel (`-p`: another package may have a kernel
+/// of that name) and the run's `--chip` as given (left out when it is the default).
+pub(super) struct Replay<'a> {
+    pub cargo: &'a CargoFlags,
+    pub package: &'a str,
+    pub chip: &'a str,
+}
+
+impl Replay<'_> {
+    /// `cargo neuron-tune SUBCOMMAND` of the package, then `args`, the chip and the build flags.
+    fn command(
+        &self,
+        subcommand: &'static str,
+        args: impl FnOnce(CommandLine) -> CommandLine,
+    ) -> String {
+        args(CommandLine::new(subcommand).package(self.cargo, self.package))
+            .opt_flag("--chip", (self.chip != "trn2").then_some(self.chip))
+            .build_flags(self.cargo)
+            .to_string()
+    }
+
+    /// `check` of a variant: with a seed, the failing part of a check (its
+    /// [`CHECK_CASES_PER_PART`] cases); without, its own random cases.
+    pub fn check(&self, kernel: &str, params: &Params, seed: Option<u64>) -> String {
+        self.command("check", |c| {
+            c.flag("--kernel", kernel)
+                .flag("--params", params)
+                .opt_flag("--cases", seed.map(|_| CHECK_CASES_PER_PART))
+                .opt_flag("--seed", seed)
+        })
+    }
+
+    /// `bench` of a variant at a named shape.
+    pub fn bench(&self, kernel: &str, shape: &str, params: &Params) -> String {
+        self.command("bench", |c| {
+            c.flag("--kernel", kernel).flag("--shape", shape).flag("--params", params)
+        })
+    }
+}
 
 /// Kernel code that panicked, crashed or hung is a bug to fix, not a variant its rules
 /// refuse: the search goes on (the strategy hears it as invalid), but it is counted as a
@@ -11,6 +54,7 @@ pub(super) fn warn_faults(
     out: &crate::output::Reporter,
     t: &Target,
     chip: &str,
+    replay: &Replay,
     result: &TuneResult,
 ) {
     let mut told = std::collections::BTreeSet::new();
@@ -33,9 +77,10 @@ pub(super) fn warn_faults(
         if told.insert(err) {
             out.note(format!(
                 "warning: {k} {} {}: {err} (a fault of the kernel code, counted apart from \
-                 invalid configurations; `cargo neuron-tune bench --kernel {k} --shape {} \
-                 --params {}` reproduces it)",
-                t.shape_name, e.params, t.shape_name, e.params
+                 invalid configurations; `{}` reproduces it)",
+                t.shape_name,
+                e.params,
+                replay.bench(k, &t.shape_name, &e.params)
             ));
         }
     }
@@ -43,14 +88,14 @@ pub(super) fn warn_faults(
 
 /// A would-be winner (or the default) that failed its correctness check is never kept, and
 /// never silently: each is told — the variant, its time, the shrunk failing case and the
-/// `check` command that replays it (`chip_arg`: the run's `--chip` as given) — as a
+/// `check` command that replays it ([`Replay`]) — as a
 /// warning, and as a `variant_failed` event (`failed_check`; `invalid` when the kernel's
 /// rule refused it at every small shape the check drew, so nothing could be checked).
 pub(super) fn warn_failed_checks(
     out: &crate::output::Reporter,
     t: &Target,
     chip: &str,
-    chip_arg: &str,
+    replay: &Replay,
     result: &TuneResult,
 ) {
     let k = &t.kernel.name;
@@ -78,7 +123,7 @@ pub(super) fn warn_failed_checks(
              ({params}): {}; `{}` reproduces it",
             if result.default_fails_check { ", so they are not kept" } else { "" },
             f.case_words(),
-            f.command(k, params, chip_arg)
+            f.command(k, params, replay)
         ));
     }
     let best = result.best.as_ref().map(|b| b.time_us);
@@ -94,11 +139,11 @@ pub(super) fn warn_failed_checks(
         told.push(&e.params);
         let fault = conv::is_fault(&e.status, e.error.as_deref());
         let (case, command) = match &e.check {
-            Some(f) => (f.case_words(), f.command(k, &e.params, chip_arg)),
+            Some(f) => (f.case_words(), f.command(k, &e.params, replay)),
             // Journaled before failed checks kept their case.
             None => (
                 e.error.clone().unwrap_or_else(|| "its failing case was not journaled".into()),
-                format!("cargo neuron-tune check --kernel {k} --params {}", e.params),
+                replay.check(k, &e.params, None),
             ),
         };
         event(&e.params, fault, case.clone());
@@ -174,9 +219,8 @@ pub(super) fn nothing_valid(t: &Target, chip: &str, result: &TuneResult) -> Opti
 /// The line under a run's figures when its kernel failed: how many evaluations, that they
 /// are a bug in the kernel rather than configurations it refuses (code that panicked,
 /// crashed or hung; a failed correctness check), and where to see them: the command that
-/// reproduces the first (`chip_arg`: the run's `--chip` as given), and the journal that
-/// holds every one.
-fn faults_line(t: &Target, chip_arg: &str, result: &TuneResult) -> Option<String> {
+/// reproduces the first ([`Replay`]), and the journal that holds every one.
+fn faults_line(t: &Target, replay: &Replay, result: &TuneResult) -> Option<String> {
     let fault = |e: &&Entry| conv::is_fault(&e.status, e.error.as_deref());
     let first = result.history.iter().find(fault)?;
     let wrong = result.history.iter().filter(fault).filter(|e| e.status == "failed_check").count();
@@ -190,11 +234,8 @@ fn faults_line(t: &Target, chip_arg: &str, result: &TuneResult) -> Option<String
         ),
     };
     let command = match &first.check {
-        Some(f) => f.command(k, &first.params, chip_arg),
-        None => format!(
-            "cargo neuron-tune bench --kernel {k} --shape {} --params {}",
-            t.shape_name, first.params
-        ),
+        Some(f) => f.command(k, &first.params, replay),
+        None => replay.bench(k, &t.shape_name, &first.params),
     };
     Some(format!(
         "    faults: {} of {}: {what} (a bug in the kernel, not a configuration it refuses); \
@@ -212,7 +253,7 @@ pub(super) fn report(
     out: &crate::output::Reporter,
     t: &Target,
     chip: &ChipSpec,
-    chip_arg: &str,
+    replay: &Replay,
     result: &TuneResult,
     best: &Best,
     seed: u64,
@@ -435,7 +476,7 @@ pub(super) fn report(
         }
         _ => out.result(format!("  {} {label}: {how}", k.name)),
     }
-    if let Some(line) = faults_line(t, chip_arg, result) {
+    if let Some(line) = faults_line(t, replay, result) {
         out.result(line);
     }
     // The result above is the run's own; the file keeps a faster record (the table's row).
