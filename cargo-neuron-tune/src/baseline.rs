@@ -202,14 +202,15 @@ impl Baseline {
                             let field = |k: &str| {
                                 d.fields.get(k).and_then(|v| v.as_str()).unwrap_or("?").to_string()
                             };
+                            let save = crate::command_line::CommandLine::new("baseline save")
+                                .flag("--model", field("model"))
+                                .flag("--shape", field("shape"))
+                                .flag("--chip", field("chip"));
                             format!(
                                 "{first}\n  A damaged entry is never compared against (nor the \
-                                 file, until it is saved again): save that entry again (`cargo neuron-tune baseline \
-                                 save --model {} --shape {} --chip {}`, on the revision it should \
-                                 describe), or restore the file from version control",
-                                field("model"),
-                                field("shape"),
-                                field("chip")
+                                 file, until it is saved again): save that entry again (`{save}`, \
+                                 on the revision it should describe), or restore the file from \
+                                 version control"
                             )
                         }
                     },

@@ -381,10 +381,10 @@ pub fn select(
                 Exit::Config,
                 format!(
                     "--all-variants: kernel `{}` has {} variants in its space (limit {GRID_LIMIT}); \
-                     search it with `cargo neuron-tune tune --kernel {}` or narrow the space",
+                     search it with `{}` or narrow the space",
                     k.name,
                     sel.count(),
-                    k.name
+                    crate::command_line::CommandLine::new("tune").flag("--kernel", &k.name)
                 ),
             ));
         }

@@ -95,15 +95,18 @@ fn refusal(path: &Path, e: &Unreadable) -> String {
         Unreadable::Record(d) => {
             let field = |k: &str| d.fields.get(k).and_then(|v| v.as_str()).unwrap_or("?");
             let (kernel, chip, shape) = (field("kernel"), field("chip"), field("shape"));
+            let tune = crate::command_line::CommandLine::new("tune");
             let again = match shape.split_once('@') {
-                Some((model, at)) => format!("--model {model} --shape {at} --kernel {kernel}"),
-                None => format!("--kernel {kernel} --shape {shape}"),
-            };
+                Some((model, at)) => tune.flag("--model", model).flag("--shape", at),
+                None => tune,
+            }
+            .flag("--kernel", kernel)
+            .opt_flag("--shape", (!shape.contains('@')).then_some(shape));
             format!(
                 "{first}\n  A damaged record is never used (nor the file, until the record is \
-                 gone): delete that record (its `[[tuned]]` table) and tune it again (`cargo \
-                 neuron-tune tune {again} --chip {chip}`), or restore the file from version \
-                 control"
+                 gone): delete that record (its `[[tuned]]` table) and tune it again (`{}`), or \
+                 restore the file from version control",
+                again.flag("--chip", chip)
             )
         }
     }
@@ -566,6 +569,18 @@ mod tests {
         let e = TunedDb::load(dir.path()).err().expect("an edited record is refused");
         let again = "tune it again (`cargo neuron-tune tune --model qwen3 --shape tiny --kernel \
                      rmsnorm --chip trn1`)";
+        assert!(e.message.contains(again), "{}", e.message);
+
+        // The command is built from the damaged record's fields: each one quoted for a
+        // shell when it needs it (a chip file's name may have a space).
+        std::fs::remove_file(&path).unwrap();
+        let mut db = TunedDb::load(dir.path()).unwrap();
+        db.record(TunedRecord { chip: "my chip".into(), ..rec("rmsnorm", "it's", 2.0) });
+        db.save().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace("time_us = 2.0", "time_us = 1.0")).unwrap();
+        let e = TunedDb::load(dir.path()).err().expect("an edited record is refused");
+        let again = "(`cargo neuron-tune tune --kernel rmsnorm --shape \"it's\" --chip 'my chip'`)";
         assert!(e.message.contains(again), "{}", e.message);
     }
 

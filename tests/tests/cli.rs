@@ -546,16 +546,24 @@ fn a_bad_toml_space_exits_2_naming_file_and_line() {
 fn new_kernels_from_every_template_pass_check() {
     let dir = neuron_tune_tests::empty_kernel_crate("scaffold");
     let manifest = dir.join("Cargo.toml");
+    let mut next = Vec::new();
     for (name, t) in [
         ("my_scale", "elementwise"),
         ("my_sum", "reduction"),
         ("my_gemm", "gemm"),
         ("my_attn", "attention"),
     ] {
-        let (code, _, err) =
+        let (code, out, err) =
             cli(&["new", name, "--template", t, "--manifest-path", manifest.to_str().unwrap()]);
         assert_eq!(code, 0, "{t}: {err}");
+        let line = out.lines().find_map(|l| l.trim_start().strip_prefix("next: "));
+        next.push(line.unwrap_or_else(|| panic!("no next step: {out}")).to_string());
     }
+    // The next step names the crate as `new` was given it, and its package.
+    let m = manifest.to_str().unwrap();
+    let check =
+        format!("cargo neuron-tune check --manifest-path {m} -p scaffold --kernel my_scale");
+    assert_eq!(next[0], check);
     // Registered in the order they were made, as a list a person would write.
     let harness = std::fs::read_to_string(dir.join("src/bin/harness.rs")).unwrap();
     let at = |m: &str| harness.find(&format!("::{m}::")).unwrap_or_else(|| panic!("{harness}"));
@@ -574,6 +582,12 @@ fn new_kernels_from_every_template_pass_check() {
     let checks = events(&out, "check");
     assert_eq!(checks.len(), 4, "{out}");
     assert!(checks.iter().all(|c| c["passed"] == true), "{checks:?}");
+    // Pasted into a shell (with the tests' build flags), the next step checks that kernel.
+    let td = neuron_tune_tests::test_target_dir();
+    let build = format!(" --target-dir {} --profile dev --cases 3 --seed 9", td.display());
+    let (code, out, err) = neuron_tune_tests::run_printed(&format!("{}{build}", next[0]));
+    assert_eq!(code, 0, "{}\n{out}\n{err}", next[0]);
+    assert!(out.contains("my_scale") && !out.contains("my_sum"), "{out}");
     // Scaffolding twice refuses to overwrite.
     let (code, _, err) = cli(&[
         "new",

@@ -4,6 +4,7 @@
 use super::open_store;
 use crate::baseline::{self, Baseline, BaselineEntry};
 use crate::cargo::CargoFlags;
+use crate::command_line::quote;
 use crate::exit::{fail, Exit, Failure};
 use crate::gate::{dims, tokens};
 use crate::models;
@@ -51,9 +52,9 @@ pub fn save(
                      --shape {} --chip {}`), or delete that entry from the file",
                     path.display(),
                     d.message,
-                    d.model,
-                    d.shape,
-                    d.chip
+                    quote(&d.model),
+                    quote(&d.shape),
+                    quote(&d.chip)
                 ),
             ));
         }

@@ -15,6 +15,7 @@ use super::open_store;
 use crate::baseline::{self, Baseline};
 use crate::cargo::CargoFlags;
 use crate::cli::{GateOpts, PartitionOpts};
+use crate::command_line::CommandLine;
 use crate::exit::{fail, Exit, Failure};
 use crate::gate::{
     call_params, call_times, dims, item_name, judge, pct, tokens, Config, Item, Report, Side,
@@ -214,38 +215,17 @@ fn baseline_hint(b: &Baseline, g: &GateOpts, chip: &str, cargo: &CargoFlags) -> 
             list(&models)
         )
     };
-    let quote = |a: &str| match a
-        .contains(|c: char| !(c.is_ascii_alphanumeric() || "-_./@:=,".contains(c)))
-    {
-        true => format!("'{}'", a.replace('\'', "'\\''")),
-        false => a.to_string(),
-    };
-    let mut save = vec!["cargo neuron-tune baseline save".to_string()];
-    let mut flag = |f: &str, v: &str| save.push(format!("{f} {}", quote(v)));
-    if let Some(m) = &cargo.manifest_path {
-        flag("--manifest-path", &m.display().to_string());
-    }
-    for p in &cargo.packages {
-        flag("-p", p);
-    }
-    for e in &cargo.exclude {
-        flag("--exclude", e);
-    }
-    if let Some(f) = &g.baseline {
-        flag("--baseline", &f.display().to_string());
-    }
-    for m in &g.models {
-        flag("--model", m);
-    }
-    for s in &g.shapes {
-        flag("--shape", s);
-    }
-    flag("--chip", &g.chip);
+    let save = CommandLine::new("baseline save")
+        .selection(cargo)
+        .opt_flag("--baseline", g.baseline.as_ref().map(|f| f.display()))
+        .flags("--model", &g.models)
+        .flags("--shape", &g.shapes)
+        .flag("--chip", &g.chip);
     format!(
         "{} {holds}; `{}` records the models selected here on {chip} (commit the file), or \
          gate a chip and shape it holds",
         b.path().display(),
-        save.join(" ")
+        save
     )
 }
 
@@ -629,4 +609,42 @@ fn print(out: &Reporter, r: &Report) {
         ));
     }
     out.result(format!("\n  {}", crate::gate_report::headline(r)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    /// The `baseline save` a gate that compared nothing suggests is the gate's own
+    /// selection, each value quoted for a shell when it needs it (a path with a space, a
+    /// glob the shell would expand): split as a shell splits it, it is those values, and a
+    /// `baseline save` that parses.
+    #[test]
+    fn the_suggested_baseline_save_is_the_gates_selection_as_a_shell_reads_it() {
+        let argv = ["cargo-neuron-tune", "gate", "--manifest-path", "my ws/Cargo.toml", "-p", "k"];
+        let rest =
+            ["--baseline", "it's.toml", "--model", "qwen*", "--shape", "tiny", "--chip", "trn1"];
+        let Command::Gate { cargo, gate, .. } = Cli::parse_from(argv.iter().chain(&rest)).command
+        else {
+            unreachable!("a gate command line")
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let b = Baseline::load_or_empty(&dir.path().join("b.toml")).unwrap();
+        let hint = baseline_hint(&b, &gate, "trn1", &cargo);
+        let save = hint.split('`').nth(1).unwrap_or_else(|| panic!("{hint}"));
+        assert_eq!(
+            save,
+            "cargo neuron-tune baseline save --manifest-path 'my ws/Cargo.toml' -p k --baseline \
+             \"it's.toml\" --model 'qwen*' --shape tiny --chip trn1"
+        );
+        let words = shlex::split(save).unwrap();
+        let mut expected = vec!["cargo", "neuron-tune", "baseline", "save"];
+        expected.extend(&argv[2..]);
+        expected.extend(&rest);
+        assert_eq!(words, expected);
+        let parsed = Cli::try_parse_from(["cargo-neuron-tune"].iter().chain(&expected[2..]));
+        assert!(parsed.is_ok(), "{parsed:?}");
+    }
 }

@@ -330,6 +330,7 @@ pub fn new_kernel(
     if let Err(why) = kernel_name_ok(name) {
         return Err(fail(Exit::Config, format!("kernel name `{name}` {why}")));
     }
+    let given = manifest;
     let (manifest, pkg) = package_at(manifest)?;
     let pkg = &pkg;
     let not_yet = |why: String| {
@@ -437,7 +438,13 @@ pub fn new_kernel(
         bin_path.display(),
         manifest.display()
     ));
-    out.result(format!("             next: cargo neuron-tune check --kernel {name}"));
+    // From where `new` ran: its --manifest-path, as given, and the package (another crate
+    // of the workspace may have a kernel of that name).
+    let next = crate::command_line::CommandLine::new("check")
+        .opt_flag("--manifest-path", given.map(Path::display))
+        .flag("-p", &pkg.name)
+        .flag("--kernel", name);
+    out.result(format!("             next: {next}"));
     Ok(Exit::Ok)
 }
 
