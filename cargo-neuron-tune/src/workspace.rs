@@ -3,7 +3,8 @@
 //! [`Workspace::open`] is every command's first step: `cargo metadata` finds the kernel
 //! crates, cargo builds each harness, and each crate gets its [`Pool`] for the whole command;
 //! the first worker's first request is `list` (under the same timeout and panic isolation
-//! as any variant).
+//! as any variant). The workers run the workspace's own links to the binaries its builds
+//! produced ([`RunExes`]), never cargo's output path, which other workspaces share.
 
 use crate::cargo::{BuildError, CargoFlags, KernelCrate};
 use crate::exit::{fail, Exit, Failure};
@@ -11,7 +12,8 @@ use crate::models::TunedSet;
 use crate::output::{Event, Reporter};
 use crate::worker::{Pool, PoolEvents};
 use neuron_tune_protocol::{ErrorKind, ListDoc, RequestBody, ResponseBody};
-use std::path::PathBuf;
+use std::fs::File;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,6 +45,9 @@ pub struct Workspace {
     /// built: each package's name and the kernels its configuration names
     /// ([`configured_kernels`]), what `report` can know of them.
     pub unselected: Vec<(String, Vec<String>)>,
+    /// The executables the crates' workers run (each crate's `exe`): removed after the
+    /// crates (and their pools) are dropped, so it stays the last field.
+    _exes: Option<RunExes>,
 }
 
 /// The kernels a kernel crate's configuration names, without building it: the keys of
@@ -88,11 +93,6 @@ impl PoolEvents for StartEvents {
 /// How [`Workspace::open_with`] opens a workspace.
 #[derive(Clone, Debug, Default)]
 pub struct OpenOpts {
-    /// Run private copies of the harness executables, kept in this directory. For a second
-    /// workspace built into the same target dir (the gate's base revision): cargo puts a
-    /// binary of the same name at the same place for both, so the workers of one would
-    /// otherwise start the other's binary.
-    pub exe_dir: Option<PathBuf>,
     /// Give the local packages under this directory build units of their own. cargo names
     /// a path package's units by its path *relative to its workspace root*, so two
     /// checkouts of one workspace built into one target dir share (and overwrite) the same
@@ -131,6 +131,8 @@ impl Workspace {
             }
         }
         let cargo = &cargo;
+        let target_dir = cargo.target_dir(&meta);
+        let runs = target_dir.join("neuron-tune").join("workers");
         let crates = cargo.kernel_crates(&meta)?;
         if crates.is_empty() {
             return Err(fail(
@@ -143,17 +145,26 @@ impl Workspace {
             ));
         }
         let mut built = Vec::new();
+        let mut exes: Option<RunExes> = None;
+        let io = |what: &str, path: &Path, e: std::io::Error| {
+            fail(Exit::Internal, format!("{what} {}: {e}", path.display()))
+        };
         for k in crates {
             ctx.out.status(format!("   Building {} harness `{}`", k.package, k.harness));
+            // From the build to the link, no other command's build can put its binary at
+            // cargo's path (a build outside this tool still could, in that moment only).
+            let lock = BuildLock::take(&runs, &ctx.out).map_err(|e| io("locking", &runs, e))?;
             let exe = cargo.build_harness(&k).map_err(|e| match e {
                 BuildError::Failed { .. } => fail(Exit::Build, e.to_string()),
                 BuildError::Interrupted => crate::interrupt::failure(),
                 other => fail(Exit::Internal, other.to_string()),
             })?;
-            let exe = match &opts.exe_dir {
-                Some(dir) => private_copy(&exe, dir)?,
-                None => exe,
+            let run = match &mut exes {
+                Some(run) => run,
+                slot => slot.insert(RunExes::create(&runs).map_err(|e| io("creating", &runs, e))?),
             };
+            let exe = run.link(&exe, &k.package).map_err(|e| io("linking", &exe, e))?;
+            drop(lock);
             let dir = k.manifest_path.parent().map(PathBuf::from).unwrap_or_default();
             let events = Arc::new(StartEvents { package: k.package.clone(), out: ctx.out.clone() });
             let mut pool = Pool::new(&exe, &dir, ctx.jobs, ctx.timeout, events);
@@ -200,9 +211,10 @@ impl Workspace {
         Ok(Workspace {
             crates: built,
             root: meta.workspace_root.clone().into(),
-            target_dir: cargo.target_dir(&meta),
+            target_dir,
             tuned,
             unselected,
+            _exes: exes,
         })
     }
 
@@ -216,14 +228,107 @@ impl Workspace {
     }
 }
 
-/// Copy `exe` into `dir` (atomically: a running copy is replaced, never overwritten).
-fn private_copy(exe: &std::path::Path, dir: &std::path::Path) -> Result<PathBuf, Failure> {
-    let io = |e: std::io::Error| fail(Exit::Internal, format!("copying {}: {e}", exe.display()));
-    std::fs::create_dir_all(dir).map_err(io)?;
-    let name = exe.file_name().ok_or_else(|| io(std::io::ErrorKind::InvalidInput.into()))?;
-    let dest = dir.join(name);
-    let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
-    std::fs::copy(exe, &tmp).map_err(io)?;
-    std::fs::rename(&tmp, &dest).map_err(io)?;
-    Ok(dest)
+/// The harness executables one workspace's workers run: its own hard links (copies where
+/// a link cannot be made) to the binaries its builds produced, one directory per
+/// [`Workspace`] (`<target-dir>/neuron-tune/workers/<pid>-<n>/<package>/<bin>`), removed
+/// with it.
+///
+/// cargo puts a harness at `<target-dir>/<profile>/<bin>`, one path for every workspace
+/// built into that target dir (copies or worktrees of one workspace, the gate's base
+/// revision, scratch crates), and links its binary there again at every build, a fresh one
+/// too. A worker started from that path after another workspace's build would run the
+/// other workspace's kernels and answer for them, and workers start for as long as the
+/// command runs: a pool starts a slot's worker at its first request, and a new one after a
+/// crash or a hang. (The tests' copies of the fixture workspace, built in parallel, did
+/// this: a model benched after its kernel was edited ran another copy's unedited kernel.)
+/// A link is to the file cargo wrote, which cargo replaces and never rewrites, so it keeps
+/// this build's binary whatever happens at cargo's path.
+struct RunExes {
+    dir: PathBuf,
+    /// Held while the workspace lives: a directory whose lock is free is a dead run's,
+    /// removed by the next one.
+    lock: Option<File>,
+}
+
+/// What a [`RunExes`] directory's lock file is called.
+const RUN_LOCK: &str = "lock";
+
+impl RunExes {
+    /// A directory of this workspace's own under `runs`, locked; the directories of runs
+    /// that ended without removing theirs (killed) are removed. Called with [`BuildLock`]
+    /// held, so no directory is looked at while its run is still making it.
+    fn create(runs: &Path) -> std::io::Result<RunExes> {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        for entry in std::fs::read_dir(runs)?.flatten() {
+            let path = entry.path();
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let dead = match File::open(path.join(RUN_LOCK)) {
+                Ok(f) => f.try_lock().is_ok(),
+                Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+            };
+            if dead {
+                let _ = std::fs::remove_dir_all(&path);
+            }
+        }
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = runs.join(format!("{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let lock = File::create(dir.join(RUN_LOCK))?;
+        lock.lock()?;
+        Ok(RunExes { dir, lock: Some(lock) })
+    }
+
+    /// This run's link to `exe`, the harness of `package` just built.
+    fn link(&self, exe: &Path, package: &str) -> std::io::Result<PathBuf> {
+        let dir = self.dir.join(package);
+        std::fs::create_dir_all(&dir)?;
+        let name = exe.file_name().ok_or(std::io::ErrorKind::InvalidInput)?;
+        let dest = dir.join(name);
+        if std::fs::hard_link(exe, &dest).is_err() {
+            // (Another file system, or none that links: a copy, whole before it is there.)
+            let tmp = dir.join(format!(".{}.tmp", name.to_string_lossy()));
+            std::fs::copy(exe, &tmp)?;
+            std::fs::rename(&tmp, &dest)?;
+        }
+        Ok(dest)
+    }
+}
+
+impl Drop for RunExes {
+    fn drop(&mut self) {
+        // Unlocked first: a locked file cannot be removed everywhere.
+        drop(self.lock.take());
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Held by a command from starting a harness build to taking its link ([`RunExes`]), and
+/// while it makes or sweeps its directory: one per target dir
+/// (`<target-dir>/neuron-tune/workers/build.lock`).
+struct BuildLock {
+    _file: File,
+}
+
+impl BuildLock {
+    fn take(runs: &Path, out: &Reporter) -> std::io::Result<BuildLock> {
+        std::fs::create_dir_all(runs)?;
+        let path = runs.join("build.lock");
+        let file =
+            std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                out.status(format!(
+                    "    Blocking waiting for another cargo neuron-tune build (lock {})",
+                    path.display()
+                ));
+                file.lock()?;
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        }
+        Ok(BuildLock { _file: file })
+    }
 }

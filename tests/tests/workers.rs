@@ -5,7 +5,10 @@
 use neuron_tune_protocol::{
     ChipSpec, ParamValue, Params, RequestBody, ResponseBody, ShapeRef, Space,
 };
-use neuron_tune_tests::{broken_manifest, build_broken, cli_command, cli_env, events, Worker};
+use neuron_tune_tests::{
+    broken_manifest, build_broken, cargo, cli_command, cli_env, double_crate, events, scratch_dir,
+    test_target_dir, Worker,
+};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::BufRead;
@@ -332,4 +335,101 @@ fn a_harness_crashing_at_start_up_is_started_again_then_stops_the_command() {
         assert_eq!(resumed[field], whole[field], "{field}");
     }
     let _ = std::fs::remove_file(&log);
+}
+
+/// A kernel that says it started (a file `started` in `$SHARED_PATH_SIGNALS`), waits for
+/// the test's `go` there, then aborts its worker: on the retry too.
+const STARTS_WAITS_ABORTS: &str = r#"
+fn body(_: &mut Nc, _: &Params, _: &Shape, _: Hbm, _: Hbm) -> SimResult<()> {
+    let dir = std::path::PathBuf::from(std::env::var_os("SHARED_PATH_SIGNALS").unwrap());
+    std::fs::write(dir.join("started"), "").unwrap();
+    let start = std::time::Instant::now();
+    while !dir.join("go").exists() && start.elapsed() < std::time::Duration::from_secs(600) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::process::abort()
+}
+"#;
+
+const CORRECT: &str = r#"
+fn body(nc: &mut Nc, p: &Params, sh: &Shape, x: Hbm, y: Hbm) -> SimResult<()> {
+    let pool = nc.sbuf_pool("io", p.uint("bufs")? as u32);
+    correct(nc, p, sh, x, y, pool)
+}
+"#;
+
+/// cargo puts the harness of every workspace built into one target dir at one path
+/// (`<target-dir>/debug/<bin>`), and a build of another workspace puts its binary there.
+/// A command's workers run what its own build produced, for as long as it runs: here the
+/// worker that replaces a crashed one starts after another crate's harness of the same name
+/// was built, and still runs the crashing kernel. (It used to start the other crate's
+/// binary and take its answer: the tests' copies of the fixture workspace, built in
+/// parallel, ran each other's kernels.)
+#[test]
+fn a_worker_started_after_another_workspace_s_build_runs_this_workspace_s_harness() {
+    const BIN: &str = "harness-shared-path";
+    let kernel_crate = |name: &str, body: &str| {
+        let dir = scratch_dir(name);
+        double_crate(&dir, name, "{ bufs = [1, 2] }", body, true);
+        let manifest = dir.join("Cargo.toml");
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        std::fs::write(&manifest, text.replace(&format!("harness-{name}"), BIN)).unwrap();
+        manifest
+    };
+    let aborts = kernel_crate("shared-path-aborts", STARTS_WAITS_ABORTS);
+    let other = kernel_crate("shared-path-other", CORRECT);
+    // Puts the other crate's binary at cargo's path (the first time, its build).
+    let build_other = || {
+        let status = cargo()
+            .args(["build", "-q", "--bin", BIN, "--profile", "dev", "--manifest-path"])
+            .arg(&other)
+            .arg("--target-dir")
+            .arg(test_target_dir())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    build_other();
+    let signals = scratch_dir("shared-path-signals");
+    let file = |name: &str| std::fs::File::create(signals.join(name)).unwrap();
+    let bench = [
+        "bench",
+        "--kernel",
+        "double",
+        "--shape",
+        "small",
+        "-j",
+        "1",
+        "--timeout",
+        "600",
+        "--message-format",
+        "json",
+        "--manifest-path",
+        aborts.to_str().unwrap(),
+    ];
+    let mut child = cli_command(&bench)
+        .env("SHARED_PATH_SIGNALS", &signals)
+        .stdout(file("stdout"))
+        .stderr(file("stderr"))
+        .spawn()
+        .unwrap();
+    let read = |name: &str| std::fs::read_to_string(signals.join(name)).unwrap_or_default();
+    // Its one worker runs the kernel, which waits.
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while !signals.join("started").exists() {
+        let exited = child.try_wait().unwrap();
+        assert!(exited.is_none() && Instant::now() < deadline, "{exited:?}\n{}", read("stderr"));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    build_other();
+    std::fs::write(signals.join("go"), "").unwrap();
+    let code = child.wait().unwrap().code();
+    let (out, err) = (read("stdout"), read("stderr"));
+    // The worker started for the retry ran the same kernel: a crash again, reported.
+    assert_eq!(code, Some(4), "{out}\n{err}");
+    assert!(events(&out, "bench").is_empty(), "{out}");
+    let failed = events(&out, "variant_failed");
+    assert_eq!(failed.len(), 1, "{out}");
+    assert_eq!(failed[0]["kind"], "crashed", "{out}");
+    assert_eq!(events(&out, "worker_started").len(), 2, "{out}");
 }

@@ -63,7 +63,8 @@ pub fn run(
     };
     let store = open_store(&target, &ctx.out)?;
     // The base revision is built first: building the current one afterwards leaves cargo's
-    // binaries at their usual paths as they were (the base runs private copies).
+    // binaries at their usual paths as they were (each side's workers run that side's own
+    // links to its binaries: `crate::workspace`).
     let mut against = match (file, &g.base_ref) {
         (Some(b), _) => Against::File(b),
         (None, Some(spec)) => {
@@ -74,10 +75,7 @@ pub fn run(
                 ..cargo.clone()
             };
             ctx.out.status(format!("   Building the base revision {spec} ({})", short(&commit)));
-            let opts = OpenOpts {
-                exe_dir: Some(worktree.with_extension("bin")),
-                own_units_under: Some(worktree),
-            };
+            let opts = OpenOpts { own_units_under: Some(worktree) };
             let ws = Workspace::open_with(&base_cargo, ctx, &opts).map_err(|f| {
                 fail(f.exit, format!("at the base revision {spec} ({}): {}", short(&commit), f))
             })?;
