@@ -332,3 +332,44 @@ impl BuildLock {
         Ok(BuildLock { _file: file })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::RunExes;
+
+    /// A link keeps the binary that was built, whatever is put at cargo's path afterwards
+    /// (cargo removes the file there and links another in its place).
+    #[test]
+    fn a_run_s_link_keeps_its_build_when_cargo_s_path_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let (runs, cargo_path) = (dir.path().join("workers"), dir.path().join("harness"));
+        std::fs::create_dir_all(&runs).unwrap();
+        std::fs::write(&cargo_path, "this workspace's build").unwrap();
+        let run = RunExes::create(&runs).unwrap();
+        let exe = run.link(&cargo_path, "pkg").unwrap();
+        assert!(exe.starts_with(&runs) && exe.ends_with("pkg/harness"), "{}", exe.display());
+        std::fs::remove_file(&cargo_path).unwrap();
+        std::fs::write(&cargo_path, "another workspace's build").unwrap();
+        assert_eq!(std::fs::read_to_string(&exe).unwrap(), "this workspace's build");
+        drop(run);
+        assert!(!exe.exists(), "removed with the workspace");
+    }
+
+    /// A run's directory stays while its run lives (its lock held, in this process too: the
+    /// gate opens two workspaces); those of runs that ended without removing theirs go.
+    #[test]
+    fn dead_runs_directories_are_removed_and_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let runs = dir.path().join("workers");
+        let killed = runs.join("1-0");
+        std::fs::create_dir_all(&killed).unwrap();
+        std::fs::write(killed.join(super::RUN_LOCK), "").unwrap();
+        std::fs::write(killed.join("harness"), "").unwrap();
+        let unlocked = runs.join("2-0");
+        std::fs::create_dir_all(&unlocked).unwrap();
+        let live = RunExes::create(&runs).unwrap();
+        let other = RunExes::create(&runs).unwrap();
+        assert!(!killed.exists() && !unlocked.exists());
+        assert!(live.dir.is_dir() && other.dir.is_dir() && live.dir != other.dir);
+    }
+}
