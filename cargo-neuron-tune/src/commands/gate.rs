@@ -371,15 +371,7 @@ fn base_checkout(
     out: &Reporter,
 ) -> Result<(String, PathBuf, PathBuf), Failure> {
     let commit = git(root, &["rev-parse", "--verify", "--quiet", &format!("{spec}^{{commit}}")])
-        .map_err(|e| {
-            fail(
-                Exit::Config,
-                format!(
-                    "--base-ref {spec}: not a commit of the git repository at {} {e}",
-                    root.display()
-                ),
-            )
-        })?;
+        .map_err(|e| not_a_commit(spec, root, &e))?;
     let not_git = |e: String| {
         fail(
             Exit::Config,
@@ -424,6 +416,22 @@ fn base_checkout(
     }
     let manifest = dir.join(rel).join("Cargo.toml");
     Ok((commit, dir, manifest))
+}
+
+/// `--base-ref` names no commit: git's own words (`rev-parse --quiet` has none for a ref
+/// that does not exist, only for a repository it cannot read) in parentheses when it said any.
+fn not_a_commit(spec: &str, root: &Path, git_said: &str) -> Failure {
+    let said = match git_said.trim() {
+        "" => String::new(),
+        s => format!(" ({s})"),
+    };
+    fail(
+        Exit::Config,
+        format!(
+            "--base-ref {spec}: not a commit of the git repository at {}{said}",
+            root.display()
+        ),
+    )
 }
 
 /// The base worktree of the repository whose git common dir is `common`.
@@ -644,5 +652,25 @@ mod tests {
         assert_eq!(words, expected);
         let parsed = Cli::try_parse_from(["cargo-neuron-tune"].iter().chain(&expected[2..]));
         assert!(parsed.is_ok(), "{parsed:?}");
+    }
+
+    /// A `--base-ref` that names no commit is said in one clean sentence: git says nothing
+    /// for a missing ref (`--quiet`), which left a stray space at the end; what git does say
+    /// comes in parentheses.
+    #[test]
+    fn a_bad_base_ref_is_said_without_a_stray_space() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, target) = (dir.path().join("repo"), dir.path().join("target"));
+        std::fs::create_dir_all(&root).unwrap();
+        git(&root, &["init", "-q"]).unwrap();
+        let e = base_checkout(&root, &target, "no-such-ref", &Reporter::new(true)).unwrap_err();
+        assert_eq!(e.exit, Exit::Config);
+        let said = format!(
+            "--base-ref no-such-ref: not a commit of the git repository at {}",
+            root.display()
+        );
+        assert_eq!(e.message, said);
+        let e = not_a_commit("no-such-ref", &root, "fatal: not a git repository\n");
+        assert_eq!(e.message, format!("{said} (fatal: not a git repository)"));
     }
 }
