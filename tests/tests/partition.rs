@@ -116,6 +116,23 @@ fn partitions_merged_give_the_result_of_one_run() {
     };
     assert_eq!(summary(&merged), summary(&whole));
 
+    // Partitions gated with other settings are not joined: the refusal names the setting
+    // that differs, with both values (docs/ci.md: "else exit 2 naming the difference").
+    let (strict, lax) = (path(&ws, "strict-1.json"), path(&ws, "lax-2.json"));
+    for (part, file, flags) in [("1/2", &strict, &["--strict"][..]), ("2/2", &lax, &[])] {
+        let mut a = gate.to_vec();
+        a.extend(flags);
+        a.extend(["--partition", part, "--results", file]);
+        let (code, _, err) = run(&ws, &a, false);
+        assert!(code == 0 || code == 5, "{a:?}: {err}");
+    }
+    let (code, _, err) = run(&ws, &["merge", &strict, &lax], false);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("the partitions were gated differently (partition 1/2 vs partition 2/2): --strict on vs off"),
+        "{err}"
+    );
+
     // bench: the kernels at their small shapes (8 work items).
     let bench = ["bench", "-p", "neuron-fixtures-kernels", "--shape", "small"];
     let mut a = bench.to_vec();

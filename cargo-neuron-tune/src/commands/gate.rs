@@ -171,6 +171,7 @@ pub fn run(
         let r = super::merge::Results::Gate {
             partition: parts.partition,
             config: cfg.clone(),
+            selection: selection(g, cargo, &chip.name),
             items: items.clone(),
         };
         super::merge::write_results(path, &r)?;
@@ -183,6 +184,33 @@ pub fn run(
         None => cfg,
     };
     finish(&items, &cfg, &target, g.markdown.as_deref(), g.junit.as_deref(), &ctx.out)
+}
+
+/// What a gate run selects, apart from the partition, as its results file records it: the
+/// partitions of one run agree on every pair (`merge` names those that differ).
+fn selection(g: &GateOpts, cargo: &CargoFlags, chip: &str) -> Vec<(String, String)> {
+    let list = |v: &[String], none: &str| match v.is_empty() {
+        true => none.to_string(),
+        false => v.join(","),
+    };
+    let mut features = cargo.features.clone();
+    if cargo.all_features {
+        features.push("(all)".into());
+    }
+    if cargo.no_default_features {
+        features.push("(no default)".into());
+    }
+    [
+        ("--chip", chip.to_string()),
+        ("--model", list(&g.models, "all")),
+        ("--shape", list(&g.shapes, "all")),
+        ("--package", list(&cargo.packages, "all")),
+        ("--exclude", list(&cargo.exclude, "none")),
+        ("--features", list(&features, "default")),
+    ]
+    .into_iter()
+    .map(|(f, v)| (f.to_string(), v))
+    .collect()
 }
 
 /// What a baseline file holds (its chips, each with its shapes, and its models) and the

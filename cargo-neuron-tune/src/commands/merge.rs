@@ -29,6 +29,11 @@ pub enum Results {
     Gate {
         partition: Option<Partition>,
         config: Config,
+        /// What was gated, apart from the partition, as (flag, value) pairs: the chip,
+        /// `--model`, `--shape` and the packages (partitions of different runs are not
+        /// joined; absent from files written before it was recorded).
+        #[serde(default)]
+        selection: Vec<(String, String)>,
         /// Sorted by name.
         items: Vec<Item>,
     },
@@ -213,19 +218,74 @@ fn differently(what: &str, a: &str, b: &str) -> Result<(), Failure> {
     Err(fail(Exit::Config, format!("the partitions were {what} differently ({a} vs {b})")))
 }
 
+/// Every setting two gate partitions were run with differently, each as "what: a vs b".
+fn gated_differently(
+    a: &Config,
+    a_sel: &[(String, String)],
+    b: &Config,
+    b_sel: &[(String, String)],
+) -> Vec<String> {
+    let mut differs = Vec::new();
+    let mut say = |what: &str, x: String, y: String| {
+        if x != y {
+            differs.push(format!("{what} {x} vs {y}"));
+        }
+    };
+    // Every field, so that a new one cannot be left out of the message.
+    let Config { threshold_pct, strict, against, baseline_hint } = a;
+    let on = |b: bool| if b { "on" } else { "off" }.to_string();
+    say("--strict", on(*strict), on(b.strict));
+    say("--threshold", format!("{threshold_pct} %"), format!("{} %", b.threshold_pct));
+    say("against", against.clone(), b.against.clone());
+    // A file written before the selection was recorded has none to compare.
+    let recorded = !a_sel.is_empty() && !b_sel.is_empty();
+    let mut flags: Vec<&str> = Vec::new();
+    for (f, _) in a_sel.iter().chain(b_sel).filter(|_| recorded) {
+        if !flags.contains(&f.as_str()) {
+            flags.push(f);
+        }
+    }
+    for f in flags {
+        let value = |sel: &[(String, String)]| {
+            sel.iter().find(|(g, _)| g == f).map_or("(none)".into(), |(_, v)| v.clone())
+        };
+        say(f, value(a_sel), value(b_sel));
+    }
+    // The hint says what the baseline file holds: when nothing else differs, the
+    // partitions read different versions of the file.
+    if differs.is_empty() && *baseline_hint != b.baseline_hint {
+        let hint = |h: &Option<String>| h.clone().unwrap_or_else(|| "nothing".into());
+        differs.push(format!(
+            "the baseline file's entries ({} vs {})",
+            hint(baseline_hint),
+            hint(&b.baseline_hint)
+        ));
+    }
+    differs
+}
+
 /// Join `all` (same command, partitions checked) into the results of one run.
 pub fn join(all: Vec<Results>) -> Result<Results, Failure> {
     let mut it = all.into_iter();
     let mut acc = it.next().expect("at least one results file");
     for r in it {
         match (&mut acc, r) {
-            (Results::Gate { config, items, .. }, Results::Gate { config: c, items: i, .. }) => {
-                if *config != c {
+            (
+                Results::Gate { partition, config, selection, items },
+                Results::Gate { partition: p, config: c, selection: s, items: i },
+            ) => {
+                let differs = gated_differently(config, selection, &c, &s);
+                if !differs.is_empty() {
+                    let which = |p: &Option<Partition>| {
+                        p.map_or("unpartitioned".to_string(), |p| format!("partition {p}"))
+                    };
                     return Err(fail(
                         Exit::Config,
                         format!(
-                            "the partitions were gated differently ({} at {} % vs {} at {} %)",
-                            config.against, config.threshold_pct, c.against, c.threshold_pct
+                            "the partitions were gated differently ({} vs {}): {}",
+                            which(partition),
+                            which(&p),
+                            differs.join("; ")
                         ),
                     ));
                 }
@@ -436,6 +496,7 @@ mod tests {
         Results::Gate {
             partition: Some(Partition { k, n: 3 }),
             config: cfg(0.0),
+            selection: vec![("--chip".into(), "trn2".into()), ("--shape".into(), "tiny".into())],
             items: names.iter().map(|n| item(n, Some(17.6), 18.6)).collect(),
         }
     }
@@ -489,6 +550,51 @@ mod tests {
         }
         let e = join(vec![tune(1, None), other]).unwrap_err();
         assert!(e.message.contains("tuned differently (same vs other)"), "{}", e.message);
+    }
+
+    /// Partitions gated with other settings are not joined, and the refusal names each
+    /// setting that differs with both values — not what the two have in common.
+    #[test]
+    fn gate_partitions_run_differently_are_refused_naming_each_difference() {
+        let refusal = |a: Results, b: Results| join(vec![a, b]).unwrap_err().message;
+        let mut strict = gate(1, &["m1"]);
+        if let Results::Gate { config, .. } = &mut strict {
+            config.strict = true;
+        }
+        assert_eq!(
+            refusal(strict.clone(), gate(2, &["m2"])),
+            "the partitions were gated differently (partition 1/3 vs partition 2/3): \
+             --strict on vs off"
+        );
+        let mut other = gate(2, &["m2"]);
+        if let Results::Gate { config, selection, .. } = &mut other {
+            config.threshold_pct = 0.5;
+            config.against = "b.toml".into();
+            selection[0].1 = "trn1".into();
+            selection.push(("--model".into(), "qwen3".into()));
+        }
+        assert_eq!(
+            refusal(strict, other),
+            "the partitions were gated differently (partition 1/3 vs partition 2/3): \
+             --strict on vs off; --threshold 0 % vs 0.5 %; against HEAD~1 (abc) vs b.toml; \
+             --chip trn2 vs trn1; --model (none) vs qwen3"
+        );
+        // Only what the baseline file holds differs: the partitions read two versions of it.
+        let mut hinted = gate(3, &["m3"]);
+        if let Results::Gate { config, .. } = &mut hinted {
+            config.baseline_hint = Some("b.toml holds chip trn2".into());
+        }
+        let e = refusal(gate(1, &[]), hinted);
+        assert!(
+            e.ends_with(": the baseline file's entries (nothing vs b.toml holds chip trn2)"),
+            "{e}"
+        );
+        // Files written before the selection was recorded are compared on the rest.
+        let mut old = gate(2, &["m2"]);
+        if let Results::Gate { selection, .. } = &mut old {
+            selection.clear();
+        }
+        assert!(join(vec![gate(1, &["m1"]), old]).is_ok());
     }
 
     #[test]
