@@ -82,6 +82,22 @@ pub struct Config {
     /// compares nothing — every item new — fails with exit 2 saying this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline_hint: Option<String>,
+    /// What `against` names, as data: the gate history records it with each line, so gates
+    /// against a baseline file and against a base revision can be told apart (absent from
+    /// results files written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<Basis>,
+}
+
+/// What a gate compared the current models with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Basis {
+    /// A baseline file: its path as the gate read it.
+    BaselineFile { path: String },
+    /// The same models built from another revision: `--base-ref` as given, and the commit
+    /// it named.
+    BaseRef { base_ref: String, commit: String },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -504,7 +520,13 @@ pub(crate) mod tests {
     }
 
     pub fn cfg(threshold_pct: f64) -> Config {
-        Config { threshold_pct, strict: false, against: "HEAD~1 (abc)".into(), baseline_hint: None }
+        Config {
+            threshold_pct,
+            strict: false,
+            against: "HEAD~1 (abc)".into(),
+            baseline_hint: None,
+            basis: None,
+        }
     }
 
     #[test]

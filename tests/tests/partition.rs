@@ -116,6 +116,50 @@ fn partitions_merged_give_the_result_of_one_run() {
     };
     assert_eq!(summary(&merged), summary(&whole));
 
+    // The gate history (the report's throughput chart) has one run per logical gate: the
+    // partitions add nothing, their merge adds the run, and merging the same files again —
+    // in any order — or merging one run's own results adds nothing more. Each line says
+    // what the run was compared against.
+    let history = || -> Vec<Value> {
+        let path =
+            neuron_tune_tests::test_target_dir().join("neuron-tune/journals/gate-history.jsonl");
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    };
+    let run_id = |file: &str| -> String {
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+        v["run_id"].as_str().unwrap_or_else(|| panic!("no run_id in {file}")).to_string()
+    };
+    let lines_of =
+        |run: &str| -> Vec<Value> { history().into_iter().filter(|l| l["run"] == run).collect() };
+    for k in 1..=3 {
+        let id = run_id(&path(&ws, &format!("gate-{k}.json")));
+        assert_eq!(lines_of(&id), Vec::<Value>::new(), "partition {k}/3 recorded a run");
+    }
+    let remerged = path(&ws, "gate-remerged.json");
+    let mut a = vec!["merge".to_string()];
+    a.extend((1..=3).rev().map(|k| path(&ws, &format!("gate-{k}.json"))));
+    a.extend(["--results".into(), remerged.clone()]);
+    a.extend(reports(&ws, "gate-remerged"));
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let (code, _, err) = run(&ws, &a, false);
+    assert_eq!(code, 5, "{err}");
+    let merged_run = lines_of(&run_id(&remerged));
+    assert_eq!(merged_run.len(), 2, "one line per model, from the first merge: {merged_run:?}");
+    for l in &merged_run {
+        assert_eq!(l["against"]["kind"], "baseline_file", "{l}");
+        assert_eq!(l["against"]["path"], file.to_str().unwrap(), "{l}");
+    }
+    let whole_file = path(&ws, "gate-whole.json");
+    let whole_run = lines_of(&run_id(&whole_file));
+    assert_eq!(whole_run.len(), 2, "the unpartitioned gate's own run: {whole_run:?}");
+    let mut a = vec!["merge".to_string(), whole_file.clone()];
+    a.extend(reports(&ws, "gate-whole-merged"));
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let before = history().len();
+    assert_eq!(run(&ws, &a, false).0, 5);
+    assert_eq!(history().len(), before, "merging a run's own results records nothing");
+
     // Partitions gated with other settings are not joined: the refusal names the setting
     // that differs, with both values (docs/ci.md: "else exit 2 naming the difference").
     let (strict, lax) = (path(&ws, "strict-1.json"), path(&ws, "lax-2.json"));

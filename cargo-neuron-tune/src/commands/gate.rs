@@ -18,8 +18,8 @@ use crate::cli::{GateOpts, PartitionOpts};
 use crate::command_line::CommandLine;
 use crate::exit::{fail, Exit, Failure};
 use crate::gate::{
-    call_params, call_times, dims, item_name, judge, pct, tokens, Config, Item, Report, Side,
-    Verdict, MOVED_FOOTNOTE, TOP_MOVED,
+    call_params, call_times, dims, item_name, judge, pct, tokens, Basis, Config, Item, Report,
+    Side, Verdict, MOVED_FOOTNOTE, TOP_MOVED,
 };
 use crate::models::{self, ModelTarget};
 use crate::output::{sgr, Event, GateSummary, Reporter, Summary, Table};
@@ -165,13 +165,26 @@ pub fn run(
         Against::File(b) => Some(baseline_hint(b, g, &chip.name, cargo)),
         Against::Rev { .. } => None,
     };
-    let cfg =
-        Config { threshold_pct: g.threshold, strict: g.strict, against: described, baseline_hint };
+    let basis = match &against {
+        Against::File(b) => Basis::BaselineFile { path: b.path().display().to_string() },
+        Against::Rev { spec, commit, .. } => {
+            Basis::BaseRef { base_ref: spec.clone(), commit: commit.clone() }
+        }
+    };
+    let cfg = Config {
+        threshold_pct: g.threshold,
+        strict: g.strict,
+        against: described,
+        baseline_hint,
+        basis: Some(basis),
+    };
+    let run_id = new_run_id();
     if let Some(path) = &parts.results {
         let r = super::merge::Results::Gate {
             partition: parts.partition,
             config: cfg.clone(),
             selection: selection(g, cargo, &chip.name),
+            run_id: Some(run_id.clone()),
             items: items.clone(),
         };
         super::merge::write_results(path, &r)?;
@@ -179,11 +192,22 @@ pub fn run(
     }
     // A partition that compares nothing is no failure of its own: its items may all be new
     // while the others compare; the merge (whose results keep the hint) judges the run.
-    let cfg = match parts.partition {
-        Some(_) => Config { baseline_hint: None, ..cfg },
-        None => cfg,
+    // Nor is it a gate run of its own in the gate history: the merge of its results is.
+    let (cfg, history) = match parts.partition {
+        Some(_) => (Config { baseline_hint: None, ..cfg }, None),
+        None => (cfg, Some(run_id.as_str())),
     };
-    finish(&items, &cfg, &target, g.markdown.as_deref(), g.junit.as_deref(), &ctx.out)
+    let (md, junit) = (g.markdown.as_deref(), g.junit.as_deref());
+    finish(&items, &cfg, &target, md, junit, history, &ctx.out)
+}
+
+/// A gate run's id in the gate history: its start in seconds since the epoch and the pid,
+/// so two runs never share one.
+pub(super) fn new_run_id() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!("{secs}-{}", std::process::id())
 }
 
 /// What a gate run selects, apart from the partition, as its results file records it: the
@@ -471,12 +495,15 @@ fn base_dir(target: &Path, common: &str) -> PathBuf {
 
 /// Judge the items, print the verdict, write the Markdown and JUnit reports, emit the
 /// events; the exit code is the verdict's. `gate` and `merge` of gate results end here.
+/// `history`: the id of the logical gate run, whose measurements go into the gate history
+/// unless lines of that run are there already (`None`: a partition, whose merge records them).
 pub(super) fn finish(
     items: &[Item],
     cfg: &Config,
     target: &Path,
     markdown: Option<&Path>,
     junit: Option<&Path>,
+    history: Option<&str>,
     out: &Reporter,
 ) -> Result<Exit, Failure> {
     let report = judge(items, cfg);
@@ -515,22 +542,8 @@ pub(super) fn finish(
     for c in &report.comparisons {
         out.event(&Event::Gate(Box::new(c.clone())));
     }
-    // The throughput history the report charts: one line per model measured now, a run
-    // named by its start (seconds since the epoch and pid, so two runs never merge).
-    let run = format!(
-        "{}-{}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
-        std::process::id()
-    );
-    for c in report.comparisons.iter().filter(|c| c.tokens_per_s.is_some()) {
-        let line = serde_json::json!({
-            "run": run, "model": c.model, "shape": c.shape, "chip": c.chip,
-            "tokens_per_s": c.tokens_per_s, "total_us": c.total_us,
-        });
-        crate::store::append_journal(&target.join("neuron-tune"), "gate-history", &line)
-            .map_err(|e| fail(Exit::Internal, format!("writing the gate history: {e:#}")))?;
+    if let Some(run) = history {
+        record_history(&target.join("neuron-tune"), run, &report, out)?;
     }
     out.event(&Event::GateSummary(Box::new(GateSummary {
         against: report.config.against.clone(),
@@ -567,6 +580,41 @@ pub(super) fn finish(
         return Err(fail(Exit::Config, why.clone()));
     }
     Ok(report.exit())
+}
+
+/// The throughput history the report charts (`journals/gate-history.jsonl` under the store
+/// root): one line per model measured now, keyed by the logical gate run `run` and saying
+/// what it was compared against. A run whose lines are there already (its results merged
+/// again) adds none.
+fn record_history(
+    store_root: &Path,
+    run: &str,
+    report: &Report,
+    out: &Reporter,
+) -> Result<(), Failure> {
+    let path = store_root.join("journals").join("gate-history.jsonl");
+    let lines = crate::store::read_journal(&path)
+        .map_err(|e| fail(Exit::Internal, format!("reading the gate history: {e:#}")))?
+        .lines;
+    if lines.iter().any(|l| l["run"] == run) {
+        out.status(format!(
+            "   Gate history: run {run} is in {} already (these results were merged before)",
+            path.display()
+        ));
+        return Ok(());
+    }
+    for c in report.comparisons.iter().filter(|c| c.tokens_per_s.is_some()) {
+        let mut line = serde_json::json!({
+            "run": run, "model": c.model, "shape": c.shape, "chip": c.chip,
+            "tokens_per_s": c.tokens_per_s, "total_us": c.total_us,
+        });
+        if let Some(basis) = &report.config.basis {
+            line["against"] = serde_json::to_value(basis).expect("a plain enum");
+        }
+        crate::store::append_journal(store_root, "gate-history", &line)
+            .map_err(|e| fail(Exit::Internal, format!("writing the gate history: {e:#}")))?;
+    }
+    Ok(())
 }
 
 /// The verdict for people: a table of the models, the calls that moved, notes, stale
@@ -649,6 +697,7 @@ fn print(out: &Reporter, r: &Report) {
 mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
+    use crate::gate::tests::{cfg, item};
     use clap::Parser;
 
     /// The `baseline save` a gate that compared nothing suggests is the gate's own
@@ -680,6 +729,33 @@ mod tests {
         assert_eq!(words, expected);
         let parsed = Cli::try_parse_from(["cargo-neuron-tune"].iter().chain(&expected[2..]));
         assert!(parsed.is_ok(), "{parsed:?}");
+    }
+
+    /// One line per model per logical gate run, saying what it was compared against; the
+    /// same run recorded again (its results merged once more) adds nothing.
+    #[test]
+    fn the_gate_history_records_each_run_once_with_what_it_was_compared_against() {
+        let dir = tempfile::tempdir().unwrap();
+        let items = [item("qwen3", Some(17.6), 18.6), item("qwen3_naive", Some(17.6), 18.6)];
+        let basis = Basis::BaseRef { base_ref: "HEAD~1".into(), commit: "abc".into() };
+        let report = judge(&items, &Config { basis: Some(basis), ..cfg(0.0) });
+        let out = Reporter::new(true);
+        let lines = || {
+            let path = dir.path().join("journals/gate-history.jsonl");
+            crate::store::read_journal(&path).unwrap().lines
+        };
+        record_history(dir.path(), "merge-1", &report, &out).unwrap();
+        record_history(dir.path(), "merge-1", &report, &out).unwrap();
+        let once = lines();
+        assert_eq!(once.len(), 2, "{once:?}");
+        for l in &once {
+            assert_eq!(l["run"], "merge-1");
+            let against =
+                serde_json::json!({"kind": "base_ref", "base_ref": "HEAD~1", "commit": "abc"});
+            assert_eq!(l["against"], against, "{l}");
+        }
+        record_history(dir.path(), "100-7", &report, &out).unwrap();
+        assert_eq!(lines().len(), 4);
     }
 
     /// A `--base-ref` that names no commit is said in one clean sentence: git says nothing

@@ -34,6 +34,11 @@ pub enum Results {
         /// joined; absent from files written before it was recorded).
         #[serde(default)]
         selection: Vec<(String, String)>,
+        /// The gate run these are results of, which keys its lines in the gate history:
+        /// each gate run's own (`<unix seconds>-<pid>`); merged results, one derived from
+        /// their partitions' ([`gate_run_id`]). Absent from files written before.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        run_id: Option<String>,
         /// Sorted by name.
         items: Vec<Item>,
     },
@@ -232,7 +237,8 @@ fn gated_differently(
         }
     };
     // Every field, so that a new one cannot be left out of the message.
-    let Config { threshold_pct, strict, against, baseline_hint } = a;
+    // (`basis` is what `against` says, as data.)
+    let Config { threshold_pct, strict, against, baseline_hint, basis: _ } = a;
     let on = |b: bool| if b { "on" } else { "off" }.to_string();
     say("--strict", on(*strict), on(b.strict));
     say("--threshold", format!("{threshold_pct} %"), format!("{} %", b.threshold_pct));
@@ -264,15 +270,41 @@ fn gated_differently(
     differs
 }
 
+/// The gate run that results files of `gate` are of, which keys the gate history: one
+/// unpartitioned run's own id; for partitions, `merge-` and a hash of their ids in partition
+/// order (a file written before runs had ids stands for itself by a hash of its results).
+/// So merging the same files again, in any order, is the same run, and merging a run's own
+/// results is that run. `None` for other commands' results.
+fn gate_run_id(all: &[Results]) -> Option<String> {
+    let mut ids = Vec::new();
+    for r in all {
+        let Results::Gate { partition, run_id, .. } = r else { return None };
+        let id = run_id.clone().unwrap_or_else(|| {
+            let text = serde_json::to_string(r).unwrap_or_default();
+            format!("results-{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes()))
+        });
+        ids.push((partition.map_or(0, |p| p.k), id));
+    }
+    ids.sort();
+    match ids.as_slice() {
+        [(0, id)] => Some(id.clone()),
+        _ => {
+            let all: Vec<&str> = ids.iter().map(|(_, id)| id.as_str()).collect();
+            Some(format!("merge-{:016x}", xxhash_rust::xxh3::xxh3_64(all.join("\n").as_bytes())))
+        }
+    }
+}
+
 /// Join `all` (same command, partitions checked) into the results of one run.
 pub fn join(all: Vec<Results>) -> Result<Results, Failure> {
+    let gate_run = gate_run_id(&all);
     let mut it = all.into_iter();
     let mut acc = it.next().expect("at least one results file");
     for r in it {
         match (&mut acc, r) {
             (
-                Results::Gate { partition, config, selection, items },
-                Results::Gate { partition: p, config: c, selection: s, items: i },
+                Results::Gate { partition, config, selection, items, .. },
+                Results::Gate { partition: p, config: c, selection: s, items: i, .. },
             ) => {
                 let differs = gated_differently(config, selection, &c, &s);
                 if !differs.is_empty() {
@@ -337,8 +369,9 @@ pub fn join(all: Vec<Results>) -> Result<Results, Failure> {
         }
     }
     match &mut acc {
-        Results::Gate { partition, items, .. } => {
+        Results::Gate { partition, items, run_id, .. } => {
             *partition = None;
+            *run_id = gate_run;
             items.sort_by_key(Item::name);
             if let Some(w) = items.windows(2).find(|w| w[0].name() == w[1].name()) {
                 return Err(fail(Exit::Config, format!("{} is in two partitions", w[0].name())));
@@ -387,12 +420,14 @@ pub fn run(
     }
     let out = &ctx.out;
     match merged {
-        Results::Gate { config, items, .. } => {
+        Results::Gate { config, items, run_id, .. } => {
             let target = match cargo.metadata() {
                 Ok(meta) => cargo.target_dir(&meta),
                 Err(_) => cargo.target_dir.clone().unwrap_or_else(|| PathBuf::from("target")),
             };
-            super::gate::finish(&items, &config, &target, markdown, junit, out)
+            // One logical gate run: its history lines once, however often it is merged.
+            let run = run_id.unwrap_or_else(super::gate::new_run_id);
+            super::gate::finish(&items, &config, &target, markdown, junit, Some(&run), out)
         }
         Results::Bench { chip, rows, failed, defaults, invalid, crashed, .. } => {
             // Each variant's event, as the unpartitioned run gave it while it ran.
@@ -497,6 +532,7 @@ mod tests {
             partition: Some(Partition { k, n: 3 }),
             config: cfg(0.0),
             selection: vec![("--chip".into(), "trn2".into()), ("--shape".into(), "tiny".into())],
+            run_id: Some(format!("100-{k}")),
             items: names.iter().map(|n| item(n, Some(17.6), 18.6)).collect(),
         }
     }
@@ -595,6 +631,43 @@ mod tests {
             selection.clear();
         }
         assert!(join(vec![gate(1, &["m1"]), old]).is_ok());
+    }
+
+    /// The merged results are one gate run, the same whichever order the files come in and
+    /// however often they are merged; other partitions are another run, and an unpartitioned
+    /// run's own results are that run.
+    #[test]
+    fn merged_gate_results_are_one_run_however_often_they_are_merged() {
+        let id = |all: Vec<Results>| match join(all).unwrap() {
+            Results::Gate { run_id, .. } => run_id.unwrap(),
+            _ => panic!("gate"),
+        };
+        let parts = || vec![gate(1, &["m1"]), gate(2, &["m2"]), gate(3, &["m3"])];
+        let once = id(parts());
+        assert!(once.starts_with("merge-"), "{once}");
+        assert_eq!(id(parts().into_iter().rev().collect()), once);
+        let mut again = parts();
+        if let Results::Gate { run_id, .. } = &mut again[1] {
+            *run_id = Some("200-2".into());
+        }
+        assert_ne!(id(again), once, "another partition 2/3 is another run");
+        // Files written before runs had ids stand for themselves by their content.
+        let mut old = parts();
+        for r in &mut old {
+            if let Results::Gate { run_id, .. } = r {
+                *run_id = None;
+            }
+        }
+        assert_eq!(id(old.clone()), id(old.clone()));
+        if let Results::Gate { items, .. } = &mut old[0] {
+            items[0].current = None;
+        }
+        assert_ne!(id(old.clone()), id(parts()));
+        let mut whole = gate(1, &["m1"]);
+        if let Results::Gate { partition, run_id, .. } = &mut whole {
+            (*partition, *run_id) = (None, Some("300-1".into()));
+        }
+        assert_eq!(id(vec![whole]), "300-1");
     }
 
     #[test]
