@@ -20,8 +20,8 @@ fn path(ws: &Path, name: &str) -> String {
     ws.join(name).to_str().unwrap().to_string()
 }
 
-/// Every partition of a command, then their merge; returns the merge's exit code and
-/// stdout (human or JSON).
+/// Every partition of a command, then their merge; returns the merge's exit code, stdout
+/// (human or JSON) and stderr.
 fn partitions_then_merge(
     ws: &Path,
     what: &str,
@@ -29,7 +29,7 @@ fn partitions_then_merge(
     extra: &dyn Fn(&str) -> Vec<String>,
     json: bool,
     before_each: &dyn Fn(),
-) -> (i32, String) {
+) -> (i32, String, String) {
     let mut files = Vec::new();
     for k in 1..=3 {
         before_each();
@@ -50,7 +50,7 @@ fn partitions_then_merge(
     let a: Vec<&str> = a.iter().map(String::as_str).collect();
     let (code, out, err) = run(ws, &a, json);
     assert!(code == 0 || code == 5, "{a:?}: {code}\n{out}\n{err}");
-    (code, out)
+    (code, out, err)
 }
 
 /// The gate events without what depends on the store's history (calls served from it).
@@ -100,7 +100,7 @@ fn partitions_merged_give_the_result_of_one_run() {
     let (code, whole) = one("gate-whole");
     assert_eq!(code, 5, "{whole}");
     let extra = |name: &str| reports(&ws, name);
-    let (merged_code, merged) = partitions_then_merge(&ws, "gate", &gate, &extra, true, &|| {});
+    let (merged_code, merged, _) = partitions_then_merge(&ws, "gate", &gate, &extra, true, &|| {});
     assert_eq!(merged_code, code);
     assert_eq!(verdicts(&merged), verdicts(&whole));
     assert_eq!(verdicts(&whole).len(), 2);
@@ -185,7 +185,7 @@ fn partitions_merged_give_the_result_of_one_run() {
     let (code, _, err) = run(&ws, &a, false);
     assert_eq!(code, 0, "{err}");
     let none = |_: &str| Vec::new();
-    let (code, merged_table) = partitions_then_merge(&ws, "bench", &bench, &none, false, &|| {});
+    let (code, merged_table, _) = partitions_then_merge(&ws, "bench", &bench, &none, false, &|| {});
     assert_eq!(code, 0);
     let (code, whole_table, _) = run(&ws, &["merge", &whole_results], false);
     assert_eq!(code, 0);
@@ -251,9 +251,14 @@ fn partitions_merged_give_the_result_of_one_run() {
     let fresh = || {
         let _ = std::fs::remove_file(&db);
     };
-    let (code, _) = partitions_then_merge(&ws, "tune", &tune, &none, false, &fresh);
+    let (code, _, err) = partitions_then_merge(&ws, "tune", &tune, &none, false, &fresh);
     assert_eq!(code, 0);
     assert_eq!(std::fs::read_to_string(&db).unwrap(), whole_db);
+    // Said as `tune` says what it did to the file (docs/ci.md: merge reports as one run).
+    assert!(
+        err.contains(&format!("Wrote {} (3 records of this run, all new)", db.display())),
+        "{err}"
+    );
 
     // A merge keeps a faster record the merging checkout has over a partition's slower
     // winner, as one run keeps it: after a longer run, merging the short runs' partitions
@@ -270,6 +275,9 @@ fn partitions_merged_give_the_result_of_one_run() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("kept the recorded"), "{out}");
     assert_eq!(std::fs::read_to_string(&db).unwrap(), longer_db);
+    // Every record kept: the file is unchanged, and said to be, as `tune` says it.
+    let unchanged = format!("{} unchanged (this run's 3 records already there)", db.display());
+    assert!(err.contains(&unchanged) && !err.contains("Wrote"), "{err}");
 
     // A goal no partition meets: each partition that tuned something exits 6 yet writes
     // its results (its winners are recorded), and the merge ends as one run would: 6.

@@ -16,7 +16,7 @@ use crate::gate::{Config, Item};
 use crate::partition::Partition;
 use crate::select::Variant;
 use crate::store::write_atomic;
-use crate::tuned::{TunedDb, TunedRecord};
+use crate::tuned::{Recorded, TunedDb, TunedRecord, Written};
 use crate::workspace::Ctx;
 use neuron_tune_protocol::Params;
 use serde::{Deserialize, Serialize};
@@ -449,58 +449,7 @@ pub fn run(
         }
         Results::Tune { records, failure, .. } => {
             let root: PathBuf = cargo.metadata()?.workspace_root.into();
-            let mut dbs: Vec<TunedDb> = Vec::new();
-            // Winners recorded (a kept faster record is not counted).
-            let mut recorded = 0;
-            for (file, record) in records {
-                let dir = root.join(&file).parent().map(Path::to_path_buf).unwrap_or_default();
-                let i = match dbs.iter().position(|d| d.path().parent() == Some(dir.as_path())) {
-                    Some(i) => i,
-                    None => {
-                        dbs.push(TunedDb::load(&dir)?);
-                        dbs.len() - 1
-                    }
-                };
-                // As one run would: a record this checkout has that is no slower (and timed
-                // by the same simulator) stands; the partitions never saw it.
-                let kept = dbs[i].records().iter().find(|r| {
-                    r.kernel == record.kernel
-                        && r.chip == record.chip
-                        && r.dims == record.dims
-                        && r.sim_version == record.sim_version
-                        && r.time_us <= record.time_us
-                });
-                if let Some(kept) = kept {
-                    out.result(format!(
-                        "  {} {} at {} on {}: kept the recorded {} ({:.1} µs; the partitions' \
-                         best {} is not faster, {:.1} µs)",
-                        dbs[i].path().display(),
-                        record.kernel,
-                        record.shape,
-                        record.chip,
-                        kept.params,
-                        kept.time_us,
-                        record.params,
-                        record.time_us
-                    ));
-                    continue;
-                }
-                out.result(format!(
-                    "  {} {} at {} on {}: {} ({:.1} µs)",
-                    dbs[i].path().display(),
-                    record.kernel,
-                    record.shape,
-                    record.chip,
-                    record.params,
-                    record.time_us
-                ));
-                dbs[i].record(record);
-                recorded += 1;
-            }
-            for db in &mut dbs {
-                let p = db.save()?;
-                out.status(format!("   Wrote {}", p.display()));
-            }
+            let recorded = record_tuned(&root, records, out)?;
             out.event(&crate::output::Event::Summary(crate::output::Summary {
                 command: "merge".into(),
                 variants: recorded,
@@ -520,6 +469,78 @@ pub fn run(
             }
         }
     }
+}
+
+/// Record the partitions' tuned records into the databases of the checkout at `root`, as one
+/// run would: a record the checkout has that is no slower (and timed by the same simulator)
+/// stands, since the partitions never saw it. Each database's status line counts what each
+/// record did to it, as `tune`'s does ([`Written`]): a file no record changed is said
+/// unchanged, and is not written. Returns the records recorded.
+fn record_tuned(
+    root: &Path,
+    records: Vec<(PathBuf, TunedRecord)>,
+    out: &crate::output::Reporter,
+) -> Result<usize, Failure> {
+    // Each database with what the merge did to it and whether it recorded anything in it.
+    let mut dbs: Vec<(TunedDb, Written, bool)> = Vec::new();
+    let mut recorded = 0;
+    for (file, record) in records {
+        let dir = root.join(&file).parent().map(Path::to_path_buf).unwrap_or_default();
+        let i = match dbs.iter().position(|d| d.0.path().parent() == Some(dir.as_path())) {
+            Some(i) => i,
+            None => {
+                let db = TunedDb::load(&dir)?;
+                let before = std::fs::read(db.path()).ok();
+                let written = Written::new(db.path().to_path_buf(), before);
+                dbs.push((db, written, false));
+                dbs.len() - 1
+            }
+        };
+        let (db, written, changed) = &mut dbs[i];
+        let kept = db.records().iter().find(|r| {
+            r.kernel == record.kernel
+                && r.chip == record.chip
+                && r.dims == record.dims
+                && r.sim_version == record.sim_version
+                && r.time_us <= record.time_us
+        });
+        if let Some(kept) = kept {
+            out.result(format!(
+                "  {} {} at {} on {}: kept the recorded {} ({:.1} µs; the partitions' best {} \
+                 is not faster, {:.1} µs)",
+                db.path().display(),
+                record.kernel,
+                record.shape,
+                record.chip,
+                kept.params,
+                kept.time_us,
+                record.params,
+                record.time_us
+            ));
+            // What one run does with a record it keeps, which it finds exactly as it was.
+            written.count(Recorded::Unchanged);
+            continue;
+        }
+        out.result(format!(
+            "  {} {} at {} on {}: {} ({:.1} µs)",
+            db.path().display(),
+            record.kernel,
+            record.shape,
+            record.chip,
+            record.params,
+            record.time_us
+        ));
+        written.count(db.record(record));
+        *changed = true;
+        recorded += 1;
+    }
+    for (db, written, changed) in &mut dbs {
+        if *changed {
+            db.save()?;
+        }
+        out.status(written.line());
+    }
+    Ok(recorded)
 }
 
 #[cfg(test)]
