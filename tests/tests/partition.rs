@@ -182,21 +182,59 @@ fn partitions_merged_give_the_result_of_one_run() {
     let mut a = bench.to_vec();
     let whole_results = path(&ws, "bench-whole.json");
     a.extend(["--results", &whole_results]);
-    let (code, _, err) = run(&ws, &a, false);
+    let (code, whole_bench, err) = run(&ws, &a, false);
     assert_eq!(code, 0, "{err}");
     let none = |_: &str| Vec::new();
     let (code, merged_table, _) = partitions_then_merge(&ws, "bench", &bench, &none, false, &|| {});
     assert_eq!(code, 0);
     let (code, whole_table, _) = run(&ws, &["merge", &whole_results], false);
     assert_eq!(code, 0);
-    // A merge in JSON gives each variant's event, as the run itself did.
-    let (code, merged_json, _) = run(&ws, &["merge", &whole_results], true);
-    assert_eq!(code, 0);
-    assert_eq!(events(&merged_json, "bench").len(), 8, "{merged_json}");
     // The same table, but for which results the store served (the first run simulated).
     let table = |t: &str| -> Vec<String> {
         t.lines().map(|l| l.replace("(cached)", "").trim_end().to_string()).collect()
     };
+    // In the order of the unpartitioned run itself: the kernels as the crate lists them
+    // (gemm first), not by name.
+    assert_eq!(table(&merged_table), table(&whole_bench));
+    let kernels = |t: &str| -> Vec<String> {
+        let rows = t.lines().skip(2).filter_map(|l| l.split_whitespace().next());
+        rows.map(String::from).collect()
+    };
+    let listed = kernels(&whole_bench);
+    assert_eq!(listed[0], "gemm", "{whole_bench}");
+    // Every variant of two kernels: each kernel's parameters in grid order, and the fastest
+    // per kernel and shape after them in the same order.
+    let grid = [
+        "bench",
+        "-p",
+        "neuron-fixtures-kernels",
+        "--shape",
+        "small",
+        "--kernel",
+        "softmax",
+        "--kernel",
+        "add",
+        "--all-variants",
+    ];
+    let (code, whole_grid, err) = run(&ws, &grid, false);
+    assert_eq!(code, 0, "{err}");
+    assert!(whole_grid.contains("fastest variant per kernel and shape"), "{whole_grid}");
+    let params: Vec<&str> = whole_grid
+        .lines()
+        .filter(|l| l.trim_start().starts_with("add "))
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    let mut by_name = params.clone();
+    by_name.sort();
+    assert_ne!(params, by_name, "the grid's order is not the names' order: {whole_grid}");
+    let (code, merged_grid, _) =
+        partitions_then_merge(&ws, "bench-grid", &grid, &none, false, &|| {});
+    assert_eq!(code, 0);
+    assert_eq!(table(&merged_grid), table(&whole_grid));
+    // A merge in JSON gives each variant's event, as the run itself did.
+    let (code, merged_json, _) = run(&ws, &["merge", &whole_results], true);
+    assert_eq!(code, 0);
+    assert_eq!(events(&merged_json, "bench").len(), 8, "{merged_json}");
     assert_eq!(table(&merged_table), table(&whole_table));
     assert_eq!(table(&whole_table).len(), 10, "header and 8 variants: {whole_table}");
     let rows = |file: &str| -> Vec<Value> {

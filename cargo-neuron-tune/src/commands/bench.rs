@@ -42,12 +42,17 @@ pub fn run(
     // Variants whose kernel code panicked, crashed or hung: rows of the results table too.
     let mut failed: Vec<(usize, FailedVariant)> = Vec::new();
     let mut defaults: Vec<(String, Params)> = Vec::new();
+    // Where the crate's variants start in the whole run's grid (every partition's).
     let mut offset = 0;
     for c in &mut ws.crates {
         let mut selected = select(&c.list, s, super::tuned_db(&ws.tuned, s, c)?)?;
+        let keep = |k: &str, sn: &str, sh: &neuron_tune_protocol::Shape| {
+            keeps(parts.partition, &item_name(k, sn, sh))
+        };
+        let (places, whole) = grid_places(&selected, offset, keep);
         for k in &mut selected {
             let name = k.kernel.name.clone();
-            k.retain_shapes(|sn, sh| keeps(parts.partition, &item_name(&name, sn, sh)));
+            k.retain_shapes(|sn, sh| keep(&name, sn, sh));
         }
         crate::select::note_untuned(&selected, &chip.name, out);
         defaults
@@ -55,27 +60,26 @@ pub fn run(
         let total: u64 = selected.iter().map(|k| k.count()).sum();
         let bar = progress(out, total);
         let variants = selected.iter().flat_map(|k| k.variants());
-        let mut n = 0;
         let sim = c.list.sim_version.clone();
         bench_stream(&mut c.pool, &sim, variants, &chip, &store, force, out, &mut |o: Outcome| {
             bar.inc(1);
-            n += 1;
+            let place = grid_place(&places, o.index);
             match o.result {
                 Ok(m) => {
                     out.event(&bench_event(&o.variant, &chip.name, &m));
-                    rows.push((offset + o.index, o.variant, m));
+                    rows.push((place, o.variant, m));
                 }
                 Err(e) => {
                     if bar.suspend(|| report_failure(out, &o.variant, &chip.name, &e)) {
                         invalid += 1;
                     } else {
-                        failed.push((offset + o.index, FailedVariant::new(o.variant, &e)));
+                        failed.push((place, FailedVariant::new(o.variant, &e)));
                     }
                 }
             }
         })?;
         bar.finish_and_clear();
-        offset += n;
+        offset = whole;
     }
     rows.sort_by_key(|r| r.0);
     let crashed = failed.len();
@@ -86,7 +90,9 @@ pub fn run(
             run: s.describe(),
             chip: chip.name.clone(),
             rows: rows.iter().map(|(_, v, m)| (v.clone(), m.clone())).collect(),
+            row_index: rows.iter().map(|r| r.0).collect(),
             failed: failed.iter().map(|(_, f)| f.clone()).collect(),
+            failed_index: failed.iter().map(|f| f.0).collect(),
             defaults: defaults.clone(),
             invalid,
             crashed,
@@ -97,6 +103,39 @@ pub fn run(
     let exit = report(out, &chip.name, &rows, &failed, &defaults, invalid, crashed);
     out.status(format!("   (store: {})", store.root().display()));
     Ok(exit)
+}
+
+/// Of the selection's work items (kernel shapes, shape-major within a kernel as
+/// [`crate::select::KernelSelection::variants`] walks them), those `keep` keeps, each as
+/// (its first variant's index in the stream of kept variants, its index in the whole grid —
+/// the unpartitioned run's order, starting at `offset` —, its variants); and the grid index
+/// after the selection. So each partition's rows carry their place in one run's order.
+fn grid_places(
+    selected: &[crate::select::KernelSelection],
+    offset: usize,
+    keep: impl Fn(&str, &str, &neuron_tune_protocol::Shape) -> bool,
+) -> (Vec<(usize, usize, usize)>, usize) {
+    let (mut places, mut kept, mut grid) = (Vec::new(), 0usize, offset);
+    for k in selected {
+        let per_shape = match &k.params {
+            crate::select::ParamSets::PerShape(_) => 1,
+            p => usize::try_from(p.count()).unwrap_or(usize::MAX),
+        };
+        for (sn, sh) in &k.shapes {
+            if keep(&k.kernel.name, sn, sh) {
+                places.push((kept, grid, per_shape));
+                kept = kept.saturating_add(per_shape);
+            }
+            grid = grid.saturating_add(per_shape);
+        }
+    }
+    (places, grid)
+}
+
+/// The grid index of the kept variant `index` (its place in the stream) by [`grid_places`].
+fn grid_place(places: &[(usize, usize, usize)], index: usize) -> usize {
+    let i = places.partition_point(|&(kept, _, _)| kept <= index).saturating_sub(1);
+    places.get(i).map_or(index, |&(kept, grid, _)| grid + (index - kept))
 }
 
 /// A bench work item's name, which `--partition` hashes: `kernel@shape@{dims}`.
@@ -507,4 +546,19 @@ fn print_model(out: &Reporter, tuned: &models::ModelRun, default: &models::Model
         "    µs per call include the {:.1} µs launch overhead, as in `bench`; total = calls × µs",
         tuned.launch_overhead_us
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::grid_place;
+
+    /// A partition's variants stream in the grid's order with the other partitions' items
+    /// left out: each maps back to its place in the whole grid.
+    #[test]
+    fn a_kept_variant_maps_to_its_place_in_the_whole_grid() {
+        // Items of 3, 0 and 2 variants kept, at grid indices 10, 20 and 30.
+        let places = [(0, 10, 3), (3, 20, 0), (3, 30, 2)];
+        let grid: Vec<usize> = (0..5).map(|i| grid_place(&places, i)).collect();
+        assert_eq!(grid, [10, 11, 12, 30, 31]);
+    }
 }

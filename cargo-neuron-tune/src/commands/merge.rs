@@ -5,7 +5,8 @@
 //! everything its report needs (`gate`: each model's measurements on both sides and the
 //! judging config; `bench`: each variant's result; `tune`: the tuned records the run wrote).
 //! `merge` checks that it has every partition of one `n` exactly once, joins the items in
-//! their canonical order and reports as the command would: `gate` judges them (same
+//! the order one run gives them (gate items by name; bench rows by their index in the whole
+//! run's grid, which each results file records) and reports as the command would: `gate` judges them (same
 //! verdicts, reports and exit code), `bench` prints its tables, `tune` records the tuned
 //! entries into the tuned databases (paths relative to the workspace root).
 
@@ -52,10 +53,18 @@ pub enum Results {
         #[serde(default)]
         chip: String,
         rows: Vec<(Variant, Measured)>,
+        /// Each row's index in the whole run's grid (every partition's variants in the order
+        /// the unpartitioned run gives them), by which `merge` orders the joined rows. Absent
+        /// from files written before it was recorded (their rows are ordered by name).
+        #[serde(default)]
+        row_index: Vec<usize>,
         /// The variants whose kernel code panicked, crashed or hung (rows of bench's table;
         /// absent from files written before they were).
         #[serde(default)]
         failed: Vec<super::bench::FailedVariant>,
+        /// Each failed variant's index in the whole run's grid, as `row_index`.
+        #[serde(default)]
+        failed_index: Vec<usize>,
         /// Each kernel's default parameters (for the gain of the best variant).
         defaults: Vec<(String, Params)>,
         invalid: usize,
@@ -324,11 +333,23 @@ pub fn join(all: Vec<Results>) -> Result<Results, Failure> {
                 items.extend(i);
             }
             (
-                Results::Bench { run, rows, failed, defaults, invalid, crashed, .. },
+                Results::Bench {
+                    run,
+                    rows,
+                    row_index,
+                    failed,
+                    failed_index,
+                    defaults,
+                    invalid,
+                    crashed,
+                    ..
+                },
                 Results::Bench {
                     run: other,
                     rows: r,
+                    row_index: ri,
                     failed: f,
+                    failed_index: fi,
                     defaults: d,
                     invalid: i,
                     crashed: c,
@@ -336,6 +357,19 @@ pub fn join(all: Vec<Results>) -> Result<Results, Failure> {
                 },
             ) => {
                 differently("benchmarked", run, &other)?;
+                // A file without the grid's indices (for rows it has) leaves the merge none
+                // to order by.
+                let indexed = row_index.len() == rows.len()
+                    && failed_index.len() == failed.len()
+                    && ri.len() == r.len()
+                    && fi.len() == f.len();
+                if indexed {
+                    row_index.extend(ri);
+                    failed_index.extend(fi);
+                } else {
+                    row_index.clear();
+                    failed_index.clear();
+                }
                 rows.extend(r);
                 failed.extend(f);
                 for x in d {
@@ -377,10 +411,18 @@ pub fn join(all: Vec<Results>) -> Result<Results, Failure> {
                 return Err(fail(Exit::Config, format!("{} is in two partitions", w[0].name())));
             }
         }
-        Results::Bench { partition, rows, failed, defaults, .. } => {
+        Results::Bench { partition, rows, row_index, failed, failed_index, defaults, .. } => {
             *partition = None;
-            rows.sort_by_key(|(v, _)| bench_order(v));
-            failed.sort_by_key(|f| bench_order(&f.variant));
+            if row_index.len() == rows.len() && failed_index.len() == failed.len() {
+                // The unpartitioned run's order: each variant's place in the whole grid.
+                sort_by_index(rows, row_index);
+                sort_by_index(failed, failed_index);
+            } else {
+                row_index.clear();
+                failed_index.clear();
+                rows.sort_by_key(|(v, _)| bench_order(v));
+                failed.sort_by_key(|f| bench_order(&f.variant));
+            }
             defaults.sort_by(|a, b| a.0.cmp(&b.0));
         }
         Results::Tune { partition, records, .. } => {
@@ -398,7 +440,18 @@ pub fn join(all: Vec<Results>) -> Result<Results, Failure> {
     Ok(acc)
 }
 
-/// The order of a merged bench's variants (one run's grid order is not in the files).
+/// Sort `items` by their `index` (both in the same order, one per item).
+fn sort_by_index<T>(items: &mut Vec<T>, index: &mut Vec<usize>) {
+    let mut both: Vec<(usize, T)> = index.drain(..).zip(items.drain(..)).collect();
+    both.sort_by_key(|(i, _)| *i);
+    for (i, item) in both {
+        index.push(i);
+        items.push(item);
+    }
+}
+
+/// The order of a merged bench's variants when the files do not record the grid's (written
+/// before they did): by name.
 fn bench_order(v: &Variant) -> (String, String, String) {
     (v.kernel.clone(), v.shape_name.clone(), v.params.to_string())
 }
@@ -429,7 +482,17 @@ pub fn run(
             let run = run_id.unwrap_or_else(super::gate::new_run_id);
             super::gate::finish(&items, &config, &target, markdown, junit, Some(&run), out)
         }
-        Results::Bench { chip, rows, failed, defaults, invalid, crashed, .. } => {
+        Results::Bench {
+            chip,
+            rows,
+            row_index,
+            failed,
+            failed_index,
+            defaults,
+            invalid,
+            crashed,
+            ..
+        } => {
             // Each variant's event, as the unpartitioned run gave it while it ran.
             for (v, m) in &rows {
                 out.event(&super::bench::bench_event(v, &chip, m));
@@ -437,14 +500,21 @@ pub fn run(
             for f in &failed {
                 out.event(&f.event(&chip));
             }
-            // One order for both kinds of row: the table interleaves them.
-            let mut order: Vec<_> = rows.iter().map(|(v, _)| bench_order(v)).collect();
-            order.extend(failed.iter().map(|f| bench_order(&f.variant)));
-            order.sort();
-            let at = |v: &Variant| order.binary_search(&bench_order(v)).unwrap_or(order.len());
-            let rows: Vec<(usize, Variant, Measured)> =
-                rows.into_iter().map(|(v, m)| (at(&v), v, m)).collect();
-            let failed: Vec<_> = failed.into_iter().map(|f| (at(&f.variant), f)).collect();
+            // One order for both kinds of row: the table interleaves them. The grid's, as
+            // joined; by name for files that do not record it.
+            let (rows, failed): (Vec<(usize, Variant, Measured)>, Vec<_>) =
+                if row_index.len() == rows.len() && failed_index.len() == failed.len() {
+                    let rows = row_index.into_iter().zip(rows).map(|(i, (v, m))| (i, v, m));
+                    (rows.collect(), failed_index.into_iter().zip(failed).collect())
+                } else {
+                    let mut order: Vec<_> = rows.iter().map(|(v, _)| bench_order(v)).collect();
+                    order.extend(failed.iter().map(|f| bench_order(&f.variant)));
+                    order.sort();
+                    let at =
+                        |v: &Variant| order.binary_search(&bench_order(v)).unwrap_or(order.len());
+                    let rows = rows.into_iter().map(|(v, m)| (at(&v), v, m));
+                    (rows.collect(), failed.into_iter().map(|f| (at(&f.variant), f)).collect())
+                };
             Ok(super::bench::report(out, &chip, &rows, &failed, &defaults, invalid, crashed))
         }
         Results::Tune { records, failure, .. } => {
@@ -689,6 +759,96 @@ mod tests {
             (*partition, *run_id) = (None, Some("300-1".into()));
         }
         assert_eq!(id(vec![whole]), "300-1");
+    }
+
+    /// Merged bench rows come in the unpartitioned run's order (each row's index in the
+    /// whole grid), not by name; files without the indices fall back to names.
+    #[test]
+    fn merged_bench_rows_keep_the_grid_order() {
+        let variant = |kernel: &str, p: i64| Variant {
+            kernel: kernel.into(),
+            shape_name: "small".into(),
+            shape: neuron_tune_protocol::Shape::new(&[("n", 8)]),
+            params: Params::new().with("cols", p),
+        };
+        let failed = |kernel: &str, p: i64| super::super::bench::FailedVariant {
+            variant: variant(kernel, p),
+            kind: "panic".into(),
+            message: "boom".into(),
+        };
+        let bench = |k: u32, rows: &[(&str, i64, usize)], f: &[(&str, i64, usize)]| {
+            let measured = Measured {
+                bench: neuron_tune_protocol::BenchResult {
+                    cycles: 0,
+                    time_us: 1.0,
+                    kernel_time_us: 1.0,
+                    tflops: 0.0,
+                    bottleneck: String::new(),
+                    bottleneck_summary: String::new(),
+                    program_hash: String::new(),
+                    instruction_count: 0,
+                    shape: Default::default(),
+                    work: Default::default(),
+                    sbuf_bytes_per_partition: 0,
+                    hbm_bytes: 0,
+                    hardware_flops: 0.0,
+                    profile: None,
+                    trace: None,
+                },
+                cached: false,
+            };
+            Results::Bench {
+                partition: Some(Partition { k, n: 2 }),
+                run: "same".into(),
+                chip: "trn2".into(),
+                rows: rows.iter().map(|(n, p, _)| (variant(n, *p), measured.clone())).collect(),
+                row_index: rows.iter().map(|r| r.2).collect(),
+                failed: f.iter().map(|(n, p, _)| failed(n, *p)).collect(),
+                failed_index: f.iter().map(|r| r.2).collect(),
+                defaults: Vec::new(),
+                invalid: 0,
+                crashed: f.len(),
+            }
+        };
+        let order = |r: Results| match r {
+            Results::Bench { rows, failed, .. } => {
+                let name = |v: &Variant| format!("{}:{}", v.kernel, v.params);
+                let mut all: Vec<String> = rows.iter().map(|(v, _)| name(v)).collect();
+                all.extend(failed.iter().map(|f| name(&f.variant)));
+                all
+            }
+            _ => panic!("bench"),
+        };
+        let one = bench(1, &[("softmax", 1024, 0), ("softmax", 256, 1)], &[]);
+        let two = bench(2, &[("add", 1024, 3), ("add", 256, 4)], &[("add", 512, 2)]);
+        let merged = join(vec![two.clone(), one.clone()]).unwrap();
+        let Results::Bench { row_index, failed_index, .. } = &merged else { panic!() };
+        assert_eq!((row_index.clone(), failed_index.clone()), (vec![0, 1, 3, 4], vec![2]));
+        assert_eq!(
+            order(merged),
+            [
+                "softmax:cols=1024",
+                "softmax:cols=256",
+                "add:cols=1024",
+                "add:cols=256",
+                "add:cols=512"
+            ]
+        );
+        // A file written before the indices were recorded: by name.
+        let mut old = one;
+        if let Results::Bench { row_index, .. } = &mut old {
+            row_index.clear();
+        }
+        assert_eq!(
+            order(join(vec![old, two]).unwrap()),
+            [
+                "add:cols=1024",
+                "add:cols=256",
+                "softmax:cols=1024",
+                "softmax:cols=256",
+                "add:cols=512"
+            ]
+        );
     }
 
     #[test]
