@@ -365,3 +365,59 @@ fn partitions_merged_give_the_result_of_one_run() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("mixed-1.json: not used: its checksum does not match"), "{err}");
 }
+
+/// A partition of tune that ends with exit 4 (a wrong result, kernel code that panicked)
+/// keeps in its results what the run said of each failure: the merge, which shows none of
+/// the partition's warnings, gives each distinct failing variant with the command that
+/// reproduces it, says which partition it was and that its paths are that machine's, and
+/// never points at warnings it does not show.
+#[test]
+fn a_merge_of_failed_tune_partitions_gives_the_commands_that_reproduce_the_failures() {
+    let dir = neuron_tune_tests::scratch_dir("partition-failures");
+    let root = neuron_tune_tests::root();
+    let cases = [
+        ("wrong_result", &["--budget", "4", "--seed", "1"][..]),
+        ("panic", &["--budget", "8", "--seed", "1", "--strategy", "grid"][..]),
+    ];
+    for (fixture, flags) in cases {
+        let manifest = root.join(format!("fixtures/broken/{fixture}/Cargo.toml"));
+        let _ = std::fs::remove_file(manifest.with_file_name("neuron-tune.tuned.toml"));
+        let (mut files, mut commands): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+        for k in 1..=2 {
+            let results = dir.join(format!("{fixture}-{k}.json")).to_str().unwrap().to_string();
+            let part = format!("{k}/2");
+            let mut a = vec!["tune", "--manifest-path", manifest.to_str().unwrap()];
+            a.extend(flags);
+            a.extend(["--partition", &part, "--results", &results]);
+            let (code, _, err) = cli(&a);
+            assert!(code == 0 || code == 4, "{a:?}: {code}\n{err}");
+            // The commands the partition's warnings give, each `...` before "reproduces it".
+            for w in err.lines().filter(|l| l.starts_with("warning: ")) {
+                let mut pieces = w.split('`');
+                while let (Some(_), Some(command), Some(after)) =
+                    (pieces.next(), pieces.next(), pieces.clone().next())
+                {
+                    if after.starts_with(" reproduces it") && !commands.iter().any(|c| c == command)
+                    {
+                        commands.push(command.to_string());
+                    }
+                }
+            }
+            files.push(results);
+        }
+        assert!(!commands.is_empty(), "{fixture}: the partitions warned of no failure");
+        let mut a = vec!["merge", "--manifest-path", manifest.to_str().unwrap()];
+        a.extend(files.iter().map(String::as_str));
+        let (code, _, err) = cli(&a);
+        assert_eq!(code, 4, "{fixture}: {err}");
+        assert!(
+            err.contains("each distinct failure, with the command that reproduces it:"),
+            "{err}"
+        );
+        for c in &commands {
+            assert!(err.contains(&format!("`{c}` reproduces it")), "{fixture}: {c}\n{err}");
+        }
+        assert!(!err.contains("warnings above"), "{fixture}: {err}");
+        assert!(err.contains("(its paths are on the machine that ran it):"), "{fixture}: {err}");
+    }
+}

@@ -232,6 +232,15 @@ fn differently(what: &str, a: &str, b: &str) -> Result<(), Failure> {
     Err(fail(Exit::Config, format!("the partitions were {what} differently ({a} vs {b})")))
 }
 
+/// How a partition of tune ended (`why`, its error), said as the merge's: which partition,
+/// and that the paths it names (its journals) are on the machine that ran it. An
+/// unpartitioned run's is its own.
+fn of_partition(partition: Option<Partition>, why: &str) -> String {
+    let Some(p) = partition else { return why.to_string() };
+    let lines: Vec<String> = why.lines().map(|l| format!("  {l}")).collect();
+    format!("partition {p} (its paths are on the machine that ran it):\n{}", lines.join("\n"))
+}
+
 /// Every setting two gate partitions were run with differently, each as "what: a vs b".
 fn gated_differently(
     a: &Config,
@@ -305,10 +314,15 @@ fn gate_run_id(all: &[Results]) -> Option<String> {
 }
 
 /// Join `all` (same command, partitions checked) into the results of one run.
-pub fn join(all: Vec<Results>) -> Result<Results, Failure> {
+pub fn join(mut all: Vec<Results>) -> Result<Results, Failure> {
     let gate_run = gate_run_id(&all);
+    // In partition order, whatever the files' order: what is said of each partition is too.
+    all.sort_by_key(|r| r.partition().map(|p| p.k));
     let mut it = all.into_iter();
     let mut acc = it.next().expect("at least one results file");
+    if let Results::Tune { partition, failure, .. } = &mut acc {
+        *failure = failure.take().map(|(code, why)| (code, of_partition(*partition, &why)));
+    }
     for r in it {
         match (&mut acc, r) {
             (
@@ -382,10 +396,11 @@ pub fn join(all: Vec<Results>) -> Result<Results, Failure> {
             }
             (
                 Results::Tune { run, records, failure, .. },
-                Results::Tune { run: other, records: r, failure: f, .. },
+                Results::Tune { partition: p, run: other, records: r, failure: f },
             ) => {
                 differently("tuned", run, &other)?;
                 records.extend(r);
+                let f = f.map(|(code, why)| (code, of_partition(p, &why)));
                 // Exit 4 wins over 6, as in one run; the reasons are all kept.
                 *failure = match (failure.take(), f) {
                     (Some((a, x)), Some((b, y))) => {
@@ -665,10 +680,15 @@ mod tests {
             tune(2, None),
             tune(3, Some((four, "check"))),
         ]);
-        assert_eq!(f, Some((four, "goal\ncheck".into())));
+        // Each partition's reasons under its name: the paths they name (journals) are the
+        // partition machine's.
+        let of = |p: &str, why: &str| {
+            format!("partition {p} (its paths are on the machine that ran it):\n  {why}")
+        };
+        assert_eq!(f, Some((four, format!("{}\n{}", of("1/3", "goal"), of("3/3", "check")))));
         assert_eq!(
-            failure(vec![tune(1, None), tune(2, Some((six, "g")))]),
-            Some((six, "g".into()))
+            failure(vec![tune(2, Some((six, "g\nh"))), tune(1, None)]),
+            Some((six, of("2/3", "g\n  h")))
         );
         assert_eq!(failure(vec![tune(1, None), tune(2, None)]), None);
         let mut other = tune(3, None);

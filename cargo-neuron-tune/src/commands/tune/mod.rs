@@ -14,7 +14,8 @@
 //! Files: this one selects the targets and runs them; `journal.rs` is the journal and its
 //! meta file; `report.rs` says what each target's
 //! search found; `search.rs` is the loop of one target; `evaluate.rs` evaluates proposals (and the Pareto front); `goal.rs` is `--goal`'s
-//! rounds, roll-back and the over-fitting check.
+//! rounds, roll-back and the over-fitting check; `reproduce.rs` the failures an exit 4 names,
+//! with the commands that reproduce them.
 
 use super::{default_seed, open_store};
 use crate::cargo::CargoFlags;
@@ -41,6 +42,7 @@ mod goal;
 mod journal;
 mod model_check;
 mod report;
+mod reproduce;
 mod search;
 
 use evaluate::*;
@@ -233,6 +235,8 @@ pub fn run(
     // Targets some of whose variants' kernel code failed: their winners are recorded, and
     // the run ends with exit 4, as `bench` does for such variants.
     let mut faults: Vec<String> = Vec::new();
+    // Each distinct failure of those targets, with the command that reproduces it.
+    let mut reproducers: Vec<String> = Vec::new();
     // Each tuned target's winner (index into `targets`, params, time), for `over_fitted`.
     let mut winners: Vec<(usize, Params, f64)> = Vec::new();
     // What this run recorded for each target it recorded (index into `targets`, params):
@@ -361,6 +365,7 @@ pub fn run(
             continue;
         }
         bar.suspend(|| warn_failed_checks(&out, t, &chip.name, &replay, &result));
+        reproducers.extend(reproduce::failures(t, &replay, &result));
         // Faults of the kernel (exit 4, the winners still recorded): code that panicked,
         // crashed or hung, and variants — the default too, when another one stands — that
         // failed their correctness check with a failing case.
@@ -391,9 +396,7 @@ pub fn run(
         }
         if !what.is_empty() {
             faults.push(format!(
-                "{} at {shape_name}: {} (the warnings above give a variant of each distinct \
-                 failure, with the command that reproduces it; the journal {} has every one, \
-                 with its error)",
+                "{} at {shape_name}: {} (the journal {} has every one, with its error)",
                 k.name,
                 what.join("; "),
                 result.journal.display()
@@ -544,6 +547,10 @@ pub fn run(
                  case the kernel could not run)",
                 if written.is_empty() { "" } else { "the winners found are recorded; " }
             ));
+        }
+        if !reproducers.is_empty() {
+            why.push("each distinct failure, with the command that reproduces it:".into());
+            why.extend(reproducers.iter().map(|r| format!("  {r}")));
         }
         why.extend(empty);
         why.extend(missed);
