@@ -3,12 +3,13 @@
 //! docs/report.md).
 //!
 //! [`model`] gathers what the store, the tune journals (and their meta files), the tuned
-//! databases and the gate history hold; [`render`] draws it. The only thing not stored by
-//! the commands that produced the data is the full profile (per-engine busy time) and the
-//! Perfetto trace of the variants the report shows (each target's best and default): the
-//! report asks the harness for those once and keeps them in the store (kind `profile`), so
-//! a second report simulates nothing.
+//! databases and the gate history hold; [`render`] writes the page, its charts drawn by
+//! [`charts`]. The only thing not stored by the commands that produced the data is the full
+//! profile (per-engine busy time) and the Perfetto trace of the variants the report shows
+//! (each target's best and default): the report asks the harness for those once and keeps
+//! them in the store (kind `profile`), so a second report simulates nothing.
 
+pub mod charts;
 pub mod model;
 pub mod packages;
 pub mod render;
