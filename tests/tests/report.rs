@@ -329,3 +329,67 @@ fn a_report_of_one_package_leaves_out_the_tuning_runs_of_other_packages() {
     assert_eq!(ev["targets"], 0, "{ev}");
     assert!(!html.contains("<h2>add @"), "{ev}");
 }
+
+/// A chip file of its own, named `name` (results go by its file name): only the test that
+/// makes it tunes on it, though the store is shared.
+fn own_chip(name: &str) -> PathBuf {
+    let (code, toml, err) = cli(&["chip", "trn2"]);
+    assert_eq!(code, 0, "{err}");
+    let chip = scratch_dir(&format!("{name}-chip")).join(format!("{name}.toml"));
+    std::fs::write(&chip, toml.replacen("name = \"trn2\"", &format!("name = \"{name}\""), 1))
+        .unwrap();
+    chip
+}
+
+/// `cli` in `ws`, JSON events on stdout; exit 0 expected. Returns stdout and stderr.
+fn run_in(ws: &Path, args: &[&str]) -> (String, String) {
+    let manifest = ws.join("Cargo.toml");
+    let mut a = args.to_vec();
+    a.extend(["--manifest-path", manifest.to_str().unwrap(), "--message-format", "json"]);
+    let (code, out, err) = cli(&a);
+    assert_eq!(code, 0, "{args:?}\n{out}\n{err}");
+    (out, err)
+}
+
+/// What the report cannot read it says, naming the file, rather than showing a run with no
+/// evaluations or leaving it out in silence. No browser needed.
+#[test]
+fn a_report_names_the_journals_and_meta_files_it_cannot_read() {
+    let ws = fixture_workspace("report-damage");
+    let chip = own_chip("dmgchip");
+    let chip = chip.to_str().unwrap();
+    let tune = |kernel: &str, extra: &[&str]| -> PathBuf {
+        let mut a = vec!["tune", "--kernel", kernel, "--shape", "small", "--chip", chip];
+        a.extend_from_slice(extra);
+        let (out, _) = run_in(&ws, &a);
+        let ev = events(&out, "tune");
+        assert_eq!(ev.len(), 1, "{out}");
+        PathBuf::from(ev[0]["journal"].as_str().unwrap())
+    };
+    // `add` pinned to bufs=2: a space of 3, searched whole by a budget of 5.
+    let add = tune("add", &["--params", "bufs=2", "--budget", "5", "--seed", "17001"]);
+    let rmsnorm = tune("rmsnorm", &["--budget", "2", "--seed", "17002"]);
+    let dir = scratch_dir("report-damage-out");
+    let report = ["report", "--chip", "dmgchip", "--out", dir.to_str().unwrap()];
+
+    // The journal cut inside its first line (`head -c150`): nothing of it can be read.
+    let text = std::fs::read(&add).unwrap();
+    std::fs::write(&add, &text[..150]).unwrap();
+    // A meta file that is not JSON: which run its journal is cannot be told.
+    let meta = rmsnorm.with_extension("meta.json");
+    std::fs::write(&meta, "{garbage").unwrap();
+    let (_, err) = run_in(&ws, &report);
+    let said = format!(
+        "warning: {}: its last line (line 1) is cut short (its run was killed while writing \
+         it, or the file was truncated); the report shows the run with the 0 evaluations \
+         before it",
+        add.display()
+    );
+    assert!(err.contains(&said), "{err}");
+    let said = format!("warning: {}: not used (not JSON", meta.display());
+    assert!(err.contains(&said), "{err}");
+    assert!(err.contains("); its run is not shown"), "{err}");
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    assert!(html.contains("<h2>add @ small on dmgchip</h2>"), "the damaged journal's run");
+    assert!(!html.contains("<h2>rmsnorm @ small"), "the run of the damaged meta file");
+}

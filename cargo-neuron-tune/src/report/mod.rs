@@ -81,7 +81,15 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
             models: c.list.models.iter().map(|m| m.name.clone()).collect(),
         })
         .collect();
-    let mut runs = model::read_runs(store.root());
+    let read = model::read_runs(store.root());
+    // A run whose meta file or journal cannot be read is left out, and said (when it may be
+    // one of the selected packages'): never a run that silently vanished.
+    for (journal, why) in &read.skipped {
+        if packages::may_be_selected(journal, &selected) {
+            out.note(format!("warning: {why}; its run is not shown"));
+        }
+    }
+    let mut runs = read.runs;
     let any_runs = !runs.is_empty();
     // Chips anything was recorded for (a chip file's results go by its name, so a name
     // that is neither built in nor among these is a typo).
@@ -89,6 +97,11 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     runs.retain(|r| kernel_ok(&r.meta.kernel) && chip_ok(&r.meta.chip.name));
     let picked = packages::pick(&selected, &ws.unselected, runs);
     let runs = picked.runs;
+    // Lines of a shown run's journal that could not be read: the run is shown with the
+    // others, and said.
+    for damage in runs.iter().filter_map(model::TuneRun::damage) {
+        out.note(format!("warning: {damage}"));
+    }
     if !picked.ambiguous.is_empty() {
         out.note(format!(
             "note: tune runs of {} were journaled before journals named their package, and \

@@ -6,7 +6,9 @@
 //! command printed. Everything here is a pure function of files: the same store gives the
 //! same report.
 
-use crate::commands::tune::{read_meta, Entry, JournalLines, JournalMeta, ParetoPoint, RunPackage};
+use crate::commands::tune::{
+    meta_path, read_meta_checked, Entry, JournalLines, JournalMeta, ParetoPoint, RunPackage,
+};
 use crate::convergence::{Convergence, Round};
 use crate::eval::chip_key;
 use crate::store::Store;
@@ -25,6 +27,18 @@ pub struct TuneRun {
     /// The decision log of a `--goal` run (its journal's `round` lines), in order; empty
     /// for a run without rounds.
     pub rounds: Vec<Round>,
+    /// The journal's lines that could not be trusted (said on stderr: [`TuneRun::damage`]).
+    pub unread: Unread,
+}
+
+/// A journal's lines that were not used (torn, edited, damaged, another schema), as
+/// `crate::store::read_journal` rejects them: `tune --resume` reads journals the same way.
+#[derive(Clone, Debug, Default)]
+pub struct Unread {
+    /// (line number from 1, why) of each line not used.
+    pub lines: Vec<(usize, String)>,
+    /// How many lines the journal has, used or not.
+    pub of: usize,
 }
 
 impl TuneRun {
@@ -42,6 +56,34 @@ impl TuneRun {
                 best
             })
             .collect()
+    }
+
+    /// What is wrong with the journal, when some of its lines were not used: the file, the
+    /// first such line and why, and what the report shows instead (the evaluations it could
+    /// read). A run killed mid-write leaves its last line cut short, which `tune --resume`
+    /// expects: said as such. `None` when every line was read.
+    pub fn damage(&self) -> Option<String> {
+        let Unread { lines, of } = &self.unread;
+        let (first, why) = lines.first()?;
+        let shown = crate::convergence::count(self.entries.len(), "evaluation");
+        let journal = self.journal.display();
+        // The one line not used is the last, and not even JSON: cut short mid-write.
+        if lines.len() == 1 && first == of && why.starts_with("not JSON") {
+            return Some(format!(
+                "{journal}: its last line (line {first}) is cut short (its run was killed while \
+                 writing it, or the file was truncated); the report shows the run with the \
+                 {shown} before it"
+            ));
+        }
+        let more = match lines.len() {
+            1 => String::new(),
+            2 => ", and 1 more line".to_string(),
+            n => format!(", and {} more lines", n - 1),
+        };
+        Some(format!(
+            "{journal}: line {first} not used ({why}){more}; the report shows the run with the \
+             {shown} it could read"
+        ))
     }
 
     /// The run's convergence figures, as `tune` printed them with its result: invalid
@@ -155,27 +197,57 @@ pub struct ReportData {
     pub gate: Vec<GateSeries>,
 }
 
-/// Every tune run whose journal has a meta file, sorted by (kernel, shape, chip, strategy,
-/// seed). Journals written before meta files existed say too little and are skipped.
-pub fn read_runs(store_root: &Path) -> Vec<TuneRun> {
+/// The tune runs in the store, and those that cannot be shown.
+#[derive(Debug, Default)]
+pub struct Runs {
+    /// Every run whose journal has a meta file that reads, sorted by (kernel, shape, chip,
+    /// strategy, seed).
+    pub runs: Vec<TuneRun>,
+    /// Runs left out because a file of theirs cannot be trusted or read: (the journal, the
+    /// file at fault and what is wrong with it). A meta file that exists and does not read
+    /// (edited, damaged, another schema) is one: which run its journal is of cannot be told.
+    pub skipped: Vec<(PathBuf, String)>,
+}
+
+/// Every tune run whose journal has a meta file. Journals written before meta files existed
+/// say too little and are skipped (silently: they are expected); a meta file or journal
+/// that cannot be read is skipped too, and said ([`Runs::skipped`]).
+pub fn read_runs(store_root: &Path) -> Runs {
     let dir = store_root.join("journals");
-    let mut runs = Vec::new();
-    let Ok(read) = std::fs::read_dir(&dir) else { return runs };
-    let mut paths: Vec<PathBuf> = read.filter_map(|e| Some(e.ok()?.path())).collect();
+    let mut read = Runs::default();
+    let Ok(entries) = std::fs::read_dir(&dir) else { return read };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| Some(e.ok()?.path())).collect();
     paths.sort();
     for journal in paths {
         let name = journal.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         if !(name.starts_with("tune-") && name.ends_with(".jsonl")) {
             continue;
         }
-        let Some(meta) = read_meta(&journal) else { continue };
+        let meta = match read_meta_checked(&journal) {
+            Ok(Some(meta)) => meta,
+            Ok(None) => continue,
+            Err(why) => {
+                let why = format!("{}: not used ({why})", meta_path(&journal).display());
+                read.skipped.push((journal, why));
+                continue;
+            }
+        };
         // Only sealed lines are trusted (a damaged or torn line is never shown).
-        let lines = crate::store::read_journal(&journal).map(|j| j.lines).unwrap_or_default();
-        let read = JournalLines::of(lines);
-        let entries = read.entries_after_roll_backs();
-        let rounds = read.rounds;
-        runs.push(TuneRun { journal, meta, entries, rounds });
+        let lines = match crate::store::read_journal(&journal) {
+            Ok(lines) => lines,
+            Err(e) => {
+                let why = format!("{e:#}");
+                read.skipped.push((journal, why));
+                continue;
+            }
+        };
+        let unread = Unread { of: lines.lines.len() + lines.rejected.len(), lines: lines.rejected };
+        let lines = JournalLines::of(lines.lines);
+        let entries = lines.entries_after_roll_backs();
+        let rounds = lines.rounds;
+        read.runs.push(TuneRun { journal, meta, entries, rounds, unread });
     }
+    let runs = &mut read.runs;
     runs.sort_by(|a, b| {
         let k = |r: &TuneRun| {
             (
@@ -188,7 +260,7 @@ pub fn read_runs(store_root: &Path) -> Vec<TuneRun> {
         };
         k(a).cmp(&k(b))
     });
-    runs
+    read
 }
 
 /// The gate history (`journals/gate-history.jsonl`): one series per (model, shape, chip),
@@ -356,6 +428,7 @@ mod tests {
                 entry(5, "measured", Some(8.0)),
             ],
             rounds: vec![],
+            unread: Unread::default(),
         };
         assert_eq!(
             run.best_so_far(),
@@ -428,8 +501,12 @@ mod tests {
             crate::seal::seal_json(&mut m);
             std::fs::write(crate::commands::tune::meta_path(&j), m.to_string()).unwrap();
         }
-        // A journal without meta is not shown.
+        // A journal without meta is not shown, and not said (journals of before meta files).
         std::fs::write(journals.join("tune-old-x-trn2-random-1.jsonl"), "").unwrap();
+        // A meta file that does not read: its run is not shown, and that is said.
+        let garbled = journals.join("tune-k-small-trn2-random-3.jsonl");
+        std::fs::write(&garbled, "").unwrap();
+        std::fs::write(crate::commands::tune::meta_path(&garbled), "{garbage").unwrap();
         // Bench results of two of the measured programs (the others are not in the store),
         // and one of another simulator version that must not be read.
         let put = |hash: &str, sim: &str, b: &BenchResult| {
@@ -440,9 +517,34 @@ mod tests {
         put("hd", "v1", &bench("hd", 8.0, 4e6, 4000));
         put("h3", "v0", &bench("h3", 1.0, 1e6, 10));
 
-        let runs = read_runs(store.root());
+        let read = read_runs(store.root());
+        assert_eq!(read.skipped.len(), 1, "{:?}", read.skipped);
+        let (journal, why) = &read.skipped[0];
+        assert_eq!(journal, &garbled);
+        assert!(
+            why.starts_with(&format!(
+                "{}.meta.json: not used (not JSON",
+                journals.join("tune-k-small-trn2-random-3").display()
+            )),
+            "{why}"
+        );
+        let runs = read.runs;
         assert_eq!(runs.len(), 2);
         assert_eq!(runs[1].entries.len(), 2, "the torn line is skipped");
+        // Seed 2's last line, cut short, is said as a killed run's, with what is shown.
+        let damage = runs[1].damage().unwrap();
+        assert!(damage.contains("-2.jsonl: its last line (line 3) is cut short"), "{damage}");
+        assert!(damage.ends_with("the report shows the run with the 2 evaluations before it"));
+        // A line damaged inside the journal (not the last, or not a cut) is said with why.
+        let mut edited = runs[1].clone();
+        edited.unread = Unread { lines: vec![(1, "checksum mismatch".into())], of: 3 };
+        let damage = edited.damage().unwrap();
+        assert!(damage.contains("-2.jsonl: line 1 not used (checksum mismatch); the report shows the run with the 2 evaluations it could read"), "{damage}");
+        edited.unread.lines.push((3, "not JSON".into()));
+        assert!(edited
+            .damage()
+            .unwrap()
+            .contains("line 1 not used (checksum mismatch), and 1 more line;"));
         let data = build(&store, runs, Vec::new());
         assert_eq!(data.targets.len(), 1);
         let t = &data.targets[0];
@@ -463,7 +565,7 @@ mod tests {
         assert_eq!(t.peak_tflops, 128.0 * 128.0 * 2.0 * c.clocks.tensor_ghz * 1e9 / 1e12);
         assert_eq!(t.hbm_gbps, c.memory.hbm_gbps_per_core);
         // A default as fast as the best is the one shown, as `tune` keeps it on a tie.
-        let mut tie = read_runs(store.root());
+        let mut tie = read_runs(store.root()).runs;
         for r in &mut tie {
             r.meta.default.as_mut().unwrap().time_us = Some(5.0);
         }

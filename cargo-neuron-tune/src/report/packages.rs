@@ -83,6 +83,23 @@ pub fn pick(
     picked
 }
 
+/// Whether the journal at `journal` may be a run of the `selected` packages, told by its
+/// name alone: named by one of them (`tune-<package>.`), of a kernel one of them lists
+/// (`tune-<kernel>-`, as journals were named before they named their package), or of a call
+/// of a model one of them lists (`…-<model>-<shape>-…`). For a journal whose meta file does
+/// not read, so whose run cannot be told: the report says so when the run may be one of
+/// the selected packages', not for another package's (the target dir is shared).
+pub fn may_be_selected(journal: &std::path::Path, selected: &[Selected]) -> bool {
+    use crate::commands::tune::sanitize;
+    let name = journal.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let Some(rest) = name.strip_prefix("tune-") else { return false };
+    selected.iter().any(|s| {
+        rest.starts_with(&format!("{}.", sanitize(&s.package.name)))
+            || s.kernels.iter().any(|k| rest.starts_with(&format!("{k}-")))
+            || s.models.iter().any(|m| rest.contains(&format!("-{}-", sanitize(m))))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,7 +118,13 @@ mod tests {
             }))
             .unwrap();
         meta.package = package;
-        TuneRun { journal: PathBuf::from("j"), meta, entries: vec![], rounds: vec![] }
+        TuneRun {
+            journal: PathBuf::from("j"),
+            meta,
+            entries: vec![],
+            rounds: vec![],
+            unread: Default::default(),
+        }
     }
 
     fn selected(name: &str, kernels: &[&str], models: &[&str]) -> Selected {
@@ -171,5 +194,21 @@ mod tests {
         assert!(p.ambiguous.is_empty());
         // Matched by the model, not by a kernel the models crate lists: no package given.
         assert_eq!(p.runs[1].meta.package, None);
+    }
+
+    #[test]
+    fn a_journal_is_told_by_its_name_to_be_of_the_selected_packages_or_not() {
+        let sel = [selected("kernels-a", &["double"], &[]), selected("models", &[], &["net"])];
+        let of = |name: &str| may_be_selected(std::path::Path::new(name), &sel);
+        // Named by a selected package (sanitized: `-` stays), or by none and of its kernel.
+        assert!(of("tune-kernels-a.double-small-n4-trn2-grid-1.jsonl"));
+        assert!(of("tune-double-small-n4-trn2-grid-1.jsonl"));
+        // A call of a selected crate's model, whichever package's kernel it is.
+        assert!(of("tune-kernels-b.rmsnorm-net-tiny-rows4-trn2-grid-1.jsonl"));
+        // Another package's run of a kernel of the same name, another kernel, a kernel whose
+        // name only starts like a selected one's.
+        assert!(!of("tune-kernels-b.double-small-n4-trn2-grid-1.jsonl"));
+        assert!(!of("tune-triple-small-n4-trn2-grid-1.jsonl"));
+        assert!(!of("tune-double_x-small-n4-trn2-grid-1.jsonl"));
     }
 }

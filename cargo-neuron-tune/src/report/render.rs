@@ -331,6 +331,7 @@ mod tests {
                 entry(2, "measured", Some(times[1])),
             ],
             rounds: Vec::new(),
+            unread: Default::default(),
         };
         ReportData {
             targets: vec![Target {
