@@ -44,8 +44,8 @@ pub struct Convergence {
     /// The size of the space when the search tried all of it (every configuration
     /// evaluated, or refused by the kernel's rule before evaluation): its best is the
     /// space's best, so the figures above judge nothing ([`describe`] leaves them out and
-    /// [`not_converged`] never fires). Absent otherwise, and where it is not known
-    /// (`report` reads journals, `replay` landscapes).
+    /// [`not_converged`] never fires). Absent otherwise (and in `report`, for a run whose
+    /// meta file was written before `tune` recorded it there).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub whole_space: Option<u64>,
 }

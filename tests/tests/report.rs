@@ -351,26 +351,39 @@ fn run_in(ws: &Path, args: &[&str]) -> (String, String) {
     (out, err)
 }
 
-/// What the report cannot read it says, naming the file, rather than showing a run with no
+/// The report says of real runs what `tune` said of them (a search of the whole space), and
+/// what it cannot read it says, naming the file, rather than showing a run with no
 /// evaluations or leaving it out in silence. No browser needed.
 #[test]
-fn a_report_names_the_journals_and_meta_files_it_cannot_read() {
+fn a_report_gives_tunes_figures_and_names_the_files_it_cannot_read() {
     let ws = fixture_workspace("report-damage");
     let chip = own_chip("dmgchip");
     let chip = chip.to_str().unwrap();
-    let tune = |kernel: &str, extra: &[&str]| -> PathBuf {
+    let tune = |kernel: &str, extra: &[&str]| -> (PathBuf, Value) {
         let mut a = vec!["tune", "--kernel", kernel, "--shape", "small", "--chip", chip];
         a.extend_from_slice(extra);
         let (out, _) = run_in(&ws, &a);
         let ev = events(&out, "tune");
         assert_eq!(ev.len(), 1, "{out}");
-        PathBuf::from(ev[0]["journal"].as_str().unwrap())
+        (PathBuf::from(ev[0]["journal"].as_str().unwrap()), ev[0].clone())
     };
     // `add` pinned to bufs=2: a space of 3, searched whole by a budget of 5.
-    let add = tune("add", &["--params", "bufs=2", "--budget", "5", "--seed", "17001"]);
-    let rmsnorm = tune("rmsnorm", &["--budget", "2", "--seed", "17002"]);
+    let (add, ev) = tune("add", &["--params", "bufs=2", "--budget", "5", "--seed", "17001"]);
+    assert_eq!(ev["convergence"]["whole_space"], 3, "{ev}");
+    let (rmsnorm, _) = tune("rmsnorm", &["--budget", "2", "--seed", "17002"]);
     let dir = scratch_dir("report-damage-out");
     let report = ["report", "--chip", "dmgchip", "--out", dir.to_str().unwrap()];
+
+    // The run table gives the figures `tune` gave: a search of the whole space has no
+    // convergence to judge (its journal alone cannot tell: the meta file records it).
+    run_in(&ws, &report);
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    let section = html.split("<h2>add @ small on dmgchip</h2>").nth(1).unwrap();
+    let section = section.split("<h2>").next().unwrap();
+    assert!(
+        section.contains("<td>searched the whole space (3 variants); 0 % pruned, 0 % invalid</td>"),
+        "{section}"
+    );
 
     // The journal cut inside its first line (`head -c150`): nothing of it can be read.
     let text = std::fs::read(&add).unwrap();

@@ -84,7 +84,10 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
     let best_params = landscape.space().to_json(best);
     let invalid = result.history.iter().filter(|t| t.outcome.value().is_none()).count();
     // A landscape runs no kernel code: nothing in it is a fault.
-    let convergence = crate::convergence::analyze(&result.best_so_far, 0, invalid, 0);
+    let convergence = crate::convergence::Convergence {
+        whole_space: whole_space(&landscape, &result.history),
+        ..crate::convergence::analyze(&result.best_so_far, 0, invalid, 0)
+    };
     // A strategy that proposed the whole space has nothing left to find.
     let exhausted = result.stop == neuron_tune_search::Stop::Exhausted;
     let diagnoses: Vec<_> = crate::convergence::not_converged(
@@ -151,6 +154,16 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
     Ok(Exit::Ok)
 }
 
+/// The size of the landscape's space when the run tried all of it, as `tune` says it
+/// (`Convergence::whole_space`): every configuration the landscape records as valid was
+/// evaluated; the others are refused by its oracle before evaluation, as the kernel's rule
+/// refuses them in `tune`. Its best is then the landscape's optimum.
+fn whole_space(landscape: &Landscape, history: &[neuron_tune_search::Trial]) -> Option<u64> {
+    let tried: std::collections::HashSet<&neuron_tune_search::Config> =
+        history.iter().map(|t| &t.config).filter(|c| landscape.is_valid(c)).collect();
+    (tried.len() == landscape.valid_values().len()).then(|| landscape.space().len() as u64)
+}
+
 /// `v` to 5 significant digits, whatever its scale (a landscape's unit may be seconds or
 /// nanoseconds).
 fn significant(v: f64) -> String {
@@ -178,6 +191,45 @@ pub fn curve(best_so_far: &[Option<f64>]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use neuron_tune_search::{builtin, run, Budget, Landscape};
+
+    #[test]
+    fn a_grid_over_the_whole_landscape_searched_the_whole_space() {
+        // Four configurations: three measured, one that failed (refused by the oracle).
+        let doc = serde_json::json!({
+            "tune_params": {"a": [1, 2], "b": [1, 2]},
+            "tune_params_keys": ["a", "b"],
+            "cache": {
+                "1,1": {"a": 1, "b": 1, "time": 3.0},
+                "1,2": {"a": 1, "b": 2, "time": 2.0},
+                "2,1": {"a": 2, "b": 1, "time": "RuntimeFailedConfig"},
+                "2,2": {"a": 2, "b": 2, "time": 1.5},
+            },
+        });
+        let landscape = Landscape::from_kernel_tuner(&doc, "t").unwrap();
+        let replay = |budget: usize| {
+            let mut strategy = builtin("grid", 1).unwrap();
+            let mut oracle = landscape.oracle();
+            let mut evaluate = |c: &neuron_tune_search::Config| landscape.outcome(c);
+            let budget = Budget::evaluations(budget);
+            run(&mut *strategy, landscape.space(), &mut oracle, &mut evaluate, budget, None)
+                .unwrap()
+                .history
+        };
+        // Every valid configuration evaluated: the whole space of 4, as `tune` says it.
+        let all = replay(10);
+        assert_eq!(super::whole_space(&landscape, &all), Some(4));
+        let c = crate::convergence::Convergence {
+            whole_space: super::whole_space(&landscape, &all),
+            ..crate::convergence::analyze(&[Some(3.0), Some(2.0), Some(1.5)], 0, 0, 0)
+        };
+        assert!(crate::convergence::describe(&c).starts_with("searched the whole space (4 "));
+        // Stopped before the last valid one: not the whole space.
+        let two = replay(2);
+        assert_eq!(two.len(), 2);
+        assert_eq!(super::whole_space(&landscape, &two), None);
+    }
+
     #[test]
     fn values_keep_five_significant_digits_at_any_scale() {
         assert_eq!(super::significant(1234.5678), "1234.6");

@@ -96,12 +96,35 @@ impl TuneRun {
         };
         let invalid = count(&crate::convergence::is_invalid);
         let faults = count(&crate::convergence::is_fault);
-        crate::convergence::analyze(
-            &self.best_so_far(),
-            count(&|s, _| s == "pruned"),
-            invalid,
-            faults,
-        )
+        Convergence {
+            // A run that searched its whole space: its meta file says so (written at the end;
+            // which configurations the kernel's rule refused is not journaled).
+            whole_space: self.meta.whole_space,
+            ..crate::convergence::analyze(
+                &self.best_so_far(),
+                count(&|s, _| s == "pruned"),
+                invalid,
+                faults,
+            )
+        }
+    }
+
+    /// The convergence figures in words, as `tune` said them with its result: a run that
+    /// evaluated nothing searched nothing, one whose space holds only the default had nothing
+    /// to search, and one that searched its whole space says so rather than judge how it
+    /// converged.
+    pub fn figures(&self) -> String {
+        let only_default = self.meta.whole_space == Some(1)
+            && self
+                .meta
+                .default
+                .as_ref()
+                .is_some_and(|d| self.entries.iter().all(|e| e.params == d.params));
+        match self.entries.len() {
+            0 => "nothing searched".into(),
+            _ if only_default => "its space holds only the default: nothing to search".into(),
+            _ => crate::convergence::describe(&self.convergence()),
+        }
     }
 }
 
@@ -445,6 +468,61 @@ mod tests {
         rolled.entries[4].status = "rolled_back".into();
         assert_eq!(rolled.best_so_far()[4..], [Some(9.0), Some(8.0)][..]);
         assert_eq!(rolled.convergence().invalid_fraction, 3.0 / 6.0);
+    }
+
+    #[test]
+    fn a_run_that_searched_its_whole_space_has_the_figures_tune_gave_it() {
+        let meta = |whole_space: Option<u64>, default: serde_json::Value| {
+            serde_json::from_value::<JournalMeta>(serde_json::json!({
+                "kernel": "k", "shape": "s", "dims": {"n": 4}, "chip": {"name": "trn2"},
+                "strategy": "grid", "seed": 1, "budget": 40, "objective": "time",
+                "sim_version": "v", "default": default, "whole_space": whole_space,
+            }))
+            .unwrap()
+        };
+        // Nine variants, the best found last but one: 8 % better than before the window.
+        let times = [9.0, 9.5, 9.2, 9.9, 9.8, 9.6, 9.7, 8.28, 8.5];
+        let run = |whole_space| TuneRun {
+            journal: PathBuf::from("j"),
+            meta: meta(whole_space, serde_json::Value::Null),
+            entries: times
+                .iter()
+                .enumerate()
+                .map(|(n, t)| entry(n, "measured", Some(*t)))
+                .collect(),
+            rounds: vec![],
+            unread: Unread::default(),
+        };
+        // The space tried whole: its best is the space's best, there is no convergence to
+        // judge, whatever the window says.
+        assert_eq!(
+            run(Some(9)).figures(),
+            "searched the whole space (9 variants); 0 % pruned, 0 % invalid"
+        );
+        // Not recorded (or not the whole space): the figures of a search.
+        assert!(run(None).figures().starts_with("95 % of the final best after 8 evaluations; its best improved 8.0 % over the last 4 evaluations"), "{}", run(None).figures());
+        // A space of one configuration, the default: nothing to search.
+        let default = serde_json::to_value(entry(0, "measured", Some(9.0))).unwrap();
+        let only = TuneRun {
+            meta: meta(Some(1), default.clone()),
+            entries: vec![entry(0, "measured", Some(9.0))],
+            ..run(None)
+        };
+        assert_eq!(only.figures(), "its space holds only the default: nothing to search");
+        // One configuration that is not the default (pinned away from it): searched whole.
+        let mut pinned = only.clone();
+        pinned.entries[0].params.0.insert("tile".into(), ParamValue::Int(7));
+        assert!(pinned.figures().starts_with("searched the whole space (1 variant);"));
+        // Nothing evaluated.
+        assert_eq!(TuneRun { entries: vec![], ..only }.figures(), "nothing searched");
+        // Meta files written before the field was recorded read as not known.
+        let old: JournalMeta = serde_json::from_value(serde_json::json!({
+            "kernel": "k", "shape": "s", "dims": {"n": 4}, "chip": {"name": "trn2"},
+            "strategy": "grid", "seed": 1, "budget": 40, "objective": "time",
+            "sim_version": "v", "default": null,
+        }))
+        .unwrap();
+        assert_eq!(old.whole_space, None);
     }
 
     fn bench(hash: &str, kernel_us: f64, flops: f64, hbm: u64) -> BenchResult {

@@ -59,7 +59,7 @@ fn runs_and_decisions(h: &mut String, runs: &[TuneRun]) {
             escape(&r.meta.strategy),
             r.meta.seed,
             r.entries.len(),
-            escape(&crate::convergence::describe(&r.convergence()))
+            escape(&r.figures())
         );
     }
     h.push_str("</table>\n");
@@ -324,6 +324,7 @@ mod tests {
                 front: None,
                 validated: None,
                 diagnoses: Vec::new(),
+                whole_space: None,
             },
             entries: vec![
                 entry(0, "invalid", None),

@@ -118,6 +118,11 @@ pub struct JournalMeta {
     /// end; the `slow` rule needs times a journal does not keep).
     #[serde(default)]
     pub diagnoses: Vec<conv::Diagnosis>,
+    /// The size of the space when the run searched all of it (`TuneResult::whole_space`;
+    /// written at the end; `None` otherwise, or written before this was recorded): `report`
+    /// then gives the figures `tune` printed ("searched the whole space").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whole_space: Option<u64>,
 }
 
 /// The package a run's kernel came from, as its meta file names it: its name, and its

@@ -149,6 +149,7 @@ pub(super) fn tune_one(
         front: None,
         validated: Some(job.goal.validates()),
         diagnoses: Vec::new(),
+        whole_space: None,
     };
     // A resumed run validates as the journal's run did, or its roll-backs would not match.
     // The flag stays set once any run of the journal validated (its lines stay).
@@ -595,6 +596,8 @@ pub(super) fn tune_one(
         .as_ref()
         .and_then(|b| validated.iter().find(|(p, _)| *p == b.params))
         .map(|(_, names)| names.clone());
+    // For `report`: the figures `tune` prints of a run that searched the whole space.
+    meta.whole_space = whole_space;
     Ok(TuneResult {
         best,
         front,
