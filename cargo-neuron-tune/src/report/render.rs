@@ -107,6 +107,48 @@ fn runs_and_decisions(h: &mut String, runs: &[TuneRun]) {
     }
 }
 
+/// Where a target's tuned record came from, when it is not the best of the target's runs.
+/// Records are keyed by the problem's dimensions, not by the shape's name: a run at another
+/// named shape of the same dimensions (`small` and a model's call `qwen3@tiny`) writes the
+/// record both use, and it keeps its label. When that run is shown (its section's best is
+/// the record), its section is named; otherwise only what is known is said.
+fn record_origin(data: &ReportData, t: &Target, r: &crate::tuned::TunedRecord) -> String {
+    let faster = t.best.as_ref().is_none_or(|b| r.time_us <= b.time_us);
+    let stays = if faster { " It stays while no run finds a faster variant." } else { "" };
+    if r.shape == t.shape {
+        return format!("its run is not among those shown.{stays}");
+    }
+    let same = |u: &&Target| {
+        u.package == t.package
+            && u.kernel == t.kernel
+            && u.chip == t.chip
+            && u.dims == t.dims
+            && u.shape == r.shape
+    };
+    let shape = escape(&r.shape);
+    match data.targets.iter().find(same) {
+        Some(u) if u.best.as_ref().is_some_and(|b| b.params == r.params) => format!(
+            "it was recorded at shape <code>{shape}</code>, which has the same dimensions (records \
+             are kept by dimensions), by the runs of section <em>{}</em>.{stays}",
+            title(u)
+        ),
+        _ => format!(
+            "it was recorded at shape <code>{shape}</code>, which has the same dimensions (records \
+             are kept by dimensions), by a run not among those shown.{stays}"
+        ),
+    }
+}
+
+/// A target's section title, escaped: `kernel @ shape on chip`, with the dimensions for a
+/// model's call (a model's calls of one kernel share the shape's name).
+fn title(t: &Target) -> String {
+    let dims = match t.shape.contains('@') {
+        true => format!(" {}", escape(&t.dims.to_string())),
+        false => String::new(),
+    };
+    format!("{} @ {}{dims} on {}", escape(&t.kernel), escape(&t.shape), escape(&t.chip.name))
+}
+
 /// The whole page.
 pub fn html(data: &ReportData) -> String {
     let mut h = String::new();
@@ -172,16 +214,8 @@ pub fn html(data: &ReportData) -> String {
     for t in &data.targets {
         let _ = writeln!(
             h,
-            "<h2>{} @ {}{} on {}</h2>\n<p>{}Shape <code>{}</code>; {} run(s): {}.</p>",
-            escape(&t.kernel),
-            escape(&t.shape),
-            // A model's calls of one kernel share the shape's name: the title says which.
-            if t.shape.contains('@') {
-                format!(" {}", escape(&t.dims.to_string()))
-            } else {
-                String::new()
-            },
-            escape(&t.chip.name),
+            "<h2>{}</h2>\n<p>{}Shape <code>{}</code>; {} run(s): {}.</p>",
+            title(t),
             match &t.package {
                 Some(p) => format!(
                     "Package <code>{}</code> (<code>{}</code>). ",
@@ -225,8 +259,7 @@ pub fn html(data: &ReportData) -> String {
         }
         h.push_str("</table>\n");
         // The database is what the models run: when its record is not the runs' best, say
-        // which it is (a later run with the same kernel, shape, chip, strategy and seed
-        // replaces the journal of the run that recorded it; or the record predates them).
+        // which it is, and where it came from when that can be known.
         // A run journaled before its package was recorded matches any package's record.
         let record = data
             .tuned
@@ -243,11 +276,10 @@ pub fn html(data: &ReportData) -> String {
             let _ = writeln!(
                 h,
                 "<p>The tuned database's record here is <code>{}</code> ({:.2} µs), not the best \
-                 of the runs shown: the run that recorded it is not among them (a later run with \
-                 the same kernel, shape, chip, strategy and seed replaced its journal), and it \
-                 stays while no run finds a faster variant.</p>",
+                 of the runs shown: {}</p>",
                 escape(&r.params.to_string()),
-                r.time_us
+                r.time_us,
+                record_origin(data, t, r)
             );
         }
         runs_and_decisions(&mut h, &t.runs);
@@ -416,6 +448,63 @@ mod tests {
             profile: None,
         });
         assert!(!html(&d).contains("The tuned database's record here"));
+    }
+
+    #[test]
+    fn a_record_written_at_another_shape_of_the_same_dimensions_says_so() {
+        use neuron_tune_protocol::Params;
+        let shown = |bufs: i64, time_us: f64| super::super::model::Shown {
+            params: Params::new().with("bufs", bufs),
+            time_us,
+            program_hash: "h".into(),
+            profile: None,
+        };
+        // `small` and a model's call `net@tiny` of the same dimensions: one record, written
+        // by the run at `small` (its best), labelled `small`; the call's runs found slower.
+        let mut d = data();
+        d.targets[0].best = Some(shown(3, 6.5));
+        let mut call = d.targets[0].clone();
+        call.shape = "net@tiny".into();
+        call.best = Some(shown(2, 7.0));
+        d.targets.push(call);
+        d.tuned = vec![record("p", Params::new().with("bufs", 3))];
+        let page = html(&d);
+        let section = page.split("<h2>k&lt;&amp;&gt; @ net@tiny").nth(1).unwrap();
+        assert!(
+            section.contains(
+                "not the best of the runs shown: it was recorded at shape <code>small</code>, \
+                 which has the same dimensions (records are kept by dimensions), by the runs of \
+                 section <em>k&lt;&amp;&gt; @ small on trn2</em>. It stays while no run finds a \
+                 faster variant.</p>"
+            ),
+            "{section}"
+        );
+        // No story of a replaced journal: nothing says one was.
+        assert!(!page.contains("replaced its journal"), "{page}");
+        // The run at `small` not shown: where the record came from is still known by its label.
+        d.targets.remove(0);
+        let page = html(&d);
+        assert!(
+            page.contains(
+                "it was recorded at shape <code>small</code>, which has the same \
+             dimensions (records are kept by dimensions), by a run not among those shown."
+            ),
+            "{page}"
+        );
+        // A record of the section's own shape whose run is not shown: nothing more is known.
+        d.tuned[0].record.shape = "net@tiny".into();
+        let page = html(&d);
+        assert!(
+            page.contains(
+                "not the best of the runs shown: its run is not among those \
+             shown. It stays while no run finds a faster variant.</p>"
+            ),
+            "{page}"
+        );
+        // A record slower than the runs' best (not replaced: say, it failed its check) is not
+        // said to stay until a faster variant is found: one was.
+        d.tuned[0].record.time_us = 7.5;
+        assert!(html(&d).contains("its run is not among those shown.</p>"));
     }
 
     #[test]
