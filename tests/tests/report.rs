@@ -300,6 +300,14 @@ fn a_report_of_one_package_leaves_out_the_tuning_runs_of_other_packages() {
     assert_eq!(code, 0, "{err}");
     let chip = scratch_dir("report-packages-chip").join("pkgchip.toml");
     std::fs::write(&chip, toml.replacen("name = \"trn2\"", "name = \"pkgchip\"", 1)).unwrap();
+    // The store is shared with earlier runs of this test: their journals on the chip (its
+    // model's calls among them) are not this run's.
+    let journals = test_target_dir().join("neuron-tune").join("journals");
+    for e in std::fs::read_dir(&journals).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().contains("-pkgchip-") {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
     let tune = [
         "tune",
         "-p",
@@ -324,10 +332,39 @@ fn a_report_of_one_package_leaves_out_the_tuning_runs_of_other_packages() {
     };
     let (ev, html) = report("neuron-fixtures-kernels", "report-kernels-only");
     assert!(html.contains("<h2>add @ small on pkgchip</h2>"), "{ev}");
-    // The models crate lists no kernel: the kernels crate's run is not its.
+    // The models crate lists no kernel: the kernels crate's run is not its, nor its record.
     let (ev, html) = report("neuron-fixtures-qwen3", "report-qwen3-only");
-    assert_eq!(ev["targets"], 0, "{ev}");
+    assert_eq!((&ev["targets"], &ev["tuned"]), (&0.into(), &0.into()), "{ev}");
     assert!(!html.contains("<h2>add @"), "{ev}");
+
+    // Its model's calls are its, runs and records: the records are in the kernels crate's
+    // database, which its model runs. qwen3's call of `add` at tiny has small's dimensions:
+    // one problem, one record (whichever run's label it keeps).
+    let model_tune = [
+        "tune",
+        "--model",
+        "qwen3",
+        "--shape",
+        "tiny",
+        "--kernel",
+        "add",
+        "--chip",
+        chip.to_str().unwrap(),
+        "--budget",
+        "2",
+        "--seed",
+        "16002",
+    ];
+    let calls = events(&run(&ws, &model_tune), "tune");
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let (ev, html) = report("neuron-fixtures-qwen3", "report-qwen3-calls");
+    assert_eq!((&ev["targets"], &ev["tuned"]), (&1.into(), &1.into()), "{ev}");
+    assert!(html.contains("<h2>add @ qwen3@tiny {cols=1024, rows=256} on pkgchip</h2>"), "{ev}");
+    assert!(html.contains("<p>1 tuned records;"), "{html}");
+    assert!(!html.contains("No tuned database records yet"), "{html}");
+    // The kernels crate's report has the record too: it is its database's.
+    let (ev, _) = report("neuron-fixtures-kernels", "report-kernels-calls");
+    assert_eq!(ev["tuned"], 1, "{ev}");
 }
 
 /// A chip file of its own, named `name` (results go by its file name): only the test that

@@ -119,6 +119,21 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
             record: record.clone(),
         }));
     }
+    // A selected crate's models run other packages' records (the kernel crate's database,
+    // which `tune --model` writes): those of its models' calls are its too, as their runs
+    // are. They are read as the models read them (every local package's database; a damaged
+    // one is refused, as by `bench --model`).
+    if selected.iter().any(|s| !s.models.is_empty()) {
+        let own: Vec<&Path> =
+            ws.crates.iter().filter_map(|c| c.krate.manifest_path.parent()).collect();
+        for (path, record) in ws.tuned.get()?.records() {
+            let dir = path.parent().unwrap_or(Path::new(""));
+            if !own.contains(&dir) && packages::of_selected_models(record, &selected, &runs) {
+                let package = package_in(dir);
+                tuned.push(model::PackageRecord { package, record: record.clone() });
+            }
+        }
+    }
     let any_tuned = !tuned.is_empty();
     seen_chips.extend(tuned.iter().map(|r| r.record.chip.clone()));
     tuned.retain(|r| kernel_ok(&r.record.kernel) && chip_ok(&r.record.chip));
@@ -200,6 +215,16 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
         open_in_browser(&page, out);
     }
     Ok(Exit::Ok)
+}
+
+/// The name of the package whose manifest is in `dir` (a local package's, whose tuned
+/// database is beside it), or the directory when its manifest does not say.
+fn package_in(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("Cargo.toml"))
+        .ok()
+        .and_then(|t| t.parse::<toml::Table>().ok())
+        .and_then(|t| Some(t.get("package")?.get("name")?.as_str()?.to_string()))
+        .unwrap_or_else(|| dir.display().to_string())
 }
 
 /// Profile (with a trace) each shown variant that has no stored profile, through the

@@ -9,6 +9,7 @@
 
 use super::model::TuneRun;
 use crate::commands::tune::RunPackage;
+use crate::tuned::TunedRecord;
 
 /// A selected kernel crate, as runs are matched against it.
 #[derive(Clone, Debug)]
@@ -81,6 +82,26 @@ pub fn pick(
     picked.ambiguous.sort();
     picked.ambiguous.dedup();
     picked
+}
+
+/// Whether a record of a database that is not a selected package's is of a call of a
+/// selected crate's model, as its runs are (`pick`): its label is `model@shape` of such a
+/// model, or one of `runs` (those shown) is of such a call at the record's kernel, chip and
+/// dimensions — records are kept by dimensions, so a call may use a record labelled by a
+/// named shape of the same dimensions (`small`).
+pub fn of_selected_models(record: &TunedRecord, selected: &[Selected], runs: &[TuneRun]) -> bool {
+    let model_of = |shape: &str| -> bool {
+        shape
+            .split_once('@')
+            .is_some_and(|(m, _)| selected.iter().any(|s| s.models.iter().any(|x| x == m)))
+    };
+    model_of(&record.shape)
+        || runs.iter().any(|r| {
+            model_of(&r.meta.shape)
+                && r.meta.kernel == record.kernel
+                && r.meta.chip.name == record.chip
+                && r.meta.dims == record.dims
+        })
 }
 
 /// Whether the journal at `journal` may be a run of the `selected` packages, told by its
@@ -210,5 +231,35 @@ mod tests {
         assert!(!of("tune-kernels-b.double-small-n4-trn2-grid-1.jsonl"));
         assert!(!of("tune-triple-small-n4-trn2-grid-1.jsonl"));
         assert!(!of("tune-double_x-small-n4-trn2-grid-1.jsonl"));
+    }
+
+    #[test]
+    fn a_record_of_a_selected_models_call_is_the_models_crates_too() {
+        let models = [selected("models", &[], &["net"])];
+        let record = |shape: &str, n: i64| TunedRecord {
+            kernel: "double".into(),
+            chip: "trn2".into(),
+            shape: shape.into(),
+            dims: serde_json::from_value(serde_json::json!({"n": n})).unwrap(),
+            params: Default::default(),
+            time_us: 1.0,
+            program_hash: "h".into(),
+            tool_version: "t".into(),
+            sim_version: "v".into(),
+            validated_shapes: Vec::new(),
+            validated_models: Vec::new(),
+        };
+        let call = run("double", "net@tiny", Some(pkg("kernels")), 1);
+        // Labelled by the model's call, with or without a run shown.
+        assert!(of_selected_models(&record("net@tiny", 8), &models, &[]));
+        // Labelled by a named shape of the call's dimensions ({n: 4}): the call uses it.
+        assert!(of_selected_models(&record("small", 4), &models, std::slice::from_ref(&call)));
+        // A named shape's record at other dimensions, or with no call of the model shown;
+        // another model's call.
+        assert!(!of_selected_models(&record("small", 8), &models, std::slice::from_ref(&call)));
+        assert!(!of_selected_models(&record("small", 4), &models, &[]));
+        assert!(!of_selected_models(&record("other@tiny", 4), &models, &[]));
+        let other = run("double", "other@tiny", Some(pkg("kernels")), 2);
+        assert!(!of_selected_models(&record("small", 4), &models, &[other]));
     }
 }
