@@ -183,12 +183,26 @@ pub fn html(data: &ReportData) -> String {
                 true => format!("<td>{}</td>", escape(package)),
                 false => String::new(),
             };
+            // A model's calls of one kernel share a label (`qwen3@tiny`), and records are
+            // kept by dimensions: a label that does not tell its record apart gets them, as
+            // the section titles do.
+            let shared = r.shape.contains('@')
+                || data.tuned.iter().any(|o| {
+                    let o_r = &o.record;
+                    o.package == *package
+                        && (&o_r.kernel, &o_r.chip, &o_r.shape) == (&r.kernel, &r.chip, &r.shape)
+                        && o_r.dims != r.dims
+                });
+            let shape = match shared {
+                true => format!("{} {}", r.shape, r.dims),
+                false => r.shape.clone(),
+            };
             let _ = writeln!(
                 h,
                 "<tr><td>{}</td>{package_td}<td>{}</td><td>{}</td><td class=\"n\">{:.2}</td><td><code>{}</code></td><td>{}</td></tr>",
                 escape(&r.kernel),
                 escape(&r.chip),
-                escape(&r.shape),
+                escape(&shape),
                 r.time_us,
                 escape(&r.params.to_string()),
                 escape(&r.sim_version)
@@ -505,6 +519,41 @@ mod tests {
         // said to stay until a faster variant is found: one was.
         d.tuned[0].record.time_us = 7.5;
         assert!(html(&d).contains("its run is not among those shown.</p>"));
+    }
+
+    #[test]
+    fn the_best_variant_table_tells_records_of_one_label_apart_by_their_dimensions() {
+        use neuron_tune_protocol::{Params, Shape};
+        let dims =
+            |n: u64| -> Shape { serde_json::from_value(serde_json::json!({"n": n})).unwrap() };
+        let mut d = data();
+        // A model's three calls of one kernel, one label; and a named shape's record.
+        d.tuned = [1024, 2048, 4096]
+            .into_iter()
+            .map(|n| {
+                let mut r = record("p", Params::new().with("bufs", 2));
+                r.record.shape = "net@tiny".into();
+                r.record.dims = dims(n);
+                r
+            })
+            .collect();
+        d.tuned.push(record("p", Params::new().with("bufs", 3)));
+        let page = html(&d);
+        for n in [1024, 2048, 4096] {
+            let row =
+                format!("<tr><td>k&lt;&amp;&gt;</td><td>trn2</td><td>net@tiny {{n={n}}}</td>");
+            assert_eq!(page.matches(&row).count(), 1, "{row}\n{page}");
+        }
+        // A label of its own needs no dimensions.
+        assert!(page.contains("<tr><td>k&lt;&amp;&gt;</td><td>trn2</td><td>small</td>"), "{page}");
+        // Two records of one named label at different dimensions (two edits of `small`,
+        // say): each says its dimensions.
+        d.tuned[0].record.shape = "small".into();
+        let page = html(&d);
+        assert!(
+            page.contains("<td>small {n=1024}</td>") && page.contains("<td>small {}</td>"),
+            "{page}"
+        );
     }
 
     #[test]
