@@ -98,13 +98,13 @@ fn report_of_one_package_leaves_out_another_packages_kernel_of_the_same_name() {
     let (ev, html, err) = report(A, "report-same-a");
     assert_eq!(ev["targets"], 1, "{ev}");
     let runs = runs_of(&html);
-    assert!(runs.contains("1 run(s): grid seed 18001 (2 evaluations)"), "{runs}");
+    assert!(runs.contains("1 run: grid seed 18001, 2 evaluations."), "{runs}");
     assert!(runs.contains(&format!("Package <code>{A}</code> (<code>a/Cargo.toml</code>)")));
     assert!(!html.contains("seed 18002"), "B's run is not A's: {runs}");
     assert!(!err.contains("journaled before"), "{err}");
     let (_, html, _) = report(B, "report-same-b");
     let runs = runs_of(&html);
-    assert!(runs.contains("2 run(s): grid seed 18001 (2 evaluations), grid seed 18002"), "{runs}");
+    assert!(runs.contains("2 runs: grid seed 18001, 2 evaluations; grid seed 18002"), "{runs}");
 
     // One journal per package: B's run of the same seed did not replace A's.
     let (ja, jb) = (PathBuf::from(a["journal"].as_str().unwrap()), b["journal"].as_str().unwrap());
@@ -126,7 +126,7 @@ fn report_of_one_package_leaves_out_another_packages_kernel_of_the_same_name() {
         m.insert("seed".into(), 18003.into());
     });
     let (_, html, err) = report(A, "report-same-a-old");
-    assert!(runs_of(&html).contains("2 run(s): grid seed 18001 (2 evaluations), grid seed 18003"));
+    assert!(runs_of(&html).contains("2 runs: grid seed 18001, 2 evaluations; grid seed 18003"));
     assert!(
         err.contains(
             "note: tune runs of double were journaled before journals named their package"

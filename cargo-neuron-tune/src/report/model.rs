@@ -58,6 +58,41 @@ impl TuneRun {
             .collect()
     }
 
+    /// The run's name among `runs` (its target's): `<strategy> seed <seed>`, and what else
+    /// tells it from a run of the same strategy and seed — each is a journal of its own: the
+    /// Pareto objective, the parameters pinned by `--params` (as the journal's name has them),
+    /// and the budget when the runs' budgets differ (`default seed 1 (pareto objective,
+    /// budget 8)`).
+    pub fn label(&self, runs: &[TuneRun]) -> String {
+        let m = &self.meta;
+        let mut extra = Vec::new();
+        if m.objective != "time" {
+            extra.push(format!("{} objective", m.objective));
+        }
+        if let Some(pins) = self.pinned() {
+            extra.push(format!("pinned {pins}"));
+        }
+        if runs.iter().any(|r| r.meta.budget != m.budget) {
+            extra.push(format!("budget {}", m.budget));
+        }
+        match extra.is_empty() {
+            true => format!("{} seed {}", m.strategy, m.seed),
+            false => format!("{} seed {} ({})", m.strategy, m.seed, extra.join(", ")),
+        }
+    }
+
+    /// The parameters a `--params` run pinned, as its journal's name has them
+    /// (`…-<strategy>[-pareto]-pinned-<params>-<seed>.jsonl`, the params sanitized: `bufs-2`);
+    /// the meta file does not record them.
+    fn pinned(&self) -> Option<&str> {
+        let m = &self.meta;
+        let name = self.journal.file_name()?.to_str()?;
+        let stem = name.strip_suffix(&format!("-{}.jsonl", m.seed))?;
+        let pareto = if m.objective == "pareto" { "-pareto" } else { "" };
+        let marker = format!("-{}{pareto}-pinned-", crate::commands::tune::sanitize(&m.strategy));
+        stem.find(&marker).map(|i| &stem[i + marker.len()..])
+    }
+
     /// What is wrong with the journal, when some of its lines were not used: the file, the
     /// first such line and why, and what the report shows instead (the evaluations it could
     /// read). A run killed mid-write leaves its last line cut short, which `tune --resume`

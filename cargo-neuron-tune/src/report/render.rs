@@ -55,9 +55,8 @@ fn runs_and_decisions(h: &mut String, runs: &[TuneRun]) {
     for r in runs {
         let _ = writeln!(
             h,
-            "<tr><td>{} seed {}</td><td class=\"n\">{}</td><td>{}</td></tr>",
-            escape(&r.meta.strategy),
-            r.meta.seed,
+            "<tr><td>{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            escape(&r.label(runs)),
             r.entries.len(),
             escape(&r.figures())
         );
@@ -66,9 +65,8 @@ fn runs_and_decisions(h: &mut String, runs: &[TuneRun]) {
     for r in runs.iter().filter(|r| !r.meta.diagnoses.is_empty()) {
         let _ = writeln!(
             h,
-            "<p>Diagnosis of {} seed {}:</p>\n<ul class=\"diagnoses\">",
-            escape(&r.meta.strategy),
-            r.meta.seed
+            "<p>Diagnosis of {}:</p>\n<ul class=\"diagnoses\">",
+            escape(&r.label(runs))
         );
         for d in &r.meta.diagnoses {
             let _ = write!(h, "<li><strong>{}</strong>", escape(&d.summary));
@@ -84,10 +82,9 @@ fn runs_and_decisions(h: &mut String, runs: &[TuneRun]) {
     for r in runs.iter().filter(|r| !r.rounds.is_empty()) {
         let _ = writeln!(
             h,
-            "<h3>Decision log: {} seed {}</h3>\n<table class=\"rounds\"><tr><th>round</th>\
+            "<h3>Decision log: {}</h3>\n<table class=\"rounds\"><tr><th>round</th>\
              <th>proposals</th><th>best (µs)</th><th>decision</th><th>why</th></tr>",
-            escape(&r.meta.strategy),
-            r.meta.seed
+            escape(&r.label(runs))
         );
         for d in &r.rounds {
             let _ = writeln!(
@@ -228,7 +225,7 @@ pub fn html(data: &ReportData) -> String {
     for t in &data.targets {
         let _ = writeln!(
             h,
-            "<h2>{}</h2>\n<p>{}Shape <code>{}</code>; {} run(s): {}.</p>",
+            "<h2>{}</h2>\n<p>{}Shape <code>{}</code>; {}: {}.</p>",
             title(t),
             match &t.package {
                 Some(p) => format!(
@@ -239,18 +236,16 @@ pub fn html(data: &ReportData) -> String {
                 None => String::new(),
             },
             escape(&t.dims.to_string()),
-            t.runs.len(),
+            crate::convergence::count(t.runs.len(), "run"),
             t.runs
                 .iter()
                 .map(|r| format!(
-                    "{}{} seed {} ({} evaluations)",
-                    escape(&r.meta.strategy),
-                    if r.meta.objective == "pareto" { " (pareto)" } else { "" },
-                    r.meta.seed,
-                    r.entries.len()
+                    "{}, {}",
+                    escape(&r.label(&t.runs)),
+                    crate::convergence::count(r.entries.len(), "evaluation")
                 ))
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join("; ")
         );
         h.push_str(
             "<table><tr><th>variant</th><th>time (µs)</th><th>params</th><th>trace</th></tr>\n",
@@ -621,6 +616,40 @@ mod tests {
             "<tr class=\"rolled_back\"><td class=\"n\">2</td><td class=\"n\">1</td><td \
              class=\"n\">8.00</td><td>rolled back</td><td>wrong at shape &lt;large&gt;;"
         ));
+    }
+
+    #[test]
+    fn runs_of_one_strategy_and_seed_are_told_apart_by_what_else_differs() {
+        let mut d = data();
+        // Seed 1 again, as a Pareto run (its journal is its own) with another budget, and a
+        // run pinned by --params.
+        let mut pareto = d.targets[0].runs[0].clone();
+        pareto.meta.objective = "pareto".into();
+        pareto.meta.budget = 5;
+        pareto.journal = "tune-p.k-small-n4-trn2-random-pareto-1.jsonl".into();
+        let mut pinned = d.targets[0].runs[0].clone();
+        pinned.journal = "tune-p.k-small-n4-trn2-random-pinned-bufs-2-1.jsonl".into();
+        d.targets[0].runs.push(pareto);
+        d.targets[0].runs.push(pinned);
+        let page = html(&d);
+        // Budgets differ (3 and 5): each says its own; the time runs say no objective.
+        for label in [
+            "random seed 1 (budget 3)",
+            "random seed 2 (budget 3)",
+            "random seed 1 (pareto objective, budget 5)",
+            "random seed 1 (pinned bufs-2, budget 3)",
+        ] {
+            let row = format!("<tr><td>{label}</td><td class=\"n\">3</td>");
+            assert_eq!(page.matches(&row).count(), 1, "{row}\n{page}");
+        }
+        assert!(page.contains(
+            "4 runs: random seed 1 (budget 3), 3 evaluations; random seed 2 (budget 3), 3 \
+             evaluations; random seed 1 (pareto objective, budget 5), 3 evaluations; random \
+             seed 1 (pinned bufs-2, budget 3), 3 evaluations."
+        ));
+        // The goal run's headings too.
+        assert!(page.contains("<h3>Decision log: random seed 2 (budget 3)</h3>"));
+        assert!(page.contains("<p>Diagnosis of random seed 2 (budget 3):</p>"));
     }
 
     /// The SVG of the figure of `kind`, and its `data-points`.
