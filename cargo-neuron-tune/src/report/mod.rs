@@ -156,7 +156,14 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     let profiled = profile_shown(&mut ws, &store, &data, ctx)?;
     let mut data = model::build(&store, runs, tuned);
     let any_gate = !data.gate.is_empty();
-    data.gate.retain(|g| models_here.contains(&g.model) && chip_ok(&g.chip));
+    data.gate.retain(|g| models_here.contains(&g.model));
+    // `--chip`: the other chips' gate runs are left out, and the page says they exist.
+    data.gate_other_chips =
+        data.gate.iter().filter(|g| !chip_ok(&g.chip)).map(|g| g.chip.clone()).collect();
+    data.gate_other_chips.sort();
+    data.gate_other_chips.dedup();
+    data.gate.retain(|g| chip_ok(&g.chip));
+    data.chip = chip.clone();
     if data.targets.is_empty() && data.tuned.is_empty() && data.gate.is_empty() {
         // Say whether there is nothing at all, or nothing the filters let through.
         if any_runs || any_tuned || any_gate {

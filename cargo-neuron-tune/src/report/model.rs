@@ -253,6 +253,11 @@ pub struct ReportData {
     /// kernel, package, chip, shape.
     pub tuned: Vec<PackageRecord>,
     pub gate: Vec<GateSeries>,
+    /// `--chip`: what the page is narrowed to (`None`: every chip).
+    pub chip: Option<String>,
+    /// The chips `--chip` left out that the selected packages' models have gate runs on,
+    /// sorted, each once: the page says they exist rather than that there are none.
+    pub gate_other_chips: Vec<String>,
 }
 
 /// The tune runs in the store, and those that cannot be shown.
@@ -440,7 +445,7 @@ pub fn build(store: &Store, runs: Vec<TuneRun>, tuned: Vec<PackageRecord>) -> Re
         (&p.record.kernel, &p.package, &p.record.chip, &p.record.shape)
     }
     tuned.sort_by(|a, b| key(a).cmp(&key(b)));
-    ReportData { targets, tuned, gate }
+    ReportData { targets, tuned, gate, chip: None, gate_other_chips: Vec::new() }
 }
 
 #[cfg(test)]

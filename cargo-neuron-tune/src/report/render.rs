@@ -4,6 +4,7 @@
 
 use super::charts::{self, figure};
 use super::model::{PackageRecord, ReportData, Target, TuneRun};
+use crate::convergence::count;
 use std::collections::HashSet;
 use std::fmt::Write;
 
@@ -154,14 +155,22 @@ pub fn html(data: &ReportData) -> String {
     h.push_str("<title>cargo neuron-tune report</title>\n<style>");
     h.push_str(STYLE);
     h.push_str("</style></head><body>\n<h1>cargo neuron-tune report</h1>\n");
+    // The gate history is one series per model, shape and chip: models are counted as
+    // models.
+    let models = data.gate.iter().map(|g| &g.model).collect::<HashSet<_>>().len();
+    let on_chip = data.chip.as_ref().map_or(String::new(), |c| format!(" on chip {}", escape(c)));
     let _ = writeln!(
         h,
-        "<p>{} tuned records; {} kernel shapes with tuning runs, {} runs; {} models in the gate \
-         history. Times are simulated (neuron-sim), not measured on hardware.</p>",
+        "<p>{} tuned records; {} kernel shapes with tuning runs, {} runs; {} in the gate \
+         history{on_chip}{}. Times are simulated (neuron-sim), not measured on hardware.</p>",
         data.tuned.len(),
         data.targets.len(),
         data.targets.iter().map(|t| t.runs.len()).sum::<usize>(),
-        data.gate.len()
+        count(models, "model"),
+        match data.gate.len() {
+            0 => String::new(),
+            n => format!(" ({n} series of a model, shape and chip)"),
+        }
     );
 
     h.push_str("<h2 id=\"best\">Best variant per kernel, chip and shape</h2>\n");
@@ -236,13 +245,13 @@ pub fn html(data: &ReportData) -> String {
                 None => String::new(),
             },
             escape(&t.dims.to_string()),
-            crate::convergence::count(t.runs.len(), "run"),
+            count(t.runs.len(), "run"),
             t.runs
                 .iter()
                 .map(|r| format!(
                     "{}, {}",
                     escape(&r.label(&t.runs)),
-                    crate::convergence::count(r.entries.len(), "evaluation")
+                    count(r.entries.len(), "evaluation")
                 ))
                 .collect::<Vec<_>>()
                 .join("; ")
@@ -304,9 +313,28 @@ pub fn html(data: &ReportData) -> String {
 
     h.push_str("<h2 id=\"gate\">Model throughput through the gate</h2>\n");
     if data.gate.is_empty() {
-        h.push_str(
-            "<p class=\"none\">No gate runs yet: run <code>cargo neuron-tune gate</code>.</p>\n",
-        );
+        match (&data.chip, data.gate_other_chips.as_slice()) {
+            (Some(c), []) => {
+                let _ = writeln!(
+                    h,
+                    "<p class=\"none\">No gate runs on chip {0} yet: run <code>cargo \
+                     neuron-tune gate --chip {0}</code>.</p>",
+                    escape(c)
+                );
+            }
+            (Some(c), others) => {
+                let _ = writeln!(
+                    h,
+                    "<p class=\"none\">No gate runs on chip {}: the models have gate runs on \
+                     {} (a report without <code>--chip</code> shows them).</p>",
+                    escape(c),
+                    escape(&others.join(", "))
+                );
+            }
+            (None, _) => h.push_str(
+                "<p class=\"none\">No gate runs yet: run <code>cargo neuron-tune gate</code>.</p>\n",
+            ),
+        }
     } else {
         h.push_str("<div class=\"charts\">\n");
         for s in &data.gate {
@@ -395,6 +423,8 @@ mod tests {
             }],
             tuned: Vec::new(),
             gate: Vec::new(),
+            chip: None,
+            gate_other_chips: Vec::new(),
         }
     }
 
@@ -650,6 +680,42 @@ mod tests {
         // The goal run's headings too.
         assert!(page.contains("<h3>Decision log: random seed 2 (budget 3)</h3>"));
         assert!(page.contains("<p>Diagnosis of random seed 2 (budget 3):</p>"));
+    }
+
+    #[test]
+    fn the_header_counts_models_and_a_chip_filter_says_where_the_gate_runs_are() {
+        let series = |model: &str, shape: &str, chip: &str| super::super::model::GateSeries {
+            model: model.into(),
+            shape: shape.into(),
+            chip: chip.into(),
+            points: vec![(1, 10.0)],
+        };
+        let mut d = data();
+        // Two models, six series (three shapes or chips each).
+        d.gate = ["a", "b"]
+            .into_iter()
+            .flat_map(|m| {
+                [series(m, "tiny", "trn2"), series(m, "small", "trn2"), series(m, "tiny", "trn1")]
+            })
+            .collect();
+        let page = html(&d);
+        assert!(
+            page.contains("; 2 models in the gate history (6 series of a model, shape and chip)."),
+            "{page}"
+        );
+        // `--chip trn3`: the other chips' runs were left out; the page says they exist.
+        d.gate.clear();
+        d.chip = Some("trn3".into());
+        d.gate_other_chips = vec!["trn1".into(), "trn2".into()];
+        let page = html(&d);
+        assert!(page.contains("; 0 models in the gate history on chip trn3."), "{page}");
+        assert!(page.contains("No gate runs on chip trn3: the models have gate runs on trn1, trn2"));
+        assert!(!page.contains("No gate runs yet"), "{page}");
+        // None anywhere: on that chip, say how to make one.
+        d.gate_other_chips.clear();
+        assert!(html(&d).contains(
+            "No gate runs on chip trn3 yet: run <code>cargo neuron-tune gate --chip trn3</code>"
+        ));
     }
 
     /// The SVG of the figure of `kind`, and its `data-points`.
