@@ -6,7 +6,7 @@
 //! skips with a loud message, unless `NEURON_TUNE_REQUIRE_CHROMIUM` is set (CI sets it):
 //! then it fails.
 
-use neuron_tune_tests::{cli, events, fixture_workspace, scratch_dir, test_target_dir};
+use neuron_tune_tests::{cli, cli_env, events, fixture_workspace, scratch_dir, test_target_dir};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -421,6 +421,30 @@ fn a_report_gives_tunes_figures_and_names_the_files_it_cannot_read() {
         section.contains("<td>searched the whole space (3 variants); 0 % pruned, 0 % invalid</td>"),
         "{section}"
     );
+
+    // `--open`: the opener's exit status is waited for; one that fails is said, with its
+    // status, never reported as opened. (A stand-in opener on PATH: the platform's name.)
+    let bin = scratch_dir("report-damage-opener");
+    for (status, said) in [
+        ("3", format!("could not open {} (exit status: 3)", dir.join("index.html").display())),
+        ("0", format!("Opened {} with ", dir.join("index.html").display())),
+    ] {
+        for name in ["xdg-open", "open"] {
+            let script = bin.join(name);
+            std::fs::write(&script, format!("#!/bin/sh\nexit {status}\n")).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+        let manifest = ws.join("Cargo.toml");
+        let args = [&report[..], &["--open", "--manifest-path", manifest.to_str().unwrap()]];
+        let (code, _, err) = cli_env(&args.concat(), &[("PATH", &path)]);
+        assert_eq!(code, 0, "{err}");
+        assert!(err.contains(&said), "{err}");
+        if status != "0" {
+            assert!(err.contains("warning: ") && !err.contains("Opened "), "{err}");
+        }
+    }
 
     // The journal cut inside its first line (`head -c150`): nothing of it can be read.
     let text = std::fs::read(&add).unwrap();

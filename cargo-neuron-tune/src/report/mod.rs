@@ -302,19 +302,43 @@ fn profile_shown(
     Ok(asked.len())
 }
 
-/// `--open`: the platform's opener, in the background; failing to open is only a note.
+/// `--open`: the platform's opener (`xdg-open`, `open`), which hands the page to the browser
+/// and exits: its exit status says whether it could. Failing to open is only a warning (the
+/// page is written), with the opener's status. An opener still running after a few seconds
+/// (one that runs a browser in the foreground) is left to it.
 fn open_in_browser(page: &Path, out: &crate::output::Reporter) {
     let opener = if cfg!(target_os = "macos") { "open" } else { "xdg-open" };
-    match std::process::Command::new(opener)
+    // Its output is not ours (stdout holds the JSON events), nor its browser's.
+    let child = std::process::Command::new(opener)
         .arg(page)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
-        .spawn()
-    {
-        Ok(_) => out.status(format!("   Opened {} with {opener}", page.display())),
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
         Err(e) => {
-            out.note(format!("warning: could not run {opener} to open {}: {e}", page.display()))
+            let page = page.display();
+            return out.note(format!("warning: could not run {opener} to open {page}: {e}"));
         }
+    };
+    let start = std::time::Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if start.elapsed() < std::time::Duration::from_secs(10) => {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            }
+            // Still running (or its status cannot be read): it has the page.
+            _ => break None,
+        }
+    };
+    match status {
+        Some(s) if !s.success() => out.note(format!(
+            "warning: {opener} could not open {} ({s}); open the page yourself",
+            page.display()
+        )),
+        Some(_) => out.status(format!("   Opened {} with {opener}", page.display())),
+        None => out.status(format!("   Opening {} with {opener} (still running)", page.display())),
     }
 }
