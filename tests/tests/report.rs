@@ -411,9 +411,34 @@ fn a_report_gives_tunes_figures_and_names_the_files_it_cannot_read() {
     let dir = scratch_dir("report-damage-out");
     let report = ["report", "--chip", "dmgchip", "--out", dir.to_str().unwrap()];
 
+    // An --out used before: an earlier report's trace the page will not link, and files
+    // that are not traces (nor named as this tool names them).
+    for f in ["trace-gone-small-n4-trn2-best.json", "notes.json", "trace-notes.txt"] {
+        std::fs::write(dir.join(f), "{}").unwrap();
+    }
+    std::fs::create_dir_all(dir.join("trace-dir.json")).unwrap();
+
     // The run table gives the figures `tune` gave: a search of the whole space has no
     // convergence to judge (its journal alone cannot tell: the meta file records it).
-    run_in(&ws, &report);
+    let (out, _) = run_in(&ws, &report);
+    // The traces in the directory are the page's, every one linked; the rest stays.
+    let ev = events(&out, "report").pop().unwrap();
+    let mut traces: Vec<&str> =
+        ev["traces"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    traces.sort_unstable();
+    let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("trace-") && n.ends_with(".json") && n != "trace-dir.json")
+        .map(|n| dir.join(n).display().to_string())
+        .collect();
+    on_disk.sort_unstable();
+    assert!(!traces.is_empty());
+    assert_eq!(on_disk, traces, "only this report's traces are left");
+    for kept in ["notes.json", "trace-notes.txt", "trace-dir.json"] {
+        assert!(dir.join(kept).exists(), "{kept} is not a trace of this tool's: kept");
+    }
     let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
     let section = html.split("<h2>add @ small on dmgchip</h2>").nth(1).unwrap();
     let section = section.split("<h2>").next().unwrap();

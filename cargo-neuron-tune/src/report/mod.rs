@@ -205,6 +205,10 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     }
     let page = dir.join("index.html");
     write_atomic(&page, render::html(&data).as_bytes()).map_err(|e| io(&page, e))?;
+    // Earlier reports' traces the page no longer links are removed — only once the new ones
+    // and the page are written (a crash before leaves extra files, never a page linking a
+    // missing one), and only files named as this tool names traces.
+    remove_old_traces(&dir, &traces, out);
     out.status(format!(
         "   Wrote {} traces next to it (open them in ui.perfetto.dev)",
         traces.len()
@@ -300,6 +304,28 @@ fn profile_shown(
         }
     }
     Ok(asked.len())
+}
+
+/// Remove the trace files in `dir` (`trace-*.json`, the names [`render::trace_file`] gives)
+/// that are not among `kept`: an earlier report's, of variants no longer shown. Nothing else
+/// in the directory is touched. Failing to remove one is only a warning.
+fn remove_old_traces(dir: &Path, kept: &[PathBuf], out: &crate::output::Reporter) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let ours = name.starts_with("trace-") && name.ends_with(".json");
+        let path = entry.path();
+        if !ours || kept.contains(&path) || !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        if let Err(e) = std::fs::remove_file(&path) {
+            out.note(format!(
+                "warning: {}: an earlier report's trace, not removed: {e}",
+                path.display()
+            ));
+        }
+    }
 }
 
 /// `--open`: the platform's opener (`xdg-open`, `open`), which hands the page to the browser
