@@ -443,7 +443,9 @@ pub fn empty_kernel_crate(name: &str) -> PathBuf {
 /// Its packages' version is unique to the copy (`0.1.0-<name>.<pid>`): cargo names a path
 /// package's build units by its path relative to the workspace root, so copies of one
 /// version would share units in the shared target dir, and one copy's fingerprints could
-/// make another's edited sources look fresh.
+/// make another's edited sources look fresh. So are its harness binaries' names
+/// (`neuron-tune-harness-<name>`, `qwen3-harness-<name>`): cargo puts each copy's final
+/// binaries at one path.
 pub fn fixture_workspace(name: &str) -> PathBuf {
     let dir = scratch_dir(name);
     let r = root();
@@ -454,13 +456,13 @@ pub fn fixture_workspace(name: &str) -> PathBuf {
         .and_then(|s| s.split("\n[").next())
         .unwrap()
         .replace("path = \"", &format!("path = \"{}/", r.display()));
+    let tag = name.replace(|c: char| !c.is_ascii_alphanumeric(), "-");
     std::fs::write(
         dir.join("Cargo.toml"),
         format!(
             "[workspace]\nresolver = \"2\"\nmembers = [\"kernels\", \"qwen3\"]\n\n\
              [workspace.package]\nversion = \"0.1.0-{tag}.{pid}\"\nedition = \"2021\"\nlicense = \"MIT\"\n\n\
              [workspace.dependencies]{deps}\n",
-            tag = name.replace(|c: char| !c.is_ascii_alphanumeric(), "-"),
             pid = std::process::id()
         ),
     )
@@ -479,6 +481,14 @@ pub fn fixture_workspace(name: &str) -> PathBuf {
             }
             None => manifest,
         };
+        // Its harness binary gets a name of its own (its `[[bin]]` and `harness =`): the
+        // copies build into one target dir, where cargo puts every copy's binary of one
+        // name at one path, so a test running its copy's harness could start another's,
+        // built from other sources (the copy's edits lost), when tests run in parallel.
+        let bin = if krate == "kernels" { "neuron-tune-harness" } else { "qwen3-harness" };
+        let quoted = format!("\"{bin}\"");
+        assert_eq!(manifest.matches(&quoted).count(), 2, "[[bin]] and harness: {manifest}");
+        let manifest = manifest.replace(&quoted, &format!("\"{bin}-{tag}\""));
         std::fs::write(dir.join(krate).join("Cargo.toml"), manifest).unwrap();
     }
     std::fs::write(dir.join(".gitignore"), "/target\n").unwrap();
