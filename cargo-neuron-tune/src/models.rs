@@ -8,8 +8,10 @@
 //! formatting) costs traces only, and the end-to-end time is the harness's formula
 //! recomputed here: Σ calls × (kernel time + launch overhead).
 //!
-//! The tuned parameters come from every `neuron-tune.tuned.toml` of the workspace's local
-//! packages (a models crate usually calls kernels of another crate, whose database it is).
+//! The tuned parameters come from the `neuron-tune.tuned.toml` of the packages the model's
+//! crate links: its own and its local dependencies, transitively (a models crate usually
+//! calls kernels of another crate, whose database it is) — never another package's record
+//! of a kernel of the same name ([`TunedSet::for_model`]).
 //! A tuned call whose program hash differs from the one recorded when it was tuned is
 //! *stale*: the kernel changed since, and its tuning may no longer be the best.
 
@@ -24,57 +26,251 @@ use neuron_tune_protocol::{
     ChipSpec, ListDoc, ModelPlan, Params, RequestBody, ResponseBody, Shape, ShapeRef, Tuned,
 };
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-/// Every tuned database of the workspace's local packages.
+/// Every tuned database of the workspace's local packages, and which of them each package's
+/// harness sees.
+///
+/// A record names its kernel, not its package (the file is the package's), and a model's
+/// harness receives tuned parameters by kernel name. So a model crate uses the records of
+/// the packages its harness links — its own and its local dependencies, transitively
+/// ([`TunedSet::for_model`]) — never those of another package's kernel of the same name
+/// (a team's `kernels` and `kernels-experimental`, a crate `new` made reusing a name).
 #[derive(Default)]
 pub struct TunedSet {
     dbs: Vec<TunedDb>,
+    packages: Vec<LocalPackage>,
+    /// What [`ModelTuned::say_withheld`] said already (once per model crate, kernel, chip).
+    said: std::sync::Mutex<Vec<String>>,
+}
+
+/// A local (path) package as the tuned databases see it.
+struct LocalPackage {
+    name: String,
+    manifest: PathBuf,
+    /// Its database, when it has one (index into `dbs`).
+    db: Option<usize>,
+    /// The kernels it is known to define: those its configuration names, those its harness
+    /// listed (when it was built), those its database records.
+    kernels: std::collections::BTreeSet<String>,
+    /// The local packages its harness links: itself and its local normal dependencies,
+    /// transitively (indices into `packages`, sorted).
+    links: Vec<usize>,
 }
 
 impl TunedSet {
-    /// The databases beside every local (path) package's manifest, members or not.
+    /// The databases beside every local (path) package's manifest, members or not, and the
+    /// local packages each one's harness links (from the metadata's resolve graph: normal
+    /// dependencies, with the features `cargo metadata` resolves).
     pub fn load(meta: &cargo_metadata::Metadata) -> Result<TunedSet, Failure> {
+        let mut local: Vec<&cargo_metadata::Package> =
+            meta.packages.iter().filter(|p| p.source.is_none()).collect();
+        local.sort_by(|a, b| a.manifest_path.cmp(&b.manifest_path));
+        local.dedup_by(|a, b| a.manifest_path == b.manifest_path);
+        let links = local_links(meta, &local);
         let mut dbs = Vec::new();
-        let mut dirs: Vec<PathBuf> = meta
-            .packages
-            .iter()
-            .filter(|p| p.source.is_none())
-            .filter_map(|p| p.manifest_path.parent().map(|d| d.as_std_path().to_path_buf()))
-            .collect();
-        dirs.sort();
-        dirs.dedup();
-        for dir in dirs {
-            if dir.join(crate::tuned::FILE_NAME).exists() {
-                dbs.push(TunedDb::load(&dir)?);
+        let mut packages = Vec::new();
+        for (p, links) in local.iter().zip(links) {
+            let manifest = p.manifest_path.as_std_path().to_path_buf();
+            let dir = manifest.parent().map(Path::to_path_buf).unwrap_or_default();
+            let mut kernels: std::collections::BTreeSet<String> = Default::default();
+            if p.metadata.get("neuron-tune").is_some() {
+                kernels.extend(crate::workspace::configured_kernels(&p.metadata, &manifest));
             }
+            let db = if dir.join(crate::tuned::FILE_NAME).exists() {
+                let db = TunedDb::load(&dir)?;
+                kernels.extend(db.records().iter().map(|r| r.kernel.clone()));
+                dbs.push(db);
+                Some(dbs.len() - 1)
+            } else {
+                None
+            };
+            packages.push(LocalPackage { name: p.name.to_string(), manifest, db, kernels, links });
         }
-        Ok(TunedSet { dbs })
+        Ok(TunedSet { dbs, packages, said: Default::default() })
     }
 
-    /// The database of the package whose manifest is in `dir`, if it has one.
-    pub fn of_dir(&self, dir: &std::path::Path) -> Option<&TunedDb> {
-        self.dbs.iter().find(|db| db.path().parent() == Some(dir))
+    /// Add the kernels the harness of the package whose manifest is `manifest` lists (built
+    /// for this command) to those it is known to define.
+    pub fn add_listed(&mut self, manifest: &Path, kernels: impl IntoIterator<Item = String>) {
+        if let Some(p) = self.packages.iter_mut().find(|p| p.manifest == manifest) {
+            p.kernels.extend(kernels);
+        }
     }
 
-    /// The tuned parameters for `chip`, as a model request carries them.
-    pub fn for_chip(&self, chip: &str) -> Tuned {
-        Tuned(self.records().filter(|(_, r)| r.chip == chip).map(|(_, r)| r.entry()).collect())
-    }
-
-    /// Every record with the file it is in.
-    pub fn records(&self) -> impl Iterator<Item = (&std::path::Path, &TunedRecord)> {
+    /// Every record with the file it is in (of every local package).
+    pub fn records(&self) -> impl Iterator<Item = (&Path, &TunedRecord)> {
         self.dbs.iter().flat_map(|db| db.records().iter().map(move |r| (db.path(), r)))
     }
 
-    /// The record a tuned call used.
-    pub fn find(
+    /// The database of the package whose manifest is in `dir`, if it has one.
+    pub fn of_dir(&self, dir: &Path) -> Option<&TunedDb> {
+        self.dbs.iter().find(|db| db.path().parent() == Some(dir))
+    }
+
+    /// What the harness of the package whose manifest is `manifest` (a model's crate) sees
+    /// of the tuned databases on `chip`.
+    pub fn for_model(&self, manifest: &Path, chip: &str) -> ModelTuned<'_> {
+        let package = self.packages.iter().position(|p| p.manifest == manifest);
+        ModelTuned { set: self, package, chip: chip.to_string() }
+    }
+}
+
+/// For each of `local`, the indices of the local packages it links: itself and its normal
+/// dependencies, transitively, through any package of the resolve graph (a `[patch]` can
+/// make a registry crate's dependency a path one). Without a resolve graph, itself only.
+fn local_links(
+    meta: &cargo_metadata::Metadata,
+    local: &[&cargo_metadata::Package],
+) -> Vec<Vec<usize>> {
+    use cargo_metadata::{DependencyKind, PackageId};
+    use std::collections::{BTreeMap, BTreeSet};
+    let nodes: BTreeMap<&PackageId, &cargo_metadata::Node> =
+        meta.resolve.iter().flat_map(|r| &r.nodes).map(|n| (&n.id, n)).collect();
+    let index: BTreeMap<&PackageId, usize> =
+        local.iter().enumerate().map(|(i, p)| (&p.id, i)).collect();
+    local
+        .iter()
+        .map(|p| {
+            let mut seen: BTreeSet<&PackageId> = BTreeSet::from([&p.id]);
+            let mut stack = vec![&p.id];
+            while let Some(id) = stack.pop() {
+                for d in nodes.get(id).map_or(&[][..], |n| &n.deps[..]) {
+                    // What the harness binary links: normal dependencies (a dev- or
+                    // build-dependency is not in it). No kinds: a cargo too old to say.
+                    let normal = d.dep_kinds.is_empty()
+                        || d.dep_kinds.iter().any(|k| k.kind == DependencyKind::Normal);
+                    if normal && seen.insert(&d.pkg) {
+                        stack.push(&d.pkg);
+                    }
+                }
+            }
+            let mut links: Vec<usize> =
+                seen.iter().filter_map(|id| index.get(id).copied()).collect();
+            links.sort_unstable();
+            links
+        })
+        .collect()
+}
+
+/// The tuned records one model crate's harness uses on one chip: those of the databases of
+/// the packages it links ([`TunedSet::for_model`]), less those of a kernel name two of
+/// those packages define. The harness knows kernels by name (the tuned table it is given,
+/// the calls its plan names), so the tool cannot tell which of the two a call runs: their
+/// records are withheld (the calls run their defaults) and said ([`ModelTuned::say_withheld`]),
+/// never one picked silently.
+pub struct ModelTuned<'a> {
+    set: &'a TunedSet,
+    /// The model's package (index into `set.packages`); `None`: not a local package, so it
+    /// sees no database.
+    package: Option<usize>,
+    chip: String,
+}
+
+impl<'a> ModelTuned<'a> {
+    fn links(&self) -> &'a [usize] {
+        self.package.map_or(&[][..], |p| &self.set.packages[p].links[..])
+    }
+
+    /// The linked packages that define `kernel`.
+    fn defining(&self, kernel: &str) -> Vec<&'a LocalPackage> {
+        let set = self.set;
+        self.links()
+            .iter()
+            .map(|&i| &set.packages[i])
+            .filter(|p| p.kernels.contains(kernel))
+            .collect()
+    }
+
+    /// The names of the linked packages that define `kernel`.
+    pub fn defining_packages(&self, kernel: &str) -> Vec<&'a str> {
+        self.defining(kernel).into_iter().map(|p| p.name.as_str()).collect()
+    }
+
+    /// Whether the model's crate links the package whose manifest is `manifest`.
+    pub fn links_manifest(&self, manifest: &Path) -> bool {
+        let set = self.set;
+        self.links().iter().any(|&i| set.packages[i].manifest == manifest)
+    }
+
+    /// Whether a record of `kernel` in the database of the package whose manifest is
+    /// `manifest` is one this model uses: the package is linked, and no other linked
+    /// package defines a kernel of that name.
+    pub fn sees(&self, manifest: &Path, kernel: &str) -> bool {
+        self.links_manifest(manifest) && self.defining(kernel).len() <= 1
+    }
+
+    /// The records on this chip in the linked packages' databases, ambiguous kernels or
+    /// not, with their files and the package whose database holds each.
+    fn linked_records(
         &self,
-        kernel: &str,
-        dims: &Shape,
-        chip: &str,
-    ) -> Option<(&std::path::Path, &TunedRecord)> {
-        self.records().find(|(_, r)| r.kernel == kernel && &r.dims == dims && r.chip == chip)
+    ) -> impl Iterator<Item = (&'a LocalPackage, &'a Path, &'a TunedRecord)> + '_ {
+        let set = self.set;
+        self.links().iter().map(move |&i| &set.packages[i]).flat_map(move |p| {
+            p.db.map(|d| &set.dbs[d]).into_iter().flat_map(move |db| {
+                db.records().iter().filter(|r| r.chip == self.chip).map(move |r| (p, db.path(), r))
+            })
+        })
+    }
+
+    /// The records this model uses, with the file each is in.
+    pub fn records(&self) -> impl Iterator<Item = (&'a Path, &'a TunedRecord)> + '_ {
+        self.linked_records()
+            .filter(|(p, _, r)| self.sees(&p.manifest, &r.kernel))
+            .map(|(_, file, r)| (file, r))
+    }
+
+    /// The tuned parameters, as a model request carries them.
+    pub fn tuned(&self) -> Tuned {
+        Tuned(self.records().map(|(_, r)| r.entry()).collect())
+    }
+
+    /// The record a tuned call used.
+    pub fn find(&self, kernel: &str, dims: &Shape) -> Option<(&'a Path, &'a TunedRecord)> {
+        self.records().find(|(_, r)| r.kernel == kernel && &r.dims == dims)
+    }
+
+    /// Say (once per model crate, kernel and chip, on stderr) why the records of each of
+    /// `kernels` that this model does not use although a linked database holds them are
+    /// withheld: two linked packages define a kernel of that name.
+    pub fn say_withheld<'k>(&self, kernels: impl IntoIterator<Item = &'k str>, out: &Reporter) {
+        let Some(model) = self.package.map(|p| &self.set.packages[p]) else { return };
+        for kernel in kernels {
+            let defining = self.defining(kernel);
+            if defining.len() < 2 {
+                continue;
+            }
+            let mut files: Vec<String> = self
+                .linked_records()
+                .filter(|(_, _, r)| r.kernel == kernel)
+                .map(|(_, f, _)| f.display().to_string())
+                .collect();
+            files.dedup();
+            if files.is_empty() {
+                continue;
+            }
+            let key = format!("{}\0{kernel}\0{}", model.name, self.chip);
+            {
+                let mut said = self.set.said.lock().expect("said");
+                if said.contains(&key) {
+                    continue;
+                }
+                said.push(key);
+            }
+            let names: Vec<String> = defining.iter().map(|p| format!("`{}`", p.name)).collect();
+            out.note(format!(
+                "warning: `{}` links {} packages that define a kernel `{kernel}` ({}): its \
+                 harness knows kernels by name, so which one its models call cannot be told, \
+                 and the tuned records of `{kernel}` on {} ({}) are not used for them: their \
+                 `{kernel}` calls run the kernel's defaults. Rename one of the kernels, or drop \
+                 the dependency the models do not call",
+                model.name,
+                defining.len(),
+                names.join(", "),
+                self.chip,
+                files.join(", ")
+            ));
+        }
     }
 }
 
@@ -210,14 +406,14 @@ pub fn plan(
     }
 }
 
-/// What model measurements share: where results are stored, the chip, the tuned databases
-/// (to tell stale entries), whether to re-simulate stored programs, where to report, and
+/// What model measurements share: where results are stored, the chip, the tuned records the
+/// model's crate uses (to tell stale entries, and to say withheld ones), whether to re-simulate stored programs, where to report, and
 /// the simulator version of the harness that evaluates (its results are keyed by it).
 pub struct Bench<'a> {
     pub store: &'a Store,
     pub sim_version: &'a str,
     pub chip: &'a ChipSpec,
-    pub records: &'a TunedSet,
+    pub records: &'a ModelTuned<'a>,
     pub force: bool,
     pub out: &'a Reporter,
 }
@@ -235,6 +431,7 @@ pub fn evaluate(
         Ok(p) => p,
         Err(e) => return Ok(Err(e)),
     };
+    records.say_withheld(plan.calls.iter().filter(|c| !c.tuned).map(|c| c.kernel.as_str()), out);
     let variants: Vec<Variant> = plan
         .calls
         .iter()
@@ -270,7 +467,7 @@ pub fn evaluate(
             }
         };
         let stale = if c.tuned {
-            records.find(&c.kernel, &c.shape, &plan.chip).and_then(|(file, r)| {
+            records.find(&c.kernel, &c.shape).and_then(|(file, r)| {
                 (r.program_hash != m.bench.program_hash).then(|| {
                     // A model call's label (`qwen3@tiny`) is shared by the model's calls
                     // of the kernel: the dimensions tell them apart.
@@ -351,6 +548,104 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    /// A record of `kernel` at rows=1 on trn2 with `bufs`.
+    fn record(kernel: &str, bufs: i64) -> TunedRecord {
+        TunedRecord {
+            kernel: kernel.into(),
+            chip: "trn2".into(),
+            shape: "small".into(),
+            dims: Shape::new(&[("rows", 1)]),
+            params: Params([("bufs".to_string(), bufs.into())].into_iter().collect()),
+            time_us: 1.0,
+            program_hash: "0".repeat(32),
+            tool_version: "0".into(),
+            sim_version: "0".into(),
+            validated_shapes: vec![],
+            validated_models: vec![],
+        }
+    }
+
+    /// A package: name, kernels, records (kernel, bufs), links.
+    type Package<'a> = (&'a str, &'a [&'a str], &'a [(&'a str, i64)], &'a [usize]);
+
+    /// `packages` in directories of their names under `dir`, as `TunedSet::load` would find
+    /// them.
+    fn set(dir: &Path, packages: &[Package]) -> TunedSet {
+        let mut set = TunedSet::default();
+        for (name, kernels, records, links) in packages {
+            let d = dir.join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            let db = (!records.is_empty()).then(|| {
+                let mut db = TunedDb::load(&d).unwrap();
+                for (k, b) in *records {
+                    db.record(record(k, *b));
+                }
+                db.save().unwrap();
+                set.dbs.push(TunedDb::load(&d).unwrap());
+                set.dbs.len() - 1
+            });
+            set.packages.push(LocalPackage {
+                name: name.to_string(),
+                manifest: d.join("Cargo.toml"),
+                db,
+                kernels: kernels.iter().map(|k| k.to_string()).collect(),
+                links: links.to_vec(),
+            });
+        }
+        set
+    }
+
+    #[test]
+    fn a_model_sees_the_records_of_the_packages_it_links_and_none_of_an_ambiguous_kernel() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dims = Shape::new(&[("rows", 1)]);
+        let set = set(
+            tmp.path(),
+            &[
+                ("kernels", &["add", "gemm"], &[("add", 1), ("gemm", 2)], &[0]),
+                ("experimental", &["add"], &[("add", 3)], &[1]),
+                ("model", &[], &[], &[0, 2]),
+                ("both", &[], &[], &[0, 1, 3]),
+            ],
+        );
+        let manifest = |n: &str| tmp.path().join(n).join("Cargo.toml");
+        let bufs = |t: &Tuned, k: &str| t.get(k, &dims).and_then(|p| p.get("bufs")).cloned();
+
+        // The model links `kernels`: its records only, never experimental's `add`.
+        let model = set.for_model(&manifest("model"), "trn2");
+        let tuned = model.tuned();
+        assert_eq!((bufs(&tuned, "add"), bufs(&tuned, "gemm")), (Some(1.into()), Some(2.into())));
+        assert_eq!(tuned.0.len(), 2);
+        let (file, r) = model.find("add", &dims).unwrap();
+        assert_eq!(
+            (file.parent(), &r.params),
+            (Some(&*tmp.path().join("kernels")), &record("add", 1).params)
+        );
+        assert!(model.sees(&manifest("kernels"), "add"));
+        assert!(!model.sees(&manifest("experimental"), "add"));
+        assert_eq!(model.defining_packages("add"), ["kernels"]);
+        // Another chip: nothing.
+        assert!(set.for_model(&manifest("model"), "trn1").tuned().0.is_empty());
+
+        // A crate linking both: `add` is ambiguous, so neither record is used; `gemm` is not.
+        let both = set.for_model(&manifest("both"), "trn2");
+        let tuned = both.tuned();
+        assert_eq!((bufs(&tuned, "add"), bufs(&tuned, "gemm")), (None, Some(2.into())));
+        assert!(both.find("add", &dims).is_none());
+        assert!(!both.sees(&manifest("kernels"), "add") && both.sees(&manifest("kernels"), "gemm"));
+        assert_eq!(both.defining_packages("add"), ["kernels", "experimental"]);
+        // Said once per model crate, kernel and chip, however many times it is evaluated; a
+        // kernel defined once is nothing to say.
+        let out = Reporter::new(true);
+        both.say_withheld(["add", "gemm", "add"], &out);
+        set.for_model(&manifest("both"), "trn2").say_withheld(["add"], &out);
+        model.say_withheld(["add"], &out);
+        assert_eq!(set.said.lock().unwrap().len(), 1);
+
+        // A package the set does not know sees nothing.
+        assert!(set.for_model(&manifest("elsewhere"), "trn2").tuned().0.is_empty());
     }
 
     #[test]

@@ -39,7 +39,8 @@ pub struct Workspace {
     /// The workspace root (where its root Cargo.toml is).
     pub root: PathBuf,
     pub target_dir: PathBuf,
-    /// The tuned databases of every local package (models use them).
+    /// The tuned databases of every local package, and which ones each package's harness
+    /// links (a model uses those of its crate's: [`TunedSet::for_model`]).
     pub tuned: Tuned,
     /// The workspace's kernel crates left out of the selection (`-p`, `--exclude`), never
     /// built: each package's name and the kernels its configuration names
@@ -199,7 +200,13 @@ impl Workspace {
             }
             built.push(Crate { krate: k, exe, list, pool });
         }
-        let tuned = Tuned(TunedSet::load(&meta));
+        let tuned = Tuned(TunedSet::load(&meta).map(|mut set| {
+            for c in &built {
+                let names = c.list.kernels.iter().map(|k| k.name.clone());
+                set.add_listed(&c.krate.manifest_path, names);
+            }
+            set
+        }));
         let unselected = meta
             .workspace_packages()
             .iter()

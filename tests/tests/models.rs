@@ -310,3 +310,166 @@ fn tuned_flag_runs_each_shapes_recorded_winner_and_the_default_elsewhere() {
         assert!(err.contains("cannot be used with"), "{err}");
     }
 }
+
+/// A second kernel crate in the fixture workspace, `experimental/` (package
+/// `neuron-fixtures-experimental`, a library and a harness), whose one kernel is
+/// named `add` like the fixture kernel the Qwen3 model calls for its residuals (it is
+/// `fixtures/broken/common.rs`'s `y = 2·x` under that name). Its directory and name sort
+/// before the fixture kernels', so a merge of every database would meet its records first,
+/// and the first crate listing `add` is this one.
+fn add_experimental_crate(ws: &Path) {
+    let dir = ws.join("experimental");
+    std::fs::create_dir_all(dir.join("src/bin")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        "[package]\nname = \"neuron-fixtures-experimental\"\nversion.workspace = true\n\
+         edition.workspace = true\npublish = false\n\n[dependencies]\nneuron-sim.workspace = true\n\
+         neuron-tune-harness.workspace = true\n\n[[bin]]\nname = \"experimental-harness\"\n\
+         path = \"src/bin/harness.rs\"\n\n[package.metadata.neuron-tune]\n\
+         harness = \"experimental-harness\"\n\n[package.metadata.neuron-tune.kernels.add]\n\
+         space = { bufs = [1, 2], cols_per_tile = [256, 512] }\n",
+    )
+    .unwrap();
+    let common =
+        std::fs::read_to_string(neuron_tune_tests::root().join("fixtures/broken/common.rs"))
+            .unwrap()
+            .replace("\"double\"", "\"add\"");
+    assert!(common.contains("\"add\""), "common.rs names its kernel where this test expects it");
+    let body = "fn body(nc: &mut Nc, p: &Params, sh: &Shape, x: Hbm, y: Hbm) -> SimResult<()> {\n\
+                    let pool = nc.sbuf_pool(\"io\", p.uint(\"bufs\").unwrap() as u32);\n\
+                    correct(nc, p, sh, x, y, pool)\n\
+                }\n";
+    std::fs::write(dir.join("src/lib.rs"), format!("{common}\n{body}")).unwrap();
+    std::fs::write(
+        dir.join("src/bin/harness.rs"),
+        "neuron_tune_harness::harness_main!(kernels: [neuron_fixtures_experimental::Double]);\n",
+    )
+    .unwrap();
+    let manifest = ws.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let members = "members = [\"kernels\", \"qwen3\"]";
+    assert!(text.contains(members), "{text}");
+    let text = text.replace(members, "members = [\"experimental\", \"kernels\", \"qwen3\"]");
+    std::fs::write(&manifest, text).unwrap();
+    let status = neuron_tune_tests::cargo()
+        .args(["update", "--workspace", "--offline", "-q"])
+        .current_dir(ws)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Tuned records key by kernel name, chip and dimensions, and do not name their package:
+/// the file is the package's. A model uses the records of the crates its harness links
+/// (its own and its dependencies), never another package's record of a kernel of the same
+/// name — wrong parameters, possibly invalid for its kernel, and a stale warning about a
+/// file it has nothing to do with. `tune --model` tunes the kernel the model runs, in its
+/// dependency's database; a model whose crate links two crates defining the kernel is told
+/// so, never given one of them silently.
+#[test]
+fn a_model_uses_the_tuned_records_of_the_crates_it_links_not_a_same_named_kernels() {
+    use cargo_neuron_tune::tuned::{TunedDb, TunedRecord};
+    let ws = fixture_workspace("models-scope");
+    add_experimental_crate(&ws);
+    let manifest = ws.join("Cargo.toml");
+    let with_ws = |args: &[&str]| {
+        let mut a = args.to_vec();
+        a.extend(["--manifest-path", manifest.to_str().unwrap(), "--message-format", "json"]);
+        cli(&a)
+    };
+    let tune_add =
+        ["tune", "--model", "qwen3", "--shape", "tiny", "--kernel", "add", "--strategy", "grid"];
+    let tune_add = [&tune_add[..], &["--budget", "9", "--seed", "11"]].concat();
+
+    // `tune --model` tunes the `add` the model runs: its dependency's, in that database.
+    let (code, out, err) = with_ws(&tune_add);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(events(&out, "tune").len(), 1, "one distinct add call at tiny: {out}");
+    assert!(!ws.join("experimental/neuron-tune.tuned.toml").exists(), "{err}");
+    let kernels = TunedDb::load(&ws.join("kernels")).unwrap();
+    let record: TunedRecord =
+        kernels.records().iter().find(|r| r.kernel == "add").cloned().unwrap_or_else(|| {
+            panic!("no add record in the kernels crate's database: {err}");
+        });
+    assert_eq!(record.shape, "qwen3@tiny");
+
+    // The other crate's database holds a record of its own `add` at the same problem, with
+    // other parameters (valid for the fixture's `add` too, so nothing but this test would
+    // tell) and its own program.
+    let params_of = |b: i64, c: i64| -> neuron_tune_protocol::Params {
+        serde_json::from_value(serde_json::json!({"bufs": b, "cols_per_tile": c})).unwrap()
+    };
+    let params = [(1, 256), (3, 512), (1, 512)]
+        .into_iter()
+        .map(|(b, c)| params_of(b, c))
+        .find(|p| *p != params_of(2, 1024) && *p != record.params)
+        .unwrap();
+    assert_ne!(params, record.params);
+    let mut experimental = TunedDb::load(&ws.join("experimental")).unwrap();
+    experimental.record(TunedRecord {
+        shape: "qwen3@tiny".into(),
+        params: params.clone(),
+        program_hash: "0".repeat(32),
+        ..record.clone()
+    });
+    experimental.save().unwrap();
+    let experimental_db = ws.join("experimental/neuron-tune.tuned.toml");
+    assert!(experimental_db.is_file());
+
+    // The model runs its dependency's record, and has no word about the other file.
+    let (code, out, err) = with_ws(&["bench", "--model", "qwen3", "--shape", "tiny"]);
+    assert_eq!(code, 0, "{err}");
+    let model = events(&out, "model").pop().unwrap_or_else(|| panic!("{out}"));
+    let adds: Vec<&Value> = model["tuned"]["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kernel"] == "add")
+        .collect();
+    assert_eq!(adds.len(), 1, "{model}");
+    assert_eq!(adds[0]["tuned"], true, "{model}");
+    assert_eq!(adds[0]["params"], serde_json::to_value(&record.params).unwrap(), "{model}");
+    assert!(adds[0]["stale"].is_null(), "{model}");
+    assert_eq!(model["stale"].as_array().unwrap().len(), 0, "{model}");
+    let other_file = experimental_db.display().to_string();
+    assert!(
+        !err.contains(&other_file) && !err.contains("stale"),
+        "no word of the other file: {err}"
+    );
+
+    // A model crate that links both crates: which `add` it calls cannot be told by name, so
+    // neither crate's record is used, and that is said; `tune --model` refuses to pick one.
+    let qwen3 = ws.join("qwen3/Cargo.toml");
+    let text = std::fs::read_to_string(&qwen3).unwrap();
+    let dep = "neuron-fixtures-kernels = { path = \"../kernels\" }";
+    assert!(text.contains(dep), "{text}");
+    let both = format!("{dep}\nneuron-fixtures-experimental = {{ path = \"../experimental\" }}");
+    std::fs::write(&qwen3, text.replace(dep, &both)).unwrap();
+    let (code, out, err) = with_ws(&["bench", "--model", "qwen3", "--shape", "tiny"]);
+    assert_eq!(code, 0, "{err}");
+    let model = events(&out, "model").pop().unwrap_or_else(|| panic!("{out}"));
+    let adds: Vec<&Value> = model["tuned"]["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kernel"] == "add")
+        .collect();
+    assert_eq!(adds[0]["tuned"], false, "{model}");
+    let warning = err.lines().find(|l| l.contains("define a kernel `add`")).unwrap_or_else(|| {
+        panic!("the withheld records are said: {err}");
+    });
+    assert!(
+        warning.contains("`neuron-fixtures-kernels`")
+            && warning.contains("`neuron-fixtures-experimental`")
+            && warning.contains("neuron-tune.tuned.toml"),
+        "{warning}"
+    );
+    assert_eq!(err.matches("define a kernel `add`").count(), 1, "said once: {err}");
+    let (code, _, err) = with_ws(&tune_add);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("model `qwen3` calls kernel `add`")
+            && err.contains("`neuron-fixtures-experimental`"),
+        "{err}"
+    );
+}

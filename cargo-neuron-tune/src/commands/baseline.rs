@@ -80,20 +80,22 @@ pub fn save(
             e.chip
         ));
     }
-    let tuned = ws.tuned.get()?.for_chip(&chip.name);
+    let set = ws.tuned.get()?;
     let out = &ctx.out;
     let mut failed = Vec::new();
     let (mut calls, mut cached) = (0, 0);
     for t in &targets {
         out.status(format!("   Simulating {} at {} on {}", t.model, t.shape_name, chip.name));
         let c = &mut ws.crates[t.krate];
+        let records = set.for_model(&c.krate.manifest_path, &chip.name);
+        let tuned = records.tuned();
         let sim_version = c.list.sim_version.clone();
         let package = c.krate.package.clone();
         let env = models::Bench {
             store: &store,
             sim_version: &sim_version,
             chip: &chip,
-            records: ws.tuned.get()?,
+            records: &records,
             force: false,
             out,
         };

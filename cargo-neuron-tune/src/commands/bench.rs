@@ -413,7 +413,7 @@ pub fn run_models(
         .into_iter()
         .filter(|t| keeps(partition, &crate::gate::item_name(&t.model, &t.shape_name, &chip.name)))
         .collect();
-    let tuned = ws.tuned.get()?.for_chip(&chip.name);
+    let set = ws.tuned.get()?;
     let out = &ctx.out;
     let mut failed = 0;
     // Distinct kernel calls evaluated (tuned and default runs), and how many the store served.
@@ -421,11 +421,15 @@ pub fn run_models(
     for t in &targets {
         out.status(format!("   Simulating {} at {} on {}", t.model, t.shape_name, chip.name));
         let c = &mut ws.crates[t.krate];
+        // The records of the packages the model's crate links, never another's kernel of
+        // the same name.
+        let records = set.for_model(&c.krate.manifest_path, &chip.name);
+        let tuned = records.tuned();
         let env = models::Bench {
             store: &store,
             sim_version: &c.list.sim_version,
             chip: &chip,
-            records: ws.tuned.get()?,
+            records: &records,
             force,
             out,
         };

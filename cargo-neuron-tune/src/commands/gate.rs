@@ -352,8 +352,8 @@ fn gone_from_workspace(
     }
 }
 
-/// One model measured in a workspace (with that workspace's tuned databases), or why it
-/// could not be.
+/// One model measured in a workspace (with the tuned databases its crate links there), or
+/// why it could not be.
 fn measure(
     ws: &mut Workspace,
     t: &ModelTarget,
@@ -361,14 +361,15 @@ fn measure(
     chip: &ChipSpec,
     out: &Reporter,
 ) -> Result<Result<Side, String>, Failure> {
-    let tuned = ws.tuned.get()?.for_chip(&chip.name);
     let c = &mut ws.crates[t.krate];
+    let records = ws.tuned.get()?.for_model(&c.krate.manifest_path, &chip.name);
+    let tuned = records.tuned();
     let sim_version = c.list.sim_version.clone();
     let env = models::Bench {
         store,
         sim_version: &sim_version,
         chip,
-        records: ws.tuned.get()?,
+        records: &records,
         force: false,
         out,
     };

@@ -17,12 +17,16 @@ fn tuned_status(
     out: &Reporter,
 ) -> Result<Vec<TunedStatus>, Failure> {
     let c = &ws.crates[ci];
+    // The crate's own database: another package's kernel of the same name is not this one.
+    let dir = c.krate.manifest_path.parent().unwrap_or(std::path::Path::new(""));
     let mut status: Vec<TunedStatus> = ws
         .tuned
         .get()?
-        .records()
-        .filter(|(_, r)| c.list.kernels.iter().any(|k| k.name == r.kernel))
-        .map(|(_, r)| TunedStatus { record: r.clone(), stale: None })
+        .of_dir(dir)
+        .map_or(&[][..], |db| db.records())
+        .iter()
+        .filter(|r| c.list.kernels.iter().any(|k| k.name == r.kernel))
+        .map(|r| TunedStatus { record: r.clone(), stale: None })
         .collect();
     let pool = &mut ws.crates[ci].pool;
     for chip in neuron_sim::Chip::BUILTIN {

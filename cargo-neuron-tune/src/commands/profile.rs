@@ -118,8 +118,14 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
              this shape is not named",
             k.name
         );
+        // The crate's own database: another package's kernel of the same name is not this one.
+        let dir = c.krate.manifest_path.parent().unwrap_or(Path::new(""));
         let recorded = super::tuned_to_mention(&ws.tuned, out, &left_out).and_then(|set| {
-            set.for_chip(&chip.name).get(&k.name, &shape).filter(|p| **p != params).cloned()
+            let db = set.of_dir(dir)?;
+            let r = db.records().iter().find(|r| {
+                r.kernel == k.name && r.chip == chip.name && r.dims == shape && r.params != params
+            });
+            r.map(|r| r.params.clone())
         });
         if let Some(p) = recorded {
             out.note(format!(

@@ -249,7 +249,7 @@ pub fn run(
     } else {
         vec![Vec::new(); targets.len()]
     };
-    let mut fresh: Vec<neuron_tune_protocol::TunedEntry> = Vec::new();
+    let mut fresh: Vec<(std::path::PathBuf, neuron_tune_protocol::TunedEntry)> = Vec::new();
     let mut written: Vec<Written> = Vec::new();
     // Only the crates with something to tune: a binary is tens of MiB.
     let harness_hashes = (0..ws.crates.len())
@@ -320,6 +320,7 @@ pub fn run(
             runs: Default::default(),
             own: t.krate,
             own_sim_version: &c.list.sim_version,
+            own_manifest: &c.krate.manifest_path,
         };
         let mut models = |pool: &mut Pool, candidate: &Params, replaced: Option<&Params>| {
             check.run(pool, before, after, candidate, replaced)
@@ -482,7 +483,7 @@ pub fn run(
             validated_models,
         };
         written_params.push((ti, record.params.clone()));
-        fresh.push(record.entry());
+        fresh.push((c.krate.manifest_path.clone(), record.entry()));
         let change = db.record(record);
         let before = match written.iter().any(|w| w.path.as_path() == db.path()) {
             true => None,
@@ -609,7 +610,10 @@ fn kernel_targets(
 }
 
 /// Every distinct (kernel, shape) the selected models call (with default parameters), each
-/// tuned in the crate that lists the kernel, labelled `model@shape`.
+/// tuned in the crate the model's harness runs it from — the one of the crates its crate
+/// links that defines the kernel, whose database the model reads — labelled `model@shape`.
+/// Two linked crates defining it are an error: the harness knows kernels by name, so which
+/// one the model calls cannot be told.
 fn model_targets(
     ws: &mut Workspace,
     s: &Selection,
@@ -636,19 +640,7 @@ fn model_targets(
             if out.iter().any(|t| t.kernel.name == call.kernel && t.shape == call.shape) {
                 continue;
             }
-            let owner = ws.crates.iter().enumerate().find_map(|(i, c)| {
-                c.list.kernels.iter().find(|k| k.name == call.kernel).map(|k| (i, k.clone()))
-            });
-            let Some((krate, kernel)) = owner else {
-                return Err(fail(
-                    Exit::Config,
-                    format!(
-                        "model `{}` calls kernel `{}`, which no selected crate lists (select the \
-                         crate that defines it with -p, or drop -p)",
-                        m.model, call.kernel
-                    ),
-                ));
-            };
+            let (krate, kernel) = kernel_owner(ws, &m, &call.kernel, chip)?;
             let shape_name = format!("{}@{}", m.model, m.shape_name);
             out.push(Target {
                 krate,
@@ -660,6 +652,62 @@ fn model_targets(
         }
     }
     Ok(out)
+}
+
+/// The selected crate whose `kernel` the model `m` calls: among the crates `m`'s crate
+/// links, the one that defines it.
+fn kernel_owner(
+    ws: &Workspace,
+    m: &crate::models::ModelTarget,
+    kernel: &str,
+    chip: &ChipSpec,
+) -> Result<(usize, KernelInfo), Failure> {
+    let view = ws.tuned.get()?.for_model(&ws.crates[m.krate].krate.manifest_path, &chip.name);
+    let named = |names: Vec<&str>| names.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>();
+    // The packages known to define it: configured, listed by the harnesses built, recorded.
+    let defining = view.defining_packages(kernel);
+    if defining.len() > 1 {
+        return Err(fail(
+            Exit::Config,
+            format!(
+                "model `{}` calls kernel `{kernel}`, and its crate links {} packages that define \
+                 one ({}): its harness knows kernels by name, so which one it calls cannot be \
+                 told; rename one of the kernels, or drop the dependency the model does not call",
+                m.model,
+                defining.len(),
+                named(defining).join(", ")
+            ),
+        ));
+    }
+    let lists = |c: &crate::workspace::Crate| c.list.kernels.iter().any(|k| k.name == kernel);
+    let owner = ws.crates.iter().enumerate().find_map(|(i, c)| {
+        let k = c.list.kernels.iter().find(|k| k.name == kernel)?;
+        view.links_manifest(&c.krate.manifest_path).then(|| (i, k.clone()))
+    });
+    owner.ok_or_else(|| {
+        // Selected crates outside the model's dependencies with a kernel of that name are not
+        // what it runs: named, so that the refusal is no puzzle.
+        let others: Vec<&str> =
+            ws.crates.iter().filter(|c| lists(c)).map(|c| c.krate.package.as_str()).collect();
+        let not_theirs = match others.len() {
+            0 => String::new(),
+            n => format!(
+                " ({} {} one, but `{}` does not depend on {})",
+                named(others).join(", "),
+                if n == 1 { "has" } else { "have" },
+                ws.crates[m.krate].krate.package,
+                if n == 1 { "it" } else { "them" }
+            ),
+        };
+        fail(
+            Exit::Config,
+            format!(
+                "model `{}` calls kernel `{kernel}`, which no selected crate it depends on lists{not_theirs} \
+                 (select the crate that defines it with -p, or drop -p)",
+                m.model
+            ),
+        )
+    })
 }
 
 struct Job<'a> {

@@ -11,23 +11,27 @@
 //! check costs traces, and a simulation only where the model's program differs.
 
 use super::*;
-use crate::models::{self, Bench, ModelRun, ModelTarget, TunedSet};
+use crate::models::{self, Bench, ModelRun, ModelTarget, ModelTuned, TunedSet};
 use crate::output::Reporter;
 use crate::workspace::Crate;
 use neuron_tune_protocol::{Tuned, TunedEntry};
+use std::path::PathBuf;
 
 /// The models (name and named shape, of the selected crates) whose plan with today's tuned
-/// parameters calls each target's kernel at its shape, per target. A model that cannot be
-/// planned is named in a note (it calls nothing that can be checked).
+/// parameters calls each target's kernel at its shape, per target: models whose crate links
+/// the target's crate (and no other package defining a kernel of that name), so that the
+/// winner is what they run. A model that cannot be planned is named in a note (it calls
+/// nothing that can be checked).
 pub(super) fn users(
     ws: &mut Workspace,
     chip: &ChipSpec,
     targets: &[Target],
     out: &Reporter,
 ) -> Result<Vec<Vec<ModelTarget>>, Failure> {
-    let tuned = ws.tuned.get()?.for_chip(&chip.name);
+    let set = ws.tuned.get()?;
     let mut plans: Vec<(ModelTarget, Vec<(String, Shape)>)> = Vec::new();
     for krate in 0..ws.crates.len() {
+        let tuned = set.for_model(&ws.crates[krate].krate.manifest_path, &chip.name).tuned();
         for m in ws.crates[krate].list.models.clone() {
             for (shape_name, shape) in m.shapes {
                 let target = ModelTarget { krate, model: m.name.clone(), shape_name, shape };
@@ -43,13 +47,17 @@ pub(super) fn users(
             }
         }
     }
+    let manifest = |krate: usize| ws.crates[krate].krate.manifest_path.as_path();
     Ok(targets
         .iter()
         .map(|t| {
             plans
                 .iter()
-                .filter(|(_, calls)| {
+                .filter(|(m, calls)| {
                     calls.iter().any(|(k, s)| *k == t.kernel.name && *s == t.shape)
+                        && set
+                            .for_model(manifest(m.krate), &chip.name)
+                            .sees(manifest(t.krate), &t.kernel.name)
                 })
                 .map(|(m, _)| m.clone())
                 .collect()
@@ -70,8 +78,9 @@ pub(super) struct ModelCheck<'a> {
     pub store: &'a Store,
     pub tuned: &'a TunedSet,
     pub out: &'a Reporter,
-    /// Winners this run has recorded already (for other targets): the models use them.
-    pub fresh: &'a [TunedEntry],
+    /// Winners this run has recorded already (for other targets), each with the manifest of
+    /// the crate whose database has it: the models whose crates link that crate use them.
+    pub fresh: &'a [(PathBuf, TunedEntry)],
     /// Models left out of a check, and why (a model that fails without the candidate too):
     /// noted after the target's search, once each.
     pub skipped: Vec<String>,
@@ -82,6 +91,7 @@ pub(super) struct ModelCheck<'a> {
     /// The target's crate: its pool is the one the search holds.
     pub own: usize,
     pub own_sim_version: &'a str,
+    pub own_manifest: &'a std::path::Path,
 }
 
 impl ModelCheck<'_> {
@@ -99,29 +109,32 @@ impl ModelCheck<'_> {
     ) -> Result<Result<Vec<String>, String>, Failure> {
         let mut checked = Vec::new();
         for (i, m) in self.users.iter().enumerate() {
-            let (pool, sim_version) = match m.krate.cmp(&self.own) {
-                std::cmp::Ordering::Equal => (&mut *own_pool, self.own_sim_version),
+            let (pool, sim_version, manifest) = match m.krate.cmp(&self.own) {
+                std::cmp::Ordering::Equal => {
+                    (&mut *own_pool, self.own_sim_version, self.own_manifest)
+                }
                 std::cmp::Ordering::Less => {
                     let c = &mut before[m.krate];
-                    (&mut c.pool, c.list.sim_version.as_str())
+                    (&mut c.pool, c.list.sim_version.as_str(), c.krate.manifest_path.as_path())
                 }
                 std::cmp::Ordering::Greater => {
                     let c = &mut after[m.krate - self.own - 1];
-                    (&mut c.pool, c.list.sim_version.as_str())
+                    (&mut c.pool, c.list.sim_version.as_str(), c.krate.manifest_path.as_path())
                 }
             };
+            // What the model's crate sees: the databases of the crates it links.
+            let records = self.tuned.for_model(manifest, &self.chip.name);
             let bench = Bench {
                 store: self.store,
                 sim_version,
                 chip: self.chip,
-                records: self.tuned,
+                records: &records,
                 force: false,
                 out: self.out,
             };
             let name = format!("{}@{}", m.model, m.shape_name);
-            let (tuned, chip, fresh, kernel, shape) =
-                (self.tuned, &self.chip.name, self.fresh, self.kernel, self.shape);
-            let with = |p: Option<&Params>| tuned_with(tuned, chip, fresh, kernel, shape, p);
+            let (fresh, kernel, shape) = (self.fresh, self.kernel, self.shape);
+            let with = |p: Option<&Params>| tuned_with(&records, fresh, kernel, shape, p);
             let runs = &mut self.runs;
             let mut measure = |params: Option<&Params>| -> Result<_, Failure> {
                 let key = (i, params.cloned());
@@ -161,23 +174,25 @@ impl ModelCheck<'_> {
     }
 }
 
-/// The chip's tuned parameters (the databases', then this run's winners `fresh`), with
-/// `kernel` at `shape` set to `params` (`None`: left as they are).
+/// The tuned parameters a model's crate uses on the chip (its linked databases', then this
+/// run's winners `fresh` of the crates it links), with `kernel` at `shape` set to `params`
+/// (`None`: left as they are).
 fn tuned_with(
-    tuned: &TunedSet,
-    chip: &str,
-    fresh: &[TunedEntry],
+    records: &ModelTuned,
+    fresh: &[(PathBuf, TunedEntry)],
     kernel: &str,
     shape: &Shape,
     params: Option<&Params>,
 ) -> Tuned {
-    let mut t = tuned.for_chip(chip);
+    let mut t = records.tuned();
     let set = |t: &mut Tuned, e: TunedEntry| {
         t.0.retain(|x| !(x.kernel == e.kernel && x.shape == e.shape));
         t.0.push(e);
     };
-    for e in fresh {
-        set(&mut t, e.clone());
+    for (manifest, e) in fresh {
+        if records.sees(manifest, &e.kernel) {
+            set(&mut t, e.clone());
+        }
     }
     if let Some(p) = params {
         let e = TunedEntry { kernel: kernel.into(), shape: shape.clone(), params: p.clone() };
