@@ -158,6 +158,7 @@ impl KernelSelection {
             let mut each = kept.iter();
             sets.retain(|_| *each.next().expect("one per shape"));
         }
+        self.untuned.retain(|name| self.shapes.iter().any(|(n, _)| n == name));
     }
 }
 
@@ -480,7 +481,7 @@ mod tests {
             },
             shapes: vec![("a".into(), shape(1)), ("b".into(), shape(2)), ("c".into(), shape(3))],
             params: ParamSets::PerShape(vec![p(2), p(3), p(2)]),
-            untuned: Vec::new(),
+            untuned: vec!["a".into(), "c".into()],
         };
         // One variant per shape, each with its own parameters; two distinct sets.
         let pairs = |k: &KernelSelection| -> Vec<(String, Params)> {
@@ -490,6 +491,8 @@ mod tests {
         assert_eq!((k.count(), k.params.count()), (3, 2));
         k.retain_shapes(|name, _| name != "a");
         assert_eq!(pairs(&k), [("b".into(), p(3)), ("c".into(), p(2))]);
+        // Another partition's shape is not named as running its default here.
+        assert_eq!(k.untuned, ["c"]);
     }
 
     #[test]

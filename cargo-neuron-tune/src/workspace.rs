@@ -71,7 +71,8 @@ pub fn configured_kernels(metadata: &serde_json::Value, manifest: &std::path::Pa
 
 /// The tuned databases, or why one was refused. Only the commands that use them (models,
 /// `tune`, `list`, baselines) fail on a damaged one (exit 2, naming the file and the
-/// record); those that never read them (`check`, `build`, kernel `bench`, `profile`) go on.
+/// record); those that read them only to mention a winner (kernel `bench`, `profile`
+/// without `--tuned`) warn and go on; `check` and `build` read them only with `--tuned`.
 pub struct Tuned(Result<TunedSet, Failure>);
 
 impl Tuned {

@@ -161,7 +161,8 @@ fn partitions_merged_give_the_result_of_one_run() {
     assert_eq!(history().len(), before, "merging a run's own results records nothing");
 
     // Partitions gated with other settings are not joined: the refusal names the setting
-    // that differs, with both values (docs/ci.md: "else exit 2 naming the difference").
+    // that differs, with both values (docs/ci.md: "for gate naming each setting
+    // that differs, with both values").
     let (strict, lax) = (path(&ws, "strict-1.json"), path(&ws, "lax-2.json"));
     for (part, file, flags) in [("1/2", &strict, &["--strict"][..]), ("2/2", &lax, &[])] {
         let mut a = gate.to_vec();

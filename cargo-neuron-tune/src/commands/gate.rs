@@ -6,8 +6,9 @@
 //! `--base-ref REF` checks REF out in the repository's base worktree under
 //! `<target-dir>/neuron-tune/base/` (kept: a second run finds it at the commit and cargo
 //! has nothing to do), builds its harnesses into the same target dir (dependency builds
-//! are shared; its own packages get build units of their own) and runs private copies of
-//! them (cargo puts both revisions' binaries at the same path). Both revisions
+//! are shared; its own packages get build units of their own) and, as every workspace's
+//! workers do, runs its own links to its harness binaries (cargo puts both revisions'
+//! binaries at the same path). Both revisions
 //! share the variant store, so a program both have is simulated once; results are keyed
 //! by the simulator version of the harness that produced them.
 

@@ -172,7 +172,8 @@ pub(crate) fn stop_note(stopped_by: Option<&str>, opts: &crate::cli::SearchOpts)
 /// out, and the command goes on. The commands that *apply* tuned parameters or report the
 /// databases (`tune`, `list`, `bench --model`, `gate`, `baseline save`, `report`, `merge`)
 /// refuse a damaged one instead, exit 2 (`ws.tuned.get()?`): with defaults in place of
-/// the tuned parameters their figures would be wrong. `check` and `build` never read them.
+/// the tuned parameters their figures would be wrong; so do `check`, `build`, `bench` and
+/// `profile` with `--tuned` ([`tuned_db`]). Without it `check` and `build` never read them.
 pub(crate) fn tuned_to_mention<'a>(
     tuned: &'a crate::workspace::Tuned,
     out: &Reporter,
