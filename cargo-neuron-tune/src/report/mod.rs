@@ -121,14 +121,24 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     }
     // A selected crate's models run other packages' records (the kernel crate's database,
     // which `tune --model` writes): those of its models' calls are its too, as their runs
-    // are. They are read as the models read them (every local package's database; a damaged
-    // one is refused, as by `bench --model`).
+    // are — the records its models use (`TunedSet::for_model`: of the packages its crate
+    // links, no kernel two of them define), as `bench --model` reads them (a damaged
+    // database is refused, as there).
     if selected.iter().any(|s| !s.models.is_empty()) {
+        let set = ws.tuned.get()?;
         let own: Vec<&Path> =
             ws.crates.iter().filter_map(|c| c.krate.manifest_path.parent()).collect();
-        for (path, record) in ws.tuned.get()?.records() {
+        for (path, record) in set.records() {
             let dir = path.parent().unwrap_or(Path::new(""));
-            if !own.contains(&dir) && packages::of_selected_models(record, &selected, &runs) {
+            let manifest = dir.join("Cargo.toml");
+            let used = ws.crates.iter().zip(&selected).any(|(c, s)| {
+                !s.models.is_empty()
+                    && set
+                        .for_model(&c.krate.manifest_path, &record.chip)
+                        .sees(&manifest, &record.kernel)
+                    && packages::of_selected_models(record, std::slice::from_ref(s), &runs)
+            });
+            if !own.contains(&dir) && used {
                 let package = package_in(dir);
                 tuned.push(model::PackageRecord { package, record: record.clone() });
             }
@@ -155,6 +165,9 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     }
     let profiled = profile_shown(&mut ws, &store, &data, ctx)?;
     let mut data = model::build(&store, runs, tuned);
+    if let Some(damage) = model::gate_history_damage(store.root()) {
+        out.note(format!("warning: {damage}"));
+    }
     let any_gate = !data.gate.is_empty();
     data.gate.retain(|g| models_here.contains(&g.model));
     // `--chip`: the other chips' gate runs are left out, and the page says they exist.
