@@ -354,6 +354,29 @@ pub fn read_gate_history(store_root: &Path) -> Vec<GateSeries> {
         .collect()
 }
 
+/// What the gate history holds that [`read_gate_history`] cannot use — lines that are not
+/// JSON, not sealed, of another schema or edited; a file that cannot be read — said on
+/// stderr as a tune journal's damage is, never left out in silence.
+pub fn gate_history_damage(store_root: &Path) -> Option<String> {
+    let path = store_root.join("journals/gate-history.jsonl");
+    let j = match crate::store::read_journal(&path) {
+        Ok(j) => j,
+        Err(e) => {
+            return Some(format!("{}: {e:#}; the report shows no gate history", path.display()))
+        }
+    };
+    let (first, why) = j.rejected.first()?;
+    let more = match j.rejected.len() {
+        1 => String::new(),
+        2 => ", and 1 more line".to_string(),
+        n => format!(", and {} more lines", n - 1),
+    };
+    Some(format!(
+        "{}: line {first} not used ({why}){more}; the gate history shows the runs it could read",
+        path.display()
+    ))
+}
+
 /// The measured result of a program on a chip, from the store.
 pub fn stored_bench(
     store: &Store,
@@ -721,6 +744,8 @@ mod tests {
             }
         }
         let s = read_gate_history(dir.path());
+        let damage = gate_history_damage(dir.path()).expect("the torn line is said");
+        assert!(damage.contains("gate-history.jsonl: line 3 not used (not JSON"), "{damage}");
         assert_eq!(s.len(), 2);
         assert_eq!((s[0].model.as_str(), s[0].points.clone()), ("a", vec![(1, 10.0), (2, 11.0)]));
         assert_eq!((s[1].model.as_str(), s[1].points.clone()), ("b", vec![(1, 20.0), (3, 21.0)]));
