@@ -676,8 +676,8 @@ fn validate_without_a_goal_rolls_back_a_winner_wrong_on_its_key_set() {
 
 /// A workspace of two crates: `kernels` lists `scale` (y = 2·x computed `passes` times over,
 /// 3 by default, so fewer is faster), and `models` has a model `net` calling `scale` once at
-/// `scale`'s own shape — through its own copy of the kernel, as a models crate pinned to an
-/// older release of its kernels would: in that release `passes` counted the other way (it
+/// `scale`'s own shape — through its own copy of the kernel, as a models crate that links the
+/// kernels crate but pins an older release of its code would: there `passes` counted the other way (it
 /// computes `4 − passes` times over) and had to be at least 2. The tuner measures the kernels
 /// crate's program; the model runs the other one. A second model, `stale`, listed first,
 /// also calls a kernel `retired` that refuses every parameter: it fails with or without the
@@ -746,7 +746,16 @@ fn pinned_models_workspace() -> std::path::PathBuf {
             scale("Scale", "scale", "passes", 1)
         ),
     );
-    write("models/Cargo.toml", manifest("pinned-models", ""));
+    // The models crate links the kernels crate (so its models see that crate's tuned
+    // records, as `TunedSet::for_model` gives them) but calls its own copy of the kernel.
+    write(
+        "kernels/src/lib.rs",
+        "//! Linked by `pinned-models`; the kernel is in the harness.\n".into(),
+    );
+    write(
+        "models/Cargo.toml",
+        manifest("pinned-models", "\n[dependencies.pinned-kernels]\npath = \"../kernels\"\n"),
+    );
     write(
         "models/src/main.rs",
         format!(
