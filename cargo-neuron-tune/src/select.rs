@@ -325,18 +325,14 @@ fn param_names(k: &KernelInfo) -> String {
     k.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
 }
 
-/// The selected kernels of one crate's list (lazily: nothing is enumerated). `tuned`: the
-/// crate's tuned database, for `--tuned` (none: every shape runs the default).
+/// The selected kernels of one crate's list (lazily: nothing is enumerated). `tuned`: for
+/// `--tuned`, the crate's tuned database (none: every shape runs the default) and the
+/// chip's name, which records go by (a chip file's stem: [`chip_spec`]).
 pub fn select(
     list: &ListDoc,
     s: &Selection,
-    tuned: Option<&TunedDb>,
+    tuned: Option<(&TunedDb, &str)>,
 ) -> Result<Vec<KernelSelection>, Failure> {
-    // Records go by the chip's name (a chip file's stem).
-    let chip = match s.tuned {
-        true => chip_spec(&s.chip)?.name,
-        false => String::new(),
-    };
     let mut out = Vec::new();
     for k in &list.kernels {
         if !s.kernels.is_empty() && !s.kernels.iter().any(|p| glob(p, &k.name)) {
@@ -355,12 +351,7 @@ pub fn select(
         let params = if s.all_variants {
             ParamSets::All(pinned_space(k, s.params.as_deref())?)
         } else if s.tuned {
-            let record = |dims: &Shape| {
-                tuned?
-                    .records()
-                    .iter()
-                    .find(|r| r.kernel == k.name && r.chip == chip && &r.dims == dims)
-            };
+            let record = |dims: &Shape| tuned.and_then(|(db, chip)| db.find(&k.name, chip, dims));
             ParamSets::PerShape(
                 shapes
                     .iter()

@@ -140,6 +140,11 @@ impl TunedDb {
         &self.records
     }
 
+    /// The record of `kernel` on `chip` at dimensions `dims`: the one the models run.
+    pub fn find(&self, kernel: &str, chip: &str, dims: &Shape) -> Option<&TunedRecord> {
+        self.records.iter().find(|r| r.kernel == kernel && r.chip == chip && &r.dims == dims)
+    }
+
     /// Replace the record of the same kernel, chip and problem, or add it; says what that
     /// did to the problem's record. The problem is the dimensions (a model's call and a
     /// named shape may be the same one); a named shape (no `@`) is also replaced when its
@@ -560,26 +565,24 @@ mod tests {
         assert!(lines[1].contains("or delete it and tune again"), "{}", e.message);
         assert!(!e.message.contains("record and tune"), "{}", e.message);
 
-        std::fs::remove_file(&path).unwrap();
-        let mut db = TunedDb::load(dir.path()).unwrap();
-        db.record(TunedRecord { chip: "trn1".into(), ..rec("rmsnorm", "qwen3@tiny", 2.0) });
-        db.save().unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
-        std::fs::write(&path, text.replace("time_us = 2.0", "time_us = 1.0")).unwrap();
-        let e = TunedDb::load(dir.path()).err().expect("an edited record is refused");
+        // A database of `record` alone whose time was then edited: refused on load.
+        let edited = |record: TunedRecord| {
+            let _ = std::fs::remove_file(&path);
+            let mut db = TunedDb::load(dir.path()).unwrap();
+            db.record(record);
+            db.save().unwrap();
+            let text = std::fs::read_to_string(&path).unwrap();
+            std::fs::write(&path, text.replace("time_us = 2.0", "time_us = 1.0")).unwrap();
+            TunedDb::load(dir.path()).err().expect("an edited record is refused")
+        };
+        let e = edited(TunedRecord { chip: "trn1".into(), ..rec("rmsnorm", "qwen3@tiny", 2.0) });
         let again = "tune it again (`cargo neuron-tune tune --model qwen3 --shape tiny --kernel \
                      rmsnorm --chip trn1`)";
         assert!(e.message.contains(again), "{}", e.message);
 
         // The command is built from the damaged record's fields: each one quoted for a
         // shell when it needs it (a chip file's name may have a space).
-        std::fs::remove_file(&path).unwrap();
-        let mut db = TunedDb::load(dir.path()).unwrap();
-        db.record(TunedRecord { chip: "my chip".into(), ..rec("rmsnorm", "it's", 2.0) });
-        db.save().unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
-        std::fs::write(&path, text.replace("time_us = 2.0", "time_us = 1.0")).unwrap();
-        let e = TunedDb::load(dir.path()).err().expect("an edited record is refused");
+        let e = edited(TunedRecord { chip: "my chip".into(), ..rec("rmsnorm", "it's", 2.0) });
         let again = "(`cargo neuron-tune tune --kernel rmsnorm --shape \"it's\" --chip 'my chip'`)";
         assert!(e.message.contains(again), "{}", e.message);
     }

@@ -56,8 +56,12 @@ fn assert_consistent(run: &Value) {
     assert!((pps - f(&run["prompts_per_s"])).abs() < 1e-6 * pps, "{run}");
 }
 
+fn calls_of<'a>(run: &'a Value, kernel: &str) -> Vec<&'a Value> {
+    run["calls"].as_array().unwrap().iter().filter(|c| c["kernel"] == kernel).collect()
+}
+
 fn rope_calls(run: &Value) -> Vec<&Value> {
-    run["calls"].as_array().unwrap().iter().filter(|c| c["kernel"] == "rope").collect()
+    calls_of(run, "rope")
 }
 
 #[test]
@@ -420,12 +424,7 @@ fn a_model_uses_the_tuned_records_of_the_crates_it_links_not_a_same_named_kernel
     let (code, out, err) = with_ws(&["bench", "--model", "qwen3", "--shape", "tiny"]);
     assert_eq!(code, 0, "{err}");
     let model = events(&out, "model").pop().unwrap_or_else(|| panic!("{out}"));
-    let adds: Vec<&Value> = model["tuned"]["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["kernel"] == "add")
-        .collect();
+    let adds = calls_of(&model["tuned"], "add");
     assert_eq!(adds.len(), 1, "{model}");
     assert_eq!(adds[0]["tuned"], true, "{model}");
     assert_eq!(adds[0]["params"], serde_json::to_value(&record.params).unwrap(), "{model}");
@@ -448,12 +447,7 @@ fn a_model_uses_the_tuned_records_of_the_crates_it_links_not_a_same_named_kernel
     let (code, out, err) = with_ws(&["bench", "--model", "qwen3", "--shape", "tiny"]);
     assert_eq!(code, 0, "{err}");
     let model = events(&out, "model").pop().unwrap_or_else(|| panic!("{out}"));
-    let adds: Vec<&Value> = model["tuned"]["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["kernel"] == "add")
-        .collect();
+    let adds = calls_of(&model["tuned"], "add");
     assert_eq!(adds[0]["tuned"], false, "{model}");
     let warning = err.lines().find(|l| l.contains("define a kernel `add`")).unwrap_or_else(|| {
         panic!("the withheld records are said: {err}");

@@ -45,7 +45,11 @@ pub fn run(
     // Where the crate's variants start in the whole run's grid (every partition's).
     let mut offset = 0;
     for c in &mut ws.crates {
-        let mut selected = select(&c.list, s, super::tuned_db(&ws.tuned, s, c)?)?;
+        let mut selected = select(
+            &c.list,
+            s,
+            super::tuned_db(&ws.tuned, s, c)?.map(|db| (db, chip.name.as_str())),
+        )?;
         let keep = |k: &str, sn: &str, sh: &neuron_tune_protocol::Shape| {
             keeps(parts.partition, &item_name(k, sn, sh))
         };

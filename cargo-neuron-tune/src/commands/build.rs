@@ -27,7 +27,11 @@ pub fn run(cargo: &CargoFlags, s: &Selection, ctx: &Ctx) -> Result<Exit, Failure
     let mut rows: Vec<(usize, Row)> = Vec::new();
     let mut offset = 0;
     for c in &mut ws.crates {
-        let selected = select(&c.list, s, super::tuned_db(&ws.tuned, s, c)?)?;
+        let selected = select(
+            &c.list,
+            s,
+            super::tuned_db(&ws.tuned, s, c)?.map(|db| (db, chip.name.as_str())),
+        )?;
         crate::select::note_untuned(&selected, &chip.name, out);
         let variants = selected.iter().flat_map(|k| k.variants());
         let mut write_error = None;

@@ -46,7 +46,11 @@ pub fn run(
     // Variants their rules refuse are not checked (as `bench` skips them): not failures.
     let (mut failed, mut total, mut invalid) = (0, 0, 0);
     for c in &mut ws.crates {
-        let selected = select(&c.list, s, super::tuned_db(&ws.tuned, s, c)?)?;
+        let selected = select(
+            &c.list,
+            s,
+            super::tuned_db(&ws.tuned, s, c)?.map(|db| (db, chip.name.as_str())),
+        )?;
         crate::select::note_untuned(&selected, &chip.name, out);
         let sets: Vec<Variant> = if at_named {
             selected.iter().flat_map(|k| k.variants()).collect()

@@ -93,11 +93,8 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     // change what is profiled, so profile goes on, but says that it cannot name a winner.
     if a.tuned {
         let dir = c.krate.manifest_path.parent().unwrap_or(Path::new(""));
-        let record = ws.tuned.get()?.of_dir(dir).and_then(|db| {
-            db.records()
-                .iter()
-                .find(|r| r.kernel == k.name && r.chip == chip.name && r.dims == shape)
-        });
+        let record =
+            ws.tuned.get()?.of_dir(dir).and_then(|db| db.find(&k.name, &chip.name, &shape));
         match record {
             Some(r) => {
                 params = r.params.clone();
@@ -121,11 +118,8 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
         // The crate's own database: another package's kernel of the same name is not this one.
         let dir = c.krate.manifest_path.parent().unwrap_or(Path::new(""));
         let recorded = super::tuned_to_mention(&ws.tuned, out, &left_out).and_then(|set| {
-            let db = set.of_dir(dir)?;
-            let r = db.records().iter().find(|r| {
-                r.kernel == k.name && r.chip == chip.name && r.dims == shape && r.params != params
-            });
-            r.map(|r| r.params.clone())
+            let r = set.of_dir(dir)?.find(&k.name, &chip.name, &shape)?;
+            (r.params != params).then(|| r.params.clone())
         });
         if let Some(p) = recorded {
             out.note(format!(

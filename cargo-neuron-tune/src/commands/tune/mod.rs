@@ -285,11 +285,7 @@ pub fn run(
                 slot.insert(TunedDb::load(&dir)?)
             }
         };
-        let recorded = db
-            .records()
-            .iter()
-            .find(|r| r.kernel == k.name && r.chip == chip.name && r.dims == t.shape)
-            .map(|r| r.params.clone());
+        let recorded = db.find(&k.name, &chip.name, &t.shape).map(|r| r.params.clone());
         let job = Job {
             recorded: recorded.as_ref(),
             kernel: &k.name,
@@ -521,11 +517,7 @@ pub fn run(
             let t = &targets[ti];
             let mine = written_params.iter().find(|(i, _)| *i == ti).map(|(_, p)| p);
             let db = dbs[t.krate].as_ref();
-            let now = db.and_then(|db| {
-                db.records()
-                    .iter()
-                    .find(|r| r.kernel == t.kernel.name && r.chip == chip.name && r.dims == t.shape)
-            });
+            let now = db.and_then(|db| db.find(&t.kernel.name, &chip.name, &t.shape));
             mine.is_some_and(|p| now.is_some_and(|r| r.params == *p))
         })
         .collect();
