@@ -317,6 +317,21 @@ pub fn cli_json(args: &[&str]) -> (i32, String, String) {
     cli(&a)
 }
 
+/// `cli_json` on the workspace at `ws` (`--manifest-path ws/Cargo.toml`).
+pub fn cli_in(ws: &Path, args: &[&str]) -> (i32, String, String) {
+    let manifest = ws.join("Cargo.toml");
+    let mut a = args.to_vec();
+    a.extend(["--manifest-path", manifest.to_str().expect("a UTF-8 path")]);
+    cli_json(&a)
+}
+
+/// [`cli_in`] that must exit 0: its stdout (JSON events) and stderr.
+pub fn cli_in_ok(ws: &Path, args: &[&str]) -> (String, String) {
+    let (code, out, err) = cli_in(ws, args);
+    assert_eq!(code, 0, "{args:?}\n{out}\n{err}");
+    (out, err)
+}
+
 /// A fresh directory for one test's files.
 ///
 /// Earlier processes' directories of the same name are removed. They must not outlive the

@@ -1,17 +1,12 @@
 //! Models end to end on a scratch copy of the fixture workspace: `bench --model` with and
 //! without a tuned database, `tune --model`, and stale tuned entries.
 
-use neuron_tune_tests::{cli, events, fixture_workspace};
+use neuron_tune_tests::{cli, cli_in, cli_in_ok, events, fixture_workspace};
 use serde_json::Value;
 use std::path::Path;
 
 fn run(ws: &Path, args: &[&str]) -> String {
-    let manifest = ws.join("Cargo.toml");
-    let mut a = args.to_vec();
-    a.extend(["--manifest-path", manifest.to_str().unwrap(), "--message-format", "json"]);
-    let (code, out, err) = cli(&a);
-    assert_eq!(code, 0, "{a:?}\n{err}");
-    out
+    cli_in_ok(ws, args).0
 }
 
 fn model_event(ws: &Path) -> Value {
@@ -256,12 +251,7 @@ fn a_problem_tuned_under_two_names_keeps_its_label_and_the_file_does_not_churn()
 #[test]
 fn tuned_flag_runs_each_shapes_recorded_winner_and_the_default_elsewhere() {
     let ws = fixture_workspace("tuned-flag");
-    let manifest = ws.join("Cargo.toml");
-    let with_ws = |args: &[&str]| {
-        let mut a = args.to_vec();
-        a.extend(["--manifest-path", manifest.to_str().unwrap(), "--message-format", "json"]);
-        cli(&a)
-    };
+    let with_ws = |args: &[&str]| cli_in(&ws, args);
     let out = run(
         &ws,
         &["tune", "--kernel", "rmsnorm", "--shape", "small", "--budget", "12", "--seed", "3"],
@@ -375,12 +365,7 @@ fn a_model_uses_the_tuned_records_of_the_crates_it_links_not_a_same_named_kernel
     use cargo_neuron_tune::tuned::{TunedDb, TunedRecord};
     let ws = fixture_workspace("models-scope");
     add_experimental_crate(&ws);
-    let manifest = ws.join("Cargo.toml");
-    let with_ws = |args: &[&str]| {
-        let mut a = args.to_vec();
-        a.extend(["--manifest-path", manifest.to_str().unwrap(), "--message-format", "json"]);
-        cli(&a)
-    };
+    let with_ws = |args: &[&str]| cli_in(&ws, args);
     let tune_add =
         ["tune", "--model", "qwen3", "--shape", "tiny", "--kernel", "add", "--strategy", "grid"];
     let tune_add = [&tune_add[..], &["--budget", "9", "--seed", "11"]].concat();

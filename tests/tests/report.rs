@@ -6,19 +6,16 @@
 //! skips with a loud message, unless `NEURON_TUNE_REQUIRE_CHROMIUM` is set (CI sets it):
 //! then it fails.
 
-use neuron_tune_tests::{cli, cli_env, events, fixture_workspace, scratch_dir, test_target_dir};
+use neuron_tune_tests::{
+    cli, cli_env, cli_in_ok, events, fixture_workspace, scratch_dir, test_target_dir,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn run(ws: &Path, args: &[&str]) -> String {
-    let manifest = ws.join("Cargo.toml");
-    let mut a = args.to_vec();
-    a.extend(["--manifest-path", manifest.to_str().unwrap(), "--message-format", "json"]);
-    let (code, out, err) = cli(&a);
-    assert_eq!(code, 0, "{args:?}\n{out}\n{err}");
-    out
+    cli_in_ok(ws, args).0
 }
 
 fn chromium() -> Option<PathBuf> {
@@ -378,16 +375,6 @@ fn own_chip(name: &str) -> PathBuf {
     chip
 }
 
-/// `cli` in `ws`, JSON events on stdout; exit 0 expected. Returns stdout and stderr.
-fn run_in(ws: &Path, args: &[&str]) -> (String, String) {
-    let manifest = ws.join("Cargo.toml");
-    let mut a = args.to_vec();
-    a.extend(["--manifest-path", manifest.to_str().unwrap(), "--message-format", "json"]);
-    let (code, out, err) = cli(&a);
-    assert_eq!(code, 0, "{args:?}\n{out}\n{err}");
-    (out, err)
-}
-
 /// The report says of real runs what `tune` said of them (a search of the whole space), and
 /// what it cannot read it says, naming the file, rather than showing a run with no
 /// evaluations or leaving it out in silence. No browser needed.
@@ -399,7 +386,7 @@ fn a_report_gives_tunes_figures_and_names_the_files_it_cannot_read() {
     let tune = |kernel: &str, extra: &[&str]| -> (PathBuf, Value) {
         let mut a = vec!["tune", "--kernel", kernel, "--shape", "small", "--chip", chip];
         a.extend_from_slice(extra);
-        let (out, _) = run_in(&ws, &a);
+        let (out, _) = cli_in_ok(&ws, &a);
         let ev = events(&out, "tune");
         assert_eq!(ev.len(), 1, "{out}");
         (PathBuf::from(ev[0]["journal"].as_str().unwrap()), ev[0].clone())
@@ -420,7 +407,7 @@ fn a_report_gives_tunes_figures_and_names_the_files_it_cannot_read() {
 
     // The run table gives the figures `tune` gave: a search of the whole space has no
     // convergence to judge (its journal alone cannot tell: the meta file records it).
-    let (out, _) = run_in(&ws, &report);
+    let (out, _) = cli_in_ok(&ws, &report);
     // The traces in the directory are the page's, every one linked; the rest stays.
     let ev = events(&out, "report").pop().unwrap();
     let mut traces: Vec<&str> =
@@ -477,7 +464,7 @@ fn a_report_gives_tunes_figures_and_names_the_files_it_cannot_read() {
     // A meta file that is not JSON: which run its journal is cannot be told.
     let meta = rmsnorm.with_extension("meta.json");
     std::fs::write(&meta, "{garbage").unwrap();
-    let (_, err) = run_in(&ws, &report);
+    let (_, err) = cli_in_ok(&ws, &report);
     let said = format!(
         "warning: {}: its last line (line 1) is cut short (its run was killed while writing \
          it, or the file was truncated); the report shows the run with the 0 evaluations \

@@ -6,7 +6,7 @@
 //!
 //! No browser needed.
 
-use neuron_tune_tests::{cli, double_crate, events, root, scratch_dir, test_target_dir};
+use neuron_tune_tests::{cli, cli_in_ok, double_crate, events, root, scratch_dir, test_target_dir};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -35,12 +35,7 @@ fn workspace() -> PathBuf {
 }
 
 fn run(ws: &Path, args: &[&str]) -> (String, String) {
-    let manifest = ws.join("Cargo.toml");
-    let mut a = args.to_vec();
-    a.extend(["--manifest-path", manifest.to_str().unwrap(), "--message-format", "json"]);
-    let (code, out, err) = cli(&a);
-    assert_eq!(code, 0, "{args:?}\n{out}\n{err}");
-    (out, err)
+    cli_in_ok(ws, args)
 }
 
 /// A sealed JSON file's value, edited by `f` and sealed again (as an older tool wrote it).
