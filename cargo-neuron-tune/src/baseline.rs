@@ -205,12 +205,13 @@ impl Baseline {
                             let save = crate::command_line::CommandLine::new("baseline save")
                                 .flag("--model", field("model"))
                                 .flag("--shape", field("shape"))
-                                .flag("--chip", field("chip"));
+                                .record_chip(&field("chip"));
+                            let hint = crate::command_line::chip_file_hint(&field("chip"));
                             format!(
                                 "{first}\n  A damaged entry is never compared against (nor the \
-                                 file, until it is saved again): save that entry again (`{save}`, \
-                                 on the revision it should describe), or restore the file from \
-                                 version control"
+                                 file, until it is saved again): save that entry again \
+                                 (`{save}`{hint}, on the revision it should describe), or \
+                                 restore the file from version control"
                             )
                         }
                     },
@@ -535,6 +536,21 @@ mod tests {
         let again = "save that entry again (`cargo neuron-tune baseline save --model qwen3 \
                      --shape tiny --chip trn2`";
         assert!(advice.starts_with("  A damaged entry") && advice.contains(again), "{advice}");
+        assert!(!advice.contains("path of the chip file"), "{advice}");
+        // Of a chip file, the entry keeps the chip's name, not the file's path: `--chip`
+        // takes the file (named after the chip), and the advice says its path is wanted.
+        let other = tempfile::tempdir().unwrap();
+        let mut c = Baseline::load_or_empty(&other.path().join(FILE_NAME)).unwrap();
+        let mine = ModelRun { chip: "my-chip".into(), ..run("qwen3", "tiny", 31.9) };
+        c.record(BaselineEntry::from_run(&mine, "pkg", "sim1"));
+        c.save().unwrap();
+        let file = other.path().join(FILE_NAME);
+        let text_c = std::fs::read_to_string(&file).unwrap();
+        std::fs::write(&file, text_c.replace(&tps, "1000.0")).unwrap();
+        let e = Baseline::load(&file).unwrap_err();
+        let again = "(`cargo neuron-tune baseline save --model qwen3 --shape tiny --chip \
+                     my-chip.toml`, `--chip` giving the path of the chip file my-chip.toml, on";
+        assert!(e.message.contains(again), "{}", e.message);
         // `baseline save` gets the damaged entry apart (it repairs it by measuring it again)
         // and keeps the intact ones.
         b.record(BaselineEntry::from_run(&run("qwen3", "small", 40.0), "pkg", "sim1"));

@@ -99,6 +99,18 @@ impl CommandLine {
             .flag("-p", package)
     }
 
+    /// `--chip` for a chip a record names (a tuned record, a baseline entry): a built-in by
+    /// its name; a chip file by its file name, `NAME.toml` (a chip file's name is its
+    /// file's stem, [`crate::select::chip_spec`]). Records do not keep the file's
+    /// directory: [`chip_file_hint`] says so beside the command.
+    pub fn record_chip(self, chip: &str) -> CommandLine {
+        if neuron_sim::Chip::builtin(chip).is_some() {
+            self.flag("--chip", chip)
+        } else {
+            self.flag("--chip", format!("{chip}.toml"))
+        }
+    }
+
     /// The run's flags that decide what is built and where: `--features`,
     /// `--all-features`, `--no-default-features`, `--profile` (a debug build's overflow
     /// checks can be the fault), `--target-dir` (the same build and store). Not `--locked`
@@ -115,6 +127,16 @@ impl CommandLine {
 impl fmt::Display for CommandLine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.line)
+    }
+}
+
+/// What to add after a command with [`CommandLine::record_chip`]: nothing for a built-in
+/// chip; for a chip file, that `--chip` wants the file's path.
+pub fn chip_file_hint(chip: &str) -> String {
+    if neuron_sim::Chip::builtin(chip).is_some() {
+        String::new()
+    } else {
+        format!(", `--chip` giving the path of the chip file {}", quote(&format!("{chip}.toml")))
     }
 }
 

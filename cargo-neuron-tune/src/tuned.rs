@@ -104,9 +104,10 @@ fn refusal(path: &Path, e: &Unreadable) -> String {
             .opt_flag("--shape", (!shape.contains('@')).then_some(shape));
             format!(
                 "{first}\n  A damaged record is never used (nor the file, until the record is \
-                 gone): delete that record (its `[[tuned]]` table) and tune it again (`{}`), or \
-                 restore the file from version control",
-                again.flag("--chip", chip)
+                 gone): delete that record (its `[[tuned]]` table) and tune it again (`{}`{}), \
+                 or restore the file from version control",
+                again.record_chip(chip),
+                crate::command_line::chip_file_hint(chip)
             )
         }
     }
@@ -581,9 +582,12 @@ mod tests {
         assert!(e.message.contains(again), "{}", e.message);
 
         // The command is built from the damaged record's fields: each one quoted for a
-        // shell when it needs it (a chip file's name may have a space).
+        // shell when it needs it (a chip file's name may have a space). A chip that is not
+        // built in is a chip file, which `--chip` takes by its path: the file is named after
+        // the chip, and the advice says the path is wanted (the record keeps no directory).
         let e = edited(TunedRecord { chip: "my chip".into(), ..rec("rmsnorm", "it's", 2.0) });
-        let again = "(`cargo neuron-tune tune --kernel rmsnorm --shape \"it's\" --chip 'my chip'`)";
+        let again = "(`cargo neuron-tune tune --kernel rmsnorm --shape \"it's\" --chip 'my \
+                     chip.toml'`, `--chip` giving the path of the chip file 'my chip.toml')";
         assert!(e.message.contains(again), "{}", e.message);
     }
 
