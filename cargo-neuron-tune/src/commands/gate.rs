@@ -595,6 +595,11 @@ fn record_history(
     out: &Reporter,
 ) -> Result<(), Failure> {
     let path = store_root.join("journals").join("gate-history.jsonl");
+    // The look for the run and the appends are one step: two merges of the same results at
+    // once (a retried CI job) would otherwise both find the run absent and both append it.
+    // The lock is released when `_lock` is dropped, or the process ends.
+    let _lock = lock_history(store_root)
+        .map_err(|e| fail(Exit::Internal, format!("locking the gate history: {e}")))?;
     let lines = crate::store::read_journal(&path)
         .map_err(|e| fail(Exit::Internal, format!("reading the gate history: {e:#}")))?
         .lines;
@@ -617,6 +622,15 @@ fn record_history(
             .map_err(|e| fail(Exit::Internal, format!("writing the gate history: {e:#}")))?;
     }
     Ok(())
+}
+
+/// An exclusive lock on the gate history (`journals/gate-history.lock`), waited for.
+fn lock_history(store_root: &Path) -> std::io::Result<std::fs::File> {
+    let dir = store_root.join("journals");
+    std::fs::create_dir_all(&dir)?;
+    let file = std::fs::File::create(dir.join("gate-history.lock"))?;
+    file.lock()?;
+    Ok(file)
 }
 
 /// The verdict for people: a table of the models, the calls that moved, notes, stale
@@ -758,6 +772,28 @@ mod tests {
         }
         record_history(dir.path(), "100-7", &report, &out).unwrap();
         assert_eq!(lines().len(), 4);
+    }
+
+    /// Looking for the run and appending its lines hold the history's lock, so two merges
+    /// of one gate run at once cannot both find it absent: while another process (here, the
+    /// test) holds the lock, a recording waits, and after it records nothing twice.
+    #[test]
+    fn recording_the_gate_history_waits_for_its_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let report = judge(&[item("qwen3", Some(17.6), 18.6)], &cfg(0.0));
+        let history = dir.path().join("journals/gate-history.jsonl");
+        let held = lock_history(dir.path()).unwrap();
+        let root = dir.path().to_path_buf();
+        let (r, root2) = (report.clone(), root.clone());
+        let waiting = std::thread::spawn(move || {
+            record_history(&root2, "merge-1", &r, &Reporter::new(true)).unwrap()
+        });
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(!history.exists(), "written while another held the lock");
+        drop(held);
+        waiting.join().unwrap();
+        record_history(&root, "merge-1", &report, &Reporter::new(true)).unwrap();
+        assert_eq!(crate::store::read_journal(&history).unwrap().lines.len(), 1);
     }
 
     /// A `--base-ref` that names no commit is said in one clean sentence: git says nothing
