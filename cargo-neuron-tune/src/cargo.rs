@@ -116,8 +116,30 @@ impl CargoFlags {
         if self.offline {
             other.push("--offline".to_string());
         }
-        mc.other_options(other);
-        mc.exec().context("`cargo metadata` failed (is this a cargo workspace?)")
+        // The features decide the resolve graph: an optional dependency a feature switches
+        // on is linked only then, and which crates a model links decides which tuned
+        // records it runs (`models::TunedSet`).
+        let mut features = Vec::new();
+        if !self.features.is_empty() {
+            features.extend(["--features".to_string(), self.features.join(",")]);
+        }
+        if self.all_features {
+            features.push("--all-features".into());
+        }
+        if self.no_default_features {
+            features.push("--no-default-features".into());
+        }
+        mc.other_options([other.clone(), features.clone()].concat());
+        match mc.exec() {
+            Ok(meta) => Ok(meta),
+            // A feature no package has: the graph without it, so that the kernel crates'
+            // check says which crate lacks which feature (exit 2), not cargo's metadata error.
+            Err(_) if !features.is_empty() => {
+                mc.other_options(other);
+                mc.exec().context("`cargo metadata` failed (is this a cargo workspace?)")
+            }
+            Err(e) => Err(e).context("`cargo metadata` failed (is this a cargo workspace?)"),
+        }
     }
 
     /// The kernel crates selected by `-p` / `--exclude` (all of the workspace by default).

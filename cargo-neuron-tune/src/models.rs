@@ -61,7 +61,7 @@ struct LocalPackage {
 impl TunedSet {
     /// The databases beside every local (path) package's manifest, members or not, and the
     /// local packages each one's harness links (from the metadata's resolve graph: normal
-    /// dependencies, with the features `cargo metadata` resolves).
+    /// dependencies, with the run's `--features`: `CargoFlags::metadata` resolves with them).
     pub fn load(meta: &cargo_metadata::Metadata) -> Result<TunedSet, Failure> {
         let mut local: Vec<&cargo_metadata::Package> =
             meta.packages.iter().filter(|p| p.source.is_none()).collect();

@@ -451,4 +451,24 @@ fn a_model_uses_the_tuned_records_of_the_crates_it_links_not_a_same_named_kernel
             && err.contains("`neuron-fixtures-experimental`"),
         "{err}"
     );
+
+    // Linked through an optional dependency, the other crate counts only when the run's
+    // `--features` switches it on: the model's harness links it then (and not otherwise).
+    let optional = format!(
+        "{dep}\nneuron-fixtures-experimental = {{ path = \"../experimental\", optional = true }}"
+    );
+    let features = "\n[features]\nexperimental = [\"dep:neuron-fixtures-experimental\"]\n";
+    std::fs::write(&qwen3, text.replace(dep, &optional) + features).unwrap();
+    let bench = ["bench", "--model", "qwen3", "--shape", "tiny"];
+    let (code, out, err) = with_ws(&bench);
+    assert_eq!(code, 0, "{err}");
+    let model = events(&out, "model").pop().unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(calls_of(&model["tuned"], "add")[0]["tuned"], true, "feature off: {model}\n{err}");
+    assert!(!err.contains("define a kernel `add`"), "{err}");
+    let featured = [&bench[..], &["-p", "neuron-fixtures-qwen3", "--features", "experimental"]];
+    let (code, out, err) = with_ws(&featured.concat());
+    assert_eq!(code, 0, "{err}");
+    let model = events(&out, "model").pop().unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(calls_of(&model["tuned"], "add")[0]["tuned"], false, "feature on: {model}");
+    assert_eq!(err.matches("define a kernel `add`").count(), 1, "said: {err}");
 }
