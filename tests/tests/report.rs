@@ -395,6 +395,12 @@ fn a_report_gives_tunes_figures_and_names_the_files_it_cannot_read() {
     let (add, ev) = tune("add", &["--params", "bufs=2", "--budget", "5", "--seed", "17001"]);
     assert_eq!(ev["convergence"]["whole_space"], 3, "{ev}");
     let (rmsnorm, _) = tune("rmsnorm", &["--budget", "2", "--seed", "17002"]);
+    // The same strategy and pins under the Pareto objective: another journal, and another
+    // search (it prunes nothing), so another curve of the convergence chart.
+    let pareto =
+        ["--params", "bufs=2", "--objective", "pareto", "--budget", "5", "--seed", "17003"];
+    let (add_pareto, _) = tune("add", &pareto);
+    assert_ne!(add_pareto, add);
     let dir = scratch_dir("report-damage-out");
     let report = ["report", "--chip", "dmgchip", "--out", dir.to_str().unwrap()];
 
@@ -433,6 +439,19 @@ fn a_report_gives_tunes_figures_and_names_the_files_it_cannot_read() {
         section.contains("<td>searched the whole space (3 variants); 0 % pruned, 0 % invalid</td>"),
         "{section}"
     );
+    // Two runs of one strategy that differ by their objective are two curves, one seed
+    // each, the pins named as given (the journals' names have `bufs-2`). Each searched the
+    // space of 3 whole (every one measured): 3 points, one circle each.
+    let fig = section.split("data-chart=\"convergence\"").nth(1).unwrap();
+    let fig = fig.split("</figure>").next().unwrap();
+    for curve in
+        ["strategy default (pinned bufs=2)", "strategy default (pareto objective, pinned bufs=2)"]
+    {
+        let name = format!(">\n{curve}: median of 1 seed\n<");
+        assert_eq!(fig.matches(&name).count(), 1, "{name}\n{fig}");
+    }
+    assert!(fig.starts_with(" data-marks=\"points\" data-points=\"6\""), "{fig}");
+    assert_eq!(fig.matches("<circle").count(), 6, "{fig}");
 
     // `--open`: the opener's exit status is waited for; one that fails is said, with its
     // status, never reported as opened. (A stand-in opener on PATH: the platform's name.)

@@ -48,27 +48,29 @@ fn padded(lo: f64, hi: f64) -> std::ops::Range<f64> {
     (lo - span * 0.08)..(hi + span * 0.08)
 }
 
-/// A strategy's name, its number of seeds, and per evaluation (x, min, median, max).
+/// A group of comparable runs' name, its number of seeds, and per evaluation (x, min,
+/// median, max).
 type Band = (String, usize, Vec<(f64, f64, f64, f64)>);
 
 /// One side of the engine chart: its name, the engines' busy percents, its colour.
 type Side<'a> = (&'a str, [(&'static str, f64); 5], RGBColor);
 
-/// Best-so-far per strategy: the median over seeds with the min–max band, one circle per
+/// Best-so-far per group of comparable runs (strategy, objective and pinned parameters:
+/// [`TuneRun::comparable`]): the median over seeds with the min–max band, one circle per
 /// evaluation of the median line. Returns the SVG and the number of circles.
 pub(super) fn convergence(runs: &[TuneRun]) -> (Svg, usize) {
-    let mut by_strategy: Vec<(String, Vec<Vec<Option<f64>>>)> = Vec::new();
+    let mut groups: Vec<Vec<&TuneRun>> = Vec::new();
     for r in runs {
-        let curve = r.best_so_far();
-        match by_strategy.iter_mut().find(|(s, _)| *s == r.meta.strategy) {
-            Some((_, v)) => v.push(curve),
-            None => by_strategy.push((r.meta.strategy.clone(), vec![curve])),
+        match groups.iter_mut().find(|g| g[0].comparable() == r.comparable()) {
+            Some(g) => g.push(r),
+            None => groups.push(vec![r]),
         }
     }
-    // Per strategy and evaluation: (n, min, median, max) over the seeds with a value.
-    let bands: Vec<Band> = by_strategy
+    // Per group and evaluation: (n, min, median, max) over the seeds with a value.
+    let bands: Vec<Band> = groups
         .into_iter()
-        .map(|(s, curves)| {
+        .map(|group| {
+            let curves: Vec<Vec<Option<f64>>> = group.iter().map(|r| r.best_so_far()).collect();
             let len = curves.iter().map(Vec::len).max().unwrap_or(0);
             let seeds = curves.len();
             let pts = (0..len)
@@ -87,7 +89,7 @@ pub(super) fn convergence(runs: &[TuneRun]) -> (Svg, usize) {
                     Some(((i + 1) as f64, v[0], median, v[v.len() - 1]))
                 })
                 .collect();
-            (s, seeds, pts)
+            (TuneRun::group_name(&group), seeds, pts)
         })
         .collect();
     let n: usize = bands.iter().map(|(_, _, p)| p.len()).sum();
@@ -116,10 +118,8 @@ pub(super) fn convergence(runs: &[TuneRun]) -> (Svg, usize) {
                     .collect();
                 c.draw_series(std::iter::once(Polygon::new(band, color.mix(0.2)))).map_err(err)?;
             }
-            let label = format!(
-                "strategy {s}: median of {seeds} seed{}",
-                if *seeds == 1 { "" } else { "s" }
-            );
+            let label =
+                format!("{s}: median of {seeds} seed{}", if *seeds == 1 { "" } else { "s" });
             c.draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.2)), color.stroke_width(2)))
                 .map_err(err)?
                 .label(label)

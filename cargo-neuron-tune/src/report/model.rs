@@ -60,37 +60,51 @@ impl TuneRun {
 
     /// The run's name among `runs` (its target's): `<strategy> seed <seed>`, and what else
     /// tells it from a run of the same strategy and seed — each is a journal of its own: the
-    /// Pareto objective, the parameters pinned by `--params` (as the journal's name has them),
+    /// Pareto objective, the parameters pinned by `--params` (as given, [`TuneRun::pinned`]),
     /// and the budget when the runs' budgets differ (`default seed 1 (pareto objective,
     /// budget 8)`).
     pub fn label(&self, runs: &[TuneRun]) -> String {
         let m = &self.meta;
-        let mut extra = Vec::new();
-        if m.objective != "time" {
-            extra.push(format!("{} objective", m.objective));
-        }
-        if let Some(pins) = self.pinned() {
-            extra.push(format!("pinned {pins}"));
-        }
+        let mut extra = search_of(m, self.pinned());
         if runs.iter().any(|r| r.meta.budget != m.budget) {
             extra.push(format!("budget {}", m.budget));
         }
-        match extra.is_empty() {
-            true => format!("{} seed {}", m.strategy, m.seed),
-            false => format!("{} seed {} ({})", m.strategy, m.seed, extra.join(", ")),
-        }
+        with_extra(format!("{} seed {}", m.strategy, m.seed), extra)
     }
 
-    /// The parameters a `--params` run pinned, as its journal's name has them
-    /// (`…-<strategy>[-pareto]-pinned-<params>-<seed>.jsonl`, the params sanitized: `bufs-2`);
-    /// the meta file does not record them.
-    fn pinned(&self) -> Option<&str> {
+    /// The parameters a `--params` run pinned: as given (`bufs=2`), which its meta file
+    /// records; for a meta file written before that was recorded, as its journal's name has
+    /// them (`…-<strategy>[-pareto]-pinned-<params>-<seed>.jsonl`, sanitized: `bufs-2`).
+    pub fn pinned(&self) -> Option<&str> {
         let m = &self.meta;
+        if let Some(pins) = m.pinned.as_deref() {
+            return Some(pins);
+        }
         let name = self.journal.file_name()?.to_str()?;
         let stem = name.strip_suffix(&format!("-{}.jsonl", m.seed))?;
         let pareto = if m.objective == "pareto" { "-pareto" } else { "" };
         let marker = format!("-{}{pareto}-pinned-", crate::commands::tune::sanitize(&m.strategy));
         stem.find(&marker).map(|i| &stem[i + marker.len()..])
+    }
+
+    /// What the run's convergence is comparable with: runs of the same search — its
+    /// strategy, objective (a Pareto run prunes nothing) and pinned parameters (another
+    /// space), the pins compared as journal names have them, so a run whose meta file did not
+    /// record them (`bufs-2`) goes with its like (`bufs=2`). Seeds are what a group's band
+    /// spans; the budget is not part of it: no strategy reads it, so a smaller budget only
+    /// ends the same search sooner.
+    pub fn comparable(&self) -> (&str, &str, Option<String>) {
+        let pins = self.pinned().map(crate::commands::tune::sanitize);
+        (&self.meta.strategy, &self.meta.objective, pins)
+    }
+
+    /// The name of a group of comparable runs ([`TuneRun::comparable`]), worded as their
+    /// labels are: `strategy random (pareto objective, pinned bufs=2)`; the pins as given
+    /// when one of the runs recorded them.
+    pub fn group_name(group: &[&TuneRun]) -> String {
+        let Some(first) = group.first() else { return String::new() };
+        let pins = group.iter().find_map(|r| r.meta.pinned.as_deref()).or(first.pinned());
+        with_extra(format!("strategy {}", first.meta.strategy), search_of(&first.meta, pins))
     }
 
     /// What is wrong with the journal, when some of its lines were not used: the file, the
@@ -160,6 +174,27 @@ impl TuneRun {
             _ if only_default => "its space holds only the default: nothing to search".into(),
             _ => crate::convergence::describe(&self.convergence()),
         }
+    }
+}
+
+/// What tells a run's search from another of its strategy: its objective when not time,
+/// the parameters it pinned.
+fn search_of(m: &JournalMeta, pinned: Option<&str>) -> Vec<String> {
+    let mut extra = Vec::new();
+    if m.objective != "time" {
+        extra.push(format!("{} objective", m.objective));
+    }
+    if let Some(pins) = pinned {
+        extra.push(format!("pinned {pins}"));
+    }
+    extra
+}
+
+/// `name (a, b)`, or `name` alone.
+fn with_extra(name: String, extra: Vec<String>) -> String {
+    match extra.is_empty() {
+        true => name,
+        false => format!("{name} ({})", extra.join(", ")),
     }
 }
 

@@ -387,6 +387,7 @@ mod tests {
                 seed,
                 budget: 3,
                 objective: "time".into(),
+                pinned: None,
                 sim_version: "v".into(),
                 harness_hash: None,
                 default: None,
@@ -716,6 +717,51 @@ mod tests {
         assert!(html(&d).contains(
             "No gate runs on chip trn3 yet: run <code>cargo neuron-tune gate --chip trn3</code>"
         ));
+    }
+
+    #[test]
+    fn the_convergence_chart_groups_runs_by_strategy_objective_and_pins() {
+        let mut d = data();
+        let base = d.targets[0].runs[0].clone();
+        let run = |seed: u64, objective: &str, pinned: Option<&str>, journal: &str| {
+            let mut r = base.clone();
+            r.meta.seed = seed;
+            r.meta.objective = objective.into();
+            r.meta.pinned = pinned.map(String::from);
+            r.journal = journal.into();
+            r
+        };
+        // Beside the two time runs (seeds 1 and 2): a Pareto run of the same strategy, two
+        // runs pinned to bufs=2 (one recorded its pins, one is older: only its journal's
+        // name has them, `bufs-2`) and one pinned to another value, with another budget.
+        let mut runs = vec![
+            run(3, "pareto", None, "tune-p.k-small-n4-trn2-random-pareto-3.jsonl"),
+            run(4, "time", Some("bufs=2"), "tune-p.k-small-n4-trn2-random-pinned-bufs-2-4.jsonl"),
+            run(5, "time", None, "tune-p.k-small-n4-trn2-random-pinned-bufs-2-5.jsonl"),
+            run(6, "time", Some("bufs=3"), "tune-p.k-small-n4-trn2-random-pinned-bufs-3-6.jsonl"),
+        ];
+        runs[3].meta.budget = 9;
+        d.targets[0].runs.extend(runs);
+        let page = html(&d);
+        let (fig, n) = figure_of(&page, "convergence");
+        // Four searches: the time runs (2 seeds), the Pareto run, bufs=2 (2 seeds, named as
+        // given) and bufs=3. Each run evaluates nothing valid first, then two values: two
+        // points per group, one circle each, and a band for each group of two seeds.
+        for group in [
+            "strategy random: median of 2 seeds",
+            "strategy random (pareto objective): median of 1 seed",
+            "strategy random (pinned bufs=2): median of 2 seeds",
+            "strategy random (pinned bufs=3): median of 1 seed",
+        ] {
+            assert_eq!(fig.matches(&format!(">\n{group}\n<")).count(), 1, "{group}\n{fig}");
+        }
+        assert_eq!(fig.matches(": median of ").count(), 4, "{fig}");
+        assert_eq!((n, fig.matches("<circle").count()), (8, 8), "{fig}");
+        assert_eq!(fig.matches("<polygon").count(), 2, "{fig}");
+        // The run table names the pins as the chart does: as given, or as an older run's
+        // journal has them.
+        assert!(page.contains("<tr><td>random seed 4 (pinned bufs=2, budget 3)</td>"), "{page}");
+        assert!(page.contains("<tr><td>random seed 5 (pinned bufs-2, budget 3)</td>"), "{page}");
     }
 
     /// The SVG of the figure of `kind`, and its `data-points`.

@@ -98,6 +98,10 @@ pub struct JournalMeta {
     pub budget: usize,
     /// `time` or `pareto`.
     pub objective: String,
+    /// The parameters `--params` pinned, as given (`bufs=2`; `None`: not pinned, or written
+    /// before this was recorded: the journal's name has them, sanitized, `bufs-2`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<String>,
     /// The harness's simulator version: the store keys of the journal's results.
     pub sim_version: String,
     /// The checksum of the harness binary whose times the journal holds (`None`: written

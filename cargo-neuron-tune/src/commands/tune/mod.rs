@@ -297,6 +297,7 @@ pub fn run(
             sim_version: &c.list.sim_version,
             harness_hash: &harness_hashes[t.krate],
             seed,
+            pinned: s.params.as_deref(),
             opts,
             bar: &bar,
             out: &ctx.out,
@@ -718,6 +719,8 @@ struct Job<'a> {
     /// The content hash of the crate's harness binary: check verdicts are stored under it.
     harness_hash: &'a str,
     seed: u64,
+    /// `--params`, as given: the parameters pinned (its meta file records them).
+    pinned: Option<&'a str>,
     opts: &'a SearchOpts,
     /// Progress over every evaluation of the run (hidden off a terminal and in JSON mode).
     bar: &'a indicatif::ProgressBar,

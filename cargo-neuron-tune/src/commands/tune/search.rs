@@ -143,6 +143,7 @@ pub(super) fn tune_one(
         seed: job.seed,
         budget: job.opts.budget,
         objective,
+        pinned: job.pinned.map(String::from),
         sim_version: job.sim_version.into(),
         harness_hash: Some(job.harness_hash.into()),
         default: default.clone(),
