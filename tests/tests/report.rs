@@ -362,6 +362,41 @@ fn a_report_of_one_package_leaves_out_the_tuning_runs_of_other_packages() {
     // The kernels crate's report has the record too: it is its database's.
     let (ev, _) = report("neuron-fixtures-kernels", "report-kernels-calls");
     assert_eq!(ev["tuned"], 1, "{ev}");
+
+    // But a record the model does not use is not its crate's, though it is of the model's
+    // call: the same record (kernel, chip, dimensions and label) in the database of a
+    // package the models crate does not link. `bench --model` never runs it (a model reads
+    // the databases of the crates it links: `TunedSet::for_model`), so the report does not
+    // credit it to the model's crate either.
+    let unlinked = ws.join("unlinked");
+    std::fs::create_dir_all(unlinked.join("src")).unwrap();
+    std::fs::write(
+        unlinked.join("Cargo.toml"),
+        "[package]\nname = \"report-unlinked\"\nversion.workspace = true\n\
+         edition.workspace = true\npublish = false\n",
+    )
+    .unwrap();
+    std::fs::write(unlinked.join("src/lib.rs"), "//! No model's crate links it.\n").unwrap();
+    let db = "neuron-tune.tuned.toml";
+    std::fs::copy(ws.join("kernels").join(db), unlinked.join(db)).unwrap();
+    let root = ws.join("Cargo.toml");
+    let members = "members = [\"kernels\", \"qwen3\"]";
+    let text = std::fs::read_to_string(&root).unwrap();
+    assert!(text.contains(members), "{text}");
+    let text = text.replacen(members, "members = [\"kernels\", \"qwen3\", \"unlinked\"]", 1);
+    std::fs::write(&root, text).unwrap();
+    let status = neuron_tune_tests::cargo()
+        .args(["update", "--workspace", "--offline", "-q"])
+        .current_dir(&ws)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (ev, html) = report("neuron-fixtures-qwen3", "report-qwen3-unlinked");
+    // The call's run and the kernels crate's record, as before; not the unlinked copy (with
+    // it, two packages' records: the table would grow a package column naming it).
+    assert_eq!((&ev["targets"], &ev["tuned"]), (&1.into(), &1.into()), "{ev}");
+    assert!(html.contains("<p>1 tuned records;"), "{html}");
+    assert!(!html.contains("report-unlinked"), "{html}");
 }
 
 /// A chip file of its own, named `name` (results go by its file name): only the test that
