@@ -307,7 +307,9 @@ fn a_run_stopped_while_improving_is_diagnosed_not_converged() {
     assert_eq!(meta["diagnoses"], e["diagnoses"]);
     // Sealed like the journal's lines: an edited meta file is not believed, and a resume
     // cannot tell which problem its journal is about, so it starts afresh.
-    assert_eq!(meta["schema"], 1);
+    assert_eq!(meta["schema"], 2);
+    // The default's evaluation is no proposal: it has no `n` (it had 2⁶⁴ − 1 in schema 1).
+    assert!(meta["default"]["time_us"].is_number() && meta["default"].get("n").is_none());
     meta["seed"] = 104.into();
     std::fs::write(&meta_path, serde_json::to_string_pretty(&meta).unwrap()).unwrap();
     // A line a resume would warn about and a run afresh removes with the journal.

@@ -339,9 +339,11 @@ pub(super) fn prefer_dominating(
     };
     let measured = match of_run(&kept.params) {
         Some(e) => Some(e),
-        None => evaluate_batch(pool, job, vec![(usize::MAX, kept.params.clone())], None)?
-            .remove(&usize::MAX)
-            .filter(|e| e.status == "measured"),
+        None => {
+            evaluate_batch(pool, job, vec![(Entry::NOT_A_PROPOSAL, kept.params.clone())], None)?
+                .remove(&Entry::NOT_A_PROPOSAL)
+                .filter(|e| e.status == "measured")
+        }
     };
     let Some((sbuf, energy)) = measured.and_then(|e| e.sbuf_bytes.zip(e.energy_uj)) else {
         return Ok(());

@@ -109,7 +109,10 @@ pub struct JournalMeta {
     /// was edited): its journal is not resumed.
     #[serde(default)]
     pub harness_hash: Option<String>,
-    /// The default parameters' evaluation (`n` is meaningless), if they run.
+    /// The default parameters' evaluation, if they run. It is no proposal of the search, so
+    /// the file has it without `n` ([`default_evaluation`]); in memory its `n` is
+    /// [`Entry::NOT_A_PROPOSAL`].
+    #[serde(with = "default_evaluation")]
     pub default: Option<Entry>,
     /// `--objective pareto`: the checked front, fastest first (written at the end).
     #[serde(default)]
@@ -127,6 +130,34 @@ pub struct JournalMeta {
     /// then gives the figures `tune` printed ("searched the whole space").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub whole_space: Option<u64>,
+}
+
+/// The meta file's `default`: the default parameters' evaluation as a journal line without
+/// `n`, since it is no proposal (`null` when they did not run). Meta files of schema 1 have
+/// `n` = 2⁶⁴ − 1 there (`usize::MAX`), which a reader that holds JSON numbers as doubles
+/// (JavaScript) cannot hold exactly; they read the same: whatever `n` the file has is not
+/// used.
+mod default_evaluation {
+    use super::Entry;
+    use serde::{de::Error as _, ser::Error as _, Deserialize, Serialize};
+
+    pub fn serialize<S: serde::Serializer>(d: &Option<Entry>, s: S) -> Result<S::Ok, S::Error> {
+        let mut value = serde_json::to_value(d).map_err(S::Error::custom)?;
+        if let Some(line) = value.as_object_mut() {
+            line.remove("n");
+        }
+        value.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Entry>, D::Error> {
+        let Some(mut value) = Option::<serde_json::Value>::deserialize(d)? else {
+            return Ok(None);
+        };
+        let line =
+            value.as_object_mut().ok_or_else(|| D::Error::custom("`default`: not an object"))?;
+        line.insert("n".into(), Entry::NOT_A_PROPOSAL.into());
+        serde_json::from_value(value).map(Some).map_err(D::Error::custom)
+    }
 }
 
 /// The package a run's kernel came from, as its meta file names it: its name, and its
@@ -192,8 +223,9 @@ pub fn meta_path(journal: &std::path::Path) -> std::path::PathBuf {
     journal.with_extension("meta.json")
 }
 
-/// The schema of a journal's meta file (its `schema` field; sealed like a journal line).
-const META_SCHEMA: u64 = 1;
+/// The schema of a journal's meta file (its `schema` field; sealed like a journal line): 2
+/// since its `default` has no `n`. Schema 1 files (`n` = 2⁶⁴ − 1 there) are read too.
+const META_SCHEMA: u64 = 2;
 
 /// A journal's meta file, if it has one that reads and whose seal holds.
 pub fn read_meta(journal: &std::path::Path) -> Option<JournalMeta> {
@@ -212,8 +244,8 @@ pub fn read_meta_checked(journal: &std::path::Path) -> Result<Option<JournalMeta
         serde_json::from_str(&text).map_err(|e| format!("not JSON ({e})"))?;
     crate::seal::unseal_json(&mut value)?;
     match value.as_object_mut().and_then(|o| o.remove("schema")).and_then(|s| s.as_u64()) {
-        Some(META_SCHEMA) => {}
-        other => return Err(format!("schema {other:?}, this tool reads {META_SCHEMA}")),
+        Some(1 | META_SCHEMA) => {}
+        other => return Err(format!("schema {other:?}, this tool reads 1 and {META_SCHEMA}")),
     }
     serde_json::from_value(value).map(Some).map_err(|e| e.to_string())
 }
@@ -293,6 +325,11 @@ impl JournalLines {
 }
 
 impl Entry {
+    /// The `n` of a measurement that is no proposal of the search (the default parameters',
+    /// a tuned record's measured again): never journaled, and never written (the meta file's
+    /// `default` has no `n`).
+    pub const NOT_A_PROPOSAL: usize = usize::MAX;
+
     /// What the strategy is told. A pruned variant is told its roofline bound: a value no
     /// better than the incumbent that still ranks it among the others (telling it invalid
     /// instead left 5 of 15 `tune-gemm` seeds short of 2 %, against none).
@@ -337,8 +374,94 @@ pub(crate) fn dims_slug(shape: &Shape) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::JournalLines;
-    use serde_json::json;
+    use super::{meta_path, read_meta_checked, write_meta, Entry, JournalLines, JournalMeta};
+    use serde_json::{json, Value};
+
+    /// A meta file's value with `default` the evaluation `default`.
+    fn meta(default: Value) -> JournalMeta {
+        serde_json::from_value(json!({
+            "kernel": "k", "shape": "s", "dims": {"n": 4}, "chip": {"name": "trn2"},
+            "strategy": "random", "seed": 7, "budget": 5, "objective": "time",
+            "sim_version": "v", "default": default
+        }))
+        .unwrap()
+    }
+
+    fn default_line() -> Value {
+        json!({"params": {"bufs": 2}, "status": "measured", "time_us": 8.5,
+               "program_hash": "h", "sbuf_bytes": 4096, "energy_uj": 1.25})
+    }
+
+    /// Every integer in `v`, for a reader that holds numbers as doubles: none above 2⁵³.
+    fn exact_in_a_double(v: &Value) -> bool {
+        match v {
+            Value::Number(n) => n.as_u64().is_none_or(|n| n <= 1 << 53),
+            Value::Array(a) => a.iter().all(exact_in_a_double),
+            Value::Object(o) => o.values().all(exact_in_a_double),
+            _ => true,
+        }
+    }
+
+    #[test]
+    fn the_default_is_written_without_n_and_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = dir.path().join("tune-p.k-s-n4-trn2-random-7.jsonl");
+        let written = meta(default_line());
+        assert_eq!(written.default.as_ref().unwrap().n, Entry::NOT_A_PROPOSAL);
+        write_meta(&journal, &written).unwrap();
+        let file: Value =
+            serde_json::from_str(&std::fs::read_to_string(meta_path(&journal)).unwrap()).unwrap();
+        assert_eq!(file["schema"], 2);
+        // The default is the evaluation line without `n`: no sentinel a JavaScript reader
+        // would round (2⁶⁴ − 1 is 18446744073709551616 as a double).
+        for (k, v) in default_line().as_object().unwrap() {
+            assert_eq!(&file["default"][k], v, "{k}: {file}");
+        }
+        assert!(file["default"].get("n").is_none(), "{file}");
+        assert!(exact_in_a_double(&file), "{file}");
+        // Read back: the same meta, and written again, the same file.
+        let read = read_meta_checked(&journal).unwrap().expect("a meta file");
+        let value = |m: &JournalMeta| serde_json::to_value(m).unwrap();
+        assert_eq!(value(&read), value(&written));
+        assert_eq!(read.default.as_ref().unwrap().n, Entry::NOT_A_PROPOSAL);
+        // No default (it did not run): `null`, as before.
+        let none = meta(Value::Null);
+        write_meta(&journal, &none).unwrap();
+        let read = read_meta_checked(&journal).unwrap().unwrap();
+        assert!(read.default.is_none());
+        let file = std::fs::read_to_string(meta_path(&journal)).unwrap();
+        assert!(file.contains("\"default\": null"), "{file}");
+    }
+
+    #[test]
+    fn a_meta_file_of_schema_1_with_the_defaults_n_sentinel_still_reads() {
+        // As the tool wrote it before: schema 1, the default's `n` = 2⁶⁴ − 1, sealed.
+        let dir = tempfile::tempdir().unwrap();
+        let journal = dir.path().join("tune-p.k-s-n4-trn2-random-7.jsonl");
+        let mut line = default_line();
+        line["n"] = u64::MAX.into();
+        let mut old = serde_json::to_value(meta(Value::Null)).unwrap();
+        old["default"] = line;
+        old["schema"] = 1.into();
+        crate::seal::seal_json(&mut old);
+        let text = serde_json::to_string_pretty(&old).unwrap();
+        assert!(text.contains("\"n\": 18446744073709551615"), "{text}");
+        std::fs::write(meta_path(&journal), text).unwrap();
+        let read = read_meta_checked(&journal).unwrap().expect("an old meta file reads");
+        let d = read.default.expect("its default");
+        assert_eq!(
+            (d.n, d.status.as_str(), d.time_us),
+            (Entry::NOT_A_PROPOSAL, "measured", Some(8.5))
+        );
+        assert_eq!(serde_json::to_value(&d.params).unwrap(), json!({"bufs": 2}));
+        assert_eq!((read.seed, read.strategy.as_str()), (7, "random"));
+        // Another schema is still refused.
+        old.as_object_mut().unwrap().remove(crate::seal::FIELD);
+        old["schema"] = 3.into();
+        crate::seal::seal_json(&mut old);
+        std::fs::write(meta_path(&journal), old.to_string()).unwrap();
+        assert!(read_meta_checked(&journal).unwrap_err().contains("schema Some(3)"));
+    }
 
     #[test]
     fn journal_lines_are_read_by_kind_and_a_roll_back_names_the_latest_of_its_n() {

@@ -124,8 +124,8 @@ pub(super) fn tune_one(
         ));
     }
     // The default, measured like any proposal (never pruned: there is no incumbent).
-    let default =
-        evaluate_batch(pool, job, vec![(usize::MAX, defaults.clone())], None)?.remove(&usize::MAX);
+    let default = evaluate_batch(pool, job, vec![(Entry::NOT_A_PROPOSAL, defaults.clone())], None)?
+        .remove(&Entry::NOT_A_PROPOSAL);
     // Why a rule refused it, if one did: said when nothing else is valid either.
     let default_refused = default
         .as_ref()
@@ -646,7 +646,8 @@ fn record_to_keep(
     best: &Best,
 ) -> Result<Option<(Best, Option<Validated>)>, Failure> {
     let Some(r) = job.recorded.filter(|r| **r != best.params) else { return Ok(None) };
-    let e = evaluate_batch(pool, job, vec![(usize::MAX, r.clone())], None)?.remove(&usize::MAX);
+    let e = evaluate_batch(pool, job, vec![(Entry::NOT_A_PROPOSAL, r.clone())], None)?
+        .remove(&Entry::NOT_A_PROPOSAL);
     let Some(e) = e.filter(|e| e.status == "measured") else { return Ok(None) };
     if e.time_us.is_none_or(|t| t > best.time_us) {
         return Ok(None);
