@@ -35,6 +35,7 @@ pub mod exit;
 pub mod gate;
 pub mod gate_report;
 pub mod interrupt;
+pub mod model_calls;
 pub mod models;
 pub mod output;
 pub mod partition;

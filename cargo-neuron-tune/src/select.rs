@@ -6,6 +6,7 @@
 
 use crate::cli::Selection;
 use crate::exit::{fail, Exit, Failure};
+use crate::model_calls::{ModelShape, ModelShapes};
 use crate::tuned::TunedDb;
 use neuron_tune_protocol::{ChipSpec, KernelInfo, ListDoc, Params, Shape, Space};
 use std::path::Path;
@@ -185,10 +186,11 @@ pub fn note_untuned(selected: &[KernelSelection], chip: &str, out: &crate::outpu
 pub fn check_patterns(
     lists: &[&ListDoc],
     s: &Selection,
+    models: &ModelShapes,
     out: &crate::output::Reporter,
 ) -> Result<(), Failure> {
     require_kernels(lists)?;
-    check_names(lists, s, out)
+    check_names(lists, s, models, out)
 }
 
 /// A usage error (exit 2) when no selected crate has a kernel, naming each package and
@@ -220,27 +222,21 @@ pub fn require_kernels(lists: &[&ListDoc]) -> Result<(), Failure> {
 }
 
 /// Every `--kernel` pattern must match a kernel of some selected crate, and every `--shape`
-/// a shape of some selected kernel (else a usage error naming what exists). A selected
-/// kernel without a requested shape is skipped with a note, as is a crate with kernels none
-/// of which matches. (`list` checks only this: it lists models too.)
+/// a shape of some selected kernel (else a usage error naming what exists) or a model's
+/// shape `models` resolved (`lists` in the workspace's crate order, as `models` numbers
+/// them). A selected kernel without a requested shape is skipped with a note, as is a crate
+/// with kernels none of which matches. (`list` checks only this: it lists models too.)
 pub fn check_names(
     lists: &[&ListDoc],
     s: &Selection,
+    models: &ModelShapes,
     out: &crate::output::Reporter,
 ) -> Result<(), Failure> {
+    check_kernels(lists, s)?;
     let all = || lists.iter().flat_map(|l| &l.kernels);
-    for pat in &s.kernels {
-        if !all().any(|k| glob(pat, &k.name)) {
-            let have: Vec<&str> = all().map(|k| k.name.as_str()).collect();
-            return Err(fail(
-                Exit::Config,
-                format!("--kernel {pat}: no such kernel (have: {})", have.join(", ")),
-            ));
-        }
-    }
     let matches =
         |k: &KernelInfo| s.kernels.is_empty() || s.kernels.iter().any(|p| glob(p, &k.name));
-    for shape in &s.shapes {
+    for shape in s.shapes.iter().filter(|v| !models.asked.contains(v)) {
         if !all().filter(|k| matches(k)).any(|k| k.shapes.iter().any(|(n, _)| n == shape)) {
             let have: Vec<String> = all()
                 .filter(|k| matches(k))
@@ -249,9 +245,21 @@ pub fn check_names(
                     format!("{}: {}", k.name, names.join(", "))
                 })
                 .collect();
+            // A command without `MODEL@SHAPE` (`tune`: its `--model` names models).
+            let model = match shape.split_once('@') {
+                Some((m, sh)) => format!(
+                    "; `tune --model {m} --shape {}` tunes the kernels at the dims a model \
+                     calls them with",
+                    sh.split('{').next().unwrap_or(sh)
+                ),
+                None => String::new(),
+            };
             return Err(fail(
                 Exit::Config,
-                format!("--shape {shape}: no selected kernel has this shape ({})", have.join("; ")),
+                format!(
+                    "--shape {shape}: no selected kernel has this shape ({}){model}",
+                    have.join("; ")
+                ),
             ));
         }
     }
@@ -281,22 +289,49 @@ pub fn check_names(
             ));
         }
     }
-    for l in lists {
+    for (i, l) in lists.iter().enumerate() {
         if !l.kernels.is_empty() && !l.kernels.iter().any(&matches) {
             out.status(format!("   Skipping {}: no kernel matches --kernel", l.crate_name));
         }
         for k in l.kernels.iter().filter(|k| matches(k)) {
+            let (at_model, named): (Vec<&String>, Vec<&String>) =
+                s.shapes.iter().partition(|v| models.asked.contains(v));
             let missing: Vec<&String> =
-                s.shapes.iter().filter(|n| !k.shapes.iter().any(|(m, _)| m == *n)).collect();
-            if !missing.is_empty() && missing.len() == s.shapes.len() {
+                named.into_iter().filter(|n| !k.shapes.iter().any(|(m, _)| m == *n)).collect();
+            let uncalled: Vec<&String> =
+                at_model.into_iter().filter(|v| !models.calls(i, &k.name, v)).collect();
+            if !s.shapes.is_empty() && missing.len() + uncalled.len() == s.shapes.len() {
                 let have: Vec<&str> = k.shapes.iter().map(|(n, _)| n.as_str()).collect();
-                out.note(format!(
-                    "note: skipping `{}`: it has no shape {} (it has: {})",
-                    k.name,
-                    missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "),
-                    have.join(", ")
-                ));
+                let mut why = Vec::new();
+                if !missing.is_empty() {
+                    why.push(format!(
+                        "it has no shape {} (it has: {})",
+                        missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "),
+                        have.join(", ")
+                    ));
+                }
+                for v in uncalled {
+                    let (model, shape) = v.split_once('@').unwrap_or((v, ""));
+                    why.push(format!("model `{model}` does not call it at `{shape}`"));
+                }
+                out.note(format!("note: skipping `{}`: {}", k.name, why.join("; ")));
             }
+        }
+    }
+    Ok(())
+}
+
+/// Every `--kernel` pattern must match a kernel of some selected crate (else a usage error
+/// naming what exists).
+pub fn check_kernels(lists: &[&ListDoc], s: &Selection) -> Result<(), Failure> {
+    let all = || lists.iter().flat_map(|l| &l.kernels);
+    for pat in &s.kernels {
+        if !all().any(|k| glob(pat, &k.name)) {
+            let have: Vec<&str> = all().map(|k| k.name.as_str()).collect();
+            return Err(fail(
+                Exit::Config,
+                format!("--kernel {pat}: no such kernel (have: {})", have.join(", ")),
+            ));
         }
     }
     Ok(())
@@ -327,11 +362,14 @@ fn param_names(k: &KernelInfo) -> String {
 
 /// The selected kernels of one crate's list (lazily: nothing is enumerated). `tuned`: for
 /// `--tuned`, the crate's tuned database (none: every shape runs the default) and the
-/// chip's name, which records go by (a chip file's stem: [`chip_spec`]).
+/// chip's name, which records go by (a chip file's stem: [`chip_spec`]). `at_models`: the
+/// crate's kernel calls that `--shape MODEL@SHAPE` selects ([`ModelShapes::of_crate`]),
+/// after the selected named shapes, each under its label.
 pub fn select(
     list: &ListDoc,
     s: &Selection,
     tuned: Option<(&TunedDb, &str)>,
+    at_models: &[ModelShape],
 ) -> Result<Vec<KernelSelection>, Failure> {
     let mut out = Vec::new();
     for k in &list.kernels {
@@ -346,6 +384,12 @@ pub fn select(
             .iter()
             .filter(|(sn, _)| s.shapes.is_empty() || s.shapes.contains(sn))
             .cloned()
+            .chain(
+                at_models
+                    .iter()
+                    .filter(|c| c.kernel == k.name)
+                    .map(|c| (c.label.clone(), c.shape.clone())),
+            )
             .collect();
         let mut untuned = Vec::new();
         let params = if s.all_variants {

@@ -72,6 +72,10 @@ pub struct Selection {
     #[arg(long = "kernel", short = 'k', value_name = "NAME")]
     pub kernels: Vec<String>,
     /// Named shape (tuning key) to use; repeatable. Default: every shape of the kernel.
+    /// `MODEL@SHAPE` (`build`, `check`, `bench`): each kernel at the dims model MODEL calls
+    /// it with at its shape SHAPE, what `tune --model MODEL --shape SHAPE` tunes (the model's
+    /// package selected too); a kernel it calls at several dims there runs at each, labelled
+    /// `MODEL@SHAPE{DIM=N,..}`, and that label as `--shape` selects the one call.
     #[arg(long = "shape", value_name = "NAME")]
     pub shapes: Vec<String>,
     /// Parameter values `k=v,k=v`; unnamed parameters take the kernel's default (`tune`:
@@ -235,7 +239,9 @@ pub enum Command {
         /// kernel, chip and shape (what the models run) instead of the default.
         #[arg(long, conflicts_with = "params")]
         tuned: bool,
-        /// Named shape (default: the kernel's smallest, by elements over all dims).
+        /// Named shape (default: the kernel's smallest, by elements over all dims), or
+        /// `MODEL@SHAPE`: the dims model MODEL calls the kernel with at its shape SHAPE (one
+        /// call: `MODEL@SHAPE{DIM=N,..}` picks one of several, as `bench` labels them).
         #[arg(long)]
         shape: Option<String>,
         /// Chip: `trn1`, `trn2`, `trn3`, or a chip TOML file.

@@ -35,7 +35,10 @@ pub fn run(
     }
     let store = open_store(&ws.target_dir, &ctx.out)?;
     let chip = chip_spec(&s.chip)?;
-    check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s, &ctx.out)?;
+    // `--shape MODEL@SHAPE`: the kernels at the dims a model calls them with.
+    let at_models = crate::model_calls::resolve(&mut ws, s, &chip)?;
+    let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
+    check_patterns(&lists, s, &at_models, &ctx.out)?;
     let out = &ctx.out;
     let mut invalid = 0;
     let mut rows: Vec<(usize, Variant, Measured)> = Vec::new();
@@ -44,11 +47,12 @@ pub fn run(
     let mut defaults: Vec<(String, Params)> = Vec::new();
     // Where the crate's variants start in the whole run's grid (every partition's).
     let mut offset = 0;
-    for c in &mut ws.crates {
+    for (i, c) in ws.crates.iter_mut().enumerate() {
         let mut selected = select(
             &c.list,
             s,
             super::tuned_db(&ws.tuned, s, c)?.map(|db| (db, chip.name.as_str())),
+            &at_models.of_crate(i),
         )?;
         let keep = |k: &str, sn: &str, sh: &neuron_tune_protocol::Shape| {
             keeps(parts.partition, &item_name(k, sn, sh))

@@ -19,18 +19,22 @@ pub fn run(cargo: &CargoFlags, s: &Selection, ctx: &Ctx) -> Result<Exit, Failure
     let mut ws = Workspace::open(cargo, ctx)?;
     let store = open_store(&ws.target_dir, &ctx.out)?;
     let chip = chip_spec(&s.chip)?;
-    check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s, &ctx.out)?;
+    // `--shape MODEL@SHAPE`: the kernels at the dims a model calls them with.
+    let at_models = crate::model_calls::resolve(&mut ws, s, &chip)?;
+    let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
+    check_patterns(&lists, s, &at_models, &ctx.out)?;
     let out = &ctx.out;
     let (mut total, mut invalid) = (0, 0);
     // Every variant traced, and those whose kernel code panicked, crashed or hung (rows of
     // the table too, as in `bench`), by their place in the grid.
     let mut rows: Vec<(usize, Row)> = Vec::new();
     let mut offset = 0;
-    for c in &mut ws.crates {
+    for (i, c) in ws.crates.iter_mut().enumerate() {
         let selected = select(
             &c.list,
             s,
             super::tuned_db(&ws.tuned, s, c)?.map(|db| (db, chip.name.as_str())),
+            &at_models.of_crate(i),
         )?;
         crate::select::note_untuned(&selected, &chip.name, out);
         let variants = selected.iter().flat_map(|k| k.variants());

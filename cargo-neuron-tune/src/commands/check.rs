@@ -20,7 +20,10 @@ pub fn run(
 ) -> Result<Exit, Failure> {
     let mut ws = Workspace::open(cargo, ctx)?;
     let chip = chip_spec(&s.chip)?;
-    check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s, &ctx.out)?;
+    // `--shape MODEL@SHAPE`: the kernels at the dims a model calls them with.
+    let at_models = crate::model_calls::resolve(&mut ws, s, &chip)?;
+    let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
+    check_patterns(&lists, s, &at_models, &ctx.out)?;
     let out = &ctx.out;
     let chosen_by_tool = seed.is_none();
     let seed = seed.unwrap_or_else(default_seed);
@@ -45,11 +48,12 @@ pub fn run(
         .map_err(|e| fail(Exit::Internal, format!("{}: {e}", regress.display())))?;
     // Variants their rules refuse are not checked (as `bench` skips them): not failures.
     let (mut failed, mut total, mut invalid) = (0, 0, 0);
-    for c in &mut ws.crates {
+    for (i, c) in ws.crates.iter_mut().enumerate() {
         let selected = select(
             &c.list,
             s,
             super::tuned_db(&ws.tuned, s, c)?.map(|db| (db, chip.name.as_str())),
+            &at_models.of_crate(i),
         )?;
         crate::select::note_untuned(&selected, &chip.name, out);
         let sets: Vec<Variant> = if at_named {

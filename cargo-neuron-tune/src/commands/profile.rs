@@ -49,16 +49,48 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
             ))
         }
     };
-    let (c, k) = ws
-        .crates
-        .iter_mut()
-        .find_map(|c| {
-            let k = c.list.kernels.iter().find(|k| k.name == name).cloned()?;
-            Some((c, k))
-        })
-        .expect("matched above");
+    // `--shape MODEL@SHAPE`: the kernel at the dims the model calls it with there, in the
+    // crate the model runs it from; it must be one call (dims after the shape pick one).
+    let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
+    let at_model = match a.shape {
+        Some(v) if crate::model_calls::is_model_shape(&lists, v) => {
+            let calls =
+                crate::model_calls::resolve_one(&mut ws, v, std::slice::from_ref(&name), &chip)?;
+            match <[_; 1]>::try_from(calls) {
+                Ok([call]) => Some(call),
+                Err(calls) => {
+                    let labels: Vec<String> =
+                        calls.iter().map(|c| format!("`{}`", c.label)).collect();
+                    return Err(fail(
+                        Exit::Config,
+                        format!(
+                            "--shape {v}: the model calls `{name}` at {} dims there ({}): \
+                             profile takes one; give its dims, as its label does",
+                            calls.len(),
+                            labels.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        _ => None,
+    };
+    let index = match &at_model {
+        Some(call) => call.krate,
+        None => ws
+            .crates
+            .iter()
+            .position(|c| c.list.kernels.iter().any(|k| k.name == name))
+            .expect("matched above"),
+    };
+    let c = &mut ws.crates[index];
+    let k = c.list.kernels.iter().find(|k| k.name == name).cloned().expect("listed");
     let mut params = parse_params(&k, a.params)?;
     let (shape_name, shape) = match a.shape {
+        Some(_) if at_model.is_some() => {
+            let call = at_model.expect("a model's call");
+            (call.label, call.shape)
+        }
         Some(n) => k.shapes.iter().find(|(s, _)| s == n).cloned().ok_or_else(|| {
             let have: Vec<&str> = k.shapes.iter().map(|(s, _)| s.as_str()).collect();
             fail(

@@ -109,6 +109,9 @@ struct Target {
     /// The shapes a `--goal` round's winner must be right on: the kernel's selected named
     /// shapes (a model's call: its own shape).
     key_shapes: Vec<(String, Shape)>,
+    /// A model's call (`shape_name` is `model@shape`): the crate of the model, whose
+    /// package a reproducer's `bench --shape model@shape` selects too.
+    model_krate: Option<usize>,
 }
 
 pub fn run(
@@ -350,7 +353,10 @@ pub fn run(
         (evaluated, invalid) = (evaluated + result.evaluations, invalid + result.invalid);
         kernel_faults += result.faults;
         // What the reproducers printed for this target carry of the run.
-        let replay = Replay { cargo, package: &packages[t.krate].name, chip: &s.chip };
+        let model_package =
+            t.model_krate.filter(|&m| m != t.krate).map(|m| packages[m].name.as_str());
+        let replay =
+            Replay { cargo, package: &packages[t.krate].name, model_package, chip: &s.chip };
         bar.suspend(|| warn_faults(&out, t, &chip.name, &replay, &result));
         if let Some((params, why)) = &result.no_valid {
             // Not even the default is recorded: it is not in the space the user asked for.
@@ -572,10 +578,11 @@ fn kernel_targets(
     s: &Selection,
     out: &crate::output::Reporter,
 ) -> Result<Vec<Target>, Failure> {
-    check_patterns(&ws.crates.iter().map(|c| &c.list).collect::<Vec<_>>(), s, out)?;
+    let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
+    check_patterns(&lists, s, &Default::default(), out)?;
     let mut out = Vec::new();
     for (i, c) in ws.crates.iter().enumerate() {
-        for k in select(&c.list, &Selection { params: None, ..s.clone() }, None)? {
+        for k in select(&c.list, &Selection { params: None, ..s.clone() }, None, &[])? {
             if crate::select::left_out_by_params(&k.kernel, s) {
                 continue;
             }
@@ -595,6 +602,7 @@ fn kernel_targets(
                     shape_name: shape_name.clone(),
                     shape: shape.clone(),
                     key_shapes: k.shapes.clone(),
+                    model_krate: None,
                 });
             }
         }
@@ -605,8 +613,7 @@ fn kernel_targets(
 /// Every distinct (kernel, shape) the selected models call (with default parameters), each
 /// tuned in the crate the model's harness runs it from — the one of the crates its crate
 /// links that defines the kernel, whose database the model reads — labelled `model@shape`.
-/// Two linked crates defining it are an error: the harness knows kernels by name, so which
-/// one the model calls cannot be told.
+/// Two linked crates defining it are an error ([`crate::model_calls::kernel_owner`]).
 fn model_targets(
     ws: &mut Workspace,
     s: &Selection,
@@ -633,7 +640,7 @@ fn model_targets(
             if out.iter().any(|t| t.kernel.name == call.kernel && t.shape == call.shape) {
                 continue;
             }
-            let (krate, kernel) = kernel_owner(ws, &m, &call.kernel, chip)?;
+            let (krate, kernel) = crate::model_calls::kernel_owner(ws, &m, &call.kernel, chip)?;
             let shape_name = format!("{}@{}", m.model, m.shape_name);
             out.push(Target {
                 krate,
@@ -641,66 +648,11 @@ fn model_targets(
                 key_shapes: vec![(shape_name.clone(), call.shape.clone())],
                 shape_name,
                 shape: call.shape,
+                model_krate: Some(m.krate),
             });
         }
     }
     Ok(out)
-}
-
-/// The selected crate whose `kernel` the model `m` calls: among the crates `m`'s crate
-/// links, the one that defines it.
-fn kernel_owner(
-    ws: &Workspace,
-    m: &crate::models::ModelTarget,
-    kernel: &str,
-    chip: &ChipSpec,
-) -> Result<(usize, KernelInfo), Failure> {
-    let view = ws.tuned.get()?.for_model(&ws.crates[m.krate].krate.manifest_path, &chip.name);
-    let named = |names: Vec<&str>| names.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>();
-    // The packages known to define it: configured, listed by the harnesses built, recorded.
-    let defining = view.defining_packages(kernel);
-    if defining.len() > 1 {
-        return Err(fail(
-            Exit::Config,
-            format!(
-                "model `{}` calls kernel `{kernel}`, and its crate links {} packages that define \
-                 one ({}): its harness knows kernels by name, so which one it calls cannot be \
-                 told; rename one of the kernels, or drop the dependency the model does not call",
-                m.model,
-                defining.len(),
-                named(defining).join(", ")
-            ),
-        ));
-    }
-    let lists = |c: &crate::workspace::Crate| c.list.kernels.iter().any(|k| k.name == kernel);
-    let owner = ws.crates.iter().enumerate().find_map(|(i, c)| {
-        let k = c.list.kernels.iter().find(|k| k.name == kernel)?;
-        view.links_manifest(&c.krate.manifest_path).then(|| (i, k.clone()))
-    });
-    owner.ok_or_else(|| {
-        // Selected crates outside the model's dependencies with a kernel of that name are not
-        // what it runs: named, so that the refusal is no puzzle.
-        let others: Vec<&str> =
-            ws.crates.iter().filter(|c| lists(c)).map(|c| c.krate.package.as_str()).collect();
-        let not_theirs = match others.len() {
-            0 => String::new(),
-            n => format!(
-                " ({} {} one, but `{}` does not depend on {})",
-                named(others).join(", "),
-                if n == 1 { "has" } else { "have" },
-                ws.crates[m.krate].krate.package,
-                if n == 1 { "it" } else { "them" }
-            ),
-        };
-        fail(
-            Exit::Config,
-            format!(
-                "model `{}` calls kernel `{kernel}`, which no selected crate it depends on lists{not_theirs} \
-                 (select the crate that defines it with -p, or drop -p)",
-                m.model
-            ),
-        )
-    })
 }
 
 struct Job<'a> {

@@ -7,10 +7,13 @@ use crate::command_line::CommandLine;
 /// What a printed reproducer carries of the run, so that pasted into a shell where the run
 /// was started it runs the same kernel on the same build: the run's `--manifest-path` and
 /// build flags, the package of the target's kernel (`-p`: another package may have a kernel
-/// of that name) and the run's `--chip` as given (left out when it is the default).
+/// of that name) and the run's `--chip` as given (left out when it is the default). Of a
+/// model's call, `bench` also selects the model's package (when another), which its
+/// `--shape model@shape{dims}` needs.
 pub(super) struct Replay<'a> {
     pub cargo: &'a CargoFlags,
     pub package: &'a str,
+    pub model_package: Option<&'a str>,
     pub chip: &'a str,
 }
 
@@ -38,10 +41,19 @@ impl Replay<'_> {
         })
     }
 
-    /// `bench` of a variant at a named shape.
-    pub fn bench(&self, kernel: &str, shape: &str, params: &Params) -> String {
+    /// `bench` of a variant at the target's shape: a named shape, or a model's call as
+    /// `--shape model@shape{dims}` (the call at those dims alone: a model may call the
+    /// kernel at several at one shape) with the model's package selected too.
+    pub fn bench(&self, t: &Target, params: &Params) -> String {
+        let shape = match t.model_krate {
+            Some(_) => format!("{}{}", t.shape_name, crate::model_calls::dims_label(&t.shape)),
+            None => t.shape_name.clone(),
+        };
         self.command("bench", |c| {
-            c.flag("--kernel", kernel).flag("--shape", shape).flag("--params", params)
+            c.opt_flag("-p", self.model_package)
+                .flag("--kernel", &t.kernel.name)
+                .flag("--shape", shape)
+                .flag("--params", params)
         })
     }
 }
@@ -80,7 +92,7 @@ pub(super) fn warn_faults(
                  invalid configurations; `{}` reproduces it)",
                 t.shape_name,
                 e.params,
-                replay.bench(k, &t.shape_name, &e.params)
+                replay.bench(t, &e.params)
             ));
         }
     }
@@ -235,7 +247,7 @@ fn faults_line(t: &Target, replay: &Replay, result: &TuneResult) -> Option<Strin
     };
     let command = match &first.check {
         Some(f) => f.command(k, &first.params, replay),
-        None => replay.bench(k, &t.shape_name, &first.params),
+        None => replay.bench(t, &first.params),
     };
     Some(format!(
         "    faults: {} of {}: {what} (a bug in the kernel, not a configuration it refuses); \

@@ -53,7 +53,7 @@ pub(super) fn failures(t: &Target, replay: &Replay, result: &TuneResult) -> Vec<
                     Some(ErrorKind::Timeout) => "its kernel code hung",
                     _ => "its kernel code crashed",
                 };
-                (what, replay.bench(k, &t.shape_name, &e.params))
+                (what, replay.bench(t, &e.params))
             }
         };
         told.push(&e.params);
