@@ -1,0 +1,297 @@
+//! `--shape MODEL@SHAPE`: a kernel at the dims a model calls it with at one of its shapes —
+//! what `tune --model` tunes — so that the `bench` reproducer a fault of `tune --model`
+//! prints runs as printed; its labels, and its errors.
+
+use neuron_tune_tests::{cli_env, cli_in, events, root, run_printed, scratch_dir};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The models' shape `one`: `tokens` × `width`.
+const TOKENS: u64 = 256;
+const WIDTH: u64 = 1024;
+
+/// `double` that panics at `cols_per_tile = 128` (a bug in the kernel) and whose
+/// `cols_per_tile = 65536` overflows SBUF: as `tune_faults.rs`'s.
+const PANICKY: &str =
+    "fn body(nc: &mut Nc, p: &Params, sh: &Shape, x: Hbm, y: Hbm) -> SimResult<()> {\n\
+    let cw = p.uint(\"cols_per_tile\")?;\n\
+    let index: Vec<u64> = if cw == 128 { Vec::new() } else { vec![0] };\n\
+    let _ = index[0]; // BUG: empty when cols_per_tile = 128\n\
+    let pool = nc.sbuf_pool(\"io\", p.uint(\"bufs\")? as u32);\n\
+    correct(nc, p, sh, x, y, pool)\n\
+}\n";
+
+const CORRECT: &str =
+    "fn body(nc: &mut Nc, p: &Params, sh: &Shape, x: Hbm, y: Hbm) -> SimResult<()> {\n\
+    let pool = nc.sbuf_pool(\"io\", p.uint(\"bufs\")? as u32);\n\
+    correct(nc, p, sh, x, y, pool)\n\
+}\n";
+
+/// A workspace of two crates, built once for this file's tests: `mshape-kernels` lists
+/// `double` ([`PANICKY`]) and `triple`, and `mshape-models` (which links it, as a models
+/// crate must for its kernels to be tuned and benched in the kernels crate) has two models
+/// calling `double` at their shape `one` ({tokens = 256, width = 1024}): `net` twice — on the
+/// `[tokens, width]` input, then on that result seen as `[tokens / 2, 2 · width]` — and
+/// `solo` once, on `[tokens, width]`. Neither calls `triple`.
+fn workspace() -> &'static Path {
+    static WS: OnceLock<PathBuf> = OnceLock::new();
+    WS.get_or_init(|| {
+        let dir = scratch_dir("model-shapes");
+        let r = root();
+        let common = std::fs::read_to_string(r.join("fixtures/broken/common.rs")).unwrap();
+        let manifest = |name: &str, extra: &str| {
+            format!(
+                "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n\
+                 [dependencies]\nneuron-sim = {{ path = \"{}\" }}\nneuron-tune-harness = {{ path = \"{}\" }}\n\n\
+                 [[bin]]\nname = \"harness-{name}\"\npath = \"src/main.rs\"\n\n\
+                 [package.metadata.neuron-tune]\nharness = \"harness-{name}\"\n{extra}",
+                r.join("sim").display(),
+                r.join("harness").display()
+            )
+        };
+        let write = |path: &str, text: String| {
+            let p = dir.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write("Cargo.toml", "[workspace]\nresolver = \"2\"\nmembers = [\"kernels\", \"models\"]\n".into());
+        std::fs::copy(r.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+        write(
+            "kernels/Cargo.toml",
+            manifest(
+                "mshape-kernels",
+                "\n[package.metadata.neuron-tune.kernels.double]\nspace = { cols_per_tile = [128, 512, 65536] }\n\n\
+                 [package.metadata.neuron-tune.kernels.triple]\nspace = { bufs = [1, 2] }\n",
+            ),
+        );
+        write("kernels/src/lib.rs", "//! Linked by `mshape-models`; the kernels are in the harness.\n".into());
+        write(
+            "kernels/src/main.rs",
+            format!(
+                "{common}\n{PANICKY}\n\
+                 struct Triple;\n\
+                 impl Kernel for Triple {{\n\
+                     fn name(&self) -> &str {{ \"triple\" }}\n\
+                     fn params(&self) -> Vec<ParamSpec> {{ Double.params() }}\n\
+                     fn shapes(&self) -> Vec<(String, Shape)> {{ Double.shapes() }}\n\
+                     fn small_shapes(&self, p: &Params) -> BoxedStrategy<Shape> {{ Double.small_shapes(p) }}\n\
+                     fn tensors(&self, s: &Shape) -> Vec<TensorSpec> {{ Double.tensors(s) }}\n\
+                     fn run(&self, nc: &mut Nc, p: &Params, s: &Shape, t: &[Hbm]) -> SimResult<()> {{ Double.run(nc, p, s, t) }}\n\
+                     fn reference(&self, s: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {{ Double.reference(s, i) }}\n\
+                     fn work(&self, s: &Shape) -> Work {{ Double.work(s) }}\n\
+                 }}\n\
+                 neuron_tune_harness::harness_main!(kernels: [Double, Triple]);\n"
+            ),
+        );
+        write(
+            "models/Cargo.toml",
+            manifest("mshape-models", "\n[dependencies.mshape-kernels]\npath = \"../kernels\"\n"),
+        );
+        write(
+            "models/src/main.rs",
+            format!(
+                "{common}\n{CORRECT}\n\
+                 use neuron_tune_harness::{{Model, ModelBuilder}};\n\
+                 fn one() -> Vec<(String, Shape)> {{ vec![(\"one\".into(), Shape::new(&[(\"tokens\", {TOKENS}), (\"width\", {WIDTH})]))] }}\n\
+                 fn double() -> std::sync::Arc<dyn Kernel> {{ std::sync::Arc::new(Double) }}\n\
+                 struct Net;\n\
+                 impl Model for Net {{\n\
+                     fn name(&self) -> &str {{ \"net\" }}\n\
+                     fn shapes(&self) -> Vec<(String, Shape)> {{ one() }}\n\
+                     fn build(&self, b: &mut ModelBuilder, s: &Shape) -> Result<(), String> {{\n\
+                         let (t, w) = (s.dim(\"tokens\"), s.dim(\"width\"));\n\
+                         let x = b.input(\"x\", Dtype::Bf16, &[t, w]);\n\
+                         let y = b.scratch(\"y\", Dtype::Bf16, &[t, w]);\n\
+                         b.call(&double(), Shape::new(&[(\"rows\", t), (\"cols\", w)]), &[x, y])?;\n\
+                         let folded = b.reshape(y, &[t / 2, 2 * w])?;\n\
+                         let z = b.output(\"z\", Dtype::Bf16, &[t / 2, 2 * w]);\n\
+                         b.call(&double(), Shape::new(&[(\"rows\", t / 2), (\"cols\", 2 * w)]), &[folded, z])\n\
+                     }}\n\
+                     fn reference(&self, _: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {{ vec![i[0].iter().map(|v| 4.0 * v).collect()] }}\n\
+                     fn tokens(&self, s: &Shape) -> f64 {{ s.dim(\"tokens\") as f64 }}\n\
+                 }}\n\
+                 struct Solo;\n\
+                 impl Model for Solo {{\n\
+                     fn name(&self) -> &str {{ \"solo\" }}\n\
+                     fn shapes(&self) -> Vec<(String, Shape)> {{ one() }}\n\
+                     fn build(&self, b: &mut ModelBuilder, s: &Shape) -> Result<(), String> {{\n\
+                         let (t, w) = (s.dim(\"tokens\"), s.dim(\"width\"));\n\
+                         let x = b.input(\"x\", Dtype::Bf16, &[t, w]);\n\
+                         let y = b.output(\"y\", Dtype::Bf16, &[t, w]);\n\
+                         b.call(&double(), Shape::new(&[(\"rows\", t), (\"cols\", w)]), &[x, y])\n\
+                     }}\n\
+                     fn reference(&self, s: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {{ Double.reference(s, i) }}\n\
+                     fn tokens(&self, s: &Shape) -> f64 {{ s.dim(\"tokens\") as f64 }}\n\
+                 }}\n\
+                 neuron_tune_harness::harness_main!(kernels: [], models: [Net, Solo]);\n"
+            ),
+        );
+        dir
+    })
+}
+
+/// The label of a model's call at `{rows, cols}` when the model calls the kernel at several
+/// dims at its shape (dims by name, as `--shape` takes it back).
+fn label(model: &str, rows: u64, cols: u64) -> String {
+    format!("{model}@one{{cols={cols},rows={rows}}}")
+}
+
+/// `net`'s two calls of `double` at `one`, as its `build` makes them: on `[tokens, width]`,
+/// then on `[tokens / 2, 2 · width]`.
+fn net_calls() -> [String; 2] {
+    [label("net", TOKENS, WIDTH), label("net", TOKENS / 2, 2 * WIDTH)]
+}
+
+#[test]
+fn a_fault_of_tune_model_is_reproduced_by_the_bench_it_prints() {
+    let ws = workspace();
+    let manifest = ws.join("Cargo.toml");
+    let args = [
+        "tune",
+        "--manifest-path",
+        manifest.to_str().unwrap(),
+        "--model",
+        "net",
+        "--shape",
+        "one",
+        "--kernel",
+        "double",
+        "--strategy",
+        "grid",
+        "--budget",
+        "3",
+        "--seed",
+        "41007",
+        "--chip",
+        "trn1",
+    ];
+    let (code, out, err) = cli_env(&args, &[("NO_COLOR", "1")]);
+    // Each of `net`'s calls of `double` is a target, and panics at cols_per_tile = 128.
+    assert_eq!(code, 4, "{out}\n{err}");
+    let commands: Vec<&str> = out
+        .lines()
+        .filter(|l| l.trim_start().starts_with("faults: "))
+        .map(|l| l.split('`').nth(1).unwrap_or_else(|| panic!("{l}")))
+        .collect();
+    assert_eq!(commands.len(), 2, "{out}");
+    for (command, call) in commands.iter().zip(net_calls()) {
+        // The kernel's package and the model's (whose model `--shape` names), the call's
+        // dims (the one problem that faulted), the run's chip and build.
+        let start = format!(
+            "cargo neuron-tune bench --manifest-path {} -p mshape-kernels -p mshape-models \
+             --kernel double --shape '{call}' --params bufs=2,cols_per_tile=128 --chip trn1 ",
+            manifest.display()
+        );
+        assert!(command.starts_with(&start), "{command}\n{start}");
+        // The error an exit 4 ends with names the same command.
+        assert!(err.contains(&format!("`{command}` reproduces it")), "{err}");
+        // Pasted into a shell where the run was started, it panics again: exit 4, the
+        // fault said at the call's dims.
+        let (code, bench_out, bench_err) = run_printed(command);
+        assert_eq!(code, 4, "{command}\n{bench_out}\n{bench_err}");
+        let said =
+            format!("panic    double bufs=2,cols_per_tile=128 at {call}: index out of bounds");
+        assert!(bench_err.contains(&said), "{said}\n{bench_err}");
+    }
+}
+
+#[test]
+fn bench_at_a_models_shape_runs_the_kernel_at_the_dims_the_model_calls_it_with() {
+    let ws = workspace();
+    let bench = |shape: &str| {
+        let (code, out, err) = cli_in(
+            ws,
+            &["bench", "--kernel", "double", "--shape", shape, "--params", "cols_per_tile=512"],
+        );
+        assert_eq!(code, 0, "{shape}\n{out}\n{err}");
+        events(&out, "bench")
+    };
+    // (label, program hash) of each row, by label: events stream as results arrive.
+    let of = |rows: &[serde_json::Value]| -> Vec<(String, String)> {
+        let mut rows: Vec<(String, String)> = rows
+            .iter()
+            .map(|e| {
+                (e["shape"].as_str().unwrap().into(), e["program_hash"].as_str().unwrap().into())
+            })
+            .collect();
+        rows.sort();
+        rows
+    };
+    // `net` calls `double` at two dims at `one`: both run, each labelled with its dims.
+    let net = of(&bench("net@one"));
+    let labels: Vec<&str> = net.iter().map(|(l, _)| l.as_str()).collect();
+    let mut expected = net_calls();
+    expected.sort();
+    assert_eq!(labels, expected, "{net:?}");
+    // In label order: `{cols=1024,rows=256}` (the first call) before `{cols=2048,..}`.
+    assert_eq!(net[0].0, net_calls()[0]);
+    assert_ne!(net[0].1, net[1].1, "two dims, two programs: {net:?}");
+    // `solo` calls it once, at `net`'s first call's dims: its label is the model's shape,
+    // and its program that call's (the same kernel, parameters and dims).
+    let solo = of(&bench("solo@one"));
+    assert_eq!(solo, [("solo@one".to_string(), net[0].1.clone())]);
+    // A label with dims selects that call alone.
+    let second = of(&bench(&net_calls()[1]));
+    assert_eq!(second, [net[1].clone()]);
+    // Neither is the kernel's own shape `small` ({rows = 256, cols = 512}).
+    let small = of(&bench("small"));
+    assert!(net.iter().all(|(_, h)| *h != small[0].1), "{net:?} {small:?}");
+
+    // `check --shape` runs one seeded case at the model's dims, as at a named shape.
+    let (code, out, err) = cli_in(
+        ws,
+        &["check", "--kernel", "double", "--shape", "solo@one", "--params", "cols_per_tile=512"],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let checks = events(&out, "check");
+    assert_eq!(checks.len(), 1, "{out}");
+    assert_eq!(
+        (checks[0]["shape"].as_str(), checks[0]["passed"].as_bool()),
+        (Some("solo@one"), Some(true))
+    );
+}
+
+#[test]
+fn a_models_shape_that_does_not_resolve_is_a_usage_error_naming_what_exists() {
+    let ws = workspace();
+    let refused = |args: &[&str], words: &[&str]| {
+        let (code, out, err) = cli_in(ws, args);
+        assert_eq!(code, 2, "{args:?}\n{out}\n{err}");
+        for w in words {
+            assert!(err.contains(w), "{args:?}: `{w}` not in\n{err}");
+        }
+    };
+    // An unknown model: the models there are named.
+    refused(
+        &["bench", "--kernel", "double", "--shape", "llama@one"],
+        &["--shape llama@one: no model `llama`", "have: net, solo"],
+    );
+    // An unknown shape of a model: its shapes are named.
+    refused(
+        &["bench", "--kernel", "double", "--shape", "net@two"],
+        &["--shape net@two: model `net` has no shape `two` (it has: one)"],
+    );
+    // A kernel the model does not call there: what it calls is named.
+    refused(
+        &["bench", "--kernel", "triple", "--shape", "net@one"],
+        &["--shape net@one: model `net` does not call kernel `triple` at shape `one` (it calls: double)"],
+    );
+    // Dims it does not call the kernel at: the calls it makes are named.
+    refused(
+        &["bench", "--kernel", "double", "--shape", "net@one{cols=1,rows=2}"],
+        &[
+            "calls no selected kernel at those dims",
+            format!("double at {}", net_calls()[1]).as_str(),
+        ],
+    );
+    // The model's package left out: said, with what to do.
+    refused(
+        &["bench", "-p", "mshape-kernels", "--kernel", "double", "--shape", "net@one"],
+        &["no model `net` in the selected packages", "-p it too"],
+    );
+    // `profile` takes one variant: a kernel called at several dims is refused, naming them.
+    refused(
+        &["profile", "double", "--shape", "net@one"],
+        &["profile takes one", net_calls()[0].as_str(), net_calls()[1].as_str()],
+    );
+}
