@@ -7,6 +7,7 @@
 //! (replayed first next time) and reported with its metrics. The run's seed is returned so
 //! `--seed` replays it exactly.
 
+use crate::cases::Cases;
 use crate::kernel::{catch_panic, run_variant, Kernel, Role, RunError, TensorSpec};
 use crate::params::{Params, Shape};
 use neuron_sim::{Chip, ExecMode};
@@ -101,6 +102,8 @@ impl From<CaseFailure> for Failed {
 
 /// Run one case; `Err` says why it failed, telling a variant that did not run from one
 /// that ran wrong.
+/// The inputs and reference come from `cases` when it remembers the case (they depend on
+/// the kernel, shape, seed and distribution only, never on the variant).
 fn case(
     kernel: &dyn Kernel,
     params: &Params,
@@ -108,14 +111,20 @@ fn case(
     seed: u64,
     dist: Distribution,
     chip: &Chip,
+    cases: &mut Cases,
 ) -> Result<Metrics, CaseFailure> {
     use CaseFailure::Wrong;
-    let inputs = catch_panic(|| kernel.inputs(shape, seed, dist))
-        .map_err(|m| Wrong(format!("input generator panicked: {m}"), None))?;
+    let key = (kernel.name(), shape, seed, dist);
+    let inputs = cases.inputs(key, || {
+        catch_panic(|| kernel.inputs(shape, seed, dist))
+            .map_err(|m| Wrong(format!("input generator panicked: {m}"), None))
+    })?;
     let run = run_variant(kernel, params, shape, chip, ExecMode::FUNCTIONAL, Some(&inputs))
         .map_err(CaseFailure::Run)?;
-    let reference = catch_panic(|| kernel.reference(shape, &inputs))
-        .map_err(|m| Wrong(format!("reference panicked: {m}"), None))?;
+    let reference = cases.reference(key, &inputs, || {
+        catch_panic(|| kernel.reference(shape, &inputs))
+            .map_err(|m| Wrong(format!("reference panicked: {m}"), None))
+    })?;
     // A reference must describe every output in full: comparing what is there would pass a
     // reference that returns nothing.
     let outputs: Vec<TensorSpec> =
@@ -132,7 +141,7 @@ fn case(
             None,
         ));
     }
-    for ((o, r), spec) in run.outputs.iter().zip(&reference).zip(&outputs) {
+    for ((o, r), spec) in run.outputs.iter().zip(reference.iter()).zip(&outputs) {
         if o.len() != r.len() {
             return Err(Wrong(
                 format!(
@@ -217,7 +226,7 @@ pub fn check_at(
     params.check(&kernel.params()).map_err(|e| RunError::Invalid(e.to_string()))?;
     let mut w = Metrics { cosine: 1.0, ..Metrics::default() };
     for (i, shape) in shapes.iter().enumerate() {
-        match case(kernel, params, shape, seed, Distribution::Normal, chip) {
+        match case(kernel, params, shape, seed, Distribution::Normal, chip, &mut Cases::default()) {
             Ok(m) => fold_worst(&mut w, &m),
             // The shape was asked for, not drawn: a variant its rule or a hardware rule
             // refuses there is invalid at it (as `bench` says), not wrong.
@@ -311,6 +320,18 @@ pub fn check(
     params: &Params,
     cfg: &CheckConfig,
 ) -> Result<CheckReport, RunError> {
+    check_remembering(kernel, params, cfg, &mut Cases::default())
+}
+
+/// [`check()`], taking the inputs and reference of the cases `cases` remembers and
+/// remembering those it computes (a worker's, across its requests: [`crate::cases`]). The
+/// report is the same, bit for bit.
+pub fn check_remembering(
+    kernel: &dyn Kernel,
+    params: &Params,
+    cfg: &CheckConfig,
+    cases: &mut Cases,
+) -> Result<CheckReport, RunError> {
     params.check(&kernel.params()).map_err(|e| RunError::Invalid(e.to_string()))?;
     // A case whose run the kernel refuses (`RunError::Invalid` from `run`: a rule its
     // `validate` does not state) is rejected like a shape `validate` refuses, never a
@@ -346,8 +367,9 @@ pub fn check(
     let failed = std::cell::Cell::new(false);
     // The last shape at which `run` refused the parameters, and why.
     let refused: std::cell::RefCell<Option<(Shape, String)>> = Default::default();
+    let cases = std::cell::RefCell::new(cases);
     let result = runner.run(&strategy, |(shape, seed, dist)| {
-        let outcome = case(kernel, params, &shape, seed, dist, &cfg.chip);
+        let outcome = case(kernel, params, &shape, seed, dist, &cfg.chip, &mut cases.borrow_mut());
         if let Err(CaseFailure::Run(RunError::Invalid(why))) = outcome {
             let reject = TestCaseError::reject(why.clone());
             *refused.borrow_mut() = Some((shape, why));
@@ -382,7 +404,9 @@ pub fn check(
             worst: w.worst,
         }),
         Err(TestError::Fail(_, (shape, seed, dist))) => {
-            let (message, metrics) = match case(kernel, params, &shape, seed, dist, &cfg.chip) {
+            let again =
+                case(kernel, params, &shape, seed, dist, &cfg.chip, &mut cases.borrow_mut());
+            let (message, metrics) = match again {
                 Err(e) => e.into(),
                 Ok(m) => ("failed only in the original (unshrunk) case".into(), Some(m)),
             };

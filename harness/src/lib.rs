@@ -17,6 +17,7 @@
 //! neuron_tune_harness::harness_main!(kernels: [Gemm, RmsNorm], models: [Qwen3]);
 //! ```
 
+pub mod cases;
 pub mod check;
 pub mod inputs;
 pub mod kernel;

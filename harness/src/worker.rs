@@ -5,7 +5,8 @@
 //! `catch_panic`, so a panic is an answer, never a dead worker. [`main`] serves requests on
 //! a protocol channel that kernel code cannot write to (see [`crate::stdio`]).
 
-use crate::check::{check, CheckConfig};
+use crate::cases::Cases;
+use crate::check::{check_remembering, CheckConfig};
 use crate::kernel::{catch_panic, run_variant, Kernel, RunError};
 use crate::model::{evaluate_functional, evaluate_timing, Model};
 use crate::params::{Params, Shape};
@@ -143,14 +144,30 @@ impl Registry {
 
     /// Answer one request (never a handshake: that is [`main`]'s).
     pub fn handle(&self, cfg: &CrateConfig, req: Request) -> Response {
+        self.handle_remembering(cfg, req, &mut Cases::default())
+    }
+
+    /// [`Registry::handle`], with the check cases a worker remembers across its requests
+    /// (the same answers, sooner: [`crate::cases`]).
+    pub fn handle_remembering(
+        &self,
+        cfg: &CrateConfig,
+        req: Request,
+        cases: &mut Cases,
+    ) -> Response {
         let id = req.id;
-        match self.answer(cfg, req.body) {
+        match self.answer(cfg, req.body, cases) {
             Ok(body) => Response::new(id, body),
             Err(e) => Response::new(id, ResponseBody::Error(e)),
         }
     }
 
-    fn answer(&self, cfg: &CrateConfig, body: RequestBody) -> Result<ResponseBody, Refusal> {
+    fn answer(
+        &self,
+        cfg: &CrateConfig,
+        body: RequestBody,
+        cases: &mut Cases,
+    ) -> Result<ResponseBody, Refusal> {
         let run_err = |e: RunError| ErrorInfo::from(&e);
         let bad = |e: String| refuse(ErrorKind::BadRequest, e);
         match body {
@@ -190,11 +207,11 @@ impl Registry {
                     roofline_bound_us: p.roofline_bound_us + p.launch_overhead_us,
                 }))
             }
-            RequestBody::Check { kernel, params, cases, seed, chip, regressions } => {
+            RequestBody::Check { kernel, params, cases: n, seed, chip, regressions } => {
                 let k = self.kernel(&kernel)?;
                 let chip = resolve_chip(&chip).map_err(bad)?;
-                let report = check(&*k, &params, &CheckConfig { cases, seed, chip, regressions })
-                    .map_err(run_err)?;
+                let cfg = CheckConfig { cases: n, seed, chip, regressions };
+                let report = check_remembering(&*k, &params, &cfg, cases).map_err(run_err)?;
                 Ok(ResponseBody::Check(report))
             }
             RequestBody::CheckAt { kernel, params, shapes, seed, chip } => {
@@ -418,6 +435,7 @@ pub fn main(reg: Registry) -> i32 {
         Err(why) => (None, why),
     };
     let cfg_error = |id| Response::error(id, ErrorKind::Config, why.clone());
+    let mut cases = Cases::new(Cases::LIMIT);
     while let Some(req) = chan.read_request() {
         let (resp, stop) = match req {
             Ok(Request { id, body: RequestBody::Shutdown }) => {
@@ -427,7 +445,7 @@ pub fn main(reg: Registry) -> i32 {
                 let id = req.id;
                 let resp = match &cfg {
                     Some(cfg) => chan.capturing(|| {
-                        let resp = reg.handle(cfg, req);
+                        let resp = reg.handle_remembering(cfg, req, &mut cases);
                         crate::panics::end_request();
                         resp
                     }),

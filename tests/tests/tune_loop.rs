@@ -408,11 +408,11 @@ fn a_space_the_rule_refuses_entirely_is_a_configuration_error_and_records_nothin
 #[test]
 fn a_run_spent_in_correctness_checks_is_diagnosed_slow() {
     // Each of the 4 grid proposals is a would-be winner, so each is checked (8 cases of
-    // tiny shapes), and the reference sleeps 250 ms a case: on one worker (a check's parts
-    // run in parallel on as many as there are), ≥ 8 s of checks against a warm build and
-    // four small simulations. `--recheck`: an earlier run's verdicts are not reused.
+    // tiny shapes), and the kernel's functional run sleeps 250 ms a case: on one worker (a
+    // check's parts run in parallel on as many as there are), ≥ 8 s of checks against a
+    // warm build and four small simulations. `--recheck`: an earlier run's verdicts are not reused.
     let args = ["--kernel", "steps", "--budget", "4", "--jobs", "1", "--recheck"];
-    let (code, e, err) = tune("105", &args, &[("LOOP_REFERENCE_SLEEP_MS", "250")]);
+    let (code, e, err) = tune("105", &args, &[("LOOP_CHECK_SLEEP_MS", "250")]);
     assert_eq!(code, 0, "{err}");
     let slow = diagnosis(&e, "slow");
     assert!(slow["summary"].as_str().unwrap().contains("correctness checks"), "{slow}");
@@ -422,7 +422,7 @@ fn a_run_spent_in_correctness_checks_is_diagnosed_slow() {
     let human = ["tune", "--manifest-path", &manifest, "--seed", "107", "--strategy", "grid"];
     let (code, out, err) = neuron_tune_tests::cli_env(
         &[&human[..], &args[..]].concat(),
-        &[("LOOP_REFERENCE_SLEEP_MS", "250")],
+        &[("LOOP_CHECK_SLEEP_MS", "250")],
     );
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("diagnosis slow:"), "{err}");
@@ -437,10 +437,10 @@ fn a_run_spent_in_correctness_checks_is_diagnosed_slow() {
 #[test]
 fn a_rerun_of_the_same_build_reuses_its_check_verdicts() {
     // The slow run above, checked afresh (its verdicts stored), then run again with the
-    // same sleeping reference but without --recheck: its four would-be winners' verdicts
+    // same sleeping check but without --recheck: its four would-be winners' verdicts
     // come from the store, so the run is no longer slow (each check would sleep ≥ 2 s on
     // one worker) and finds the same.
-    let sleepy = [("LOOP_REFERENCE_SLEEP_MS", "250")];
+    let sleepy = [("LOOP_CHECK_SLEEP_MS", "250")];
     let args = ["--kernel", "steps", "--budget", "4", "--jobs", "1"];
     // (n, status) per evaluation; read before the next run, which starts the journal anew.
     let verdicts = |e: &Value| -> Vec<(Value, Value)> {
@@ -872,7 +872,7 @@ fn a_worker_killed_by_ctrl_c_during_a_check_journals_no_verdict_and_resume_finds
     // interruption: the run ends with 130, journals no verdict for the evaluation in
     // flight, and resumes to what an uninterrupted run finds. Here the SIGINT goes to the
     // workers alone, so the tool learns of it only from them (the race, made certain).
-    // Each of the four grid proposals is checked, and the sleeping reference makes each
+    // Each of the four grid proposals is checked, and the sleeping functional run makes each
     // check last ≥ 2 s on one worker, so the signal lands in one.
     built();
     let manifest = broken_manifest("loop");
@@ -897,7 +897,7 @@ fn a_worker_killed_by_ctrl_c_during_a_check_journals_no_verdict_and_resume_finds
     let args = run("108", &[]);
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     let child = cli_command(&a)
-        .env("LOOP_REFERENCE_SLEEP_MS", "250")
+        .env("LOOP_CHECK_SLEEP_MS", "250")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
