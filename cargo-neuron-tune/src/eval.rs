@@ -67,6 +67,17 @@ pub fn stream<T>(
     pool: &mut Pool,
     items: impl Iterator<Item = T>,
     first: impl Fn(&T) -> RequestBody,
+    answered: impl FnMut(T, Done) -> Result<Next<T>, Failure>,
+) -> Result<(), Failure> {
+    stream_on(pool, items, |item| (first(item), None), answered)
+}
+
+/// [`stream`], each item's first request given to the job slot `first` names, if it names
+/// one ([`Pool::submit_to`]).
+pub fn stream_on<T>(
+    pool: &mut Pool,
+    items: impl Iterator<Item = T>,
+    first: impl Fn(&T) -> (RequestBody, Option<usize>),
     mut answered: impl FnMut(T, Done) -> Result<Next<T>, Failure>,
 ) -> Result<(), Failure> {
     let window = pool.jobs() * 2;
@@ -75,7 +86,11 @@ pub fn stream<T>(
     loop {
         while in_flight.len() < window {
             let Some(item) = items.next() else { break };
-            in_flight.insert(pool.submit(first(&item)), item);
+            let id = match first(&item) {
+                (body, Some(slot)) => pool.submit_to(body, slot),
+                (body, None) => pool.submit(body),
+            };
+            in_flight.insert(id, item);
         }
         let Some(done) = pool.recv()? else { return Ok(()) };
         let item = in_flight.remove(&done.id).expect("a request of ours");

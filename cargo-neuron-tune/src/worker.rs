@@ -4,7 +4,10 @@
 //! worker protocol (`neuron-tune-protocol`). The [`Pool`] starts its workers once for the
 //! whole command — lazily, one per job slot, when the slot gets its first request — and
 //! takes requests as they come ([`Pool::submit`]); answers come back as they complete
-//! ([`Pool::recv`]), which is what a streaming `bench` and an ask/tell search need.
+//! ([`Pool::recv`]), which is what a streaming `bench` and an ask/tell search need. A
+//! request may be given to one slot ([`Pool::submit_to`]): `tune` sends each part of its
+//! correctness checks to the same slot every time, whose worker remembers the inputs and
+//! reference outputs of the cases it checked (`neuron_tune_harness::cases`).
 //!
 //! A worker that crashes or exceeds the timeout is killed and replaced, and its request is
 //! retried once on the fresh worker before it is reported: the tool never dies with a
@@ -234,6 +237,8 @@ pub struct Done {
 struct Job {
     id: u64,
     body: RequestBody,
+    /// The job slot that must answer it (`Pool::submit_to`), or any.
+    slot: Option<usize>,
 }
 
 #[derive(Default)]
@@ -271,10 +276,12 @@ impl Pool {
         let queue: Arc<(Mutex<Queue>, Condvar)> = Arc::default();
         let (tx, done) = mpsc::channel();
         let threads = (0..jobs)
-            .map(|_| {
+            .map(|slot| {
                 let (queue, tx, events) = (queue.clone(), tx.clone(), events.clone());
                 let (exe, dir) = (exe.to_path_buf(), manifest_dir.to_path_buf());
-                std::thread::spawn(move || serve_slot(&queue, &tx, &*events, &exe, &dir, timeout))
+                std::thread::spawn(move || {
+                    serve_slot(slot, &queue, &tx, &*events, &exe, &dir, timeout)
+                })
             })
             .collect();
         Pool { queue, done, threads, next_id: 1, outstanding: 0, jobs }
@@ -287,12 +294,30 @@ impl Pool {
 
     /// Queue a request; its answer comes from [`Pool::recv`] with the returned id.
     pub fn submit(&mut self, body: RequestBody) -> u64 {
+        self.queue_job(body, None)
+    }
+
+    /// [`Pool::submit`], to be answered by job slot `slot` (modulo the slots), on its
+    /// worker, after the slot's earlier requests: the same `slot` for the same kind of
+    /// work lets a worker's memory serve it. Answers are the same whichever slot gives
+    /// them; only when (and so how soon) can differ.
+    pub fn submit_to(&mut self, body: RequestBody, slot: usize) -> u64 {
+        self.queue_job(body, Some(slot % self.jobs))
+    }
+
+    fn queue_job(&mut self, body: RequestBody, slot: Option<usize>) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         self.outstanding += 1;
         let (lock, cv) = &*self.queue;
-        lock.lock().expect("pool queue").jobs.push_back(Job { id, body });
-        cv.notify_one();
+        lock.lock().expect("pool queue").jobs.push_back(Job { id, body, slot });
+        // A job for one slot wakes every waiting slot: the one woken by `notify_one` might
+        // not be the one that may take it.
+        if slot.is_some() {
+            cv.notify_all();
+        } else {
+            cv.notify_one();
+        }
         id
     }
 
@@ -389,8 +414,10 @@ impl Drop for Pool {
     }
 }
 
-/// One job slot: takes requests until the pool closes, with its own worker process.
+/// One job slot (number `slot`): takes requests (the first queued that any slot or this one
+/// may take) until the pool closes, with its own worker process.
 fn serve_slot(
+    slot: usize,
     queue: &(Mutex<Queue>, Condvar),
     done: &mpsc::Sender<Done>,
     events: &dyn PoolEvents,
@@ -404,7 +431,8 @@ fn serve_slot(
             let (lock, cv) = queue;
             let mut q = lock.lock().expect("pool queue");
             loop {
-                if let Some(job) = q.jobs.pop_front() {
+                let mine = q.jobs.iter().position(|j| j.slot.is_none_or(|s| s == slot));
+                if let Some(job) = mine.and_then(|i| q.jobs.remove(i)) {
                     break job;
                 }
                 if q.closed {

@@ -288,7 +288,10 @@ pub(super) fn check_variant(
     // the verdict does not depend on which part finished first).
     let mut parts: Vec<Option<FailedCheck>> = vec![None; CHECK_PARTS as usize];
     let mut answered = true;
-    stream(pool, 0..CHECK_PARTS, request, |part, done| {
+    // Each part to the same job slot in every check (its seed draws the same cases for
+    // most variants, whose inputs and references that slot's worker remembers).
+    let pinned = |part: &u64| (request(part), Some(*part as usize));
+    stream_on(pool, 0..CHECK_PARTS, pinned, |part, done| {
         let seed = job.seed.wrapping_add(part);
         parts[part as usize] = match done.answer {
             Ok(ResponseBody::Check(r)) if r.passed => None,

@@ -21,7 +21,7 @@ use super::{default_seed, open_store};
 use crate::cargo::CargoFlags;
 use crate::cli::{GoalOpts, Objective, SearchOpts, Selection};
 use crate::convergence::{self as conv, GoalReport, Limit, Round};
-use crate::eval::{chip_key, stream, unexpected, variant_ref, Next};
+use crate::eval::{chip_key, stream, stream_on, unexpected, variant_ref, Next};
 use crate::exit::{fail, Exit, Failure};
 use crate::output::Event;
 use crate::select::{check_patterns, chip_spec, glob, select, Variant};
