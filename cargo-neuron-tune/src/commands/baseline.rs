@@ -4,7 +4,7 @@
 use super::open_store;
 use crate::baseline::{self, Baseline, BaselineEntry};
 use crate::cargo::CargoFlags;
-use crate::command_line::quote;
+use crate::command_line::{chip_file_hint, CommandLine};
 use crate::exit::{fail, Exit, Failure};
 use crate::gate::{dims, tokens};
 use crate::models;
@@ -45,18 +45,7 @@ pub fn save(
         let measured = d.chip == chip.name
             && targets.iter().any(|t| t.model == d.model && t.shape_name == d.shape);
         if !measured {
-            return Err(fail(
-                Exit::Config,
-                format!(
-                    "{}: {}; this save does not measure it again: include it (`--model {} \
-                     --shape {} --chip {}`), or delete that entry from the file",
-                    path.display(),
-                    d.message,
-                    quote(&d.model),
-                    quote(&d.shape),
-                    quote(&d.chip)
-                ),
-            ));
+            return Err(fail(Exit::Config, unmeasured_damage(&path, d)));
         }
         ctx.out.note(format!("warning: {}: {}; measured again now", path.display(), d.message));
     }
@@ -172,4 +161,50 @@ fn show_entries(out: &Reporter, b: &Baseline) {
         ]);
     }
     out.table(&t, "  ");
+}
+
+/// A damaged entry that a save would not measure again (so would lose): what is wrong, and
+/// the save that does measure it. The entry names its chip as records do (a chip file by
+/// its name: [`CommandLine::record_chip`]).
+fn unmeasured_damage(path: &Path, d: &baseline::Damaged) -> String {
+    let save = CommandLine::new("baseline save")
+        .flag("--model", &d.model)
+        .flag("--shape", &d.shape)
+        .record_chip(&d.chip);
+    format!(
+        "{}: {}; this save does not measure it again: include it (`{save}`{}), or delete \
+         that entry from the file",
+        path.display(),
+        d.message,
+        chip_file_hint(&d.chip)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The advice is a save that measures the entry: a built-in chip by its name, a chip
+    /// file by its file name with a word that `--chip` wants its path.
+    #[test]
+    fn a_damaged_entry_left_out_of_a_save_is_told_with_the_save_that_measures_it() {
+        let damaged = |chip: &str| baseline::Damaged {
+            model: "qwen3".into(),
+            shape: "tiny".into(),
+            chip: chip.into(),
+            message: "model #1: its checksum does not match".into(),
+        };
+        let path = Path::new("ws/neuron-tune.baseline.toml");
+        let m = unmeasured_damage(path, &damaged("trn1"));
+        assert_eq!(
+            m,
+            "ws/neuron-tune.baseline.toml: model #1: its checksum does not match; this save \
+             does not measure it again: include it (`cargo neuron-tune baseline save --model \
+             qwen3 --shape tiny --chip trn1`), or delete that entry from the file"
+        );
+        let m = unmeasured_damage(path, &damaged("my chip"));
+        let want = "(`cargo neuron-tune baseline save --model qwen3 --shape tiny --chip 'my \
+                    chip.toml'`, `--chip` giving the path of the chip file 'my chip.toml')";
+        assert!(m.contains(want), "{m}");
+    }
 }
