@@ -448,7 +448,10 @@ fn every_fault_exits_with_its_code_says_why_and_keeps_what_was_stored() {
         &args,
         &[],
         2,
-        &["model #1 (qwen3/tiny/trn2)", "include it (`--model qwen3 --shape tiny --chip trn2`)"],
+        &[
+            "model #1 (qwen3/tiny/trn2)",
+            "include it (`cargo neuron-tune baseline save --model qwen3 --shape tiny --chip trn2`)",
+        ],
         &seed,
     );
     std::fs::write(&baseline, format!("{committed}<<<<<<< HEAD\n")).unwrap();
