@@ -147,7 +147,7 @@ pub fn resolve_one(
             if found.iter().any(|f| f.kernel == call.kernel && f.shape == call.shape) {
                 continue;
             }
-            let (owner, _) = kernel_owner(ws, &target, &call.kernel, chip)?;
+            let (owner, _) = kernel_owner(ws, &target, &call.kernel)?;
             found.push(ModelShape {
                 asked: value.to_string(),
                 label: String::new(),
@@ -240,15 +240,20 @@ fn parse_dims(value: &str, text: &str) -> Result<Shape, Failure> {
 /// The selected crate whose `kernel` the model `m` calls: among the crates `m`'s crate
 /// links, the one that defines it. Two linked crates defining it are an error: the harness
 /// knows kernels by name, so which one the model calls cannot be told.
+///
+/// Found from the link graph (cargo metadata) and what each package is known to define,
+/// never requiring the tuned records: a damaged database does not stop `bench`, `check`,
+/// `build` or `profile` at a model's shape, any more than at a named one (`tune --model`,
+/// which writes records, refuses it before looking for targets).
 pub fn kernel_owner(
     ws: &Workspace,
     m: &ModelTarget,
     kernel: &str,
-    chip: &ChipSpec,
 ) -> Result<(usize, KernelInfo), Failure> {
-    let view = ws.tuned.get()?.for_model(&ws.crates[m.krate].krate.manifest_path, &chip.name);
+    let view = ws.tuned.links_of(&ws.crates[m.krate].krate.manifest_path);
     let named = |names: Vec<&str>| names.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>();
-    // The packages known to define it: configured, listed by the harnesses built, recorded.
+    // The packages known to define it: configured, listed by the harnesses built, recorded
+    // (in a database that reads).
     let defining = view.defining_packages(kernel);
     if defining.len() > 1 {
         return Err(fail(

@@ -63,6 +63,20 @@ impl TunedSet {
     /// local packages each one's harness links (from the metadata's resolve graph: normal
     /// dependencies, with the run's `--features`: `CargoFlags::metadata` resolves with them).
     pub fn load(meta: &cargo_metadata::Metadata) -> Result<TunedSet, Failure> {
+        match TunedSet::read(meta) {
+            (set, None) => Ok(set),
+            (_, Some(damage)) => Err(damage),
+        }
+    }
+
+    /// [`TunedSet::load`], whose link graph stands whatever the databases hold: the set with
+    /// every database that reads, and the refusal of the first (by manifest path) that does
+    /// not. Which packages a harness links comes from the metadata alone, so a damaged
+    /// database only hides the kernels its records name ([`Tuned::links_of`]).
+    ///
+    /// [`Tuned::links_of`]: crate::workspace::Tuned::links_of
+    pub fn read(meta: &cargo_metadata::Metadata) -> (TunedSet, Option<Failure>) {
+        let mut damage = None;
         let mut local: Vec<&cargo_metadata::Package> =
             meta.packages.iter().filter(|p| p.source.is_none()).collect();
         local.sort_by(|a, b| a.manifest_path.cmp(&b.manifest_path));
@@ -77,17 +91,23 @@ impl TunedSet {
             if p.metadata.get("neuron-tune").is_some() {
                 kernels.extend(crate::workspace::configured_kernels(&p.metadata, &manifest));
             }
-            let db = if dir.join(crate::tuned::FILE_NAME).exists() {
-                let db = TunedDb::load(&dir)?;
-                kernels.extend(db.records().iter().map(|r| r.kernel.clone()));
-                dbs.push(db);
-                Some(dbs.len() - 1)
-            } else {
-                None
+            let db = match dir.join(crate::tuned::FILE_NAME).exists() {
+                true => match TunedDb::load(&dir) {
+                    Ok(db) => {
+                        kernels.extend(db.records().iter().map(|r| r.kernel.clone()));
+                        dbs.push(db);
+                        Some(dbs.len() - 1)
+                    }
+                    Err(f) => {
+                        damage.get_or_insert(f);
+                        None
+                    }
+                },
+                false => None,
             };
             packages.push(LocalPackage { name: p.name.to_string(), manifest, db, kernels, links });
         }
-        Ok(TunedSet { dbs, packages, said: Default::default() })
+        (TunedSet { dbs, packages, said: Default::default() }, damage)
     }
 
     /// Add the kernels the harness of the package whose manifest is `manifest` lists (built
@@ -111,8 +131,14 @@ impl TunedSet {
     /// What the harness of the package whose manifest is `manifest` (a model's crate) sees
     /// of the tuned databases on `chip`.
     pub fn for_model(&self, manifest: &Path, chip: &str) -> ModelTuned<'_> {
+        ModelTuned { links: self.links_of(manifest), chip: chip.to_string() }
+    }
+
+    /// Which local packages the harness of the package whose manifest is `manifest` links,
+    /// and which of them define a kernel: no record of any database.
+    pub fn links_of(&self, manifest: &Path) -> ModelLinks<'_> {
         let package = self.packages.iter().position(|p| p.manifest == manifest);
-        ModelTuned { set: self, package, chip: chip.to_string() }
+        ModelLinks { set: self, package }
     }
 }
 
@@ -160,14 +186,23 @@ fn local_links(
 /// records are withheld (the calls run their defaults) and said ([`ModelTuned::say_withheld`]),
 /// never one picked silently.
 pub struct ModelTuned<'a> {
-    set: &'a TunedSet,
-    /// The model's package (index into `set.packages`); `None`: not a local package, so it
-    /// sees no database.
-    package: Option<usize>,
+    links: ModelLinks<'a>,
     chip: String,
 }
 
-impl<'a> ModelTuned<'a> {
+/// The local packages one model crate's harness links ([`TunedSet::links_of`]), and which of
+/// them define a kernel (their configuration, their harness's list when built, the records
+/// of their database when it reads): what `model_calls::kernel_owner` needs, which the
+/// records themselves are not.
+#[derive(Clone, Copy)]
+pub struct ModelLinks<'a> {
+    set: &'a TunedSet,
+    /// The model's package (index into `set.packages`); `None`: not a local package, so it
+    /// links none (and sees no database).
+    package: Option<usize>,
+}
+
+impl<'a> ModelLinks<'a> {
     fn links(&self) -> &'a [usize] {
         self.package.map_or(&[][..], |p| &self.set.packages[p].links[..])
     }
@@ -192,12 +227,22 @@ impl<'a> ModelTuned<'a> {
         let set = self.set;
         self.links().iter().any(|&i| set.packages[i].manifest == manifest)
     }
+}
+
+impl<'a> ModelTuned<'a> {
+    fn links(&self) -> &'a [usize] {
+        self.links.links()
+    }
+
+    fn defining(&self, kernel: &str) -> Vec<&'a LocalPackage> {
+        self.links.defining(kernel)
+    }
 
     /// Whether a record of `kernel` in the database of the package whose manifest is
     /// `manifest` is one this model uses: the package is linked, and no other linked
     /// package defines a kernel of that name.
     pub fn sees(&self, manifest: &Path, kernel: &str) -> bool {
-        self.links_manifest(manifest) && self.defining(kernel).len() <= 1
+        self.links.links_manifest(manifest) && self.defining(kernel).len() <= 1
     }
 
     /// The records on this chip in the linked packages' databases, ambiguous kernels or
@@ -205,7 +250,7 @@ impl<'a> ModelTuned<'a> {
     fn linked_records(
         &self,
     ) -> impl Iterator<Item = (&'a LocalPackage, &'a Path, &'a TunedRecord)> + '_ {
-        let set = self.set;
+        let set = self.links.set;
         self.links().iter().map(move |&i| &set.packages[i]).flat_map(move |p| {
             p.db.map(|d| &set.dbs[d]).into_iter().flat_map(move |db| {
                 db.records().iter().filter(|r| r.chip == self.chip).map(move |r| (p, db.path(), r))
@@ -234,7 +279,7 @@ impl<'a> ModelTuned<'a> {
     /// `kernels` that this model does not use although a linked database holds them are
     /// withheld: two linked packages define a kernel of that name.
     pub fn say_withheld<'k>(&self, kernels: impl IntoIterator<Item = &'k str>, out: &Reporter) {
-        let Some(model) = self.package.map(|p| &self.set.packages[p]) else { return };
+        let Some(model) = self.links.package.map(|p| &self.links.set.packages[p]) else { return };
         for kernel in kernels {
             let defining = self.defining(kernel);
             if defining.len() < 2 {
@@ -251,7 +296,7 @@ impl<'a> ModelTuned<'a> {
             }
             let key = format!("{}\0{kernel}\0{}", model.name, self.chip);
             {
-                let mut said = self.set.said.lock().expect("said");
+                let mut said = self.links.set.said.lock().expect("said");
                 if said.contains(&key) {
                     continue;
                 }
@@ -625,7 +670,7 @@ mod tests {
         );
         assert!(model.sees(&manifest("kernels"), "add"));
         assert!(!model.sees(&manifest("experimental"), "add"));
-        assert_eq!(model.defining_packages("add"), ["kernels"]);
+        assert_eq!(set.links_of(&manifest("model")).defining_packages("add"), ["kernels"]);
         // Another chip: nothing.
         assert!(set.for_model(&manifest("model"), "trn1").tuned().0.is_empty());
 
@@ -635,7 +680,8 @@ mod tests {
         assert_eq!((bufs(&tuned, "add"), bufs(&tuned, "gemm")), (None, Some(2.into())));
         assert!(both.find("add", &dims).is_none());
         assert!(!both.sees(&manifest("kernels"), "add") && both.sees(&manifest("kernels"), "gemm"));
-        assert_eq!(both.defining_packages("add"), ["kernels", "experimental"]);
+        let links = set.links_of(&manifest("both"));
+        assert_eq!(links.defining_packages("add"), ["kernels", "experimental"]);
         // Said once per model crate, kernel and chip, however many times it is evaluated; a
         // kernel defined once is nothing to say.
         let out = Reporter::new(true);

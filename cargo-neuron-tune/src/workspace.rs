@@ -73,11 +73,29 @@ pub fn configured_kernels(metadata: &serde_json::Value, manifest: &std::path::Pa
 /// `tune`, `list`, baselines) fail on a damaged one (exit 2, naming the file and the
 /// record); those that read them only to mention a winner (kernel `bench`, `profile`
 /// without `--tuned`) warn and go on; `check` and `build` read them only with `--tuned`.
-pub struct Tuned(Result<TunedSet, Failure>);
+/// Which packages a model's crate links does not depend on them ([`Tuned::links_of`]).
+pub struct Tuned {
+    /// Every database that reads (all of them when `damage` is `None`).
+    set: TunedSet,
+    /// The refusal of the first database that does not read.
+    damage: Option<Failure>,
+}
 
 impl Tuned {
     pub fn get(&self) -> Result<&TunedSet, Failure> {
-        self.0.as_ref().map_err(|f| Failure::new(f.exit, f.message.clone()))
+        match &self.damage {
+            None => Ok(&self.set),
+            Some(f) => Err(Failure::new(f.exit, f.message.clone())),
+        }
+    }
+
+    /// The local packages the harness of the package whose manifest is `manifest` links,
+    /// and the kernels each defines, whether or not every database reads (one that does not
+    /// adds no kernel names): what finds the crate a model's call runs from
+    /// (`model_calls::kernel_owner`), so that a command which does not apply tuned records
+    /// works at a model's shape as at a named one.
+    pub fn links_of(&self, manifest: &std::path::Path) -> crate::models::ModelLinks<'_> {
+        self.set.links_of(manifest)
     }
 }
 
@@ -201,13 +219,12 @@ impl Workspace {
             }
             built.push(Crate { krate: k, exe, list, pool });
         }
-        let tuned = Tuned(TunedSet::load(&meta).map(|mut set| {
-            for c in &built {
-                let names = c.list.kernels.iter().map(|k| k.name.clone());
-                set.add_listed(&c.krate.manifest_path, names);
-            }
-            set
-        }));
+        let (mut set, damage) = TunedSet::read(&meta);
+        for c in &built {
+            let names = c.list.kernels.iter().map(|k| k.name.clone());
+            set.add_listed(&c.krate.manifest_path, names);
+        }
+        let tuned = Tuned { set, damage };
         let unselected = meta
             .workspace_packages()
             .iter()

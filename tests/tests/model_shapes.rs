@@ -4,7 +4,11 @@
 
 use neuron_tune_tests::{cli_env, cli_in, events, root, run_printed, scratch_dir};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
+
+/// `mshape-kernels`'s tuned database: the fault test's `tune` writes it (and refuses it
+/// damaged), so the test that damages it holds this too.
+static DATABASE: Mutex<()> = Mutex::new(());
 
 /// The models' shape `one`: `tokens` × `width`.
 const TOKENS: u64 = 256;
@@ -145,6 +149,7 @@ fn net_calls() -> [String; 2] {
 #[test]
 fn a_fault_of_tune_model_is_reproduced_by_the_bench_it_prints() {
     let ws = workspace();
+    let _database = DATABASE.lock().unwrap_or_else(|e| e.into_inner());
     let manifest = ws.join("Cargo.toml");
     let args = [
         "tune",
@@ -249,6 +254,75 @@ fn bench_at_a_models_shape_runs_the_kernel_at_the_dims_the_model_calls_it_with()
         (checks[0]["shape"].as_str(), checks[0]["passed"].as_bool()),
         (Some("solo@one"), Some(true))
     );
+}
+
+/// A damaged record in the kernels crate's tuned database stops `bench`, `check`, `build`
+/// and `profile` at a model's shape no more than at a named one (docs/formats.md): which
+/// crate runs a model's call comes from cargo metadata, not from the records.
+#[test]
+fn a_damaged_tuned_database_does_not_stop_the_commands_at_a_models_shape() {
+    let ws = workspace();
+    let _database = DATABASE.lock().unwrap_or_else(|e| e.into_inner());
+    let db = ws.join("kernels").join("neuron-tune.tuned.toml");
+    let _restore = Restore::damage(&db);
+    let run = |args: &[&str]| {
+        let (code, out, err) = cli_in(ws, args);
+        assert_eq!(code, 0, "{args:?}\n{out}\n{err}");
+        err
+    };
+    // The warning block, from its first line to what the command leaves out.
+    let warning = |err: &str| -> String {
+        let start = format!("warning: {}:", db.display());
+        let lines: Vec<&str> = err.lines().skip_while(|l| !l.starts_with(&start)).collect();
+        let end = lines.iter().position(|l| l.starts_with("  Ignored: ")).unwrap_or_else(|| {
+            panic!("no warning about {} in\n{err}", db.display());
+        });
+        lines[..=end].join("\n")
+    };
+    let bench = |shape: &str| {
+        run(&["bench", "--kernel", "double", "--shape", shape, "--params", "cols_per_tile=512"])
+    };
+    let named = warning(&bench("small"));
+    assert!(named.contains("tuned #1 (double/trn2/net@one)"), "{named}");
+    assert_eq!(warning(&bench("net@one")), named);
+    let profile = run(&["profile", "double", "--shape", "solo@one"]);
+    assert!(profile.contains(&format!("warning: {}:", db.display())), "{profile}");
+    // `check` and `build` without `--tuned` do not read it.
+    for command in ["check", "build"] {
+        let err = run(&[command, "--kernel", "double", "--shape", "solo@one"]);
+        assert!(!err.contains(&db.display().to_string()), "{command}: {err}");
+    }
+}
+
+/// A tuned database holding one damaged record (its `time_us` edited: its checksum no
+/// longer holds) while alive, then as it was.
+struct Restore {
+    path: PathBuf,
+    was: Option<Vec<u8>>,
+}
+
+impl Restore {
+    fn damage(path: &Path) -> Restore {
+        let was = std::fs::read(path).ok();
+        std::fs::write(
+            path,
+            "schema = 1\n\n[[tuned]]\nchecksum = \"0123456789abcdef0123456789abcdef\"\n\
+             chip = \"trn2\"\nkernel = \"double\"\nprogram_hash = \"0123456789abcdef0123456789abcdef\"\n\
+             shape = \"net@one\"\nsim_version = \"0\"\ntime_us = 1.5\ntool_version = \"0.1.0\"\n\n\
+             [tuned.dims]\ncols = 1024\nrows = 256\n\n[tuned.params]\nbufs = 2\ncols_per_tile = 512\n",
+        )
+        .unwrap();
+        Restore { path: path.to_path_buf(), was }
+    }
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        match &self.was {
+            Some(text) => std::fs::write(&self.path, text).unwrap(),
+            None => std::fs::remove_file(&self.path).unwrap(),
+        }
+    }
 }
 
 #[test]

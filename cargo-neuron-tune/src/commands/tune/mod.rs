@@ -640,7 +640,7 @@ fn model_targets(
             if out.iter().any(|t| t.kernel.name == call.kernel && t.shape == call.shape) {
                 continue;
             }
-            let (krate, kernel) = crate::model_calls::kernel_owner(ws, &m, &call.kernel, chip)?;
+            let (krate, kernel) = crate::model_calls::kernel_owner(ws, &m, &call.kernel)?;
             let shape_name = format!("{}@{}", m.model, m.shape_name);
             out.push(Target {
                 krate,
