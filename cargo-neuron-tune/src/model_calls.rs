@@ -14,8 +14,8 @@ use neuron_tune_protocol::{ChipSpec, KernelInfo, ListDoc, Shape};
 /// One kernel call that a `--shape MODEL@SHAPE` selects.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelShape {
-    /// The `--shape` value it answers, as given.
-    pub asked: String,
+    /// The `--shape` values it answers, as given (several select one call once).
+    pub asked: Vec<String>,
     /// The shape's label: `MODEL@SHAPE` when that is the one dims the model calls the
     /// kernel with there (and none were asked), else with its dims
     /// (`MODEL@SHAPE{cols=1024,rows=256}`, [`dims_label`]), which `--shape` takes back to
@@ -34,6 +34,13 @@ pub struct ModelShapes {
     pub calls: Vec<ModelShape>,
 }
 
+impl ModelShape {
+    /// Whether `other` is the same kernel of the same crate at the same dims.
+    fn same_problem(&self, other: &ModelShape) -> bool {
+        (self.krate, &self.kernel, &self.shape) == (other.krate, &other.kernel, &other.shape)
+    }
+}
+
 impl ModelShapes {
     /// The calls whose kernel is crate `krate`'s.
     pub fn of_crate(&self, krate: usize) -> Vec<ModelShape> {
@@ -42,7 +49,9 @@ impl ModelShapes {
 
     /// Whether the `--shape` value `asked` selects a call of crate `krate`'s `kernel`.
     pub fn calls(&self, krate: usize, kernel: &str, asked: &str) -> bool {
-        self.calls.iter().any(|c| c.krate == krate && c.kernel == kernel && c.asked == asked)
+        self.calls
+            .iter()
+            .any(|c| c.krate == krate && c.kernel == kernel && c.asked.iter().any(|a| a == asked))
     }
 }
 
@@ -65,9 +74,17 @@ pub fn resolve(ws: &mut Workspace, s: &Selection, chip: &ChipSpec) -> Result<Mod
     // What is wrong with the selection's kernels is said first, as without a model's shape.
     crate::select::require_kernels(&lists)?;
     crate::select::check_kernels(&lists, s)?;
-    let mut calls = Vec::new();
+    let mut calls: Vec<ModelShape> = Vec::new();
     for value in &asked {
-        calls.extend(resolve_one(ws, value, &s.kernels, chip)?);
+        for call in resolve_one(ws, value, &s.kernels, chip)? {
+            // One problem once, as a named shape given twice: a value repeated, or one
+            // whose calls another's include (`qwen3@tiny` and `qwen3@tiny{..}`), keeps the
+            // first value's label.
+            match calls.iter_mut().find(|c| c.same_problem(&call)) {
+                Some(first) => first.asked.extend(call.asked),
+                None => calls.push(call),
+            }
+        }
     }
     Ok(ModelShapes { asked, calls })
 }
@@ -149,7 +166,7 @@ pub fn resolve_one(
             }
             let (owner, _) = kernel_owner(ws, &target, &call.kernel)?;
             found.push(ModelShape {
-                asked: value.to_string(),
+                asked: vec![value.to_string()],
                 label: String::new(),
                 krate: owner,
                 kernel: call.kernel.clone(),

@@ -203,12 +203,13 @@ fn a_fault_of_tune_model_is_reproduced_by_the_bench_it_prints() {
 #[test]
 fn bench_at_a_models_shape_runs_the_kernel_at_the_dims_the_model_calls_it_with() {
     let ws = workspace();
-    let bench = |shape: &str| {
-        let (code, out, err) = cli_in(
-            ws,
-            &["bench", "--kernel", "double", "--shape", shape, "--params", "cols_per_tile=512"],
-        );
-        assert_eq!(code, 0, "{shape}\n{out}\n{err}");
+    let bench = |shapes: &[&str]| {
+        let mut args = vec!["bench", "--kernel", "double", "--params", "cols_per_tile=512"];
+        for shape in shapes {
+            args.extend(["--shape", shape]);
+        }
+        let (code, out, err) = cli_in(ws, &args);
+        assert_eq!(code, 0, "{shapes:?}\n{out}\n{err}");
         events(&out, "bench")
     };
     // (label, program hash) of each row, by label: events stream as results arrive.
@@ -223,7 +224,7 @@ fn bench_at_a_models_shape_runs_the_kernel_at_the_dims_the_model_calls_it_with()
         rows
     };
     // `net` calls `double` at two dims at `one`: both run, each labelled with its dims.
-    let net = of(&bench("net@one"));
+    let net = of(&bench(&["net@one"]));
     let labels: Vec<&str> = net.iter().map(|(l, _)| l.as_str()).collect();
     let mut expected = net_calls();
     expected.sort();
@@ -233,14 +234,21 @@ fn bench_at_a_models_shape_runs_the_kernel_at_the_dims_the_model_calls_it_with()
     assert_ne!(net[0].1, net[1].1, "two dims, two programs: {net:?}");
     // `solo` calls it once, at `net`'s first call's dims: its label is the model's shape,
     // and its program that call's (the same kernel, parameters and dims).
-    let solo = of(&bench("solo@one"));
+    let solo = of(&bench(&["solo@one"]));
     assert_eq!(solo, [("solo@one".to_string(), net[0].1.clone())]);
     // A label with dims selects that call alone.
-    let second = of(&bench(&net_calls()[1]));
-    assert_eq!(second, [net[1].clone()]);
+    let second = bench(&[&net_calls()[1]]);
+    assert_eq!(of(&second), [net[1].clone()]);
     // Neither is the kernel's own shape `small` ({rows = 256, cols = 512}).
-    let small = of(&bench("small"));
+    let small = of(&bench(&["small"]));
     assert!(net.iter().all(|(_, h)| *h != small[0].1), "{net:?} {small:?}");
+    // Named and model shapes in one run, each problem once under the first value's label:
+    // `net@one` given twice, a label of one of its calls, and `solo@one`, whose one call
+    // is `net`'s first (the same kernel of the same crate at the same dims).
+    let mixed = of(&bench(&["small", "net@one", &net_calls()[1], "solo@one", "net@one"]));
+    let mut expected = [small[0].clone(), net[0].clone(), net[1].clone()];
+    expected.sort();
+    assert_eq!(mixed, expected);
 
     // `check --shape` runs one seeded case at the model's dims, as at a named shape.
     let (code, out, err) = cli_in(
@@ -254,6 +262,24 @@ fn bench_at_a_models_shape_runs_the_kernel_at_the_dims_the_model_calls_it_with()
         (checks[0]["shape"].as_str(), checks[0]["passed"].as_bool()),
         (Some("solo@one"), Some(true))
     );
+
+    // `build` traces the programs `bench` ran there, under the same labels.
+    let (code, out, err) = cli_in(
+        ws,
+        &["build", "--kernel", "double", "--shape", "net@one", "--params", "cols_per_tile=512"],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(of(&events(&out, "build")), net);
+
+    // `profile` at one call's label: that call, timed as `bench` timed it.
+    let (code, out, err) = cli_in(
+        ws,
+        &["profile", "double", "--shape", &net_calls()[1], "--params", "cols_per_tile=512"],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let profile = events(&out, "profile").pop().unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(profile["shape"].as_str(), Some(net_calls()[1].as_str()));
+    assert_eq!(profile["time_us"], second[0]["time_us"], "{profile}\n{second:?}");
 }
 
 /// A damaged record in the kernels crate's tuned database stops `bench`, `check`, `build`
