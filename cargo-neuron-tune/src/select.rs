@@ -186,7 +186,7 @@ pub fn note_untuned(selected: &[KernelSelection], chip: &str, out: &crate::outpu
 pub fn check_patterns(
     lists: &[&ListDoc],
     s: &Selection,
-    models: &ModelShapes,
+    models: Option<&ModelShapes>,
     out: &crate::output::Reporter,
 ) -> Result<(), Failure> {
     require_kernels(lists)?;
@@ -224,15 +224,20 @@ pub fn require_kernels(lists: &[&ListDoc]) -> Result<(), Failure> {
 /// Every `--kernel` pattern must match a kernel of some selected crate, and every `--shape`
 /// a shape of some selected kernel (else a usage error naming what exists) or a model's
 /// shape `models` resolved (`lists` in the workspace's crate order, as `models` numbers
-/// them). A selected kernel without a requested shape is skipped with a note, as is a crate
-/// with kernels none of which matches. (`list` checks only this: it lists models too.)
+/// them). `models` is `None` for a command that takes no `--shape MODEL@SHAPE` (`tune`,
+/// whose `--model` tunes a model's calls: its refusal says so). A selected kernel without a
+/// requested shape is skipped with a note, as is a crate with kernels none of which
+/// matches. (`list` checks only this: it lists models too.)
 pub fn check_names(
     lists: &[&ListDoc],
     s: &Selection,
-    models: &ModelShapes,
+    models: Option<&ModelShapes>,
     out: &crate::output::Reporter,
 ) -> Result<(), Failure> {
     check_kernels(lists, s)?;
+    let takes_model_shapes = models.is_some();
+    let no_models = ModelShapes::default();
+    let models = models.unwrap_or(&no_models);
     let all = || lists.iter().flat_map(|l| &l.kernels);
     let matches =
         |k: &KernelInfo| s.kernels.is_empty() || s.kernels.iter().any(|p| glob(p, &k.name));
@@ -245,8 +250,9 @@ pub fn check_names(
                     format!("{}: {}", k.name, names.join(", "))
                 })
                 .collect();
-            // A command without `MODEL@SHAPE` (`tune`: its `--model` names models).
-            let model = match shape.split_once('@') {
+            // `tune`, which takes no `MODEL@SHAPE`: its `--model` names models. (The
+            // commands that take it resolved every such value, or refused it, already.)
+            let model = match shape.split_once('@').filter(|_| !takes_model_shapes) {
                 Some((m, sh)) => format!(
                     "; `tune --model {m} --shape {}` tunes the kernels at the dims a model \
                      calls them with",
@@ -528,6 +534,42 @@ mod tests {
         assert_eq!(pairs(&k), [("b".into(), p(3)), ("c".into(), p(2))]);
         // Another partition's shape is not named as running its default here.
         assert_eq!(k.untuned, ["c"]);
+    }
+
+    /// An unmatched `--shape` with an `@` gets the `tune --model` hint in `tune` (no
+    /// `models`: it takes no `MODEL@SHAPE`) only; the commands that take the form do not
+    /// send people to `tune`.
+    #[test]
+    fn the_tune_model_hint_is_for_tune_alone() {
+        let list = neuron_tune_protocol::ListDoc {
+            protocol: 1,
+            harness_version: String::new(),
+            sim_version: String::new(),
+            crate_name: "c".into(),
+            kernels: vec![KernelInfo {
+                name: "k".into(),
+                doc: String::new(),
+                params: Vec::new(),
+                space: Default::default(),
+                defaults: Params::new(),
+                shapes: vec![("small".into(), Shape::new(&[("n", 1)]))],
+                valid_variants: Default::default(),
+            }],
+            models: Vec::new(),
+        };
+        let s = crate::cli::Selection { shapes: vec!["m@tiny".into()], ..Default::default() };
+        let out = crate::output::Reporter::new(true);
+        let hint = "`tune --model m --shape tiny` tunes";
+        let tune = super::check_names(&[&list], &s, None, &out).unwrap_err();
+        assert!(tune.message.contains(hint), "{}", tune.message);
+        let models = crate::model_calls::ModelShapes::default();
+        let bench = super::check_names(&[&list], &s, Some(&models), &out).unwrap_err();
+        assert!(
+            bench.message.starts_with("--shape m@tiny: no selected kernel"),
+            "{}",
+            bench.message
+        );
+        assert!(!bench.message.contains("tune"), "{}", bench.message);
     }
 
     #[test]

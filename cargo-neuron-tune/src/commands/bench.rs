@@ -38,7 +38,7 @@ pub fn run(
     // `--shape MODEL@SHAPE`: the kernels at the dims a model calls them with.
     let at_models = crate::model_calls::resolve(&mut ws, s, &chip)?;
     let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
-    check_patterns(&lists, s, &at_models, &ctx.out)?;
+    check_patterns(&lists, s, Some(&at_models), &ctx.out)?;
     let out = &ctx.out;
     let mut invalid = 0;
     let mut rows: Vec<(usize, Variant, Measured)> = Vec::new();

@@ -22,7 +22,7 @@ pub fn run(cargo: &CargoFlags, s: &Selection, ctx: &Ctx) -> Result<Exit, Failure
     // `--shape MODEL@SHAPE`: the kernels at the dims a model calls them with.
     let at_models = crate::model_calls::resolve(&mut ws, s, &chip)?;
     let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
-    check_patterns(&lists, s, &at_models, &ctx.out)?;
+    check_patterns(&lists, s, Some(&at_models), &ctx.out)?;
     let out = &ctx.out;
     let (mut total, mut invalid) = (0, 0);
     // Every variant traced, and those whose kernel code panicked, crashed or hung (rows of

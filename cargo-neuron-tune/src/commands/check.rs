@@ -23,7 +23,7 @@ pub fn run(
     // `--shape MODEL@SHAPE`: the kernels at the dims a model calls them with.
     let at_models = crate::model_calls::resolve(&mut ws, s, &chip)?;
     let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
-    check_patterns(&lists, s, &at_models, &ctx.out)?;
+    check_patterns(&lists, s, Some(&at_models), &ctx.out)?;
     let out = &ctx.out;
     let chosen_by_tool = seed.is_none();
     let seed = seed.unwrap_or_else(default_seed);

@@ -60,7 +60,7 @@ pub fn run(cargo: &CargoFlags, patterns: &[String], ctx: &Ctx) -> Result<Exit, F
     let selected = |name: &str| patterns.is_empty() || patterns.iter().any(|p| glob(p, name));
     let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
     let by_name = crate::cli::Selection { kernels: patterns.to_vec(), ..Default::default() };
-    crate::select::check_names(&lists, &by_name, &Default::default(), out)?;
+    crate::select::check_names(&lists, &by_name, None, out)?;
     for ci in 0..ws.crates.len() {
         let mut tuned = tuned_status(&mut ws, ci, out)?;
         tuned.retain(|t| selected(&t.record.kernel));

@@ -579,7 +579,7 @@ fn kernel_targets(
     out: &crate::output::Reporter,
 ) -> Result<Vec<Target>, Failure> {
     let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
-    check_patterns(&lists, s, &Default::default(), out)?;
+    check_patterns(&lists, s, None, out)?;
     let mut out = Vec::new();
     for (i, c) in ws.crates.iter().enumerate() {
         for k in select(&c.list, &Selection { params: None, ..s.clone() }, None, &[])? {
