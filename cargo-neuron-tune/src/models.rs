@@ -407,10 +407,21 @@ pub fn select_models(
         for s in shapes {
             if !m.shapes.iter().any(|(n, _)| n == s) {
                 let have: Vec<&str> = m.shapes.iter().map(|(n, _)| n.as_str()).collect();
+                // `--model qwen3 --shape qwen3@tiny`: the form of the kernel commands, where
+                // `--shape` alone names the model; here `--model` does.
+                let prefix = format!("{}@", m.name);
+                let drop = match s.strip_prefix(&prefix) {
+                    Some(rest) => format!(
+                        "; --model names the model, so `--shape` is its shape alone: drop \
+                         the `{prefix}` prefix (`--shape {}`)",
+                        rest.split('{').next().unwrap_or(rest)
+                    ),
+                    None => String::new(),
+                };
                 return Err(fail(
                     Exit::Config,
                     format!(
-                        "--shape {s}: model `{}` has no such shape (have: {})",
+                        "--shape {s}: model `{}` has no such shape (have: {}){drop}",
                         m.name,
                         have.join(", ")
                     ),

@@ -366,6 +366,12 @@ const CASES: &[Case] = &[
         words: &["--shape huge: model `qwen3` has no such shape", "tiny"],
     },
     Case {
+        what: "--model with --shape MODEL@SHAPE, the kernel commands' form",
+        args: &["bench", "--model", "qwen3", "--shape", "qwen3@tiny"],
+        code: 2,
+        words: &["drop the `qwen3@` prefix (`--shape tiny`)"],
+    },
+    Case {
         what: "--kernel with --model on bench",
         args: &["bench", "--model", "qwen3", "--kernel", "gemm"],
         code: 2,

@@ -65,6 +65,12 @@ pub enum MessageFormat {
     Json,
 }
 
+/// `tune`'s `--shape`, in place of [`Selection`]'s: `tune` takes no `MODEL@SHAPE`.
+const TUNE_SHAPE_HELP: &str = "Named shape (tuning key) to tune at; repeatable. Default: every \
+     shape of the kernel. With `--model`, the model's shape: `--model MODEL --shape SHAPE` \
+     tunes each kernel at the dims MODEL calls it with at SHAPE (not `--shape MODEL@SHAPE`, \
+     which `build`, `check`, `bench` and `profile` take)";
+
 /// Which variants to work on.
 #[derive(Debug, Args, Clone, Default)]
 pub struct Selection {
@@ -72,7 +78,7 @@ pub struct Selection {
     #[arg(long = "kernel", short = 'k', value_name = "NAME")]
     pub kernels: Vec<String>,
     /// Named shape (tuning key) to use; repeatable. Default: every shape of the kernel.
-    /// `MODEL@SHAPE` (`build`, `check`, `bench`): each kernel at the dims model MODEL calls
+    /// `MODEL@SHAPE`: each kernel at the dims model MODEL calls
     /// it with at its shape SHAPE, what `tune --model MODEL --shape SHAPE` tunes (the model's
     /// package selected too); a kernel it calls at several dims there runs at each, labelled
     /// `MODEL@SHAPE{DIM=N,..}`, and that label as `--shape` selects the one call.
@@ -253,6 +259,7 @@ pub enum Command {
     },
     /// Search each selected kernel's space at each selected shape for the fastest correct
     /// variant; the winners go into the crate's `neuron-tune.tuned.toml`.
+    #[command(mut_arg("shapes", |a| a.help(TUNE_SHAPE_HELP)))]
     Tune {
         #[command(flatten)]
         cargo: CargoFlags,

@@ -176,6 +176,26 @@ fn each_command_offers_only_the_flags_it_uses() {
     assert!(offers(&["tune"], "proposer") && offers(&["gate"], "package"));
 }
 
+/// `--shape MODEL@SHAPE` is described where it is taken, and `tune`, which refuses it,
+/// says what it takes instead.
+#[test]
+fn only_the_commands_that_take_model_shapes_describe_them() {
+    let mut cli = Cli::command();
+    cli.build();
+    let shape_help = |cmd: &str| {
+        let c = cli.find_subcommand(cmd).unwrap_or_else(|| panic!("no command {cmd}"));
+        let arg = c.get_arguments().find(|a| a.get_long() == Some("shape")).expect("--shape");
+        let help = arg.get_long_help().or(arg.get_help()).expect("help");
+        help.to_string()
+    };
+    for cmd in ["build", "check", "bench"] {
+        assert!(shape_help(cmd).contains("`MODEL@SHAPE`: each kernel at the dims"), "{cmd}");
+    }
+    let tune = shape_help("tune");
+    assert!(tune.contains("`--model MODEL --shape SHAPE`"), "{tune}");
+    assert!(tune.contains("not `--shape MODEL@SHAPE`"), "{tune}");
+}
+
 #[test]
 fn tune_refuses_all_variants_with_a_pointer_to_params() {
     let cli = Cli::try_parse_from(["cargo-neuron-tune", "tune", "--all-variants"]).unwrap();
