@@ -63,6 +63,21 @@ pub fn is_model_shape(lists: &[&ListDoc], value: &str) -> bool {
         && !lists.iter().flat_map(|l| &l.kernels).any(|k| k.shapes.iter().any(|(n, _)| n == value))
 }
 
+/// The selection of `build`, `check` and `bench`: the calls its `--shape MODEL@SHAPE` values
+/// select ([`resolve`]), then the whole selection checked against the selected crates'
+/// lists, those values as resolved ([`crate::select::check_patterns`]).
+pub fn checked_selection(
+    ws: &mut Workspace,
+    s: &Selection,
+    chip: &ChipSpec,
+    out: &crate::output::Reporter,
+) -> Result<ModelShapes, Failure> {
+    let at_models = resolve(ws, s, chip)?;
+    let lists: Vec<&ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
+    crate::select::check_patterns(&lists, s, Some(&at_models), out)?;
+    Ok(at_models)
+}
+
 /// The calls the selection's `--shape MODEL@SHAPE` values select (none without one).
 pub fn resolve(ws: &mut Workspace, s: &Selection, chip: &ChipSpec) -> Result<ModelShapes, Failure> {
     let lists: Vec<&ListDoc> = ws.crates.iter().map(|c| &c.list).collect();

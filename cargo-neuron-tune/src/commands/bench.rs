@@ -9,7 +9,7 @@ use crate::exit::{Exit, Failure};
 use crate::models;
 use crate::output::{Event, Reporter, Summary};
 use crate::partition::keeps;
-use crate::select::{check_patterns, chip_spec, select, Variant};
+use crate::select::{chip_spec, select, Variant};
 use crate::workspace::{Ctx, Workspace};
 use neuron_tune_protocol::{ErrorInfo, ErrorKind, Params};
 use serde::{Deserialize, Serialize};
@@ -35,10 +35,7 @@ pub fn run(
     }
     let store = open_store(&ws.target_dir, &ctx.out)?;
     let chip = chip_spec(&s.chip)?;
-    // `--shape MODEL@SHAPE`: the kernels at the dims a model calls them with.
-    let at_models = crate::model_calls::resolve(&mut ws, s, &chip)?;
-    let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
-    check_patterns(&lists, s, Some(&at_models), &ctx.out)?;
+    let at_models = crate::model_calls::checked_selection(&mut ws, s, &chip, &ctx.out)?;
     let out = &ctx.out;
     let mut invalid = 0;
     let mut rows: Vec<(usize, Variant, Measured)> = Vec::new();

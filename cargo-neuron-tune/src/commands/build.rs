@@ -11,7 +11,7 @@ use crate::cli::Selection;
 use crate::eval::trace_stream;
 use crate::exit::{fail, Exit, Failure};
 use crate::output::{Event, Reporter, Summary, Table};
-use crate::select::{check_patterns, chip_spec, select, Variant};
+use crate::select::{chip_spec, select, Variant};
 use crate::workspace::{Ctx, Workspace};
 use neuron_tune_protocol::TraceResult;
 
@@ -19,10 +19,7 @@ pub fn run(cargo: &CargoFlags, s: &Selection, ctx: &Ctx) -> Result<Exit, Failure
     let mut ws = Workspace::open(cargo, ctx)?;
     let store = open_store(&ws.target_dir, &ctx.out)?;
     let chip = chip_spec(&s.chip)?;
-    // `--shape MODEL@SHAPE`: the kernels at the dims a model calls them with.
-    let at_models = crate::model_calls::resolve(&mut ws, s, &chip)?;
-    let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
-    check_patterns(&lists, s, Some(&at_models), &ctx.out)?;
+    let at_models = crate::model_calls::checked_selection(&mut ws, s, &chip, &ctx.out)?;
     let out = &ctx.out;
     let (mut total, mut invalid) = (0, 0);
     // Every variant traced, and those whose kernel code panicked, crashed or hung (rows of

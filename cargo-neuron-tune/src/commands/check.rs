@@ -7,7 +7,7 @@ use crate::cli::Selection;
 use crate::eval::{stream, unexpected, Next};
 use crate::exit::{fail, Exit, Failure};
 use crate::output::{show_output, Event, Summary};
-use crate::select::{check_patterns, chip_spec, select, Variant};
+use crate::select::{chip_spec, select, Variant};
 use crate::workspace::{Ctx, Workspace};
 use neuron_tune_protocol::{CheckReport, RequestBody, ResponseBody};
 
@@ -20,10 +20,7 @@ pub fn run(
 ) -> Result<Exit, Failure> {
     let mut ws = Workspace::open(cargo, ctx)?;
     let chip = chip_spec(&s.chip)?;
-    // `--shape MODEL@SHAPE`: the kernels at the dims a model calls them with.
-    let at_models = crate::model_calls::resolve(&mut ws, s, &chip)?;
-    let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
-    check_patterns(&lists, s, Some(&at_models), &ctx.out)?;
+    let at_models = crate::model_calls::checked_selection(&mut ws, s, &chip, &ctx.out)?;
     let out = &ctx.out;
     let chosen_by_tool = seed.is_none();
     let seed = seed.unwrap_or_else(default_seed);
