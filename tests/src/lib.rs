@@ -394,21 +394,67 @@ pub fn two_kernel_crate(name: &str, k: f32) -> PathBuf {
              Ok(())\n\
          }}\n\
          fn body(nc: &mut Nc, p: &Params, sh: &Shape, x: Hbm, y: Hbm) -> SimResult<()> {{ scaled(nc, p, sh, x, y, Scalar::Imm(2.0)) }}\n\
-         struct Triple;\n\
+         {}\n\
+         neuron_tune_harness::harness_main!(kernels: [Double, Triple]);\n",
+        like_double(
+            "triple",
+            &format!("scaled(nc, p, s, t[0], t[1], Scalar::Imm({k:?}))"),
+            &format!("vec![i[0].iter().map(|v| {k:?} * v).collect()]"),
+        )
+    );
+    std::fs::write(dir.join("src/main.rs"), src).unwrap();
+    dir
+}
+
+/// Rust source of a kernel `Triple` named `name` with `fixtures/broken/common.rs`'s
+/// `Double`'s parameters, shapes, tensors and work, whose `run` body is `run` (an expression
+/// of `nc`, `p`, `s` and `t: &[Hbm]`) and whose `reference` is `reference` (of `s` and `i`).
+pub fn like_double(name: &str, run: &str, reference: &str) -> String {
+    format!(
+        "struct Triple;\n\
          impl Kernel for Triple {{\n\
-             fn name(&self) -> &str {{ \"triple\" }}\n\
+             fn name(&self) -> &str {{ \"{name}\" }}\n\
              fn params(&self) -> Vec<ParamSpec> {{ Double.params() }}\n\
              fn shapes(&self) -> Vec<(String, Shape)> {{ Double.shapes() }}\n\
              fn small_shapes(&self, p: &Params) -> BoxedStrategy<Shape> {{ Double.small_shapes(p) }}\n\
              fn tensors(&self, s: &Shape) -> Vec<TensorSpec> {{ Double.tensors(s) }}\n\
-             fn run(&self, nc: &mut Nc, p: &Params, s: &Shape, t: &[Hbm]) -> SimResult<()> {{ scaled(nc, p, s, t[0], t[1], Scalar::Imm({k:?})) }}\n\
-             fn reference(&self, _: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {{ vec![i[0].iter().map(|v| {k:?} * v).collect()] }}\n\
+             #[allow(unused_variables)]\n\
+             fn run(&self, nc: &mut Nc, p: &Params, s: &Shape, t: &[Hbm]) -> SimResult<()> {{ {run} }}\n\
+             #[allow(unused_variables)]\n\
+             fn reference(&self, s: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {{ {reference} }}\n\
              fn work(&self, s: &Shape) -> Work {{ Double.work(s) }}\n\
-         }}\n\
-         neuron_tune_harness::harness_main!(kernels: [Double, Triple]);\n"
+         }}\n"
+    )
+}
+
+/// A workspace of two member crates in `dir`, each a harness crate on this repository's
+/// simulator and harness (with a copy of its lock file): `kernels/`, package `kernels.0`,
+/// whose `[package.metadata.neuron-tune]` goes on with `kernels.1` and whose harness is
+/// `kernels.2` (with an empty library, for the other to link), and `models/`, package
+/// `models.0`, depending on it, whose harness is `models.1`.
+pub fn kernels_and_models_workspace(dir: &Path, kernels: [&str; 3], models: [&str; 2]) {
+    let r = root();
+    let manifest = |name: &str, extra: &str| {
+        crate_manifest(name, false).replace("[workspace]\n\n", "") + extra
+    };
+    let write = |path: &str, text: &str| {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write("Cargo.toml", "[workspace]\nresolver = \"2\"\nmembers = [\"kernels\", \"models\"]\n");
+    std::fs::copy(r.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    let [package, metadata, main] = kernels;
+    write("kernels/Cargo.toml", &manifest(package, metadata));
+    write("kernels/src/main.rs", main);
+    let [models, models_main] = models;
+    write(
+        "kernels/src/lib.rs",
+        &format!("//! Linked by `{models}`; the kernels are in the harness.\n"),
     );
-    std::fs::write(dir.join("src/main.rs"), src).unwrap();
-    dir
+    let dependency = format!("\n[dependencies.{package}]\npath = \"../kernels\"\n");
+    write("models/Cargo.toml", &manifest(models, &dependency));
+    write("models/src/main.rs", models_main);
 }
 
 /// A kernel crate `name` in `dir` whose one kernel is `fixtures/broken/common.rs`'s `double`

@@ -2,7 +2,10 @@
 //! what `tune --model` tunes — so that the `bench` reproducer a fault of `tune --model`
 //! prints runs as printed; its labels, and its errors.
 
-use neuron_tune_tests::{cli_env, cli_in, events, root, run_printed, scratch_dir};
+use neuron_tune_tests::{
+    cli_env, cli_in, events, kernels_and_models_workspace, like_double, root, run_printed,
+    scratch_dir,
+};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
@@ -41,94 +44,56 @@ fn workspace() -> &'static Path {
     static WS: OnceLock<PathBuf> = OnceLock::new();
     WS.get_or_init(|| {
         let dir = scratch_dir("model-shapes");
-        let r = root();
-        let common = std::fs::read_to_string(r.join("fixtures/broken/common.rs")).unwrap();
-        let manifest = |name: &str, extra: &str| {
-            format!(
-                "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n\
-                 [dependencies]\nneuron-sim = {{ path = \"{}\" }}\nneuron-tune-harness = {{ path = \"{}\" }}\n\n\
-                 [[bin]]\nname = \"harness-{name}\"\npath = \"src/main.rs\"\n\n\
-                 [package.metadata.neuron-tune]\nharness = \"harness-{name}\"\n{extra}",
-                r.join("sim").display(),
-                r.join("harness").display()
-            )
-        };
-        let write = |path: &str, text: String| {
-            let p = dir.join(path);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
-        };
-        write("Cargo.toml", "[workspace]\nresolver = \"2\"\nmembers = [\"kernels\", \"models\"]\n".into());
-        std::fs::copy(r.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
-        write(
-            "kernels/Cargo.toml",
-            manifest(
+        let common = std::fs::read_to_string(root().join("fixtures/broken/common.rs")).unwrap();
+        let kernels = format!(
+            "{common}\n{PANICKY}\n{}\nneuron_tune_harness::harness_main!(kernels: [Double, Triple]);\n",
+            like_double("triple", "Double.run(nc, p, s, t)", "Double.reference(s, i)")
+        );
+        let models = format!(
+            "{common}\n{CORRECT}\n\
+             use neuron_tune_harness::{{Model, ModelBuilder}};\n\
+             fn one() -> Vec<(String, Shape)> {{ vec![(\"one\".into(), Shape::new(&[(\"tokens\", {TOKENS}), (\"width\", {WIDTH})]))] }}\n\
+             fn double() -> std::sync::Arc<dyn Kernel> {{ std::sync::Arc::new(Double) }}\n\
+             struct Net;\n\
+             impl Model for Net {{\n\
+                 fn name(&self) -> &str {{ \"net\" }}\n\
+                 fn shapes(&self) -> Vec<(String, Shape)> {{ one() }}\n\
+                 fn build(&self, b: &mut ModelBuilder, s: &Shape) -> Result<(), String> {{\n\
+                     let (t, w) = (s.dim(\"tokens\"), s.dim(\"width\"));\n\
+                     let x = b.input(\"x\", Dtype::Bf16, &[t, w]);\n\
+                     let y = b.scratch(\"y\", Dtype::Bf16, &[t, w]);\n\
+                     b.call(&double(), Shape::new(&[(\"rows\", t), (\"cols\", w)]), &[x, y])?;\n\
+                     let folded = b.reshape(y, &[t / 2, 2 * w])?;\n\
+                     let z = b.output(\"z\", Dtype::Bf16, &[t / 2, 2 * w]);\n\
+                     b.call(&double(), Shape::new(&[(\"rows\", t / 2), (\"cols\", 2 * w)]), &[folded, z])\n\
+                 }}\n\
+                 fn reference(&self, _: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {{ vec![i[0].iter().map(|v| 4.0 * v).collect()] }}\n\
+                 fn tokens(&self, s: &Shape) -> f64 {{ s.dim(\"tokens\") as f64 }}\n\
+             }}\n\
+             struct Solo;\n\
+             impl Model for Solo {{\n\
+                 fn name(&self) -> &str {{ \"solo\" }}\n\
+                 fn shapes(&self) -> Vec<(String, Shape)> {{ one() }}\n\
+                 fn build(&self, b: &mut ModelBuilder, s: &Shape) -> Result<(), String> {{\n\
+                     let (t, w) = (s.dim(\"tokens\"), s.dim(\"width\"));\n\
+                     let x = b.input(\"x\", Dtype::Bf16, &[t, w]);\n\
+                     let y = b.output(\"y\", Dtype::Bf16, &[t, w]);\n\
+                     b.call(&double(), Shape::new(&[(\"rows\", t), (\"cols\", w)]), &[x, y])\n\
+                 }}\n\
+                 fn reference(&self, s: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {{ Double.reference(s, i) }}\n\
+                 fn tokens(&self, s: &Shape) -> f64 {{ s.dim(\"tokens\") as f64 }}\n\
+             }}\n\
+             neuron_tune_harness::harness_main!(kernels: [], models: [Net, Solo]);\n"
+        );
+        kernels_and_models_workspace(
+            &dir,
+            [
                 "mshape-kernels",
                 "\n[package.metadata.neuron-tune.kernels.double]\nspace = { cols_per_tile = [128, 512, 65536] }\n\n\
                  [package.metadata.neuron-tune.kernels.triple]\nspace = { bufs = [1, 2] }\n",
-            ),
-        );
-        write("kernels/src/lib.rs", "//! Linked by `mshape-models`; the kernels are in the harness.\n".into());
-        write(
-            "kernels/src/main.rs",
-            format!(
-                "{common}\n{PANICKY}\n\
-                 struct Triple;\n\
-                 impl Kernel for Triple {{\n\
-                     fn name(&self) -> &str {{ \"triple\" }}\n\
-                     fn params(&self) -> Vec<ParamSpec> {{ Double.params() }}\n\
-                     fn shapes(&self) -> Vec<(String, Shape)> {{ Double.shapes() }}\n\
-                     fn small_shapes(&self, p: &Params) -> BoxedStrategy<Shape> {{ Double.small_shapes(p) }}\n\
-                     fn tensors(&self, s: &Shape) -> Vec<TensorSpec> {{ Double.tensors(s) }}\n\
-                     fn run(&self, nc: &mut Nc, p: &Params, s: &Shape, t: &[Hbm]) -> SimResult<()> {{ Double.run(nc, p, s, t) }}\n\
-                     fn reference(&self, s: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {{ Double.reference(s, i) }}\n\
-                     fn work(&self, s: &Shape) -> Work {{ Double.work(s) }}\n\
-                 }}\n\
-                 neuron_tune_harness::harness_main!(kernels: [Double, Triple]);\n"
-            ),
-        );
-        write(
-            "models/Cargo.toml",
-            manifest("mshape-models", "\n[dependencies.mshape-kernels]\npath = \"../kernels\"\n"),
-        );
-        write(
-            "models/src/main.rs",
-            format!(
-                "{common}\n{CORRECT}\n\
-                 use neuron_tune_harness::{{Model, ModelBuilder}};\n\
-                 fn one() -> Vec<(String, Shape)> {{ vec![(\"one\".into(), Shape::new(&[(\"tokens\", {TOKENS}), (\"width\", {WIDTH})]))] }}\n\
-                 fn double() -> std::sync::Arc<dyn Kernel> {{ std::sync::Arc::new(Double) }}\n\
-                 struct Net;\n\
-                 impl Model for Net {{\n\
-                     fn name(&self) -> &str {{ \"net\" }}\n\
-                     fn shapes(&self) -> Vec<(String, Shape)> {{ one() }}\n\
-                     fn build(&self, b: &mut ModelBuilder, s: &Shape) -> Result<(), String> {{\n\
-                         let (t, w) = (s.dim(\"tokens\"), s.dim(\"width\"));\n\
-                         let x = b.input(\"x\", Dtype::Bf16, &[t, w]);\n\
-                         let y = b.scratch(\"y\", Dtype::Bf16, &[t, w]);\n\
-                         b.call(&double(), Shape::new(&[(\"rows\", t), (\"cols\", w)]), &[x, y])?;\n\
-                         let folded = b.reshape(y, &[t / 2, 2 * w])?;\n\
-                         let z = b.output(\"z\", Dtype::Bf16, &[t / 2, 2 * w]);\n\
-                         b.call(&double(), Shape::new(&[(\"rows\", t / 2), (\"cols\", 2 * w)]), &[folded, z])\n\
-                     }}\n\
-                     fn reference(&self, _: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {{ vec![i[0].iter().map(|v| 4.0 * v).collect()] }}\n\
-                     fn tokens(&self, s: &Shape) -> f64 {{ s.dim(\"tokens\") as f64 }}\n\
-                 }}\n\
-                 struct Solo;\n\
-                 impl Model for Solo {{\n\
-                     fn name(&self) -> &str {{ \"solo\" }}\n\
-                     fn shapes(&self) -> Vec<(String, Shape)> {{ one() }}\n\
-                     fn build(&self, b: &mut ModelBuilder, s: &Shape) -> Result<(), String> {{\n\
-                         let (t, w) = (s.dim(\"tokens\"), s.dim(\"width\"));\n\
-                         let x = b.input(\"x\", Dtype::Bf16, &[t, w]);\n\
-                         let y = b.output(\"y\", Dtype::Bf16, &[t, w]);\n\
-                         b.call(&double(), Shape::new(&[(\"rows\", t), (\"cols\", w)]), &[x, y])\n\
-                     }}\n\
-                     fn reference(&self, s: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {{ Double.reference(s, i) }}\n\
-                     fn tokens(&self, s: &Shape) -> f64 {{ s.dim(\"tokens\") as f64 }}\n\
-                 }}\n\
-                 neuron_tune_harness::harness_main!(kernels: [], models: [Net, Solo]);\n"
-            ),
+                &kernels,
+            ],
+            ["mshape-models", &models],
         );
         dir
     })

@@ -713,92 +713,57 @@ fn pinned_models_workspace() -> std::path::PathBuf {
     };
     let body = "fn body(nc: &mut Nc, p: &Params, sh: &Shape, x: Hbm, y: Hbm) -> SimResult<()> {\n\
                     let pool = nc.sbuf_pool(\"io\", 2);\n    correct(nc, p, sh, x, y, pool)\n}\n";
-    let manifest = |name: &str, extra: &str| {
-        format!(
-            "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n\
-             [dependencies]\nneuron-sim = {{ path = \"{}\" }}\nneuron-tune-harness = {{ path = \"{}\" }}\n\n\
-             [[bin]]\nname = \"harness-{name}\"\npath = \"src/main.rs\"\n\n\
-             [package.metadata.neuron-tune]\nharness = \"harness-{name}\"\n{extra}",
-            r.join("sim").display(),
-            r.join("harness").display()
-        )
-    };
-    let write = |path: &str, text: String| {
-        let p = dir.join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
-    write(
-        "Cargo.toml",
-        "[workspace]\nresolver = \"2\"\nmembers = [\"kernels\", \"models\"]\n".into(),
+    let kernels = format!(
+        "{common}\n{body}\n{}\nneuron_tune_harness::harness_main!(kernels: [Scale]);\n",
+        scale("Scale", "scale", "passes", 1)
     );
-    std::fs::copy(r.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
-    // Slowest first, so grid proposes 3, 2, 1 in round 1.
-    write(
-        "kernels/Cargo.toml",
-        manifest(
-            "pinned-kernels",
-            "\n[package.metadata.neuron-tune.kernels.scale]\nspace = { passes = [3, 2, 1] }\n",
-        ),
-    );
-    write(
-        "kernels/src/main.rs",
-        format!(
-            "{common}\n{body}\n{}\nneuron_tune_harness::harness_main!(kernels: [Scale]);\n",
-            scale("Scale", "scale", "passes", 1)
-        ),
-    );
-    // The models crate links the kernels crate (so its models see that crate's tuned
-    // records, as `TunedSet::for_model` gives them) but calls its own copy of the kernel.
-    write(
-        "kernels/src/lib.rs",
-        "//! Linked by `pinned-models`; the kernel is in the harness.\n".into(),
-    );
-    write(
-        "models/Cargo.toml",
-        manifest("pinned-models", "\n[dependencies.pinned-kernels]\npath = \"../kernels\"\n"),
-    );
-    write(
-        "models/src/main.rs",
-        format!(
-            "{common}\n{body}\n{}\n\
-             use neuron_tune_harness::{{Model, ModelBuilder}};\n\
-             struct Net;\n\
-             impl Model for Net {{\n\
-                 fn name(&self) -> &str {{ \"net\" }}\n\
-                 fn shapes(&self) -> Vec<(String, Shape)> {{ ScaleAsPinned.shapes() }}\n\
-                 fn build(&self, b: &mut ModelBuilder, s: &Shape) -> Result<(), String> {{\n\
-                     let d = [s.dim(\"rows\"), s.dim(\"cols\")];\n\
-                     let x = b.input(\"x\", Dtype::Bf16, &d);\n\
-                     let y = b.output(\"y\", Dtype::Bf16, &d);\n\
-                     let k: std::sync::Arc<dyn Kernel> = std::sync::Arc::new(ScaleAsPinned);\n\
-                     b.call(&k, s.clone(), &[x, y])\n\
-                 }}\n\
-                 fn reference(&self, s: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {{ Double.reference(s, i) }}\n\
-                 fn tokens(&self, s: &Shape) -> f64 {{ s.dim(\"rows\") as f64 }}\n\
+    let models = format!(
+        "{common}\n{body}\n{}\n\
+         use neuron_tune_harness::{{Model, ModelBuilder}};\n\
+         struct Net;\n\
+         impl Model for Net {{\n\
+             fn name(&self) -> &str {{ \"net\" }}\n\
+             fn shapes(&self) -> Vec<(String, Shape)> {{ ScaleAsPinned.shapes() }}\n\
+             fn build(&self, b: &mut ModelBuilder, s: &Shape) -> Result<(), String> {{\n\
+                 let d = [s.dim(\"rows\"), s.dim(\"cols\")];\n\
+                 let x = b.input(\"x\", Dtype::Bf16, &d);\n\
+                 let y = b.output(\"y\", Dtype::Bf16, &d);\n\
+                 let k: std::sync::Arc<dyn Kernel> = std::sync::Arc::new(ScaleAsPinned);\n\
+                 b.call(&k, s.clone(), &[x, y])\n\
              }}\n\
-             struct Stale;\n\
-             impl Model for Stale {{\n\
-                 fn name(&self) -> &str {{ \"stale\" }}\n\
-                 fn shapes(&self) -> Vec<(String, Shape)> {{ ScaleAsPinned.shapes() }}\n\
-                 fn build(&self, b: &mut ModelBuilder, s: &Shape) -> Result<(), String> {{\n\
-                     let d = [s.dim(\"rows\"), s.dim(\"cols\")];\n\
-                     let x = b.input(\"x\", Dtype::Bf16, &d);\n\
-                     let y = b.scratch(\"y\", Dtype::Bf16, &d);\n\
-                     let z = b.output(\"z\", Dtype::Bf16, &d);\n\
-                     let k: std::sync::Arc<dyn Kernel> = std::sync::Arc::new(ScaleAsPinned);\n\
-                     b.call(&k, s.clone(), &[x, y])?;\n\
-                     let r: std::sync::Arc<dyn Kernel> = std::sync::Arc::new(Retired);\n\
-                     b.call(&r, s.clone(), &[y, z])\n\
-                 }}\n\
-                 fn reference(&self, s: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {{ Double.reference(s, i) }}\n\
-                 fn tokens(&self, s: &Shape) -> f64 {{ s.dim(\"rows\") as f64 }}\n\
+             fn reference(&self, s: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {{ Double.reference(s, i) }}\n\
+             fn tokens(&self, s: &Shape) -> f64 {{ s.dim(\"rows\") as f64 }}\n\
+         }}\n\
+         struct Stale;\n\
+         impl Model for Stale {{\n\
+             fn name(&self) -> &str {{ \"stale\" }}\n\
+             fn shapes(&self) -> Vec<(String, Shape)> {{ ScaleAsPinned.shapes() }}\n\
+             fn build(&self, b: &mut ModelBuilder, s: &Shape) -> Result<(), String> {{\n\
+                 let d = [s.dim(\"rows\"), s.dim(\"cols\")];\n\
+                 let x = b.input(\"x\", Dtype::Bf16, &d);\n\
+                 let y = b.scratch(\"y\", Dtype::Bf16, &d);\n\
+                 let z = b.output(\"z\", Dtype::Bf16, &d);\n\
+                 let k: std::sync::Arc<dyn Kernel> = std::sync::Arc::new(ScaleAsPinned);\n\
+                 b.call(&k, s.clone(), &[x, y])?;\n\
+                 let r: std::sync::Arc<dyn Kernel> = std::sync::Arc::new(Retired);\n\
+                 b.call(&r, s.clone(), &[y, z])\n\
              }}\n\
-             {}\n\
-             neuron_tune_harness::harness_main!(kernels: [], models: [Stale, Net]);\n",
-            scale("ScaleAsPinned", "scale", "(4 - passes)", 2),
-            scale("Retired", "retired", "passes", 99)
-        ),
+             fn reference(&self, s: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {{ Double.reference(s, i) }}\n\
+             fn tokens(&self, s: &Shape) -> f64 {{ s.dim(\"rows\") as f64 }}\n\
+         }}\n\
+         {}\n\
+         neuron_tune_harness::harness_main!(kernels: [], models: [Stale, Net]);\n",
+        scale("ScaleAsPinned", "scale", "(4 - passes)", 2),
+        scale("Retired", "retired", "passes", 99)
+    );
+    // Slowest first, so grid proposes 3, 2, 1 in round 1. The models crate links the
+    // kernels crate (so its models see that crate's tuned records, as
+    // `TunedSet::for_model` gives them) but calls its own copy of the kernel.
+    let space = "\n[package.metadata.neuron-tune.kernels.scale]\nspace = { passes = [3, 2, 1] }\n";
+    neuron_tune_tests::kernels_and_models_workspace(
+        &dir,
+        ["pinned-kernels", space, &kernels],
+        ["pinned-models", &models],
     );
     dir
 }
