@@ -129,7 +129,7 @@ impl CargoFlags {
         if self.no_default_features {
             features.push("--no-default-features".into());
         }
-        mc.other_options([other.clone(), features.clone()].concat());
+        mc.other_options(other.iter().chain(&features).cloned().collect::<Vec<_>>());
         match mc.exec() {
             Ok(meta) => Ok(meta),
             // A feature no package has: the graph without it, so that the kernel crates'

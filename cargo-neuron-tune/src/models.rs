@@ -91,8 +91,10 @@ impl TunedSet {
             if p.metadata.get("neuron-tune").is_some() {
                 kernels.extend(crate::workspace::configured_kernels(&p.metadata, &manifest));
             }
-            let db = match dir.join(crate::tuned::FILE_NAME).exists() {
-                true => match TunedDb::load(&dir) {
+            let db = if !dir.join(crate::tuned::FILE_NAME).exists() {
+                None
+            } else {
+                match TunedDb::load(&dir) {
                     Ok(db) => {
                         kernels.extend(db.records().iter().map(|r| r.kernel.clone()));
                         dbs.push(db);
@@ -102,8 +104,7 @@ impl TunedSet {
                         damage.get_or_insert(f);
                         None
                     }
-                },
-                false => None,
+                }
             };
             packages.push(LocalPackage { name: p.name.to_string(), manifest, db, kernels, links });
         }

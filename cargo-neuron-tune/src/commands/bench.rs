@@ -9,7 +9,7 @@ use crate::exit::{Exit, Failure};
 use crate::models;
 use crate::output::{Event, Reporter, Summary};
 use crate::partition::keeps;
-use crate::select::{chip_spec, select, Variant};
+use crate::select::{chip_spec, Variant};
 use crate::workspace::{Ctx, Workspace};
 use neuron_tune_protocol::{ErrorInfo, ErrorKind, Params};
 use serde::{Deserialize, Serialize};
@@ -45,12 +45,7 @@ pub fn run(
     // Where the crate's variants start in the whole run's grid (every partition's).
     let mut offset = 0;
     for (i, c) in ws.crates.iter_mut().enumerate() {
-        let mut selected = select(
-            &c.list,
-            s,
-            super::tuned_db(&ws.tuned, s, c)?.map(|db| (db, chip.name.as_str())),
-            &at_models.of_crate(i),
-        )?;
+        let mut selected = super::select_in_crate(&ws.tuned, s, (i, c), &chip.name, &at_models)?;
         let keep = |k: &str, sn: &str, sh: &neuron_tune_protocol::Shape| {
             keeps(parts.partition, &item_name(k, sn, sh))
         };

@@ -11,7 +11,7 @@ use crate::cli::Selection;
 use crate::eval::trace_stream;
 use crate::exit::{fail, Exit, Failure};
 use crate::output::{Event, Reporter, Summary, Table};
-use crate::select::{chip_spec, select, Variant};
+use crate::select::{chip_spec, Variant};
 use crate::workspace::{Ctx, Workspace};
 use neuron_tune_protocol::TraceResult;
 
@@ -27,12 +27,7 @@ pub fn run(cargo: &CargoFlags, s: &Selection, ctx: &Ctx) -> Result<Exit, Failure
     let mut rows: Vec<(usize, Row)> = Vec::new();
     let mut offset = 0;
     for (i, c) in ws.crates.iter_mut().enumerate() {
-        let selected = select(
-            &c.list,
-            s,
-            super::tuned_db(&ws.tuned, s, c)?.map(|db| (db, chip.name.as_str())),
-            &at_models.of_crate(i),
-        )?;
+        let selected = super::select_in_crate(&ws.tuned, s, (i, c), &chip.name, &at_models)?;
         crate::select::note_untuned(&selected, &chip.name, out);
         let variants = selected.iter().flat_map(|k| k.variants());
         let mut write_error = None;

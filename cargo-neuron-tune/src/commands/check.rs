@@ -7,7 +7,7 @@ use crate::cli::Selection;
 use crate::eval::{stream, unexpected, Next};
 use crate::exit::{fail, Exit, Failure};
 use crate::output::{show_output, Event, Summary};
-use crate::select::{chip_spec, select, Variant};
+use crate::select::{chip_spec, Variant};
 use crate::workspace::{Ctx, Workspace};
 use neuron_tune_protocol::{CheckReport, RequestBody, ResponseBody};
 
@@ -46,12 +46,7 @@ pub fn run(
     // Variants their rules refuse are not checked (as `bench` skips them): not failures.
     let (mut failed, mut total, mut invalid) = (0, 0, 0);
     for (i, c) in ws.crates.iter_mut().enumerate() {
-        let selected = select(
-            &c.list,
-            s,
-            super::tuned_db(&ws.tuned, s, c)?.map(|db| (db, chip.name.as_str())),
-            &at_models.of_crate(i),
-        )?;
+        let selected = super::select_in_crate(&ws.tuned, s, (i, c), &chip.name, &at_models)?;
         crate::select::note_untuned(&selected, &chip.name, out);
         let sets: Vec<Variant> = if at_named {
             selected.iter().flat_map(|k| k.variants()).collect()

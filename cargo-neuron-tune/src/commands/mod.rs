@@ -202,6 +202,20 @@ pub(crate) fn tuned_db<'a>(
     Ok(tuned.get()?.of_dir(dir))
 }
 
+/// What `build`, `check` and `bench` run of crate `i`: its kernels at the selected named
+/// shapes, at the model calls of `--shape MODEL@SHAPE` it owns, and with `--tuned`, each
+/// shape's recorded parameters ([`tuned_db`]).
+pub(crate) fn select_in_crate(
+    tuned: &crate::workspace::Tuned,
+    s: &crate::cli::Selection,
+    (i, c): (usize, &crate::workspace::Crate),
+    chip: &str,
+    at_models: &crate::model_calls::ModelShapes,
+) -> Result<Vec<crate::select::KernelSelection>, Failure> {
+    let db = tuned_db(tuned, s, c)?.map(|db| (db, chip));
+    crate::select::select(&c.list, s, db, &at_models.of_crate(i))
+}
+
 /// Open the variant store, saying so when another run holds its lock.
 pub(crate) fn open_store(
     target: &std::path::Path,

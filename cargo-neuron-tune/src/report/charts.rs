@@ -38,6 +38,21 @@ fn svg(
     Ok(buf)
 }
 
+/// The frame every chart shares: its caption, margins and axis label areas, the y one as
+/// wide as its tick labels need (`y_labels` pixels).
+fn frame<'a, 'b, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, plotters::coord::Shift>,
+    caption: impl AsRef<str>,
+    y_labels: u32,
+) -> ChartBuilder<'a, 'b, DB> {
+    let mut b = ChartBuilder::on(root);
+    b.caption(caption, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(y_labels);
+    b
+}
+
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
@@ -100,11 +115,7 @@ pub(super) fn convergence(runs: &[TuneRun]) -> (Svg, usize) {
         if n == 0 {
             return Ok(());
         }
-        let mut c = ChartBuilder::on(root)
-            .caption("best so far vs evaluations", ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(60)
+        let mut c = frame(root, "best so far vs evaluations", 60)
             .build_cartesian_2d(0.0..xmax + 1.0, padded(lo, hi))
             .map_err(err)?;
         c.configure_mesh().x_desc("evaluations").y_desc("best time (µs)").draw().map_err(err)?;
@@ -147,11 +158,7 @@ pub(super) fn pareto(front: &[crate::commands::tune::ParetoPoint]) -> (Svg, usiz
         (l.min(p.energy_uj_estimate), h.max(p.energy_uj_estimate))
     });
     let chart = svg(|root| {
-        let mut c = ChartBuilder::on(root)
-            .caption("Pareto front (time, SBUF, estimated energy)", ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(60)
+        let mut c = frame(root, "Pareto front (time, SBUF, estimated energy)", 60)
             .build_cartesian_2d(padded(tl, th), padded(el, eh))
             .map_err(err)?;
         c.configure_mesh()
@@ -183,11 +190,7 @@ pub(super) fn utilization(default: Option<&Shown>, best: Option<&Shown>) -> (Svg
         if bars == 0 {
             return Ok(());
         }
-        let mut c = ChartBuilder::on(root)
-            .caption("engine busy time: default vs best", ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(50)
+        let mut c = frame(root, "engine busy time: default vs best", 50)
             .build_cartesian_2d(0.0..names.len() as f64, 0.0..105.0)
             .map_err(err)?;
         c.configure_mesh()
@@ -236,19 +239,13 @@ pub(super) fn roofline(t: &Target) -> (Svg, usize) {
         if pts.is_empty() {
             return Ok(());
         }
-        let mut c = ChartBuilder::on(root)
-            .caption(
-                format!("roofline on {} (every evaluated program)", t.chip.name),
-                ("sans-serif", 18),
-            )
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(60)
-            .build_cartesian_2d(
-                (il / 2.0..ih * 2.0).log_scale(),
-                (tl / 2.0..t.peak_tflops * 2.0).log_scale(),
-            )
-            .map_err(err)?;
+        let mut c =
+            frame(root, format!("roofline on {} (every evaluated program)", t.chip.name), 60)
+                .build_cartesian_2d(
+                    (il / 2.0..ih * 2.0).log_scale(),
+                    (tl / 2.0..t.peak_tflops * 2.0).log_scale(),
+                )
+                .map_err(err)?;
         c.configure_mesh().x_desc("FLOP per HBM byte").y_desc("TFLOP/s").draw().map_err(err)?;
         let roof = |i: f64| (t.hbm_gbps * i / 1e3).min(t.peak_tflops);
         let xs = [il / 2.0, ridge, ih * 2.0];
@@ -275,16 +272,13 @@ pub(super) fn gate_history(s: &GateSeries) -> (Svg, usize) {
     let (lo, hi) = s.points.iter().fold((f64::MAX, f64::MIN), |(l, h), p| (l.min(p.1), h.max(p.1)));
     let xmax = s.points.iter().map(|p| p.0).max().unwrap_or(1) as f64;
     let chart = svg(|root| {
-        let mut c = ChartBuilder::on(root)
-            .caption(
-                format!("{} @ {} on {}: tokens/s per gate run", s.model, s.shape, s.chip),
-                ("sans-serif", 18),
-            )
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0.5..xmax + 0.5, padded(lo, hi))
-            .map_err(err)?;
+        let mut c = frame(
+            root,
+            format!("{} @ {} on {}: tokens/s per gate run", s.model, s.shape, s.chip),
+            70,
+        )
+        .build_cartesian_2d(0.5..xmax + 0.5, padded(lo, hi))
+        .map_err(err)?;
         // Runs are whole numbers: a label per run, none between.
         c.configure_mesh()
             .x_labels(xmax as usize + 2)
