@@ -53,6 +53,19 @@ fn frame<'a, 'b, DB: DrawingBackend>(
     b
 }
 
+/// The legend every chart with series draws: boxed, at `at`.
+fn legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
+    c: &mut ChartContext<'a, DB, CT>,
+    at: SeriesLabelPosition,
+) -> Result<(), String> {
+    c.configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(at)
+        .draw()
+        .map_err(err)
+}
+
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
@@ -140,12 +153,7 @@ pub(super) fn convergence(runs: &[TuneRun]) -> (Svg, usize) {
             c.draw_series(pts.iter().map(|p| Circle::new((p.0, p.2), 2, color.filled())))
                 .map_err(err)?;
         }
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(err)
+        legend(&mut c, SeriesLabelPosition::UpperRight)
     });
     (chart, n)
 }
@@ -218,12 +226,7 @@ pub(super) fn utilization(default: Option<&Shown>, best: Option<&Shown>) -> (Svg
             .label(*name)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
         }
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(err)
+        legend(&mut c, SeriesLabelPosition::UpperRight)
     });
     (chart, bars)
 }
@@ -257,12 +260,7 @@ pub(super) fn roofline(t: &Target) -> (Svg, usize) {
             pts.iter().map(|p| Circle::new((p.intensity, p.tflops), 3, PALETTE[0].filled())),
         )
         .map_err(err)?;
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::LowerRight)
-            .draw()
-            .map_err(err)
+        legend(&mut c, SeriesLabelPosition::LowerRight)
     });
     (chart, pts.len())
 }
