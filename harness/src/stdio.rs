@@ -132,27 +132,35 @@ fn without_proptest_notices(text: String) -> String {
     text.split_inclusive('\n').filter(|line| !line.starts_with("proptest: ")).collect()
 }
 
-/// The capture file's contents, at most [`OUTPUT_LIMIT`] bytes: head and tail.
-fn read_trimmed(capture: &File) -> String {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut f = capture;
-    let len = f.seek(SeekFrom::End(0)).unwrap_or(0) as usize;
-    let _ = f.seek(SeekFrom::Start(0));
-    let mut bytes = Vec::with_capacity(len.min(1 << 20));
-    let _ = f.take(1 << 20).read_to_end(&mut bytes);
-    let text = String::from_utf8_lossy(&bytes);
-    if text.len() <= OUTPUT_LIMIT {
-        return text.into_owned();
+/// The capture file's contents, at most [`OUTPUT_LIMIT`] bytes: the first and the last
+/// half of that, cut at character boundaries, with the count of bytes between them. Only
+/// those two ends are read, so a kernel that printed gigabytes costs two small reads.
+fn read_trimmed(mut capture: impl std::io::Read + std::io::Seek) -> String {
+    use std::io::{Read, SeekFrom};
+    let len = capture.seek(SeekFrom::End(0)).unwrap_or(0);
+    let mut read_at = |at: u64, n: u64| {
+        let mut bytes = Vec::new();
+        if capture.seek(SeekFrom::Start(at)).is_ok() {
+            let _ = (&mut capture).take(n).read_to_end(&mut bytes);
+        }
+        bytes
+    };
+    if len <= OUTPUT_LIMIT as u64 {
+        return String::from_utf8_lossy(&read_at(0, len)).into_owned();
     }
-    let half = OUTPUT_LIMIT / 2;
-    let head_end = (0..=half).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
-    let tail_start =
-        (text.len() - half..text.len()).find(|&i| text.is_char_boundary(i)).unwrap_or(text.len());
+    let half = (OUTPUT_LIMIT / 2) as u64;
+    let is_continuation = |b: &u8| b & 0xC0 == 0x80;
+    // The head ends before the character the limit cuts; the tail starts after it.
+    let mut head = read_at(0, half + 1);
+    let head_end = (0..=half as usize).rev().find(|&i| !head.get(i).is_some_and(is_continuation));
+    head.truncate(head_end.unwrap_or(0));
+    let tail = read_at(len - half, half);
+    let tail = &tail[tail.iter().take_while(|b| is_continuation(b)).count()..];
     format!(
         "{}\n… ({} bytes not shown) …\n{}",
-        &text[..head_end],
-        tail_start - head_end,
-        &text[tail_start..]
+        String::from_utf8_lossy(&head),
+        len - head.len() as u64 - tail.len() as u64,
+        String::from_utf8_lossy(tail)
     )
 }
 
@@ -163,5 +171,48 @@ mod tests {
         let captured = "row 3\nproptest: Aborting shrinking after 64 iterations\nproptest: x\nlast";
         assert_eq!(super::without_proptest_notices(captured.into()), "row 3\nlast");
         assert_eq!(super::without_proptest_notices("a\nb\n".into()), "a\nb\n");
+    }
+
+    fn trimmed(text: &[u8]) -> String {
+        super::read_trimmed(std::io::Cursor::new(text.to_vec()))
+    }
+
+    #[test]
+    fn output_past_the_limit_keeps_its_first_and_last_halves() {
+        let half = super::OUTPUT_LIMIT / 2;
+        // At the limit: everything.
+        let exact = "x".repeat(super::OUTPUT_LIMIT);
+        assert_eq!(trimmed(exact.as_bytes()), exact);
+        // 5000 `a` then 5000 `b`: the first 2048 `a`, the last 2048 `b`, and the 10000 − 4096
+        // bytes between said. Far past the 1 MiB the old reader stopped at, the tail is still
+        // the file's end.
+        for (a, b) in [(5000, 5000), (3 << 20, 5000)] {
+            let text = format!("{}{}", "a".repeat(a), "b".repeat(b));
+            let shown = trimmed(text.as_bytes());
+            let not_shown = a + b - 2 * half;
+            let want = format!(
+                "{}\n… ({not_shown} bytes not shown) …\n{}",
+                "a".repeat(half),
+                "b".repeat(half)
+            );
+            assert_eq!(shown, want, "{a} + {b} bytes");
+        }
+    }
+
+    #[test]
+    fn a_character_across_a_cut_is_left_out_whole() {
+        let half = super::OUTPUT_LIMIT / 2;
+        // `é` is 2 bytes. At bytes half − 1 and half it straddles the head's cut, so the head
+        // is the half − 1 `a` before it; mirrored, the tail starts after the one straddling
+        // the tail's cut.
+        let text =
+            format!("{}é{}é{}", "a".repeat(half - 1), "m".repeat(3000), "b".repeat(half - 1));
+        let shown = trimmed(text.as_bytes());
+        let (head, rest) = shown.split_once('\n').unwrap();
+        assert_eq!(head, "a".repeat(half - 1));
+        assert!(rest.ends_with(&format!("\n{}", "b".repeat(half - 1))), "{rest}");
+        let not_shown = text.len() - 2 * (half - 1);
+        assert!(rest.starts_with(&format!("… ({not_shown} bytes not shown) …")), "{rest}");
+        assert!(!shown.contains('\u{FFFD}'), "no character is cut in two");
     }
 }
