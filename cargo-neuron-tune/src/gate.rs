@@ -589,6 +589,23 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_shape_whose_dims_changed_is_not_compared() {
+        // The baseline ran `tiny` with 4 layers, now it has 2: tokens/s of two different
+        // workloads say nothing about a regression. Far slower now (17.6 → 40 µs) would be a
+        // regression at the same dims, so only the shape check keeps this from exit 5.
+        let mut grown = item("m", Some(17.6), 40.0);
+        grown.base.as_mut().unwrap().run.shape = Shape::new(&[("layers", 4), ("tokens", 256)]);
+        let r = judge(&[grown], &cfg(0.0));
+        assert_eq!(r.exit(), Exit::Ok);
+        assert_eq!(r.comparisons[0].verdict, Verdict::NotComparable);
+        assert_eq!(r.comparisons[0].change_pct, None);
+        let note = r.comparisons[0].note.as_deref().unwrap();
+        assert!(note.contains("layers=4") && note.contains("layers=2"), "{note}");
+        // The same slowdown at the same dims is the regression.
+        assert_eq!(judge(&[item("m", Some(17.6), 40.0)], &cfg(0.0)).exit(), Exit::Regression);
+    }
+
+    #[test]
     fn a_gate_against_a_file_that_compared_nothing_fails_with_exit_2() {
         let file = Config { baseline_hint: Some("b.toml holds chip trn2".into()), ..cfg(0.0) };
         // Every model new: nothing compared, which the message says with the hint.

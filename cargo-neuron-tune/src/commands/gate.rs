@@ -545,7 +545,12 @@ pub(super) fn finish(
         out.event(&Event::Gate(Box::new(c.clone())));
     }
     if let Some(run) = history {
-        record_history(&target.join("neuron-tune"), run, &report, out)?;
+        let lock = target.join("neuron-tune/journals/gate-history.lock");
+        let waiting = || {
+            let who = "another gate or merge recording its run";
+            out.note(format!("    Blocking waiting for {who} (lock {})", lock.display()))
+        };
+        record_history(&target.join("neuron-tune"), run, &report, out, waiting)?;
     }
     out.event(&Event::GateSummary(Box::new(GateSummary {
         against: report.config.against.clone(),
@@ -593,12 +598,13 @@ fn record_history(
     run: &str,
     report: &Report,
     out: &Reporter,
+    waiting: impl FnOnce(),
 ) -> Result<(), Failure> {
     let path = store_root.join("journals").join("gate-history.jsonl");
     // The look for the run and the appends are one step: two merges of the same results at
     // once (a retried CI job) would otherwise both find the run absent and both append it.
     // The lock is released when `_lock` is dropped, or the process ends.
-    let _lock = lock_history(store_root)
+    let _lock = lock_history(store_root, waiting)
         .map_err(|e| fail(Exit::Internal, format!("locking the gate history: {e}")))?;
     let lines = crate::store::read_journal(&path)
         .map_err(|e| fail(Exit::Internal, format!("reading the gate history: {e:#}")))?
@@ -625,11 +631,19 @@ fn record_history(
 }
 
 /// An exclusive lock on the gate history (`journals/gate-history.lock`), waited for.
-fn lock_history(store_root: &Path) -> std::io::Result<std::fs::File> {
+/// `waiting` is called once, before blocking, when another process holds the lock.
+fn lock_history(store_root: &Path, waiting: impl FnOnce()) -> std::io::Result<std::fs::File> {
     let dir = store_root.join("journals");
     std::fs::create_dir_all(&dir)?;
     let file = std::fs::File::create(dir.join("gate-history.lock"))?;
-    file.lock()?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            waiting();
+            file.lock()?;
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(e),
+    }
     Ok(file)
 }
 
@@ -760,8 +774,8 @@ mod tests {
             let path = dir.path().join("journals/gate-history.jsonl");
             crate::store::read_journal(&path).unwrap().lines
         };
-        record_history(dir.path(), "merge-1", &report, &out).unwrap();
-        record_history(dir.path(), "merge-1", &report, &out).unwrap();
+        record_history(dir.path(), "merge-1", &report, &out, || ()).unwrap();
+        record_history(dir.path(), "merge-1", &report, &out, || ()).unwrap();
         let once = lines();
         assert_eq!(once.len(), 2, "{once:?}");
         for l in &once {
@@ -770,7 +784,7 @@ mod tests {
                 serde_json::json!({"kind": "base_ref", "base_ref": "HEAD~1", "commit": "abc"});
             assert_eq!(l["against"], against, "{l}");
         }
-        record_history(dir.path(), "100-7", &report, &out).unwrap();
+        record_history(dir.path(), "100-7", &report, &out, || ()).unwrap();
         assert_eq!(lines().len(), 4);
     }
 
@@ -782,17 +796,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let report = judge(&[item("qwen3", Some(17.6), 18.6)], &cfg(0.0));
         let history = dir.path().join("journals/gate-history.jsonl");
-        let held = lock_history(dir.path()).unwrap();
+        let held = lock_history(dir.path(), || panic!("nobody holds it yet")).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
         let root = dir.path().to_path_buf();
-        let (r, root2) = (report.clone(), root.clone());
-        let waiting = std::thread::spawn(move || {
-            record_history(&root2, "merge-1", &r, &Reporter::new(true)).unwrap()
+        let waiter = std::thread::spawn(move || {
+            let waiting = || tx.send(()).unwrap();
+            record_history(&root, "merge-1", &report, &Reporter::new(true), waiting).unwrap()
         });
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        // Received only if the recorder found the lock held and is about to block on it (a
+        // recorder that took no lock never calls `waiting`, and `recv` fails when it ends);
+        // no timing is involved.
+        rx.recv().expect("the recorder found the lock held and said it waits");
         assert!(!history.exists(), "written while another held the lock");
         drop(held);
-        waiting.join().unwrap();
-        record_history(&root, "merge-1", &report, &Reporter::new(true)).unwrap();
+        waiter.join().unwrap();
         assert_eq!(crate::store::read_journal(&history).unwrap().lines.len(), 1);
     }
 
