@@ -163,15 +163,36 @@ mod tests {
     use super::{quote, CommandLine};
     use crate::cargo::CargoFlags;
 
-    /// What `sh` makes of `line`'s words: `printf '%s\n'` of them, one per line.
+    /// What `sh` makes of `line`'s words: `printf '%s\0'` of them, each ended by a NUL (so a
+    /// word may hold a newline).
     fn shell_words(line: &str) -> Vec<String> {
         let out = std::process::Command::new("sh")
             .arg("-c")
-            .arg(format!("printf '%s\\n' {line}"))
+            .arg(format!("printf '%s\\0' {line}"))
             .output()
             .expect("sh runs");
         assert!(out.status.success(), "{line}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().lines().map(String::from).collect()
+        let text = String::from_utf8(out.stdout).unwrap();
+        let mut words: Vec<String> = text.split('\0').map(String::from).collect();
+        assert_eq!(words.pop().as_deref(), Some(""), "every word ends with a NUL: {text:?}");
+        words
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Any argument (a process's arguments hold no NUL) reads back through `sh` as the
+        /// one word it was, and is left bare exactly when every character is one no shell
+        /// treats specially (and it neither is empty nor starts with `=`).
+        #[test]
+        fn any_argument_reads_back_through_sh_unchanged(
+            arg in "[ -~\t\n\u{e9}\u{4e2d}]{0,12}"
+        ) {
+            let quoted = quote(&arg);
+            proptest::prop_assert_eq!(shell_words(&quoted), vec![arg.clone()]);
+            let bare_chars = arg.chars().all(|c| c.is_ascii_alphanumeric() || "+-./:@]_=,".contains(c));
+            let bare = !arg.is_empty() && !arg.starts_with('=') && bare_chars;
+            proptest::prop_assert_eq!(quoted == arg, bare, "{:?} quoted as {:?}", arg, quoted);
+        }
     }
 
     #[test]
@@ -188,6 +209,7 @@ mod tests {
             "-1.5e+3",
         ] {
             assert_eq!(quote(plain), plain);
+            assert_eq!(shell_words(plain), [plain], "sh reads {plain} as itself");
         }
     }
 
@@ -217,15 +239,7 @@ mod tests {
         for a in awkward {
             let q = quote(a);
             assert_ne!(q, a, "{a:?} needs quoting");
-            assert_eq!(
-                shell_words(&q),
-                if a.is_empty() {
-                    vec![String::new()]
-                } else {
-                    a.lines().map(String::from).collect::<Vec<_>>()
-                },
-                "{a:?} as {q}"
-            );
+            assert_eq!(shell_words(&q), [a], "{a:?} as {q}");
         }
         // Whether non-ASCII text is quoted is shlex's choice; either way it reads back.
         assert_eq!(shell_words(&quote("naïve café")), ["naïve café"]);

@@ -45,16 +45,25 @@ pub fn child_interrupted() {
 /// Whether a child's exit status is death by SIGINT, SIGTERM or SIGHUP, the signals that
 /// stop this process too (noting it if so).
 pub fn note_child_exit(status: std::process::ExitStatus) -> bool {
+    let stopped = stopped_by_our_signals(status);
+    if stopped {
+        child_interrupted();
+    }
+    stopped
+}
+
+/// Death by SIGHUP (1), SIGINT (2) or SIGTERM (15); never on other platforms.
+fn stopped_by_our_signals(status: std::process::ExitStatus) -> bool {
     #[cfg(unix)]
     {
         use std::os::unix::process::ExitStatusExt;
-        if matches!(status.signal(), Some(1 | 2 | 15)) {
-            child_interrupted();
-            return true;
-        }
+        matches!(status.signal(), Some(1 | 2 | 15))
     }
-    let _ = status;
-    false
+    #[cfg(not(unix))]
+    {
+        let _ = status;
+        false
+    }
 }
 
 /// The failure an interrupted command ends with.
@@ -65,4 +74,23 @@ pub fn failure() -> Failure {
          run the same command again to continue (for `tune`, add --resume and the --seed it \
          printed)",
     )
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
+
+    /// The three signals that stop this process stop the command when they kill a child; a
+    /// crash (SIGABRT 6, SIGSEGV 11), SIGKILL (9, the tool's own timeout kill) and an exit
+    /// code are the child's failure, never an interruption. (A wait status holds the signal
+    /// in its low 7 bits and an exit code in bits 8–15.)
+    #[test]
+    fn only_hup_int_and_term_deaths_are_the_interruption() {
+        let signal = |n: i32| super::stopped_by_our_signals(ExitStatus::from_raw(n));
+        assert!(signal(1) && signal(2) && signal(15));
+        assert!(!signal(6) && !signal(9) && !signal(11));
+        assert!(!super::stopped_by_our_signals(ExitStatus::from_raw(2 << 8)), "exit code 2");
+        assert!(!super::stopped_by_our_signals(ExitStatus::from_raw(0)));
+    }
 }

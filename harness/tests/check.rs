@@ -2,7 +2,8 @@
 //! checked on that domain, and a panicking generator is a failed check, not a crashed worker.
 
 use neuron_sim::{Alu, Chip, Dtype, Hbm, Nc, Scalar, SimResult};
-use neuron_tune_harness::check::{check, CheckConfig, Distribution};
+use neuron_tune_harness::cases::Cases;
+use neuron_tune_harness::check::{check, check_remembering, CheckConfig, Distribution};
 use neuron_tune_harness::proptest::prelude::*;
 use neuron_tune_harness::{Kernel, ParamSpec, Params, Shape, TensorSpec, Work};
 
@@ -330,5 +331,86 @@ fn a_case_the_kernel_refuses_in_run_is_skipped_and_refused_everywhere_is_invalid
             assert!(why.contains("at every small shape drawn") && why.contains("bufs = 0"), "{why}")
         }
         other => panic!("refused everywhere is invalid: {other:?}"),
+    }
+}
+
+/// A kernel that counts how often its inputs are drawn and its reference computed.
+struct Counted<K> {
+    kernel: K,
+    inputs: std::sync::atomic::AtomicUsize,
+    references: std::sync::atomic::AtomicUsize,
+}
+
+impl<K: Kernel> Counted<K> {
+    fn new(kernel: K) -> Self {
+        Counted { kernel, inputs: Default::default(), references: Default::default() }
+    }
+    /// (inputs drawn, references computed) so far.
+    fn calls(&self) -> (usize, usize) {
+        use std::sync::atomic::Ordering::SeqCst;
+        (self.inputs.load(SeqCst), self.references.load(SeqCst))
+    }
+}
+
+impl<K: Kernel> Kernel for Counted<K> {
+    fn name(&self) -> &str {
+        self.kernel.name()
+    }
+    fn params(&self) -> Vec<ParamSpec> {
+        self.kernel.params()
+    }
+    fn validate(&self, p: &Params, sh: &Shape, chip: &Chip) -> Result<(), String> {
+        self.kernel.validate(p, sh, chip)
+    }
+    fn shapes(&self) -> Vec<(String, Shape)> {
+        self.kernel.shapes()
+    }
+    fn small_shapes(&self, p: &Params) -> BoxedStrategy<Shape> {
+        self.kernel.small_shapes(p)
+    }
+    fn tensors(&self, sh: &Shape) -> Vec<TensorSpec> {
+        self.kernel.tensors(sh)
+    }
+    fn inputs(&self, sh: &Shape, seed: u64, dist: Distribution) -> Vec<Vec<f32>> {
+        self.inputs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.kernel.inputs(sh, seed, dist)
+    }
+    fn run(&self, nc: &mut Nc, p: &Params, sh: &Shape, t: &[Hbm]) -> SimResult<()> {
+        self.kernel.run(nc, p, sh, t)
+    }
+    fn reference(&self, sh: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {
+        self.references.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.kernel.reference(sh, i)
+    }
+    fn work(&self, sh: &Shape) -> Work {
+        self.kernel.work(sh)
+    }
+}
+
+/// A worker remembers each case's inputs and reference across checks
+/// (`harness/src/cases.rs`): the report must be the one a cold check gives, bit for bit —
+/// passing, and failing with its shrunk case and error figures — and a second check of the
+/// same cases draws and computes nothing again.
+#[test]
+fn remembered_cases_give_the_cold_report_bit_for_bit_and_are_not_drawn_again() {
+    for (constant, passes) in [(Some(CLAIMED), true), (None, false)] {
+        let kernel = Counted::new(Passthrough {
+            constant,
+            generator_panics: false,
+            reference: Reference::Full,
+        });
+        let params = Params::defaults(&kernel.params());
+        let json = |r: &neuron_tune_harness::CheckReport| serde_json::to_string(r).unwrap();
+        let cold = check(&kernel, &params, &config()).unwrap();
+        assert_eq!(cold.passed, passes);
+        let mut cases = Cases::new(Cases::LIMIT);
+        let before = kernel.calls();
+        let first = check_remembering(&kernel, &params, &config(), &mut cases).unwrap();
+        let drawn = kernel.calls();
+        let second = check_remembering(&kernel, &params, &config(), &mut cases).unwrap();
+        assert_eq!(json(&first), json(&cold), "the first remembering check");
+        assert_eq!(json(&second), json(&cold), "the check served from memory");
+        assert!(drawn.0 > before.0 && drawn.1 > before.1, "the first check computes its cases");
+        assert_eq!(kernel.calls(), drawn, "the second check computes none");
     }
 }

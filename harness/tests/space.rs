@@ -165,7 +165,7 @@ fn unknown_key_and_syntax_errors_are_located_too() {
         "[package.metadata.neuron-tune.kernels.rmsnorm]\nspace = { bufs = [1, }\n",
         2,
         "(toml)",
-        "",
+        "invalid array",
     );
 }
 
@@ -240,4 +240,24 @@ fn valid_variants_are_counted_up_to_the_limit_and_estimated_past_it() {
     // 100 000 × 4 = 400 000: stride 20, sample i at 20·i + (7919·i mod 20); only i = 0 (index
     // 0) is below 16, so round(1 / 20 000 × 400 000) = 20.
     assert_eq!(count(100_000), (400_000, 20, false));
+}
+
+/// The column points at the text to fix, in the file as written: the bad value, the
+/// misspelt key, the character the TOML parser stopped at.
+#[test]
+fn errors_point_at_the_offending_text() {
+    let cases = [
+        ("[package.metadata.neuron-tune.kernels.rmsnorm.space]\nfuse = [true]\nbufs = [1, \"two\"]\n", "\"two\"]"),
+        ("[package.metadata.neuron-tune.kernels.rmsnorm]\nspcae = { bufs = [1] }\n", "spcae"),
+        ("[package.metadata.neuron-tune.kernels.rmsnorm]\nspace = { bufs = [1, }\n", "}"),
+        ("[package.metadata.neuron-tune.kernels.rmsnrom]\nspace = { bufs = [1] }\n", "rmsnrom]"),
+    ];
+    for (body, at) in cases {
+        let e = parse(body).unwrap_err();
+        let text = format!("{HEAD}{body}");
+        let line = text.lines().nth(e.line - 1).unwrap();
+        assert!(line[e.column - 1..].starts_with(at), "{e}: column {} of {line:?}", e.column);
+        let shown = format!("crate/Cargo.toml:{}:{}:", e.line, e.column);
+        assert!(e.to_string().starts_with(&shown), "{e}");
+    }
 }

@@ -537,7 +537,7 @@ mod tests {
     }
 
     #[test]
-    fn huge_space_samples_distinct_valid_quickly() {
+    fn huge_space_samples_distinct_valid_without_enumerating() {
         // 10 dims of 16 levels: 16^10 ≈ 1.1e12 configurations.
         let space = Space::from_levels(
             (0..10).map(|d| (format!("d{d}"), ints(&(0..16).collect::<Vec<_>>()))),
@@ -550,13 +550,13 @@ mod tests {
             calls += 1;
             c.0.iter().sum::<u32>() % 2 == 0
         };
-        let start = std::time::Instant::now();
         let got = space.sample_valid(1000, &mut Rng::new(9), &mut oracle);
-        let took = start.elapsed();
         assert_eq!(got.len(), 1000);
         assert!(got.iter().all(|c| c.0.iter().sum::<u32>() % 2 == 0));
         assert_eq!(got.iter().collect::<HashSet<_>>().len(), 1000);
-        assert!(calls > 1000, "the oracle rejected some");
-        assert!(took.as_secs_f64() < 5.0, "took {took:?}");
+        // The work, counted rather than timed: a rejection sampler asks the oracle about
+        // 1000 / 0.5 = 2000 times (±45 for 1000 geometric draws); anything that walked the
+        // space, or retried far too often, would ask orders of magnitude more.
+        assert!((1000..3000).contains(&calls), "{calls} oracle calls for 1000 valid draws");
     }
 }

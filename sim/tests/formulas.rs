@@ -797,3 +797,30 @@ fn transpose_mode_costs_exactly_the_plain_matmul_of_the_same_operands() {
         }
     }
 }
+
+/// The one published timing of a chain (neuroncore.md §2.3 note and §7 [PERF]): dependent
+/// one-element ScalarE instructions issued back to back start every ~189 ns on
+/// NeuronCore-v2, 264 cycles at ScalarE's 1.4 GHz. The model's parts of that step: MIN_II
+/// (N = 1 is on the floor), the access start (§1.8) and the result latency 264 − 64 − 60 =
+/// 140 (derived).
+#[test]
+fn dependent_one_element_scalar_instructions_start_every_264_cycles() {
+    const STEP: u64 = 264;
+    assert_eq!(MIN_II + ACCESS_START + 140, STEP);
+    let chain_us = |k: u64| {
+        let mut nc = nc();
+        let t = sbuf(&mut nc, Dtype::F32, &[1, k + 1]);
+        nc.on(Engine::GpSimd).memset(t.cols(0..1), 0.5).unwrap();
+        for i in 0..k {
+            let (dst, src) = (t.cols(i + 1..i + 2), t.cols(i..i + 1));
+            nc.activation(dst, src, Act::Copy, ActArgs::default()).unwrap();
+        }
+        nc.profile().kernel_time_us
+    };
+    // Eight more links in the chain: everything else (the memset, the first start, the
+    // last end) cancels.
+    let step_ns = (chain_us(10) - chain_us(2)) / 8.0 * 1e3;
+    let ghz = Chip::trn1().clocks.scalar_ghz;
+    assert!((step_ns - STEP as f64 / ghz).abs() < 1e-3, "{step_ns} ns a step");
+    assert!((step_ns - 189.0).abs() < 1.0, "{step_ns} ns against the measured ~189 ns");
+}

@@ -212,6 +212,10 @@ pub(crate) struct Timing {
     /// repeated writes), to compare the two; it does not exist outside tests.
     #[cfg(test)]
     general_only: bool,
+    /// Repeated writes updated in place (the fast path of `record`), for the tests that
+    /// must see the fast path taken.
+    #[cfg(test)]
+    in_place_writes: u64,
 }
 
 impl Timing {
@@ -235,6 +239,8 @@ impl Timing {
             merges: 0,
             #[cfg(test)]
             general_only: false,
+            #[cfg(test)]
+            in_place_writes: 0,
         }
     }
 
