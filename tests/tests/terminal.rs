@@ -121,6 +121,26 @@ fn tables_of_list_bench_tune_and_gate_redirected_to_a_file_without_colour() {
         2
     );
     assert!(tune.lines().any(|l| l.starts_with("  add ")), "{tune}");
+    // The figures agree with each other, so the snapshots below pin layout, not luck: each
+    // bench row's time is its kernel time plus trn2's 11 µs launch overhead
+    // (docs/neuroncore.md §7); tune's default for `add` is bench's time of the same default
+    // variant; `list` shows the record tune wrote.
+    // The last line of `text` starting with `first`: a table's row comes after any line of
+    // prose about the same kernel.
+    let row = |text: &str, first: &str| -> Vec<String> {
+        let line = text.lines().rfind(|l| l.starts_with(&format!("  {first} "))).unwrap();
+        line.split_whitespace().map(String::from).collect()
+    };
+    let num = |s: &str| s.replace(',', "").parse::<f64>().unwrap();
+    for kernel in ["add", "rmsnorm"] {
+        let r = row(&bench, kernel); // kernel shape params time kernel-time ...
+        assert!((num(&r[3]) - num(&r[4]) - 11.0).abs() < 0.051, "{kernel}: {r:?}");
+    }
+    let (bench_add, tune_add) = (row(&bench, "add"), row(&tune, "add"));
+    assert_eq!(tune_add[3], bench_add[3], "tune's default µs is bench's: {tune_add:?}");
+    // The last `add` line of `list` is the tuned table's row (kernel chip shape time …).
+    let tuned = row(&list, "add");
+    assert_eq!(tuned[3], tune_add[2], "list shows tune's best µs: {tuned:?} vs {tune_add:?}");
 
     settings.bind(|| {
         insta::assert_snapshot!("list", list);
