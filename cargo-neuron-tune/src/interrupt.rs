@@ -10,7 +10,7 @@
 //! process group, get the same SIGINT from the terminal and die of it, possibly before this
 //! process's handler runs: a child's death by SIGINT is itself the interruption, so its
 //! failure is never taken for a crash, a failed check or a failed build. A second Ctrl-C
-//! exits at once.
+//! exits at once (unless it comes within 0.5 s of the first: see [`SAME_STOP`]).
 
 use crate::exit::{fail, Exit, Failure};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,10 +22,22 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// check. Kept apart from [`INTERRUPTED`] so that it does not count as a first Ctrl-C.
 static CHILD_INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
+/// When the first signal arrived.
+static FIRST: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// A second signal this soon after the first is the same stop delivered twice, not a second
+/// Ctrl-C: GNU `timeout` (and CI runners cancelling a job) signal the process and then its
+/// process group, which holds it too. A person's second Ctrl-C comes later than this.
+const SAME_STOP: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Install the handler (once per process; a second call is ignored).
 pub fn install() {
     let _ = ctrlc::set_handler(|| {
+        let first = *FIRST.get_or_init(std::time::Instant::now);
         if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            if first.elapsed() < SAME_STOP {
+                return;
+            }
             std::process::exit(Exit::Interrupted.code().into());
         }
         eprintln!("\nnote: interrupted: stopping (Ctrl-C again to quit at once)");

@@ -390,7 +390,15 @@ pub fn select_models(
         lists.iter().enumerate().flat_map(|(i, l)| l.models.iter().map(move |m| (i, m))).collect();
     let names = || all.iter().map(|(_, m)| m.name.as_str()).collect::<Vec<_>>().join(", ");
     if all.is_empty() {
-        return Err(fail(Exit::Config, "the selected crates have no models".to_string()));
+        // `gate` and `baseline` are about models; a kernels-only crate needs one first.
+        return Err(fail(
+            Exit::Config,
+            "the selected crates have no models: a model (`impl Model`, the kernels it calls \
+             end to end) is listed in a harness binary, `harness_main!(kernels: [...], models: \
+             [MyModel])`, and the gate and baselines measure models' throughput (README, \
+             \"Writing kernels\"; fixtures/qwen3 is one)"
+                .to_string(),
+        ));
     }
     for p in patterns {
         if !all.iter().any(|(_, m)| glob(p, &m.name)) {

@@ -244,8 +244,11 @@ pub struct Written {
     /// The file's bytes before the run's first save (`None`: there was no file).
     before: Option<Vec<u8>>,
     records: usize,
-    /// A new winner: the problem had no record, or one of other parameters.
+    /// A first record of its problem.
     new: usize,
+    /// A new winner in place of the file's record of other parameters (slower, or no
+    /// longer correct, as measured by this run).
+    replaced: usize,
     /// The record's parameters stand, measured again today (another time or program).
     kept: usize,
     /// The same record as the file held.
@@ -261,7 +264,8 @@ impl Written {
     pub fn count(&mut self, change: Recorded) {
         self.records += 1;
         match change {
-            Recorded::New | Recorded::Replaced => self.new += 1,
+            Recorded::New => self.new += 1,
+            Recorded::Replaced => self.replaced += 1,
             Recorded::Refreshed => self.kept += 1,
             Recorded::Unchanged => self.unchanged += 1,
         }
@@ -281,6 +285,7 @@ impl Written {
         } else {
             let parts: Vec<String> = [
                 (self.new, "new"),
+                (self.replaced, "replacing a record of other parameters"),
                 (self.kept, "kept and measured again"),
                 (self.unchanged, "unchanged"),
             ]
@@ -504,11 +509,17 @@ mod tests {
         some[1].params = Params::new().with("bufs", 4);
         assert_eq!(
             run(&mut db, &some),
-            format!("   Wrote {file} (8 records of this run: 1 new, 1 kept and measured again, 6 unchanged)")
+            format!("   Wrote {file} (8 records of this run: 1 replacing a record of other parameters, 1 kept and measured again, 6 unchanged)")
         );
         assert_eq!(
             run(&mut db, &[rec("z", "small", 3.0)]),
             format!("   Wrote {file} (1 record of this run, all new)")
+        );
+        // A winner of other parameters is never said to be new: it replaced one.
+        let other = TunedRecord { params: Params::new().with("bufs", 8), ..rec("z", "small", 2.5) };
+        assert_eq!(
+            run(&mut db, &[other, rec("y", "small", 3.0)]),
+            format!("   Wrote {file} (2 records of this run: 1 new, 1 replacing a record of other parameters)")
         );
         let slower = TunedRecord { time_us: 1.6, ..some[0].clone() };
         assert_eq!(

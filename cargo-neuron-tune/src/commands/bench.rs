@@ -21,6 +21,8 @@ pub fn run(
     parts: &PartitionOpts,
     ctx: &Ctx,
 ) -> Result<Exit, Failure> {
+    // A chip name or file is checked before anything is built.
+    let chip = chip_spec(&s.chip)?;
     let mut ws = Workspace::open(cargo, ctx)?;
     // Without --tuned bench measures the parameters selected, never the tuned ones, but a
     // damaged tuned database is said all the same: the commands that use it refuse it.
@@ -34,7 +36,6 @@ pub fn run(
         );
     }
     let store = open_store(&ws.target_dir, &ctx.out)?;
-    let chip = chip_spec(&s.chip)?;
     let at_models = crate::model_calls::checked_selection(&mut ws, s, &chip, &ctx.out)?;
     let out = &ctx.out;
     let mut invalid = 0;
@@ -405,9 +406,10 @@ pub fn run_models(
                 .to_string(),
         ));
     }
+    // A chip name or file is checked before anything is built.
+    let chip = chip_spec(&s.chip)?;
     let mut ws = Workspace::open(cargo, ctx)?;
     let store = open_store(&ws.target_dir, &ctx.out)?;
-    let chip = chip_spec(&s.chip)?;
     let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
     let targets: Vec<models::ModelTarget> = models::select_models(&lists, patterns, &s.shapes)?
         .into_iter()

@@ -16,9 +16,10 @@ use crate::workspace::{Ctx, Workspace};
 use neuron_tune_protocol::TraceResult;
 
 pub fn run(cargo: &CargoFlags, s: &Selection, ctx: &Ctx) -> Result<Exit, Failure> {
+    // A chip name or file is checked before anything is built.
+    let chip = chip_spec(&s.chip)?;
     let mut ws = Workspace::open(cargo, ctx)?;
     let store = open_store(&ws.target_dir, &ctx.out)?;
-    let chip = chip_spec(&s.chip)?;
     let at_models = crate::model_calls::checked_selection(&mut ws, s, &chip, &ctx.out)?;
     let out = &ctx.out;
     let (mut total, mut invalid) = (0, 0);

@@ -18,8 +18,9 @@ pub fn run(
     seed: Option<u64>,
     ctx: &Ctx,
 ) -> Result<Exit, Failure> {
-    let mut ws = Workspace::open(cargo, ctx)?;
+    // A chip name or file is checked before anything is built.
     let chip = chip_spec(&s.chip)?;
+    let mut ws = Workspace::open(cargo, ctx)?;
     let at_models = crate::model_calls::checked_selection(&mut ws, s, &chip, &ctx.out)?;
     let out = &ctx.out;
     let chosen_by_tool = seed.is_none();

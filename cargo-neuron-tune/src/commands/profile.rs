@@ -22,8 +22,9 @@ pub struct Args<'a> {
 }
 
 pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
-    let mut ws = Workspace::open(cargo, ctx)?;
+    // A chip name or file is checked before anything is built.
     let chip = chip_spec(a.chip)?;
+    let mut ws = Workspace::open(cargo, ctx)?;
     let names = ws.kernel_names();
     let out = &ctx.out;
     // A name or a glob, as `--kernel` is elsewhere; a profile is of one kernel.

@@ -124,12 +124,13 @@ pub fn run(
     ctx: &Ctx,
 ) -> Result<Exit, Failure> {
     let build_start = Instant::now();
+    // A chip name or file is checked before anything is built.
+    let chip = chip_spec(&s.chip)?;
     let mut ws = Workspace::open(cargo, ctx)?;
     // A damaged tuned database is refused before any search, not when a winner is recorded.
     ws.tuned.get()?;
     let build_s = build_start.elapsed().as_secs_f64();
     let store = open_store(&ws.target_dir, &ctx.out)?;
-    let chip = chip_spec(&s.chip)?;
     let mut targets = if models.is_empty() {
         kernel_targets(&ws, s, &ctx.out)?
     } else {
@@ -247,6 +248,11 @@ pub fn run(
     let mut written_params: Vec<(usize, Params)> = Vec::new();
     // `--goal`/`--validate`: per target, the models whose winner must not lower their
     // throughput, and the winners of this run (the models use them once recorded).
+    // The models the selection holds, for the advice when none calls a target.
+    let mut selected_models: Vec<String> =
+        ws.crates.iter().flat_map(|c| c.list.models.iter().map(|m| m.name.clone())).collect();
+    selected_models.sort();
+    selected_models.dedup();
     let users = if goal.validates() {
         bar.suspend(|| model_check::users(&mut ws, &chip, &targets, &out))?
     } else {
@@ -335,9 +341,17 @@ pub fn run(
         if goal.validates() {
             bar.suspend(|| {
                 if users[ti].is_empty() {
+                    // Advice to select more crates only where no model is selected at all.
+                    let why = match selected_models.as_slice() {
+                        [] => "select the models' crates, e.g. --workspace, to check them".into(),
+                        names => format!(
+                            "the selected models ({}) do not call it at these dims",
+                            names.join(", ")
+                        ),
+                    };
                     out.status(format!(
                         "   No selected model calls {} at {shape_name}: its winners are checked on \
-                         shapes only (select the models' crates, e.g. --workspace, to check them)",
+                         shapes only ({why})",
                         k.name
                     ));
                 }

@@ -400,19 +400,17 @@ pub(super) fn report(
     // nothing faster) is shown, marked, rather than the run's own best — unless the record
     // lies outside the space searched (`--params` pins, a narrowed space): then the row is
     // the run's own best against its own default, and a note names the record.
-    let (shown, kept_record) = match &result.record {
-        Some((r, _)) if t.kernel.space.index_of(&r.params).is_some() => {
-            (r, " (recorded winner kept)")
-        }
+    let (shown, record_shown) = match &result.record {
+        Some((r, _)) if t.kernel.space.index_of(&r.params).is_some() => (r, true),
         Some((r, _)) => {
             out.note(format!(
                 "note: {} {label}: the tuned record {} ({:.1} µs) is faster and stays in the \
                  file; it lies outside the space searched, so the table shows this run's best",
                 k.name, r.params, r.time_us
             ));
-            (best, "")
+            (best, false)
         }
-        None => (best, ""),
+        None => (best, false),
     };
     table.row(vec![
         k.name.clone(),
@@ -428,7 +426,7 @@ pub(super) fn report(
         result.pruned.to_string(),
         result.invalid.to_string(),
         result.faults.to_string(),
-        format!("{}{kept_record}", shown.params),
+        format!("{}{}", shown.params, if record_shown { " (recorded winner kept)" } else { "" }),
     ]);
     // How the run went, under the kernel's name (its row is in the table at the end). The
     // convergence figures are the search's; when the default stands, they are said to be.
@@ -438,9 +436,21 @@ pub(super) fn report(
         _ if only_default => "its space holds only the default: nothing to search".to_string(),
         _ => conv::describe(&convergence),
     };
+    // A recorded winner the file keeps (and the table shows) comes first in the verdict,
+    // then what this run found.
+    let record = result.record.as_ref().map(|(r, _)| r).filter(|_| record_shown);
+    let kept = |d: f64| match record {
+        Some(r) => format!(
+            "kept the recorded winner {}, {:.1} µs; this run kept the default, {d:.1} µs",
+            r.params, r.time_us
+        ),
+        None => format!("kept the default, {d:.1} µs"),
+    };
+    let mut record_said = false;
     match (result.kept_default, result.default_time) {
         (true, Some(d)) if only_default => {
-            out.result(format!("  {} {label}: kept the default, {d:.1} µs: {how}", k.name))
+            record_said = record.is_some();
+            out.result(format!("  {} {label}: {}: {how}", k.name, kept(d)))
         }
         (true, Some(d)) if result.evaluations > 0 => {
             let searched = result.best_so_far.iter().rev().find_map(|b| *b);
@@ -470,10 +480,8 @@ pub(super) fn report(
                 Some(_) => how.clone(),
                 None => format!("the search: {how}"),
             };
-            out.result(format!(
-                "  {} {label}: kept the default, {d:.1} µs: {what}{slower}; {how}",
-                k.name
-            ));
+            record_said = record.is_some();
+            out.result(format!("  {} {label}: {}: {what}{slower}; {how}", k.name, kept(d)));
             if let (true, Some(s)) = (pinned, searched_best(result)) {
                 out.note(format!(
                     "warning: {} {label}: the kernel's default {} ({d:.1} µs) lies outside the \
@@ -493,7 +501,7 @@ pub(super) fn report(
     }
     // The result above is the run's own; the file keeps a faster record (the table's row).
     // (A tie keeps the record too: no churn in the file.)
-    if let Some((r, _)) = &result.record {
+    if let Some((r, _)) = result.record.as_ref().filter(|_| !record_said) {
         let why = match r.time_us < best.time_us {
             true => format!(
                 "faster record {} ({:.1} µs): this run's best is not faster",

@@ -117,8 +117,23 @@ pub(super) fn tune_one(
             .map_err(|e| fail(Exit::Internal, format!("writing the journal: {e:#}")))
     };
     if job.opts.resume && !replayed.is_empty() {
+        // A smaller budget than the journal holds replays only the start of it (a seed's
+        // proposals are the same whatever the budget): the result is that shorter run's,
+        // not the journal's best, which is said.
+        // (`--budget` counts simulations: pruned proposals and the default are not charged.)
+        let simulated = replayed
+            .values()
+            .filter(|e| e.n != Entry::NOT_A_PROPOSAL && e.status != "pruned")
+            .count();
+        let shorter = match job.opts.budget {
+            b if b < simulated => format!(
+                "; --budget {b} replays only their start, so the result is that of a \
+                 {b}-evaluation run (--budget {simulated} or more continues the journal)"
+            ),
+            _ => String::new(),
+        };
         ctx.out.status(format!(
-            "   Resuming {} from {} journaled evaluations",
+            "   Resuming {} from {} journaled evaluations{shorter}",
             job.kernel,
             replayed.len()
         ));
