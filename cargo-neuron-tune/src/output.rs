@@ -427,7 +427,10 @@ impl Reporter {
                 ));
             }
         }
-        let lines = std::mem::take(&mut *self.invalid.lock().expect("reporter"));
+        let mut lines = std::mem::take(&mut *self.invalid.lock().expect("reporter"));
+        // They arrive as parallel workers finish; sorted, a run prints the same lines (and
+        // the same examples) every time.
+        lines.sort();
         if lines.len() <= 4 {
             for l in &lines {
                 self.status(l);

@@ -327,7 +327,10 @@ fn check_at_a_named_shape_checks_that_shape() {
     let (code, out, err) = cli(&args);
     assert_eq!(code, 0, "{err}");
     assert!(out.lines().any(|l| l.starts_with("  ok     double  small  ")), "{out}");
-    assert!(err.contains("(one case per variant at each named shape, full size)"), "{err}");
+    assert!(
+        err.contains("Checking one case per variant at each named shape (full size), seed "),
+        "{err}"
+    );
     assert!(!err.contains("32 cases"), "{err}");
     // A --cases that does not apply is said not to.
     let mut with_cases = args.to_vec();

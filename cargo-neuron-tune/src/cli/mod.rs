@@ -38,14 +38,15 @@ pub struct GlobalOpts {
 #[derive(Debug, Args, Clone, Copy)]
 pub struct WorkerOpts {
     /// Parallel harness workers (default: the number of CPUs).
-    #[arg(short = 'j', long, value_name = "N", value_parser = positive)]
+    #[arg(short = 'j', long, value_name = "N", value_parser = positive::<usize>,
+          allow_negative_numbers = true)]
     pub jobs: Option<usize>,
     /// Seconds a worker may take to start, and again to answer one request. A worker that
     /// hangs past it (or crashes) is killed and the request retried once on a fresh worker
     /// before the variant is reported as failed, so a hung variant is reported after about
     /// twice this. A worker that fails to start twice stops the command (exit 4).
     #[arg(long, value_name = "SECS", default_value_t = WorkerOpts::DEFAULT_TIMEOUT,
-          value_parser = clap::value_parser!(u64).range(1..))]
+          value_parser = positive::<u64>, allow_negative_numbers = true)]
     pub timeout: u64,
 }
 
@@ -195,10 +196,11 @@ pub enum Command {
         #[command(flatten)]
         grid: Grid,
         /// Random cases per variant (without `--shape`).
-        #[arg(long, default_value_t = DEFAULT_CHECK_CASES, value_parser = clap::value_parser!(u32).range(1..))]
+        #[arg(long, default_value_t = DEFAULT_CHECK_CASES, value_parser = positive::<u32>,
+              allow_negative_numbers = true)]
         cases: u32,
         /// Seed for the random cases (printed on every run; replay with it).
-        #[arg(long)]
+        #[arg(long, value_parser = seed, allow_negative_numbers = true)]
         seed: Option<u64>,
     },
     /// Benchmark variants on the timing model; unchanged programs are served from the store.
@@ -558,7 +560,7 @@ pub struct SearchOpts {
     /// found invalid): a proposal pruned by its roofline bound costs no simulation and is
     /// not counted, up to 4 × budget proposals in all.
     #[arg(long, default_value_t = 100, help_heading = "Search",
-          value_parser = positive)]
+          value_parser = positive::<usize>, allow_negative_numbers = true)]
     pub budget: usize,
     /// Stop starting evaluations after this many seconds (per kernel and shape). The batch
     /// under way finishes, with the correctness checks of its would-be winners (for a
@@ -567,12 +569,13 @@ pub struct SearchOpts {
     pub time: Option<f64>,
     /// Stop after this many proposals in a row (pruned ones included) without a new best
     /// [default: no limit].
-    #[arg(long, value_name = "N", help_heading = "Search", value_parser = positive)]
+    #[arg(long, value_name = "N", help_heading = "Search", value_parser = positive::<usize>,
+          allow_negative_numbers = true)]
     pub early_stop: Option<usize>,
     /// Seed of the strategy (printed on every run; the same seed replays the same run)
     /// [default: the current time in seconds; give one to CI partitions, which start at
     /// different seconds].
-    #[arg(long, help_heading = "Search")]
+    #[arg(long, help_heading = "Search", value_parser = seed, allow_negative_numbers = true)]
     pub seed: Option<u64>,
     /// Continue the run of the same kernel, shape (dimensions), chip (a chip file's
     /// content included), strategy, objective, pinned --params and seed from its journal
@@ -601,7 +604,8 @@ pub struct GoalOpts {
     pub goal: Option<Goal>,
     /// With --goal: at most this many rounds (a round is one batch of up to 4 proposals,
     /// then a decision). --budget still caps the simulations [default: no limit].
-    #[arg(long, value_name = "N", value_parser = positive, requires = "goal",
+    #[arg(long, value_name = "N", value_parser = positive::<usize>, requires = "goal",
+          allow_negative_numbers = true,
           help_heading = "Goal")]
     pub max_rounds: Option<usize>,
     /// Validate each new best before it stands: right at full size on every named shape of
@@ -666,12 +670,25 @@ fn percent(text: &str) -> Result<f64, String> {
 pub const DEFAULT_CHECK_CASES: u32 = 32;
 
 /// A count that must be at least 1.
-fn positive(text: &str) -> Result<usize, String> {
-    match text.parse::<usize>() {
-        Ok(0) => Err("must be at least 1".into()),
+/// A whole number of at least 1 (counts, seconds): `0` and negative numbers are said to be
+/// too small, rather than clap's range or "unexpected argument '-3'".
+fn positive<T>(text: &str) -> Result<T, String>
+where
+    T: std::str::FromStr<Err = std::num::ParseIntError> + PartialEq + From<u8>,
+{
+    match text.trim().parse::<T>() {
+        Ok(n) if n == T::from(0) => Err("must be at least 1".into()),
         Ok(n) => Ok(n),
-        Err(e) => Err(e.to_string()),
+        Err(_) if text.trim().starts_with('-') => Err("must be at least 1".into()),
+        Err(e) => Err(format!("not a whole number ({e})")),
     }
+}
+
+/// A seed: a whole number from 0 to 2^64 − 1.
+fn seed(text: &str) -> Result<u64, String> {
+    text.trim().parse::<u64>().map_err(|_| {
+        format!("a seed is a whole number from 0 to {} (the one a run printed)", u64::MAX)
+    })
 }
 
 /// A file the command writes (`--results`, `--markdown`, `--junit`, `--trace`,

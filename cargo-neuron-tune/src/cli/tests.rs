@@ -25,6 +25,33 @@ fn a_threshold_is_a_percentage_with_or_without_its_sign() {
     }
 }
 
+/// Counts and seeds name their flag and say what they take, for 0, negative numbers (which
+/// clap would otherwise take for flags: "unexpected argument '-3'") and words alike.
+#[test]
+fn counts_and_seeds_say_what_they_take() {
+    use clap::Parser;
+    let error = |args: &[&str]| {
+        let argv = [&["cargo-neuron-tune", "tune"][..], args].concat();
+        Cli::try_parse_from(argv).expect_err("refused").to_string()
+    };
+    for (args, words) in [
+        (&["--budget", "-3"][..], "invalid value '-3' for '--budget <BUDGET>': must be at least 1"),
+        (&["--budget", "0"], "invalid value '0' for '--budget <BUDGET>': must be at least 1"),
+        (&["--budget", "x"], "for '--budget <BUDGET>': not a whole number"),
+        (&["-j", "-2"], "invalid value '-2' for '--jobs <N>': must be at least 1"),
+        (&["--timeout", "0"], "invalid value '0' for '--timeout <SECS>': must be at least 1"),
+        (
+            &["--seed", "-1"],
+            "for '--seed <SEED>': a seed is a whole number from 0 to 18446744073709551615",
+        ),
+    ] {
+        let message = error(args);
+        assert!(message.contains(words), "{args:?}: {message}");
+    }
+    assert_eq!(positive::<u32>(" 7 "), Ok(7));
+    assert_eq!(seed("0"), Ok(0));
+}
+
 #[test]
 fn cli_is_well_formed() {
     Cli::command().debug_assert();

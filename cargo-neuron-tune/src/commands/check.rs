@@ -29,11 +29,11 @@ pub fn run(
     // it, each named shape is one seeded case at its full size (`tune --goal`'s check).
     let at_named = !s.shapes.is_empty();
     let what = if at_named {
-        "one case per variant at each named shape, full size".to_string()
+        "one case per variant at each named shape (full size)".to_string()
     } else {
         format!("{cases} cases per variant at random small shapes")
     };
-    out.status(format!("   Checking with {} ({what})", seed_words(seed, chosen_by_tool)));
+    out.status(format!("   Checking {what}, {}", seed_words(seed, chosen_by_tool)));
     if at_named && cases != crate::cli::DEFAULT_CHECK_CASES {
         out.note(format!(
             "note: --cases {cases} does not apply with --shape (one seeded case per variant at \
