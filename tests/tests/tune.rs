@@ -395,32 +395,39 @@ fn sigterm_stops_a_tuning_run_as_ctrl_c_does() {
 fn stopped_by_a_signal_keeps_its_journal_and_resumes(signal: &str, seed: &str) {
     let args = tune_args(seed, &[]);
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let journal = root().join(format!(
+        "target/e2e/neuron-tune/journals/tune-broken-noisy.many-small-cols512-rows256-trn2-default-{seed}.jsonl"
+    ));
+    // Removed before the run starts: removed after, it could take lines the run wrote.
+    let _ = std::fs::remove_file(&journal);
     let child = cli_command(&a)
         .env("NOISY_SLEEP_MS", "150")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let journal = root().join(format!(
-        "target/e2e/neuron-tune/journals/tune-broken-noisy.many-small-cols512-rows256-trn2-default-{seed}.jsonl"
-    ));
-    let _ = std::fs::remove_file(&journal);
     let start = Instant::now();
     while journal_lines(journal.to_str().unwrap()).len() < 5 {
         assert!(start.elapsed() < Duration::from_secs(120), "the run never journaled");
         std::thread::sleep(Duration::from_millis(20));
     }
     // The signal to the tool alone (a terminal would send SIGINT to the workers too).
+    let signalled = Instant::now();
     let status = std::process::Command::new("kill")
         .args([&format!("-{signal}"), &child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
     let out = child.wait_with_output().unwrap();
+    // From the signal to the exit (not the build and the evaluations before it): the
+    // requests in flight (one 150 ms variant per worker) are abandoned. Generous, for a
+    // loaded machine; a stop that waits on something (its workers, a timeout) exceeds it.
+    // A run that went on to its budget instead is the journal's count below.
+    let stopping = signalled.elapsed();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert!(err.contains("interrupted") && err.contains("--resume"), "{err}");
-    assert!(start.elapsed() < Duration::from_secs(60), "stopped promptly");
+    assert!(stopping < Duration::from_secs(20), "stopped promptly: {stopping:?} after the signal");
     let kept = journal_lines(journal.to_str().unwrap()).len();
     assert!((5..24).contains(&kept), "{kept} evaluations kept");
 
