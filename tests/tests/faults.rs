@@ -15,6 +15,7 @@ use neuron_tune_tests::{
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -484,13 +485,23 @@ fn every_fault_exits_with_its_code_says_why_and_keeps_what_was_stored() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap());
-    std::thread::sleep(Duration::from_secs(4));
+    // Interrupted once its first variant is finished (its `bench` event printed), however
+    // long the build and the start took; the rest of its output read after.
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut out = String::new();
+    loop {
+        let mut line = String::new();
+        let read = stdout.read_line(&mut line).unwrap();
+        assert!(read > 0, "the run ended before its first result:\n{out}");
+        out.push_str(&line);
+        if serde_json::from_str::<Value>(&line).is_ok_and(|v| v["event"] == "bench") {
+            break;
+        }
+    }
     let pid = child.id().to_string();
     assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    stdout.read_to_string(&mut out).unwrap();
     let status = child.wait().unwrap();
-    let out = reader.join().unwrap();
     let err = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
     assert_eq!(status.code(), Some(130), "Ctrl-C: {err}");
     assert!(err.contains("run the same command again to continue"), "{err}");
