@@ -174,26 +174,62 @@ fn bench_events_stream_before_the_last_variant_is_simulated() {
     );
 }
 
+/// A worker that breaks the protocol — a wrong id, a truncated line, plain text instead of
+/// its handshake, another protocol version — stops the command with exit 1 and a message
+/// that says what it did: nothing it says can be trusted, so no result is taken from it
+/// and it is not started again.
 #[test]
 fn a_worker_that_breaks_the_protocol_is_an_internal_error_naming_it() {
     let manifest = broken_manifest("bad_protocol");
-    for (mode, says) in
-        [("wrong_id", "with the response to request"), ("truncated", "truncated response")]
-    {
+    let starts = std::env::temp_dir()
+        .join(format!("neuron-tune-bad-protocol-starts-{}.log", std::process::id()));
+    let version = neuron_tune_protocol::PROTOCOL_VERSION;
+    let mismatch =
+        format!("speaks worker protocol {}, this cargo-neuron-tune speaks {version}", version + 1);
+    let modes: [(&str, &[&str], bool); 4] = [
+        ("wrong_id", &["with the response to request"], true),
+        ("truncated", &["truncated response"], true),
+        (
+            "foreign",
+            &["starting up", "not a protocol response", "usage: harness-bad-protocol"],
+            true,
+        ),
+        ("version", &[&mismatch], false),
+    ];
+    for (mode, says, names_the_worker) in modes {
+        let _ = std::fs::remove_file(&starts);
+        // One worker (`-j 1`): a second start would be a retry.
         let (code, out, err) = cli_env(
-            &["bench", "--force", "--manifest-path", &manifest, "--message-format", "json"],
-            &[("BAD_PROTOCOL", mode)],
+            &[
+                "bench",
+                "--force",
+                "-j",
+                "1",
+                "--manifest-path",
+                &manifest,
+                "--message-format",
+                "json",
+            ],
+            &[("BAD_PROTOCOL", mode), ("BAD_PROTOCOL_STARTS", starts.to_str().unwrap())],
         );
         assert_eq!(code, 1, "{mode}: {err}");
         assert!(events(&out, "bench").is_empty(), "{mode}: no result from a broken answer: {out}");
         let error = &events(&out, "error")[0]["message"];
         let msg = error.as_str().unwrap();
-        assert!(msg.contains("protocol error") && msg.contains(says), "{mode}: {msg}");
-        assert!(
-            msg.contains("worker ") && msg.contains("harness-bad-protocol"),
-            "names the worker: {msg}"
-        );
+        assert!(msg.contains("protocol error"), "{mode}: {msg}");
+        for words in says {
+            assert!(msg.contains(words), "{mode}: {words:?} in {msg}");
+        }
+        if names_the_worker {
+            assert!(
+                msg.contains("worker ") && msg.contains("harness-bad-protocol"),
+                "{mode}: names the worker: {msg}"
+            );
+        }
+        let started = std::fs::read_to_string(&starts).unwrap_or_default().lines().count();
+        assert_eq!(started, 1, "{mode}: started once, never again: {msg}");
     }
+    let _ = std::fs::remove_file(&starts);
 }
 
 /// xorshift64*: the test's own random indices, so a seed means the same draws everywhere.
