@@ -134,29 +134,8 @@ impl WorkerProcess {
                 ))
             }
         };
-        let protocol_error =
-            |what: String| failure(ErrorKind::Protocol, format!("{}: {what}", self.name));
-        if !line.complete {
-            return Err(protocol_error(format!(
-                "truncated response to request {} (no end of line): {}",
-                req.id,
-                clip(&line.text)
-            )));
-        }
-        let resp: Response = serde_json::from_str(&line.text).map_err(|e| {
-            protocol_error(format!(
-                "answered request {} with a line that is not a protocol response ({e}): {}",
-                req.id,
-                clip(&line.text)
-            ))
-        })?;
-        if resp.id != req.id {
-            return Err(protocol_error(format!(
-                "answered request {} with the response to request {}",
-                req.id, resp.id
-            )));
-        }
-        Ok(resp)
+        response_to(req.id, &line.text, line.complete)
+            .map_err(|what| failure(ErrorKind::Protocol, format!("{}: {what}", self.name)))
     }
 
     fn kill(&self) {
@@ -180,6 +159,25 @@ impl WorkerProcess {
             }
         }
     }
+}
+
+/// The response to request `id` in a line a worker wrote (`complete`: with its end of line),
+/// or the protocol error it is, in words: a line cut short, a line that is not a protocol
+/// response, or the response to another request. Never a response to another id.
+pub fn response_to(id: u64, text: &str, complete: bool) -> Result<Response, String> {
+    if !complete {
+        return Err(format!("truncated response to request {id} (no end of line): {}", clip(text)));
+    }
+    let resp: Response = serde_json::from_str(text).map_err(|e| {
+        format!(
+            "answered request {id} with a line that is not a protocol response ({e}): {}",
+            clip(text)
+        )
+    })?;
+    if resp.id != id {
+        return Err(format!("answered request {id} with the response to request {}", resp.id));
+    }
+    Ok(resp)
 }
 
 /// An exit status in words, naming the signal and what it usually means.

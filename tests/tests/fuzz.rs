@@ -168,6 +168,47 @@ fn the_worker_protocol_decoder_never_panics() {
     });
 }
 
+/// What the tool does with a line a worker wrote ([`cargo_neuron_tune::worker::response_to`]:
+/// complete, a protocol response, and to the request asked): never a panic, never a line
+/// without its end taken, and never the response to another request taken for the one
+/// asked (whatever ids, bodies or key orders the bytes hold).
+#[test]
+fn the_tool_never_takes_a_worker_s_line_for_another_request_s_answer() {
+    use cargo_neuron_tune::worker::response_to;
+    use neuron_tune_protocol::{ErrorKind, ResponseBody, PROTOCOL_VERSION};
+    let hello = ResponseBody::Hello { protocol: PROTOCOL_VERSION, harness_version: "0.1.0".into() };
+    let verdicts = ResponseBody::Validate { verdicts: vec![None, Some("odd".into())] };
+    let mut printed = Response::new(11, verdicts.clone());
+    printed.output = "kernel output {\"id\": 12}".into();
+    let responses = [
+        Response::new(0, hello),
+        Response::new(7, verdicts),
+        printed,
+        Response::error(3, ErrorKind::Timeout, "slow"),
+    ];
+    // (A line as read: with its end of line.)
+    let seeds: Vec<Vec<u8>> = responses
+        .iter()
+        .map(|r| format!("{}\n", serde_json::to_string(r).unwrap()).into_bytes())
+        .collect();
+    // The seeds are taken for their own request only, and only whole.
+    for (r, seed) in responses.iter().zip(&seeds) {
+        assert_eq!(response_to(r.id, &text(seed), true).as_ref(), Ok(r));
+        assert!(response_to(r.id + 1, &text(seed), true).is_err());
+        assert!(response_to(r.id, &text(seed), false).is_err());
+    }
+    let asked: Vec<u64> = [0, 1, 3, 7, 11, 12, 1000, u64::MAX].to_vec();
+    fuzz("worker response reader", seeds, |b| {
+        let line = text(b);
+        for &id in &asked {
+            if let Ok(r) = response_to(id, &line, true) {
+                assert_eq!(r.id, id, "the response to request {} taken for {id}: {line}", r.id);
+            }
+            assert!(response_to(id, &line, false).is_err(), "a line cut short taken: {line}");
+        }
+    });
+}
+
 #[test]
 fn the_store_entry_reader_never_panics() {
     let dir = neuron_tune_tests::scratch_dir("fuzz-store");
