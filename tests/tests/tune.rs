@@ -1,6 +1,8 @@
 //! `tune` end to end on `fixtures/broken/noisy` (tiny programs, so a search is quick).
 
-use neuron_tune_tests::{broken_manifest, cli, cli_command, cli_env, events, root, KeepFile};
+use neuron_tune_tests::{
+    broken_manifest, cli, cli_command, cli_env, double_crate, events, root, scratch_dir, KeepFile,
+};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -440,6 +442,78 @@ fn stopped_by_a_signal_keeps_its_journal_and_resumes(signal: &str, seed: &str) {
         journal_lines(journal.to_str().unwrap()).iter().map(|l| l["n"].as_u64().unwrap()).collect();
     ns.sort();
     assert_eq!(ns, (0..24).collect::<Vec<u64>>(), "nothing repeated, nothing lost");
+}
+
+/// `double` whose time depends on both parameters (buffers to overlap with, columns per
+/// DMA), and which sleeps for a wall-clock time of its own per variant (0 to 160 ms, not a
+/// function of its simulated time) each time it runs at the tuned shape: with several
+/// workers, a batch's answers come back in another order than it was proposed in.
+const SCRAMBLED: &str = r#"
+fn body(nc: &mut Nc, p: &Params, sh: &Shape, x: Hbm, y: Hbm) -> SimResult<()> {
+    let (bufs, cw) = (p.uint("bufs")?, p.uint("cols_per_tile")?);
+    if (sh.dim("rows"), sh.dim("cols")) == (256, 512) {
+        std::thread::sleep(std::time::Duration::from_millis((bufs * 37 + cw / 32) % 5 * 40));
+    }
+    let pool = nc.sbuf_pool("io", bufs as u32);
+    correct(nc, p, sh, x, y, pool)
+}
+"#;
+
+/// A seed replays at any parallelism: the stochastic strategies hear each batch's outcomes
+/// in proposal order, never in completion order, so `-j 1` and `-j 3` make the same
+/// proposals, the same journal and the same best.
+#[test]
+fn a_seed_replays_a_stochastic_search_at_any_parallelism() {
+    let dir = scratch_dir("tune-jobs");
+    let space = "{ bufs = [1, 2, 3, 4, 5, 6, 7, 8], cols_per_tile = [32, 64, 96, 128, 192, 256, 384, 512] }";
+    double_crate(&dir, "tune-jobs", space, SCRAMBLED, true);
+    let manifest = dir.join("Cargo.toml");
+    let manifest = manifest.to_str().unwrap();
+    for strategy in ["default", "bayes"] {
+        // (best params, best so far, journal's (n, params, status, time) per evaluation)
+        let run = |jobs: &str| {
+            let a = [
+                "tune",
+                "--manifest-path",
+                manifest,
+                "--kernel",
+                "double",
+                "--strategy",
+                strategy,
+                "--seed",
+                "90210",
+                "--budget",
+                "24",
+                "-j",
+                jobs,
+                "--message-format",
+                "json",
+            ];
+            let (code, out, err) = cli_env(&a, &[]);
+            assert_eq!(code, 0, "{strategy} -j {jobs}: {err}");
+            let e = final_event(&out);
+            assert_eq!(e["evaluations"], 24, "{strategy} -j {jobs}: {e}");
+            // Read now: the next run (same kernel, strategy and seed) replaces the journal.
+            let lines = journal_lines(e["journal"].as_str().unwrap());
+            let journal: Vec<[Value; 4]> = lines
+                .iter()
+                .filter(|l| l.get("n").is_some())
+                .map(|l| {
+                    [l["n"].clone(), l["params"].clone(), l["status"].clone(), l["time_us"].clone()]
+                })
+                .collect();
+            assert_eq!(journal.len(), 24, "{strategy} -j {jobs}: {lines:?}");
+            (e["best_params"].clone(), e["best_so_far"].clone(), journal)
+        };
+        let three = run("3");
+        let one = run("1");
+        // The search had something to find, and found it at more than one point.
+        let curve: Vec<f64> = one.1.as_array().unwrap().iter().filter_map(Value::as_f64).collect();
+        assert!(curve.first() > curve.last(), "{strategy}: a flat search: {curve:?}");
+        assert_eq!(one.0, three.0, "{strategy}: the best params at -j 1 and -j 3");
+        assert_eq!(one.1, three.1, "{strategy}: the convergence at -j 1 and -j 3");
+        assert_eq!(one.2, three.2, "{strategy}: the journal at -j 1 and -j 3");
+    }
 }
 
 #[test]
