@@ -310,3 +310,32 @@ fn winners_that_differ_by_shape_are_no_over_fitting_when_each_shape_has_its_own_
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("over-fitted") && !err.contains("over-fitted"), "{out}");
 }
+
+/// A default the kernel's rules refuse (here a pool of 0 buffers, set in the crate's
+/// configuration) is what every untuned call would run. A search that finds a valid winner
+/// still records it, and says the default is not valid, with the reason and where to fix
+/// it, instead of leaving only a "-" in the table's default column.
+#[test]
+fn a_default_the_rules_refuse_is_said_even_when_a_winner_is_found() {
+    let dir = neuron_tune_tests::scratch_dir("tune-bad-default");
+    let body = r#"
+fn body(nc: &mut Nc, p: &Params, sh: &Shape, x: Hbm, y: Hbm) -> SimResult<()> {
+    let pool = nc.sbuf_pool("io", p.uint("bufs")? as u32);
+    correct(nc, p, sh, x, y, pool)
+}
+"#;
+    let space = "{ bufs = [0, 1, 2] }\ndefault = { bufs = 0 }";
+    neuron_tune_tests::double_crate(&dir, "tune-bad-default", space, body, true);
+    let manifest = dir.join("Cargo.toml");
+    let m = manifest.to_str().unwrap();
+    let args = ["tune", "--manifest-path", m, "--shape", "small", "--budget", "2", "--seed", "1"];
+    let (code, out, err) = run(&args);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let row = out.lines().rfind(|l| l.trim_start().starts_with("double ")).unwrap_or("");
+    assert!(row.contains("bufs="), "a winner is recorded: {row}\n{out}");
+    assert!(
+        err.contains("warning: double at small: the default parameters bufs=0,cols_per_tile=512 are not valid here ("),
+        "{err}"
+    );
+    assert!(err.contains("set a valid one (`default = { ... }`"), "{err}");
+}

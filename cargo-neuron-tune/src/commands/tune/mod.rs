@@ -444,6 +444,17 @@ pub fn run(
             continue;
         };
         bar.suspend(|| report(&out, t, &chip, &replay, &result, &best, seed, opts, &mut table));
+        if let Some(why) = &result.default_refused {
+            // A default the kernel's own rule refuses is what every untuned call (another
+            // chip or shape, a model without this record) would run: said, not only a "-"
+            // in the table's default column.
+            out.note(format!(
+                "warning: {} at {shape_name}: the default parameters {} are not valid here \
+                 ({why}); this run's winner is recorded, but elsewhere the default is what \
+                 runs: set a valid one (`default = {{ ... }}` in the kernel's configuration)",
+                k.name, t.kernel.defaults
+            ));
+        }
         winners.push((ti, best.params.clone(), best.time_us));
         // The goal is judged on what the tuned file holds after the run: a kept record,
         // faster than this run's best, stands for the kernel.
