@@ -17,7 +17,8 @@ pub struct CargoFlags {
     /// Path to Cargo.toml.
     #[arg(long, value_name = "PATH", help_heading = "Cargo options")]
     pub manifest_path: Option<PathBuf>,
-    /// Package(s) with kernels to work on (default: every kernel crate of the workspace).
+    /// Package(s) with kernels to work on (default: every kernel crate of the workspace);
+    /// `*` globs, as in cargo (`-p 'my-kernels-*'`).
     #[arg(short = 'p', long = "package", value_name = "SPEC", help_heading = "Cargo options")]
     pub packages: Vec<String>,
     /// Every package of the workspace: the default without -p, and, as in cargo, what is
@@ -25,7 +26,7 @@ pub struct CargoFlags {
     #[arg(long, help_heading = "Cargo options")]
     pub workspace: bool,
     /// Packages to leave out of the whole workspace (not with -p; unlike cargo, it needs
-    /// no --workspace).
+    /// no --workspace); `*` globs.
     #[arg(long, value_name = "SPEC", help_heading = "Cargo options", conflicts_with = "packages")]
     pub exclude: Vec<String>,
     /// Space or comma separated features to activate.
@@ -38,7 +39,7 @@ pub struct CargoFlags {
     #[arg(long, help_heading = "Cargo options")]
     pub no_default_features: bool,
     /// Build the harness with the release profile (the default).
-    #[arg(long, help_heading = "Cargo options", conflicts_with = "profile")]
+    #[arg(short = 'r', long, help_heading = "Cargo options", conflicts_with = "profile")]
     pub release: bool,
     /// Build the harness with this profile [default: release].
     #[arg(long, value_name = "PROFILE-NAME", help_heading = "Cargo options")]
@@ -83,10 +84,11 @@ impl CargoFlags {
     /// Whether the package named `name` is selected: every package but the excluded ones
     /// without -p or with --workspace, else the -p ones.
     pub fn selects(&self, name: &str) -> bool {
+        use crate::select::glob;
         if self.packages.is_empty() || self.workspace {
-            !self.exclude.iter().any(|e| e == name)
+            !self.exclude.iter().any(|e| glob(e, name))
         } else {
-            self.packages.iter().any(|p| p == name)
+            self.packages.iter().any(|p| glob(p, name))
         }
     }
 
@@ -145,11 +147,15 @@ impl CargoFlags {
     /// The kernel crates selected by `-p` / `--exclude` (all of the workspace by default).
     pub fn kernel_crates(&self, meta: &Metadata) -> Result<Vec<KernelCrate>> {
         let members: Vec<&Package> = meta.workspace_packages();
+        use crate::select::glob;
         for p in &self.packages {
-            let Some(m) = members.iter().find(|m| m.name.as_str() == p) else {
+            let matched: Vec<&&Package> =
+                members.iter().filter(|m| glob(p, m.name.as_str())).collect();
+            if matched.is_empty() {
                 bail!("package `{p}` is not a member of the workspace at {}", meta.workspace_root);
-            };
-            if m.metadata.get("neuron-tune").is_none() {
+            }
+            // A glob needs only one kernel crate among what it matches; a name must be one.
+            if matched.iter().all(|m| m.metadata.get("neuron-tune").is_none()) {
                 let kernel_crates: Vec<&str> = members
                     .iter()
                     .filter(|m| m.metadata.get("neuron-tune").is_some())
@@ -165,7 +171,7 @@ impl CargoFlags {
         // Leaving out a package that is not there is a typo that would otherwise select
         // everything silently.
         for e in &self.exclude {
-            if !members.iter().any(|m| m.name.as_str() == e) {
+            if !members.iter().any(|m| glob(e, m.name.as_str())) {
                 bail!(
                     "--exclude {e}: no package `{e}` in the workspace at {}",
                     meta.workspace_root
@@ -453,7 +459,25 @@ pub enum BuildError {
 
 #[cfg(test)]
 mod tests {
-    use super::defined_profiles;
+    use super::{defined_profiles, CargoFlags};
+
+    /// `-p` and `--exclude` take `*` globs, as cargo's do; `-p` without `--workspace`
+    /// selects only what it matches.
+    #[test]
+    fn packages_and_exclusions_match_globs() {
+        let flags = |p: &[&str], x: &[&str]| CargoFlags {
+            packages: p.iter().map(|s| s.to_string()).collect(),
+            exclude: x.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        let p = flags(&["neuron-fixtures-*"], &[]);
+        assert!(p.selects("neuron-fixtures-kernels") && p.selects("neuron-fixtures-qwen3"));
+        assert!(!p.selects("neuron-sim"));
+        let exact = flags(&["neuron-fixtures-kernels"], &[]);
+        assert!(!exact.selects("neuron-fixtures-kernels-extra"), "a name is no prefix");
+        let x = flags(&[], &["*-qwen3"]);
+        assert!(x.selects("neuron-fixtures-kernels") && !x.selects("neuron-fixtures-qwen3"));
+    }
 
     #[test]
     fn profiles_are_the_built_in_ones_and_those_the_manifest_and_configs_define() {
