@@ -39,6 +39,7 @@ pub struct Measured {
 pub fn variant_ref(v: &Variant, chip: &ChipSpec) -> VariantRef {
     VariantRef {
         kernel: v.kernel.clone(),
+        krate: v.krate.clone(),
         params: v.params.clone(),
         shape: ShapeRef::Dims(v.shape.clone()),
         chip: chip.clone(),

@@ -268,7 +268,7 @@ impl<'a> ModelTuned<'a> {
 
     /// The tuned parameters, as a model request carries them.
     pub fn tuned(&self) -> Tuned {
-        Tuned(self.records().map(|(_, r)| r.entry()).collect())
+        Tuned(self.records().map(|(_, r)| r.entry(None)).collect())
     }
 
     /// The record a tuned call used.
@@ -501,6 +501,7 @@ pub fn evaluate(
         .calls
         .iter()
         .map(|c| Variant {
+            krate: c.krate.clone(),
             kernel: c.kernel.clone(),
             shape_name: format!("{}@{}", target.model, target.shape_name),
             shape: c.shape.clone(),
@@ -676,7 +677,7 @@ mod tests {
             ],
         );
         let manifest = |n: &str| tmp.path().join(n).join("Cargo.toml");
-        let bufs = |t: &Tuned, k: &str| t.get(k, &dims).and_then(|p| p.get("bufs")).cloned();
+        let bufs = |t: &Tuned, k: &str| t.get(None, k, &dims).and_then(|p| p.get("bufs")).cloned();
 
         // The model links `kernels`: its records only, never experimental's `add`.
         let model = set.for_model(&manifest("model"), "trn2");

@@ -18,6 +18,10 @@ pub const GRID_LIMIT: u64 = 1_000_000;
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Variant {
     pub kernel: String,
+    /// The Rust crate that defines the kernel, when the name alone may not tell which
+    /// kernel the harness runs: a model's call ([`neuron_tune_protocol::PlannedCall`]).
+    #[serde(rename = "crate", default, skip_serializing_if = "Option::is_none")]
+    pub krate: Option<String>,
     pub shape_name: String,
     pub shape: Shape,
     pub params: Params,
@@ -142,6 +146,7 @@ impl KernelSelection {
                 p => p.iter(),
             };
             sets.map(move |p| Variant {
+                krate: None,
                 kernel: self.kernel.name.clone(),
                 shape_name: sn.clone(),
                 shape: sh.clone(),

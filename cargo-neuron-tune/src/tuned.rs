@@ -69,10 +69,12 @@ impl TunedRecord {
         format!("{}/{}/{}", self.kernel, self.chip, self.shape)
     }
 
-    /// The record as a model request carries it (kernel, shape dims, parameters).
-    pub fn entry(&self) -> neuron_tune_protocol::TunedEntry {
+    /// The record as a model request carries it (kernel, shape dims, parameters), for the
+    /// kernel of Rust crate `krate` (`None`: of the name alone).
+    pub fn entry(&self, krate: Option<&str>) -> neuron_tune_protocol::TunedEntry {
         neuron_tune_protocol::TunedEntry {
             kernel: self.kernel.clone(),
+            krate: krate.map(Into::into),
             shape: self.dims.clone(),
             params: self.params.clone(),
         }

@@ -150,6 +150,32 @@ pub trait Kernel: Send + Sync {
     }
     /// Useful work of one invocation.
     fn work(&self, shape: &Shape) -> Work;
+    /// The Rust crate whose code defines this kernel: the first path segment of its type's
+    /// name (`std::any::type_name`), so `my_kernels` for `my_kernels::gemm::Gemm` — the lib
+    /// target's name (`-` spelled `_`), or the harness binary's for a kernel defined in it.
+    /// With the name it identifies the kernel across the protocol: a model that calls two
+    /// kernels of one name from two crates gets each crate's tuned parameters, and the tool
+    /// tells each call's package from it (a lib target name in `cargo metadata`).
+    ///
+    /// It is the crate of the *type*: a kernel that is a value of a type another crate
+    /// defines (a generic `shared::Elementwise<Op>`, a struct holding a closure, a name
+    /// given at run time) reports that crate. Override it when such a kernel belongs to
+    /// the crate that builds it: `fn rust_crate(&self) -> &str { env!("CARGO_CRATE_NAME") }`
+    /// in that crate's library. (Not knowing the crate, the tool falls back to the name,
+    /// as before crates were told apart.)
+    fn rust_crate(&self) -> &str {
+        crate_of_type(std::any::type_name::<Self>())
+    }
+}
+
+/// The crate of a type's name as `std::any::type_name` spells it: the leading path
+/// segment (`a::b::C<d::E>` → `a`), past references (`&a::C` → `a`). Empty for a type
+/// without one (a tuple).
+pub fn crate_of_type(type_name: &str) -> &str {
+    let t = type_name.trim_start_matches(['&', '*']);
+    let t = t.strip_prefix("mut ").or_else(|| t.strip_prefix("const ")).unwrap_or(t);
+    let end = t.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(t.len());
+    &t[..end]
 }
 
 /// Why a variant could not be run.

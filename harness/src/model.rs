@@ -2,8 +2,9 @@
 //!
 //! A [`Model`] declares, for a shape, its tensors and its kernel calls through a
 //! [`ModelBuilder`]; it also has a CPU reference of the whole. Each call uses the tuned
-//! parameters for its (kernel, shape) from a [`Tuned`] table when there is one, else the
-//! kernel's default. Functional evaluation runs every call on one simulated core (values
+//! parameters for its (crate, kernel, shape) from a [`Tuned`] table when there is one, else
+//! the kernel's default (a kernel is its Rust crate and its name, [`Kernel::rust_crate`]: a
+//! model may call two kernels of one name from two crates). Functional evaluation runs every call on one simulated core (values
 //! flow through HBM); timing evaluation simulates each distinct call once and adds the
 //! chip's launch overhead per call, as a real model pays it per kernel launch.
 
@@ -130,17 +131,26 @@ pub trait Model: Send + Sync {
     }
 }
 
+/// Default parameters by (Rust crate, kernel name): those a harness's configuration gives
+/// the kernels it lists. A kernel not in it uses its declared defaults.
+pub type Defaults = BTreeMap<(String, String), Params>;
+
+/// A kernel's identity: its Rust crate and its name.
+fn key(kernel: &dyn Kernel) -> (String, String) {
+    (kernel.rust_crate().to_string(), kernel.name().to_string())
+}
+
 fn params_for(
     kernel: &dyn Kernel,
     shape: &Shape,
     tuned: &Tuned,
-    defaults: &BTreeMap<String, Params>,
+    defaults: &Defaults,
 ) -> (Params, bool) {
-    match tuned.get(kernel.name(), shape) {
+    match tuned.get(Some(kernel.rust_crate()), kernel.name(), shape) {
         Some(p) => (p.clone(), true),
         None => (
             defaults
-                .get(kernel.name())
+                .get(&key(kernel))
                 .cloned()
                 .unwrap_or_else(|| Params::defaults(&kernel.params())),
             false,
@@ -160,26 +170,30 @@ fn in_call(e: RunError, kernel: &dyn Kernel, shape: &Shape, params: &Params) -> 
 }
 
 /// The distinct calls `model` makes at `shape` and the parameters each uses, in order of
-/// first call; nothing is simulated. Two calls are the same when kernel, shape and
+/// first call; nothing is simulated. Two calls are the same when crate, kernel, shape and
 /// parameters are.
 pub fn plan(
     model: &dyn Model,
     shape: &Shape,
     chip: &Chip,
     tuned: &Tuned,
-    defaults: &BTreeMap<String, Params>,
+    defaults: &Defaults,
 ) -> Result<ModelPlan, RunError> {
     let b = built(model, shape)?;
     let mut calls: Vec<PlannedCall> = Vec::new();
     for call in &b.calls {
         let (params, is_tuned) = params_for(&*call.kernel, &call.shape, tuned, defaults);
-        match calls
-            .iter_mut()
-            .find(|c| c.kernel == call.kernel.name() && c.shape == call.shape && c.params == params)
-        {
+        let krate = call.kernel.rust_crate();
+        match calls.iter_mut().find(|c| {
+            c.kernel == call.kernel.name()
+                && c.krate.as_deref() == Some(krate)
+                && c.shape == call.shape
+                && c.params == params
+        }) {
             Some(c) => c.calls += 1,
             None => calls.push(PlannedCall {
                 kernel: call.kernel.name().to_string(),
+                krate: Some(krate.to_string()),
                 shape: call.shape.clone(),
                 params,
                 tuned: is_tuned,
@@ -198,14 +212,15 @@ pub fn plan(
     })
 }
 
-/// The kernels `model` calls at any of its shapes (first of each name), so a harness can
-/// serve them even when its crate does not list them.
+/// The kernels `model` calls at any of its shapes (the first of each crate and name: two
+/// crates' kernels of one name are both there), so a harness can serve them even when its
+/// crate does not list them.
 pub fn kernels_of(model: &dyn Model) -> Vec<Arc<dyn Kernel>> {
     let mut out: Vec<Arc<dyn Kernel>> = Vec::new();
     for (_, shape) in model.shapes() {
         let Ok(b) = built(model, &shape) else { continue };
         for c in b.calls {
-            if !out.iter().any(|k| k.name() == c.kernel.name()) {
+            if !out.iter().any(|k| key(&**k) == key(&*c.kernel)) {
                 out.push(c.kernel);
             }
         }
@@ -220,7 +235,7 @@ pub fn evaluate_timing(
     shape: &Shape,
     chip: &Chip,
     tuned: &Tuned,
-    defaults: &BTreeMap<String, Params>,
+    defaults: &Defaults,
 ) -> Result<ModelTiming, RunError> {
     let b = built(model, shape)?;
     let plan = plan(model, shape, chip, tuned, defaults)?;
@@ -230,7 +245,9 @@ pub fn evaluate_timing(
         let kernel = &b
             .calls
             .iter()
-            .find(|k| k.kernel.name() == c.kernel)
+            .find(|k| {
+                k.kernel.name() == c.kernel && c.krate.as_deref() == Some(k.kernel.rust_crate())
+            })
             .expect("a planned call is one of the model's")
             .kernel;
         let run = run_variant(&**kernel, &c.params, &c.shape, chip, ExecMode::TIMING, None)
@@ -238,6 +255,7 @@ pub fn evaluate_timing(
         let t = run.profile.kernel_time_us;
         kernels.push(KernelTime {
             kernel: c.kernel,
+            krate: c.krate,
             shape: c.shape,
             params: c.params,
             tuned: c.tuned,
@@ -267,7 +285,7 @@ pub fn evaluate_functional(
     shape: &Shape,
     chip: &Chip,
     tuned: &Tuned,
-    defaults: &BTreeMap<String, Params>,
+    defaults: &Defaults,
     seed: u64,
 ) -> Result<ModelCheck, RunError> {
     let b = built(model, shape)?;

@@ -14,7 +14,6 @@ use crate::space::{check_shape_size, load_crate_config, CrateConfig};
 use crate::stdio::ProtocolChannel;
 use neuron_sim::{Chip, ExecMode, Profile};
 use neuron_tune_protocol::*;
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -60,24 +59,54 @@ pub fn profile_summary(p: &Profile) -> ProfileSummary {
 }
 
 impl Registry {
-    /// The kernel of that name: one the crate lists, else one its models call (a models
-    /// crate serves the variants of its models' calls without listing, tuning or checking
-    /// kernels that belong to another crate).
-    pub fn kernel(&self, name: &str) -> Result<Arc<dyn Kernel>, Refusal> {
-        if let Some(k) = self.kernels.iter().find(|k| k.name() == name) {
+    /// The kernel of that name (of Rust crate `krate` when given, [`Kernel::rust_crate`]):
+    /// one the crate lists, else one its models call (a models crate serves the variants of
+    /// its models' calls without listing, tuning or checking kernels that belong to another
+    /// crate). Without a crate, a name the crate lists is that kernel (listed names are
+    /// unique); a name its models call from two crates is refused, never the first picked.
+    pub fn kernel(&self, name: &str, krate: Option<&str>) -> Result<Arc<dyn Kernel>, Refusal> {
+        let of_crate = |k: &Arc<dyn Kernel>| krate.is_none_or(|c| k.rust_crate() == c);
+        if let Some(k) = self.kernels.iter().find(|k| k.name() == name && of_crate(k)) {
             return Ok(k.clone());
         }
         let from_models = catch_panic(|| {
             self.models.iter().flat_map(|m| crate::model::kernels_of(&**m)).collect::<Vec<_>>()
         })
         .unwrap_or_default();
-        from_models.into_iter().find(|k| k.name() == name).ok_or_else(|| {
-            let names: Vec<&str> = self.kernels.iter().map(|k| k.name()).collect();
-            refuse(
-                ErrorKind::UnknownKernel,
-                format!("no kernel `{name}` in {} (it has: {})", self.crate_name, names.join(", ")),
-            )
-        })
+        let mut found: Vec<Arc<dyn Kernel>> = Vec::new();
+        for k in from_models.into_iter().filter(|k| k.name() == name && of_crate(k)) {
+            if !found.iter().any(|f| f.rust_crate() == k.rust_crate()) {
+                found.push(k);
+            }
+        }
+        match found.len() {
+            1 => Ok(found.remove(0)),
+            0 => {
+                let names: Vec<&str> = self.kernels.iter().map(|k| k.name()).collect();
+                let of = krate.map(|c| format!(" of crate `{c}`")).unwrap_or_default();
+                Err(refuse(
+                    ErrorKind::UnknownKernel,
+                    format!(
+                        "no kernel `{name}`{of} in {} (it has: {})",
+                        self.crate_name,
+                        names.join(", ")
+                    ),
+                ))
+            }
+            _ => {
+                let crates: Vec<String> =
+                    found.iter().map(|k| format!("`{}`", k.rust_crate())).collect();
+                Err(refuse(
+                    ErrorKind::BadRequest,
+                    format!(
+                        "kernel `{name}` is ambiguous in {}: its models call kernels of that name \
+                         from crates {}; a request must name the crate",
+                        self.crate_name,
+                        crates.join(" and ")
+                    ),
+                ))
+            }
+        }
     }
 
     fn model(&self, name: &str) -> Result<&Arc<dyn Model>, Refusal> {
@@ -177,7 +206,7 @@ impl Registry {
             RequestBody::Shutdown => Ok(ResponseBody::Shutdown),
             RequestBody::List => self.list(cfg).map(ResponseBody::List),
             RequestBody::Validate { kernel, shape, configs, chip } => {
-                let k = self.kernel(&kernel)?;
+                let k = self.kernel(&kernel, None)?;
                 let chip = resolve_chip(&chip).map_err(bad)?;
                 let shape = resolve_shape(cfg, &*k, &shape).map_err(bad)?;
                 let specs = k.params();
@@ -208,14 +237,14 @@ impl Registry {
                 }))
             }
             RequestBody::Check { kernel, params, cases: n, seed, chip, regressions } => {
-                let k = self.kernel(&kernel)?;
+                let k = self.kernel(&kernel, None)?;
                 let chip = resolve_chip(&chip).map_err(bad)?;
                 let cfg = CheckConfig { cases: n, seed, chip, regressions };
                 let report = check_remembering(&*k, &params, &cfg, cases).map_err(run_err)?;
                 Ok(ResponseBody::Check(report))
             }
             RequestBody::CheckAt { kernel, params, shapes, seed, chip } => {
-                let k = self.kernel(&kernel)?;
+                let k = self.kernel(&kernel, None)?;
                 let chip = resolve_chip(&chip).map_err(bad)?;
                 let report =
                     crate::check::check_at(&*k, &params, &shapes, seed, &chip).map_err(run_err)?;
@@ -226,7 +255,7 @@ impl Registry {
             RequestBody::Model { model, shape, chip, tuned, functional, seed } => {
                 let (m, shape) = self.model_shape(&model, shape)?;
                 let chip = resolve_chip(&chip).map_err(bad)?;
-                let defaults = kernel_defaults(cfg);
+                let defaults = self.kernel_defaults(cfg);
                 let timing =
                     evaluate_timing(&**m, &shape, &chip, &tuned, &defaults).map_err(run_err)?;
                 let check = if functional {
@@ -242,8 +271,9 @@ impl Registry {
             RequestBody::ModelPlan { model, shape, chip, tuned } => {
                 let (m, shape) = self.model_shape(&model, shape)?;
                 let chip = resolve_chip(&chip).map_err(bad)?;
-                let plan = crate::model::plan(&**m, &shape, &chip, &tuned, &kernel_defaults(cfg))
-                    .map_err(run_err)?;
+                let plan =
+                    crate::model::plan(&**m, &shape, &chip, &tuned, &self.kernel_defaults(cfg))
+                        .map_err(run_err)?;
                 Ok(ResponseBody::ModelPlan(plan))
             }
             other => Err(bad(format!("this harness does not serve {other:?}"))),
@@ -279,8 +309,18 @@ impl Registry {
         Ok((m, shape))
     }
 
+    /// The default parameters of the kernels the crate lists (from its configuration), by
+    /// crate and name: a same-named kernel of another crate that a model calls keeps its own.
+    fn kernel_defaults(&self, cfg: &CrateConfig) -> crate::model::Defaults {
+        let listed = self.kernels.iter().filter_map(|k| {
+            let c = cfg.kernels.get(k.name())?;
+            Some(((k.rust_crate().to_string(), k.name().to_string()), c.defaults.clone()))
+        });
+        listed.collect()
+    }
+
     fn variant(&self, cfg: &CrateConfig, v: &VariantRef) -> Result<Resolved, Refusal> {
-        let k = self.kernel(&v.kernel)?;
+        let k = self.kernel(&v.kernel, v.krate.as_deref())?;
         let chip = resolve_chip(&v.chip).map_err(|e| refuse(ErrorKind::BadRequest, e))?;
         let shape =
             resolve_shape(cfg, &*k, &v.shape).map_err(|e| refuse(ErrorKind::BadRequest, e))?;
@@ -317,11 +357,6 @@ impl Registry {
             trace: if trace { run.trace.map(|t| t.to_string()) } else { None },
         }))
     }
-}
-
-/// The default parameters of the crate's kernels (from its configuration).
-fn kernel_defaults(cfg: &CrateConfig) -> BTreeMap<String, Params> {
-    cfg.kernels.iter().map(|(k, c)| (k.clone(), c.defaults.clone())).collect()
 }
 
 fn resolve_shape(

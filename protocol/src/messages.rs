@@ -22,8 +22,11 @@ use std::path::PathBuf;
 /// which simulator version the harness links (`sim_version`), so results are keyed and
 /// compared by the version that produced them; 5 — `validate` names the chip (validity
 /// rules read its SBUF and PSUM sizes); 6 — `check_at` (a variant's correctness at given
-/// full-size shapes, how `tune --goal` validates a round's winner on its key set).
-pub const PROTOCOL_VERSION: u32 = 6;
+/// full-size shapes, how `tune --goal` validates a round's winner on its key set); 7 — a
+/// kernel's Rust crate (`crate`, [`VariantRef`], `TunedEntry`, `PlannedCall`, `KernelTime`):
+/// a model may call two kernels of one name from two crates, and a variant, a tuned entry
+/// and a planned call say which (a harness of 6 would run the first of the name).
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// A chip: a built-in name, or the text of a chip TOML (then `name` is for display).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -51,6 +54,11 @@ pub enum ShapeRef {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct VariantRef {
     pub kernel: String,
+    /// The Rust crate that defines the kernel (`Kernel::rust_crate`), when the name alone
+    /// may not tell: a model's call of another crate's kernel. Absent: the kernel of that
+    /// name the harness lists, else the one its models call (refused when they call two).
+    #[serde(rename = "crate", default, skip_serializing_if = "Option::is_none")]
+    pub krate: Option<String>,
     pub params: Params,
     pub shape: ShapeRef,
     pub chip: ChipSpec,
@@ -278,6 +286,7 @@ mod tests {
     fn requests_round_trip_with_their_ids() {
         let v = VariantRef {
             kernel: "gemm".into(),
+            krate: None,
             params: Params::new().with("bufs", 2).with("order", "mn"),
             shape: ShapeRef::Named("small".into()),
             chip: ChipSpec::builtin("trn2"),

@@ -352,20 +352,33 @@ pub struct BenchResult {
     pub trace: Option<String>,
 }
 
-/// Tuned parameters by (kernel, shape), as models use them.
+/// Tuned parameters by (crate, kernel, shape), as models use them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Tuned(pub Vec<TunedEntry>);
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TunedEntry {
     pub kernel: String,
+    /// The Rust crate whose kernel of that name the entry is for (`Kernel::rust_crate`).
+    /// Absent: any crate's kernel of that name that no entry names the crate of.
+    #[serde(rename = "crate", default, skip_serializing_if = "Option::is_none")]
+    pub krate: Option<String>,
     pub shape: Shape,
     pub params: Params,
 }
 
 impl Tuned {
-    pub fn get(&self, kernel: &str, shape: &Shape) -> Option<&Params> {
-        self.0.iter().find(|e| e.kernel == kernel && &e.shape == shape).map(|e| &e.params)
+    /// The parameters of the kernel `kernel` of Rust crate `krate` at `shape`: an entry
+    /// naming that crate, else one naming no crate. An entry of another crate's kernel of
+    /// the same name never applies.
+    pub fn get(&self, krate: Option<&str>, kernel: &str, shape: &Shape) -> Option<&Params> {
+        let of = |c: Option<&str>| {
+            self.0
+                .iter()
+                .find(|e| e.krate.as_deref() == c && e.kernel == kernel && &e.shape == shape)
+                .map(|e| &e.params)
+        };
+        krate.and_then(|c| of(Some(c))).or_else(|| of(None))
     }
 }
 
@@ -373,6 +386,9 @@ impl Tuned {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct KernelTime {
     pub kernel: String,
+    /// The Rust crate that defines the kernel (absent from an older harness's answers).
+    #[serde(rename = "crate", default, skip_serializing_if = "Option::is_none")]
+    pub krate: Option<String>,
     pub shape: Shape,
     pub params: Params,
     pub tuned: bool,
@@ -412,9 +428,14 @@ pub struct ModelCheck {
 }
 
 /// One distinct kernel call of a model: which variant, and how often the model makes it.
+/// Two calls are distinct when their crate, kernel, shape or parameters differ.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlannedCall {
     pub kernel: String,
+    /// The Rust crate that defines the kernel (`Kernel::rust_crate`: a model may call two
+    /// kernels of one name from two crates). Absent from an older harness's answers.
+    #[serde(rename = "crate", default, skip_serializing_if = "Option::is_none")]
+    pub krate: Option<String>,
     pub shape: Shape,
     pub params: Params,
     /// The parameters came from the tuned table (else they are the kernel's defaults).
@@ -526,5 +547,37 @@ mod tests {
         // JSON has no infinity: the NaN's element is the worst, at f64::MAX.
         assert_eq!(nan.worst.map(|w| (w.abs_err, w.ratio)), Some((f64::MAX, f64::MAX)));
         assert!(!nan.passes(&tol));
+    }
+
+    #[test]
+    fn a_tuned_entry_applies_to_its_crates_kernel_only() {
+        let shape = Shape::new(&[("rows", 1)]);
+        let entry = |krate: Option<&str>, bufs: i64| TunedEntry {
+            kernel: "gemm".into(),
+            krate: krate.map(Into::into),
+            shape: shape.clone(),
+            params: Params::new().with("bufs", bufs),
+        };
+        let bufs = |t: &Tuned, c: Option<&str>| {
+            t.get(c, "gemm", &shape).and_then(|p| p.get("bufs")).cloned()
+        };
+        let t = Tuned(vec![entry(Some("fast"), 1), entry(Some("slow"), 2)]);
+        assert_eq!(bufs(&t, Some("fast")), Some(1.into()));
+        assert_eq!(bufs(&t, Some("slow")), Some(2.into()));
+        // Another crate's `gemm`, or one of no known crate: neither entry.
+        assert_eq!(bufs(&t, Some("other")), None);
+        assert_eq!(bufs(&t, None), None);
+        // An entry naming no crate: for a kernel no entry names the crate of.
+        let t = Tuned(vec![entry(Some("fast"), 1), entry(None, 3)]);
+        assert_eq!(bufs(&t, Some("fast")), Some(1.into()));
+        assert_eq!((bufs(&t, Some("other")), bufs(&t, None)), (Some(3.into()), Some(3.into())));
+        assert_eq!(t.get(Some("fast"), "add", &shape), None);
+        // Written without the field (before crates were said): no crate.
+        let old: TunedEntry =
+            serde_json::from_str(r#"{"kernel":"gemm","shape":{"rows":1},"params":{"bufs":3}}"#)
+                .unwrap();
+        assert_eq!(old, entry(None, 3));
+        let text = serde_json::to_string(&entry(Some("fast"), 1)).unwrap();
+        assert!(text.contains(r#""crate":"fast""#), "{text}");
     }
 }

@@ -144,6 +144,7 @@ fn the_chip_toml_loader_never_panics() {
 fn the_worker_protocol_decoder_never_panics() {
     let variant = VariantRef {
         kernel: "gemm".into(),
+        krate: Some("kernels".into()),
         params: P::new().with("bufs", 2).with("order", "mn").with("flag", true),
         shape: ShapeRef::Named("small".into()),
         chip: ChipSpec::builtin("trn2"),

@@ -56,6 +56,7 @@ pub fn run(
                 .iter()
                 .flat_map(|k| {
                     k.params.iter().map(move |p| Variant {
+                        krate: None,
                         kernel: k.kernel.name.clone(),
                         shape_name: "(small shapes)".into(),
                         shape: Default::default(),

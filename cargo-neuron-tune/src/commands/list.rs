@@ -37,6 +37,7 @@ fn tuned_status(
             .map(|&i| {
                 let r = &status[i].record;
                 Variant {
+                    krate: None,
                     kernel: r.kernel.clone(),
                     shape_name: r.shape.clone(),
                     shape: r.dims.clone(),

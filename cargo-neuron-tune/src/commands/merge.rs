@@ -786,6 +786,7 @@ mod tests {
     #[test]
     fn merged_bench_rows_keep_the_grid_order() {
         let variant = |kernel: &str, p: i64| Variant {
+            krate: None,
             kernel: kernel.into(),
             shape_name: "small".into(),
             shape: neuron_tune_protocol::Shape::new(&[("n", 8)]),

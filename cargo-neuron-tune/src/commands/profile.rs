@@ -163,6 +163,7 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
         }
     }
     let v = Variant {
+        krate: None,
         kernel: k.name.clone(),
         shape_name: shape_name.clone(),
         shape,

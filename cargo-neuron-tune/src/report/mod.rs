@@ -290,6 +290,7 @@ fn profile_shown(
                 continue;
             }
             let v = Variant {
+                krate: None,
                 kernel: t.kernel.clone(),
                 shape_name: t.shape.clone(),
                 shape: t.dims.clone(),

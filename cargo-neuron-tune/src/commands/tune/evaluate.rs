@@ -6,6 +6,7 @@ use super::*;
 /// The job's variant with these parameters.
 pub(super) fn variant(job: &Job, params: &Params) -> Variant {
     Variant {
+        krate: None,
         kernel: job.kernel.into(),
         shape_name: job.shape_name.into(),
         shape: job.shape.clone(),

@@ -33,6 +33,7 @@ pub(super) fn over_fitting(
                 continue;
             }
             let v = Variant {
+                krate: None,
                 kernel: t.kernel.name.clone(),
                 shape_name: o.shape_name.clone(),
                 shape: o.shape.clone(),

@@ -511,7 +511,7 @@ pub fn run(
             validated_models,
         };
         written_params.push((ti, record.params.clone()));
-        fresh.push((c.krate.manifest_path.clone(), record.entry()));
+        fresh.push((c.krate.manifest_path.clone(), record.entry(None)));
         let change = db.record(record);
         let before = match written.iter().any(|w| w.path.as_path() == db.path()) {
             true => None,

@@ -195,7 +195,12 @@ fn tuned_with(
         }
     }
     if let Some(p) = params {
-        let e = TunedEntry { kernel: kernel.into(), shape: shape.clone(), params: p.clone() };
+        let e = TunedEntry {
+            kernel: kernel.into(),
+            krate: None,
+            shape: shape.clone(),
+            params: p.clone(),
+        };
         set(&mut t, e);
     }
     t
