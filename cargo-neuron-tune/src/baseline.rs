@@ -109,6 +109,8 @@ impl BaselineEntry {
                 .calls
                 .iter()
                 .map(|c| CallTime {
+                    krate: None,
+                    package: None,
                     kernel: c.kernel.clone(),
                     shape: c.shape.clone(),
                     params: c.params.clone(),
@@ -391,6 +393,8 @@ mod tests {
 
     pub fn run(model: &str, shape: &str, rope_us: f64) -> ModelRun {
         let call = |kernel: &str, n: u64, t: f64| CallTime {
+            krate: None,
+            package: None,
             kernel: kernel.into(),
             shape: Shape::new(&[("tokens", n)]),
             params: Params::new().with("bufs", 2),

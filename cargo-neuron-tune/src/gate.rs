@@ -475,6 +475,8 @@ pub(crate) mod tests {
 
     pub fn run(model: &str, rope_us: f64, sim: &str) -> Side {
         let call = |kernel: &str, heads: u64, t: f64, bufs: i64| CallTime {
+            krate: None,
+            package: None,
             kernel: kernel.into(),
             shape: Shape::new(&[("heads", heads), ("tokens", 256)]),
             params: Params::new().with("bufs", bufs),

@@ -176,10 +176,13 @@ pub fn resolve_one(
         let wanted = |k: &str| kernels.is_empty() || kernels.iter().any(|p| glob(p, k));
         let mut found: Vec<ModelShape> = Vec::new();
         for call in plan.calls.iter().filter(|c| wanted(&c.kernel)) {
-            if found.iter().any(|f| f.kernel == call.kernel && f.shape == call.shape) {
+            let (owner, _) = kernel_owner(ws, &target, call.krate.as_deref(), &call.kernel)?;
+            if found
+                .iter()
+                .any(|f| (f.krate, &f.kernel, &f.shape) == (owner, &call.kernel, &call.shape))
+            {
                 continue;
             }
-            let (owner, _) = kernel_owner(ws, &target, &call.kernel)?;
             found.push(ModelShape {
                 asked: vec![value.to_string()],
                 label: String::new(),
@@ -269,9 +272,11 @@ fn parse_dims(value: &str, text: &str) -> Result<Shape, Failure> {
     Ok(shape)
 }
 
-/// The selected crate whose `kernel` the model `m` calls: among the crates `m`'s crate
-/// links, the one that defines it. Two linked crates defining it are an error: the harness
-/// knows kernels by name, so which one the model calls cannot be told.
+/// The selected crate whose `kernel` (of Rust crate `krate`, as the model's plan says) the
+/// model `m` calls: the linked package that crate is (`ModelLinks::identified_manifest`);
+/// when the crate does not tell (none said, or a crate that is no linked package's), among
+/// the crates `m`'s crate links, the one that defines a kernel of that name. Two linked
+/// crates defining it are then an error: which one the model calls cannot be told.
 ///
 /// Found from the link graph (cargo metadata) and what each package is known to define,
 /// never requiring the tuned records: a damaged database does not stop `bench`, `check`,
@@ -280,30 +285,40 @@ fn parse_dims(value: &str, text: &str) -> Result<Shape, Failure> {
 pub fn kernel_owner(
     ws: &Workspace,
     m: &ModelTarget,
+    krate: Option<&str>,
     kernel: &str,
 ) -> Result<(usize, KernelInfo), Failure> {
     let view = ws.tuned.links_of(&ws.crates[m.krate].krate.manifest_path);
     let named = |names: Vec<&str>| names.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>();
-    // The packages known to define it: configured, listed by the harnesses built, recorded
-    // (in a database that reads).
+    // The package the call's crate is, when it tells.
+    let identified = view.identified_manifest(krate, kernel);
+    // Else the packages known to define it: configured, listed by the harnesses built,
+    // recorded (in a database that reads).
     let defining = view.defining_packages(kernel);
-    if defining.len() > 1 {
+    if identified.is_none() && defining.len() > 1 {
         return Err(fail(
             Exit::Config,
             format!(
                 "model `{}` calls kernel `{kernel}`, and its crate links {} packages that define \
-                 one ({}): its harness knows kernels by name, so which one it calls cannot be \
-                 told; rename one of the kernels, or drop the dependency the model does not call",
+                 one ({}): {}, so which one it calls cannot be told; override \
+                 `Kernel::rust_crate` to name the crate the kernel belongs to, rename one of \
+                 the kernels, or drop the dependency the model does not call",
                 m.model,
                 defining.len(),
-                named(defining).join(", ")
+                named(defining).join(", "),
+                match krate {
+                    Some(c) => format!("the call's kernel is of Rust crate `{c}`, none of theirs"),
+                    None => "its harness does not say the call's crate".to_string(),
+                }
             ),
         ));
     }
     let lists = |c: &crate::workspace::Crate| c.list.kernels.iter().any(|k| k.name == kernel);
     let owner = ws.crates.iter().enumerate().find_map(|(i, c)| {
         let k = c.list.kernels.iter().find(|k| k.name == kernel)?;
-        view.links_manifest(&c.krate.manifest_path).then(|| (i, k.clone()))
+        let manifest = c.krate.manifest_path.as_path();
+        let theirs = identified.map_or(view.links_manifest(manifest), |o| o == manifest);
+        theirs.then(|| (i, k.clone()))
     });
     owner.ok_or_else(|| {
         // Selected crates outside the model's dependencies with a kernel of that name are not

@@ -11,7 +11,10 @@
 //! The tuned parameters come from the `neuron-tune.tuned.toml` of the packages the model's
 //! crate links: its own and its local dependencies, transitively (a models crate usually
 //! calls kernels of another crate, whose database it is) — never another package's record
-//! of a kernel of the same name ([`TunedSet::for_model`]).
+//! of a kernel of the same name ([`TunedSet::for_model`]). A call's kernel is told by its
+//! Rust crate and name (the plan says both, `Kernel::rust_crate`), and a crate by the
+//! package whose library (or, for the model's own crate, harness binary) it is, so a model
+//! calling two crates' kernels of one name gets each crate's records.
 //! A tuned call whose program hash differs from the one recorded when it was tuned is
 //! *stale*: the kernel changed since, and its tuning may no longer be the best.
 
@@ -24,6 +27,7 @@ use crate::tuned::{TunedDb, TunedRecord};
 use crate::worker::Pool;
 use neuron_tune_protocol::{
     ChipSpec, ListDoc, ModelPlan, Params, RequestBody, ResponseBody, Shape, ShapeRef, Tuned,
+    TunedEntry,
 };
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -31,11 +35,12 @@ use std::path::{Path, PathBuf};
 /// Every tuned database of the workspace's local packages, and which of them each package's
 /// harness sees.
 ///
-/// A record names its kernel, not its package (the file is the package's), and a model's
-/// harness receives tuned parameters by kernel name. So a model crate uses the records of
-/// the packages its harness links — its own and its local dependencies, transitively
-/// ([`TunedSet::for_model`]) — never those of another package's kernel of the same name
-/// (a team's `kernels` and `kernels-experimental`, a crate `new` made reusing a name).
+/// A record names its kernel, not its package (the file is the package's); a model's
+/// harness receives tuned parameters by Rust crate and kernel name. So a model crate uses
+/// the records of the packages its harness links — its own and its local dependencies,
+/// transitively ([`TunedSet::for_model`]) — each for the calls of that package's kernel,
+/// never for another package's kernel of the same name (a team's `kernels` and
+/// `kernels-experimental`, a crate `new` made reusing a name).
 #[derive(Default)]
 pub struct TunedSet {
     dbs: Vec<TunedDb>,
@@ -56,6 +61,24 @@ struct LocalPackage {
     /// The local packages its harness links: itself and its local normal dependencies,
     /// transitively (indices into `packages`, sorted).
     links: Vec<usize>,
+    /// The Rust crate of its library (the lib target's name, `-` as `_`: what
+    /// `Kernel::rust_crate` says of a kernel type defined there), if it has one.
+    lib: Option<String>,
+    /// The Rust crates of its binaries (its harness: a kernel defined in it).
+    bins: Vec<String>,
+}
+
+/// The Rust crates of a package's code as `std::any::type_name` spells them: its library's
+/// (lib, rlib or dylib target) and its binaries', each target name with `-` as `_`.
+pub fn rust_crates(p: &cargo_metadata::Package) -> (Option<String>, Vec<String>) {
+    use cargo_metadata::TargetKind::{Bin, DyLib, Lib, RLib};
+    let name = |t: &cargo_metadata::Target| t.name.replace('-', "_");
+    let has = |t: &cargo_metadata::Target, kinds: &[cargo_metadata::TargetKind]| {
+        t.kind.iter().any(|k| kinds.contains(k))
+    };
+    let lib = p.targets.iter().find(|t| has(t, &[Lib, RLib, DyLib])).map(name);
+    let bins = p.targets.iter().filter(|t| has(t, &[Bin])).map(name).collect();
+    (lib, bins)
 }
 
 impl TunedSet {
@@ -106,7 +129,9 @@ impl TunedSet {
                     }
                 }
             };
-            packages.push(LocalPackage { name: p.name.to_string(), manifest, db, kernels, links });
+            let (lib, bins) = rust_crates(p);
+            let name = p.name.to_string();
+            packages.push(LocalPackage { name, manifest, db, kernels, links, lib, bins });
         }
         (TunedSet { dbs, packages, said: Default::default() }, damage)
     }
@@ -181,11 +206,13 @@ fn local_links(
 }
 
 /// The tuned records one model crate's harness uses on one chip: those of the databases of
-/// the packages it links ([`TunedSet::for_model`]), less those of a kernel name two of
-/// those packages define. The harness knows kernels by name (the tuned table it is given,
-/// the calls its plan names), so the tool cannot tell which of the two a call runs: their
-/// records are withheld (the calls run their defaults) and said ([`ModelTuned::say_withheld`]),
-/// never one picked silently.
+/// the packages it links ([`TunedSet::for_model`]), each for the kernel of its package's
+/// Rust crate ([`ModelLinks::owner`]). The tuned table names each entry's crate, and the
+/// harness gives a call the entry of its kernel's crate. A call whose crate is no linked
+/// package's (a kernel of a type another crate defines) is told by its name alone: it gets
+/// the records of the one linked package defining that name; of a name two of them define,
+/// none — which one it runs cannot be told: its records are withheld (the call runs its
+/// defaults) and said ([`ModelTuned::say_withheld`]), never one picked silently.
 pub struct ModelTuned<'a> {
     links: ModelLinks<'a>,
     chip: String,
@@ -223,6 +250,47 @@ impl<'a> ModelLinks<'a> {
         self.defining(kernel).into_iter().map(|p| p.name.as_str()).collect()
     }
 
+    /// The linked package whose code the Rust crate `krate` is (a call's `kernel`'s crate,
+    /// `Kernel::rust_crate`): the linked package whose library it is, or the model's own
+    /// package when it is one of its binaries and that package is known to define `kernel`
+    /// (a kernel its harness defines and lists). `None`: no crate said, or none of theirs
+    /// (a kernel of a type another crate defines, one its harness defines without listing
+    /// it), or two (a library renamed apart): the crate does not tell.
+    fn identified(&self, krate: Option<&str>, kernel: &str) -> Option<&'a LocalPackage> {
+        let (set, krate) = (self.set, krate?);
+        if let Some(own) = self.package.map(|p| &set.packages[p]) {
+            if own.bins.iter().any(|b| b == krate) && own.kernels.contains(kernel) {
+                return Some(own);
+            }
+        }
+        let mut libs = self.links().iter().map(|&i| &set.packages[i]);
+        let first = libs.find(|p| p.lib.as_deref() == Some(krate))?;
+        (!libs.any(|p| p.lib.as_deref() == Some(krate))).then_some(first)
+    }
+
+    /// The linked package whose `kernel` a call of the kernel of Rust crate `krate` runs:
+    /// the package that crate is ([`ModelLinks::identified`]), else the one linked package
+    /// known to define a kernel of that name. `None`: no linked package, or two define it
+    /// and the crate does not tell which.
+    fn owner(&self, krate: Option<&str>, kernel: &str) -> Option<&'a LocalPackage> {
+        self.identified(krate, kernel).or_else(|| match self.defining(kernel)[..] {
+            [one] => Some(one),
+            _ => None,
+        })
+    }
+
+    /// The manifest of the package whose code the Rust crate `krate` of a call of `kernel`
+    /// is, when the crate tells ([`ModelLinks::identified`]).
+    pub fn identified_manifest(&self, krate: Option<&str>, kernel: &str) -> Option<&'a Path> {
+        self.identified(krate, kernel).map(|p| p.manifest.as_path())
+    }
+
+    /// The manifest and name of the package whose kernel a call of `kernel` of Rust crate
+    /// `krate` runs ([`ModelLinks::owner`]).
+    pub fn owner_of(&self, krate: Option<&str>, kernel: &str) -> Option<(&'a Path, &'a str)> {
+        self.owner(krate, kernel).map(|p| (p.manifest.as_path(), p.name.as_str()))
+    }
+
     /// Whether the model's crate links the package whose manifest is `manifest`.
     pub fn links_manifest(&self, manifest: &Path) -> bool {
         let set = self.set;
@@ -239,15 +307,21 @@ impl<'a> ModelTuned<'a> {
         self.links.defining(kernel)
     }
 
-    /// Whether a record of `kernel` in the database of the package whose manifest is
-    /// `manifest` is one this model uses: the package is linked, and no other linked
-    /// package defines a kernel of that name.
-    pub fn sees(&self, manifest: &Path, kernel: &str) -> bool {
-        self.links.links_manifest(manifest) && self.defining(kernel).len() <= 1
+    /// Whether this model uses records of the database of the package whose manifest is
+    /// `manifest`: its crate links the package (each package's records are for the calls
+    /// of its own kernels).
+    pub fn sees(&self, manifest: &Path, _kernel: &str) -> bool {
+        self.links.links_manifest(manifest)
     }
 
-    /// The records on this chip in the linked packages' databases, ambiguous kernels or
-    /// not, with their files and the package whose database holds each.
+    /// The manifest and name of the package whose kernel a call of `kernel` of Rust crate
+    /// `krate` runs, when that can be told ([`ModelLinks::owner`]).
+    pub fn owner_of(&self, krate: Option<&str>, kernel: &str) -> Option<(&'a Path, &'a str)> {
+        self.links.owner_of(krate, kernel)
+    }
+
+    /// The records on this chip in the linked packages' databases, with their files and
+    /// the package whose database holds each.
     fn linked_records(
         &self,
     ) -> impl Iterator<Item = (&'a LocalPackage, &'a Path, &'a TunedRecord)> + '_ {
@@ -259,31 +333,73 @@ impl<'a> ModelTuned<'a> {
         })
     }
 
-    /// The records this model uses, with the file each is in.
+    /// The records this model's calls may use (of the packages its crate links), with the
+    /// file each is in.
     pub fn records(&self) -> impl Iterator<Item = (&'a Path, &'a TunedRecord)> + '_ {
+        self.linked_records().map(|(_, file, r)| (file, r))
+    }
+
+    /// `entry` (of a kernel of package `p`) as the tuned table carries it: for the Rust
+    /// crate of `p`'s library, and of its binaries when `p` is the model's own crate; and,
+    /// for a call whose crate is no linked package's, by its name alone when `p` is the one
+    /// linked package known to define that kernel.
+    fn tagged(&self, p: &LocalPackage, entry: &TunedEntry) -> Vec<TunedEntry> {
+        let own = self.links.package.map(|i| &self.links.set.packages[i]);
+        let bins = own.filter(|o| o.manifest == p.manifest).map_or(&[][..], |o| &o.bins[..]);
+        let mut crates: Vec<Option<&str>> =
+            p.lib.iter().chain(bins).map(|c| Some(c.as_str())).collect();
+        if matches!(self.defining(&entry.kernel)[..], [one] if one.manifest == p.manifest) {
+            crates.push(None);
+        }
+        crates
+            .into_iter()
+            .map(|c| TunedEntry { krate: c.map(Into::into), ..entry.clone() })
+            .collect()
+    }
+
+    /// The tuned parameters, as a model request carries them: each record for its
+    /// package's kernel ([`ModelTuned::tagged`]).
+    pub fn tuned(&self) -> Tuned {
+        Tuned(self.linked_records().flat_map(|(p, _, r)| self.tagged(p, &r.entry(None))).collect())
+    }
+
+    /// `entry`, of a kernel of the package whose manifest is `manifest`, as the tuned table
+    /// carries it (none when the model's crate does not link that package).
+    pub fn entries_of(&self, manifest: &Path, entry: &TunedEntry) -> Vec<TunedEntry> {
+        let set = self.links.set;
+        let linked =
+            self.links().iter().map(|&i| &set.packages[i]).find(|p| p.manifest == manifest);
+        linked.map_or_else(Vec::new, |p| self.tagged(p, entry))
+    }
+
+    /// The record a tuned call of `kernel` of Rust crate `krate` at `dims` used: its
+    /// package's ([`ModelLinks::owner`]).
+    pub fn find(
+        &self,
+        krate: Option<&str>,
+        kernel: &str,
+        dims: &Shape,
+    ) -> Option<(&'a Path, &'a TunedRecord)> {
+        let owner = self.links.owner(krate, kernel)?;
         self.linked_records()
-            .filter(|(p, _, r)| self.sees(&p.manifest, &r.kernel))
+            .find(|(p, _, r)| p.manifest == owner.manifest && r.kernel == kernel && &r.dims == dims)
             .map(|(_, file, r)| (file, r))
     }
 
-    /// The tuned parameters, as a model request carries them.
-    pub fn tuned(&self) -> Tuned {
-        Tuned(self.records().map(|(_, r)| r.entry(None)).collect())
-    }
-
-    /// The record a tuned call used.
-    pub fn find(&self, kernel: &str, dims: &Shape) -> Option<(&'a Path, &'a TunedRecord)> {
-        self.records().find(|(_, r)| r.kernel == kernel && &r.dims == dims)
-    }
-
     /// Say (once per model crate, kernel and chip, on stderr) why the records of each of
-    /// `kernels` that this model does not use although a linked database holds them are
-    /// withheld: two linked packages define a kernel of that name.
-    pub fn say_withheld<'k>(&self, kernels: impl IntoIterator<Item = &'k str>, out: &Reporter) {
+    /// `calls` (Rust crate and kernel name of a call that ran its defaults) that a linked
+    /// database holds are withheld: two linked packages define a kernel of that name, and
+    /// the call's crate does not tell which one it runs (none said — an older harness —, or
+    /// none of theirs).
+    pub fn say_withheld<'k>(
+        &self,
+        calls: impl IntoIterator<Item = (Option<&'k str>, &'k str)>,
+        out: &Reporter,
+    ) {
         let Some(model) = self.links.package.map(|p| &self.links.set.packages[p]) else { return };
-        for kernel in kernels {
+        for (krate, kernel) in calls {
             let defining = self.defining(kernel);
-            if defining.len() < 2 {
+            if defining.len() < 2 || self.links.identified(krate, kernel).is_some() {
                 continue;
             }
             let mut files: Vec<String> = self
@@ -304,12 +420,19 @@ impl<'a> ModelTuned<'a> {
                 said.push(key);
             }
             let names: Vec<String> = defining.iter().map(|p| format!("`{}`", p.name)).collect();
+            let why = match krate {
+                Some(c) => format!(
+                    "its models call a `{kernel}` of Rust crate `{c}`, which is none of theirs \
+                     (a kernel of a type another crate defines: override `Kernel::rust_crate` \
+                     to name the crate it belongs to)"
+                ),
+                None => "its harness does not say which crate a call's kernel is of".to_string(),
+            };
             out.note(format!(
-                "warning: `{}` links {} packages that define a kernel `{kernel}` ({}): its \
-                 harness knows kernels by name, so which one its models call cannot be told, \
-                 and the tuned records of `{kernel}` on {} ({}) are not used for them: their \
-                 `{kernel}` calls run the kernel's defaults. Rename one of the kernels, or drop \
-                 the dependency the models do not call",
+                "warning: `{}` links {} packages that define a kernel `{kernel}` ({}), and {why}, \
+                 so which one its models call cannot be told, and the tuned records of \
+                 `{kernel}` on {} ({}) are not used for them: their `{kernel}` calls run the \
+                 kernel's defaults",
                 model.name,
                 defining.len(),
                 names.join(", "),
@@ -324,6 +447,12 @@ impl<'a> ModelTuned<'a> {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CallTime {
     pub kernel: String,
+    /// The Rust crate that defines the kernel, as the harness's plan says it.
+    #[serde(rename = "crate", default, skip_serializing_if = "Option::is_none")]
+    pub krate: Option<String>,
+    /// The package whose kernel it is, when the model's links tell ([`ModelTuned::owner_of`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
     pub shape: Shape,
     pub params: Params,
     pub tuned: bool,
@@ -496,7 +625,8 @@ pub fn evaluate(
         Ok(p) => p,
         Err(e) => return Ok(Err(e)),
     };
-    records.say_withheld(plan.calls.iter().filter(|c| !c.tuned).map(|c| c.kernel.as_str()), out);
+    let untuned = plan.calls.iter().filter(|c| !c.tuned);
+    records.say_withheld(untuned.map(|c| (c.krate.as_deref(), c.kernel.as_str())), out);
     let variants: Vec<Variant> = plan
         .calls
         .iter()
@@ -533,7 +663,7 @@ pub fn evaluate(
             }
         };
         let stale = if c.tuned {
-            records.find(&c.kernel, &c.shape).and_then(|(file, r)| {
+            records.find(c.krate.as_deref(), &c.kernel, &c.shape).and_then(|(file, r)| {
                 (r.program_hash != m.bench.program_hash).then(|| {
                     // A model call's label (`qwen3@tiny`) is shared by the model's calls
                     // of the kernel: the dimensions tell them apart.
@@ -556,8 +686,11 @@ pub fn evaluate(
             None
         };
         let time_us = m.bench.kernel_time_us;
+        let package = records.owner_of(c.krate.as_deref(), &c.kernel).map(|(_, n)| n.to_string());
         calls.push(CallTime {
             kernel: c.kernel.clone(),
+            krate: c.krate.clone(),
+            package,
             shape: c.shape.clone(),
             params: c.params.clone(),
             tuned: c.tuned,
@@ -658,13 +791,15 @@ mod tests {
                 db,
                 kernels: kernels.iter().map(|k| k.to_string()).collect(),
                 links: links.to_vec(),
+                lib: Some(name.to_string()),
+                bins: vec![format!("{name}_harness")],
             });
         }
         set
     }
 
     #[test]
-    fn a_model_sees_the_records_of_the_packages_it_links_and_none_of_an_ambiguous_kernel() {
+    fn a_model_gets_each_linked_packages_records_for_its_own_kernel_and_none_it_cannot_tell() {
         let tmp = tempfile::tempdir().unwrap();
         let dims = Shape::new(&[("rows", 1)]);
         let set = set(
@@ -677,14 +812,20 @@ mod tests {
             ],
         );
         let manifest = |n: &str| tmp.path().join(n).join("Cargo.toml");
-        let bufs = |t: &Tuned, k: &str| t.get(None, k, &dims).and_then(|p| p.get("bufs")).cloned();
+        let bufs = |t: &Tuned, c: &str, k: &str| {
+            t.get(Some(c), k, &dims).and_then(|p| p.get("bufs")).cloned()
+        };
 
         // The model links `kernels`: its records only, never experimental's `add`.
         let model = set.for_model(&manifest("model"), "trn2");
         let tuned = model.tuned();
-        assert_eq!((bufs(&tuned, "add"), bufs(&tuned, "gemm")), (Some(1.into()), Some(2.into())));
-        assert_eq!(tuned.0.len(), 2);
-        let (file, r) = model.find("add", &dims).unwrap();
+        assert_eq!(bufs(&tuned, "kernels", "add"), Some(1.into()));
+        assert_eq!(bufs(&tuned, "kernels", "gemm"), Some(2.into()));
+        assert!(tuned.0.iter().all(|e| e.params != record("add", 3).params), "{tuned:?}");
+        // A call of a crate that is no linked package's (a kernel of a shared crate's type):
+        // by its name, the one linked package defining it.
+        assert_eq!(bufs(&tuned, "shared", "add"), Some(1.into()));
+        let (file, r) = model.find(Some("kernels"), "add", &dims).unwrap();
         assert_eq!(
             (file.parent(), &r.params),
             (Some(&*tmp.path().join("kernels")), &record("add", 1).params)
@@ -695,24 +836,79 @@ mod tests {
         // Another chip: nothing.
         assert!(set.for_model(&manifest("model"), "trn1").tuned().0.is_empty());
 
-        // A crate linking both: `add` is ambiguous, so neither record is used; `gemm` is not.
+        // A crate linking both: each `add` call gets its own crate's record, told by the
+        // crate the plan names; one whose crate is neither's cannot be told, and gets none.
         let both = set.for_model(&manifest("both"), "trn2");
         let tuned = both.tuned();
-        assert_eq!((bufs(&tuned, "add"), bufs(&tuned, "gemm")), (None, Some(2.into())));
-        assert!(both.find("add", &dims).is_none());
-        assert!(!both.sees(&manifest("kernels"), "add") && both.sees(&manifest("kernels"), "gemm"));
+        assert_eq!(bufs(&tuned, "kernels", "add"), Some(1.into()));
+        assert_eq!(bufs(&tuned, "experimental", "add"), Some(3.into()));
+        assert_eq!(bufs(&tuned, "shared", "add"), None);
+        assert_eq!(bufs(&tuned, "shared", "gemm"), Some(2.into()));
+        assert_eq!(both.find(Some("experimental"), "add", &dims).unwrap().1.params, r3());
+        assert!(both.find(Some("shared"), "add", &dims).is_none());
+        assert!(both.find(None, "add", &dims).is_none());
+        assert_eq!(
+            both.owner_of(Some("experimental"), "add"),
+            Some((&*manifest("experimental"), "experimental"))
+        );
+        assert_eq!(both.owner_of(Some("shared"), "gemm").map(|(_, n)| n), Some("kernels"));
+        assert!(
+            both.sees(&manifest("kernels"), "add") && both.sees(&manifest("experimental"), "add")
+        );
         let links = set.links_of(&manifest("both"));
         assert_eq!(links.defining_packages("add"), ["kernels", "experimental"]);
-        // Said once per model crate, kernel and chip, however many times it is evaluated; a
-        // kernel defined once is nothing to say.
+        // A kernel a model crate's own harness defines: its package when it lists it, else
+        // told by its name (here two define it: none).
+        let own = set.for_model(&manifest("kernels"), "trn2");
+        assert_eq!(own.owner_of(Some("kernels_harness"), "add").map(|(_, n)| n), Some("kernels"));
+        assert!(both.owner_of(Some("both_harness"), "add").is_none());
+        // This run's winner of experimental's `add`: for its crate's kernel only.
+        let fresh = record("add", 4).entry(None);
+        let entries = both.entries_of(&manifest("experimental"), &fresh);
+        assert_eq!(
+            entries.iter().map(|e| e.krate.as_deref()).collect::<Vec<_>>(),
+            [Some("experimental")]
+        );
+        assert!(model.entries_of(&manifest("experimental"), &fresh).is_empty(), "not linked");
+        // Withheld only where the crate does not tell: said once per model crate, kernel
+        // and chip, however many times it is evaluated; a call its crate tells, or a kernel
+        // defined once, is nothing to say.
         let out = Reporter::new(true);
-        both.say_withheld(["add", "gemm", "add"], &out);
-        set.for_model(&manifest("both"), "trn2").say_withheld(["add"], &out);
-        model.say_withheld(["add"], &out);
+        both.say_withheld([(Some("kernels"), "add"), (Some("experimental"), "add")], &out);
+        assert!(set.said.lock().unwrap().is_empty());
+        both.say_withheld([(Some("shared"), "add"), (Some("shared"), "gemm"), (None, "add")], &out);
+        set.for_model(&manifest("both"), "trn2").say_withheld([(None, "add")], &out);
+        model.say_withheld([(None, "add")], &out);
         assert_eq!(set.said.lock().unwrap().len(), 1);
 
         // A package the set does not know sees nothing.
         assert!(set.for_model(&manifest("elsewhere"), "trn2").tuned().0.is_empty());
+    }
+
+    fn r3() -> Params {
+        record("add", 3).params
+    }
+
+    /// A kernel type's crate (`Kernel::rust_crate`) is its package's lib target name with
+    /// `-` as `_`, or a binary's, as `cargo metadata` says them.
+    #[test]
+    fn a_packages_rust_crates_are_its_lib_and_bin_target_names_underscored() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let meta = cargo_metadata::MetadataCommand::new()
+            .manifest_path(root.join("Cargo.toml"))
+            .no_deps()
+            .exec()
+            .unwrap();
+        let of = |name: &str| rust_crates(meta.packages.iter().find(|p| p.name == name).unwrap());
+        assert_eq!(
+            of("neuron-fixtures-kernels"),
+            (Some("neuron_fixtures_kernels".into()), vec!["neuron_tune_harness".into()])
+        );
+        assert_eq!(
+            of("neuron-fixtures-qwen3"),
+            (Some("neuron_fixtures_qwen3".into()), vec!["qwen3_harness".into()])
+        );
+        assert_eq!(of("xtask"), (None, vec!["xtask".into()]));
     }
 
     #[test]

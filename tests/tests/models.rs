@@ -358,8 +358,8 @@ fn add_experimental_crate(ws: &Path) {
 /// (its own and its dependencies), never another package's record of a kernel of the same
 /// name — wrong parameters, possibly invalid for its kernel, and a stale warning about a
 /// file it has nothing to do with. `tune --model` tunes the kernel the model runs, in its
-/// dependency's database; a model whose crate links two crates defining the kernel is told
-/// so, never given one of them silently.
+/// dependency's database; a model whose crate links two crates defining the kernel runs the
+/// one of the Rust crate its plan names, with that crate's record.
 #[test]
 fn a_model_uses_the_tuned_records_of_the_crates_it_links_not_a_same_named_kernels() {
     use cargo_neuron_tune::tuned::{TunedDb, TunedRecord};
@@ -421,8 +421,10 @@ fn a_model_uses_the_tuned_records_of_the_crates_it_links_not_a_same_named_kernel
         "no word of the other file: {err}"
     );
 
-    // A model crate that links both crates: which `add` it calls cannot be told by name, so
-    // neither crate's record is used, and that is said; `tune --model` refuses to pick one.
+    // A model crate that links both crates: its `add` calls are of the kernels crate's Rust
+    // crate (its plan says which), so they keep that crate's record, and nothing is withheld
+    // (both were, while kernels were known by name alone); `tune --model` tunes that crate's
+    // `add`, leaving the other database as it is.
     let qwen3 = ws.join("qwen3/Cargo.toml");
     let text = std::fs::read_to_string(&qwen3).unwrap();
     let dep = "neuron-fixtures-kernels = { path = \"../kernels\" }";
@@ -433,24 +435,19 @@ fn a_model_uses_the_tuned_records_of_the_crates_it_links_not_a_same_named_kernel
     assert_eq!(code, 0, "{err}");
     let model = events(&out, "model").pop().unwrap_or_else(|| panic!("{out}"));
     let adds = calls_of(&model["tuned"], "add");
-    assert_eq!(adds[0]["tuned"], false, "{model}");
-    let warning = err.lines().find(|l| l.contains("define a kernel `add`")).unwrap_or_else(|| {
-        panic!("the withheld records are said: {err}");
-    });
-    assert!(
-        warning.contains("`neuron-fixtures-kernels`")
-            && warning.contains("`neuron-fixtures-experimental`")
-            && warning.contains("neuron-tune.tuned.toml"),
-        "{warning}"
+    assert_eq!(
+        (&adds[0]["tuned"], &adds[0]["crate"]),
+        (&true.into(), &"neuron_fixtures_kernels".into()),
+        "{model}"
     );
-    assert_eq!(err.matches("define a kernel `add`").count(), 1, "said once: {err}");
-    let (code, _, err) = with_ws(&tune_add);
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("model `qwen3` calls kernel `add`")
-            && err.contains("`neuron-fixtures-experimental`"),
-        "{err}"
-    );
+    assert_eq!(adds[0]["params"], serde_json::to_value(&record.params).unwrap(), "{model}");
+    assert_eq!(adds[0]["package"], "neuron-fixtures-kernels", "{model}");
+    assert!(!err.contains("define a kernel `add`") && !err.contains(&other_file), "{err}");
+    let experimental_text = std::fs::read_to_string(&experimental_db).unwrap();
+    let (code, out, err) = with_ws(&tune_add);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(events(&out, "tune").len(), 1, "the kernels crate's add alone: {out}");
+    assert_eq!(std::fs::read_to_string(&experimental_db).unwrap(), experimental_text);
 
     // Linked through an optional dependency, the other crate counts only when the run's
     // `--features` switches it on: the model's harness links it then (and not otherwise).
@@ -469,6 +466,6 @@ fn a_model_uses_the_tuned_records_of_the_crates_it_links_not_a_same_named_kernel
     let (code, out, err) = with_ws(&featured.concat());
     assert_eq!(code, 0, "{err}");
     let model = events(&out, "model").pop().unwrap_or_else(|| panic!("{out}"));
-    assert_eq!(calls_of(&model["tuned"], "add")[0]["tuned"], false, "feature on: {model}");
-    assert_eq!(err.matches("define a kernel `add`").count(), 1, "said: {err}");
+    assert_eq!(calls_of(&model["tuned"], "add")[0]["tuned"], true, "feature on: {model}");
+    assert!(!err.contains("define a kernel `add`"), "{err}");
 }

@@ -487,6 +487,17 @@ pub fn run_models(
     Ok(if failed > 0 { Exit::Check } else { Exit::Ok })
 }
 
+/// A call's kernel as the breakdown names it: its name, and the package it is of (or else
+/// its Rust crate) when the model calls another crate's kernel of the same name.
+fn call_kernel(run: &models::ModelRun, c: &models::CallTime) -> String {
+    let shared = run.calls.iter().any(|o| o.kernel == c.kernel && o.krate != c.krate);
+    match (shared, &c.package, &c.krate) {
+        (true, Some(p), _) => format!("{} ({p})", c.kernel),
+        (true, None, Some(k)) => format!("{} ({k})", c.kernel),
+        _ => c.kernel.clone(),
+    }
+}
+
 /// A model's throughput, tuned beside default, and its calls by share of the tuned time.
 fn print_model(out: &Reporter, tuned: &models::ModelRun, default: &models::ModelRun) {
     let any_tuned = tuned.calls.iter().any(|c| c.tuned);
@@ -527,10 +538,13 @@ fn print_model(out: &Reporter, tuned: &models::ModelRun, default: &models::Model
     let mut rows: Vec<&models::CallTime> = tuned.calls.iter().collect();
     rows.sort_by(|a, b| b.total_us.total_cmp(&a.total_us));
     for c in rows {
-        let d = default.calls.iter().find(|d| d.kernel == c.kernel && d.shape == c.shape);
+        let d = default
+            .calls
+            .iter()
+            .find(|d| (&d.krate, &d.kernel, &d.shape) == (&c.krate, &c.kernel, &c.shape));
         let shape = c.shape.to_string();
         table.row(vec![
-            c.kernel.clone(),
+            call_kernel(tuned, c),
             shape.trim_start_matches('{').trim_end_matches('}').to_string(),
             c.calls.to_string(),
             d.map_or("-".into(), |d| format!("{:.1}", d.time_us + default.launch_overhead_us)),

@@ -122,7 +122,7 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
     // A selected crate's models run other packages' records (the kernel crate's database,
     // which `tune --model` writes): those of its models' calls are its too, as their runs
     // are — the records its models use (`TunedSet::for_model`: of the packages its crate
-    // links, no kernel two of them define), as `bench --model` reads them (a damaged
+    // links, each for its own kernels), as `bench --model` reads them (a damaged
     // database is refused, as there).
     if selected.iter().any(|s| !s.models.is_empty()) {
         let set = ws.tuned.get()?;

@@ -635,10 +635,12 @@ fn kernel_targets(
     Ok(out)
 }
 
-/// Every distinct (kernel, shape) the selected models call (with default parameters), each
-/// tuned in the crate the model's harness runs it from — the one of the crates its crate
-/// links that defines the kernel, whose database the model reads — labelled `model@shape`.
-/// Two linked crates defining it are an error ([`crate::model_calls::kernel_owner`]).
+/// Every distinct (crate, kernel, shape) the selected models call (with default
+/// parameters), each tuned in the crate the model's harness runs it from — the package the
+/// call's Rust crate is, else the one of the crates its crate links that defines the
+/// kernel, whose database the model reads — labelled `model@shape`. Two linked crates
+/// defining it, the call's crate not telling which, are an error
+/// ([`crate::model_calls::kernel_owner`]).
 fn model_targets(
     ws: &mut Workspace,
     s: &Selection,
@@ -662,10 +664,14 @@ fn model_targets(
             if !s.kernels.is_empty() && !s.kernels.iter().any(|p| glob(p, &call.kernel)) {
                 continue;
             }
-            if out.iter().any(|t| t.kernel.name == call.kernel && t.shape == call.shape) {
+            let (krate, kernel) =
+                crate::model_calls::kernel_owner(ws, &m, call.krate.as_deref(), &call.kernel)?;
+            if out
+                .iter()
+                .any(|t| (t.krate, &t.kernel.name, &t.shape) == (krate, &call.kernel, &call.shape))
+            {
                 continue;
             }
-            let (krate, kernel) = crate::model_calls::kernel_owner(ws, &m, &call.kernel)?;
             let shape_name = format!("{}@{}", m.model, m.shape_name);
             out.push(Target {
                 krate,

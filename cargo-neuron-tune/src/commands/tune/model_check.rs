@@ -18,9 +18,10 @@ use neuron_tune_protocol::{Tuned, TunedEntry};
 use std::path::PathBuf;
 
 /// The models (name and named shape, of the selected crates) whose plan with today's tuned
-/// parameters calls each target's kernel at its shape, per target: models whose crate links
-/// the target's crate (and no other package defining a kernel of that name), so that the
-/// winner is what they run. A model that cannot be planned is named in a note (it calls
+/// parameters calls each target's kernel at its shape, per target: models whose call's
+/// kernel is the target crate's (`ModelTuned::owner_of`: the package the call's Rust crate
+/// is, else the one linked package defining a kernel of that name), so that the winner is
+/// what they run. A model that cannot be planned is named in a note (it calls
 /// nothing that can be checked).
 pub(super) fn users(
     ws: &mut Workspace,
@@ -29,7 +30,8 @@ pub(super) fn users(
     out: &Reporter,
 ) -> Result<Vec<Vec<ModelTarget>>, Failure> {
     let set = ws.tuned.get()?;
-    let mut plans: Vec<(ModelTarget, Vec<(String, Shape)>)> = Vec::new();
+    type Call = (Option<String>, String, Shape);
+    let mut plans: Vec<(ModelTarget, Vec<Call>)> = Vec::new();
     for krate in 0..ws.crates.len() {
         let tuned = set.for_model(&ws.crates[krate].krate.manifest_path, &chip.name).tuned();
         for m in ws.crates[krate].list.models.clone() {
@@ -37,7 +39,8 @@ pub(super) fn users(
                 let target = ModelTarget { krate, model: m.name.clone(), shape_name, shape };
                 match models::plan(&mut ws.crates[krate].pool, &target, chip, &tuned)? {
                     Ok(plan) => {
-                        let calls = plan.calls.into_iter().map(|c| (c.kernel, c.shape)).collect();
+                        let calls =
+                            plan.calls.into_iter().map(|c| (c.krate, c.kernel, c.shape)).collect();
                         plans.push((target, calls));
                     }
                     Err(e) => out.note(format!(
@@ -54,10 +57,13 @@ pub(super) fn users(
             plans
                 .iter()
                 .filter(|(m, calls)| {
-                    calls.iter().any(|(k, s)| *k == t.kernel.name && *s == t.shape)
-                        && set
-                            .for_model(manifest(m.krate), &chip.name)
-                            .sees(manifest(t.krate), &t.kernel.name)
+                    let view = set.for_model(manifest(m.krate), &chip.name);
+                    calls.iter().any(|(c, k, s)| {
+                        *k == t.kernel.name
+                            && *s == t.shape
+                            && view.owner_of(c.as_deref(), k).map(|(o, _)| o)
+                                == Some(manifest(t.krate))
+                    })
                 })
                 .map(|(m, _)| m.clone())
                 .collect()
@@ -134,7 +140,8 @@ impl ModelCheck<'_> {
             };
             let name = format!("{}@{}", m.model, m.shape_name);
             let (fresh, kernel, shape) = (self.fresh, self.kernel, self.shape);
-            let with = |p: Option<&Params>| tuned_with(&records, fresh, kernel, shape, p);
+            let own = self.own_manifest;
+            let with = |p: Option<&Params>| tuned_with(&records, fresh, own, kernel, shape, p);
             let runs = &mut self.runs;
             let mut measure = |params: Option<&Params>| -> Result<_, Failure> {
                 let key = (i, params.cloned());
@@ -175,24 +182,27 @@ impl ModelCheck<'_> {
 }
 
 /// The tuned parameters a model's crate uses on the chip (its linked databases', then this
-/// run's winners `fresh` of the crates it links), with `kernel` at `shape` set to `params`
-/// (`None`: left as they are).
+/// run's winners `fresh` of the crates it links), with `kernel` of the crate whose manifest
+/// is `own` at `shape` set to `params` (`None`: left as they are). Each entry is for its
+/// package's kernel (`ModelTuned::entries_of`), so a winner of one crate's kernel never
+/// replaces another crate's kernel of the same name.
 fn tuned_with(
     records: &ModelTuned,
     fresh: &[(PathBuf, TunedEntry)],
+    own: &std::path::Path,
     kernel: &str,
     shape: &Shape,
     params: Option<&Params>,
 ) -> Tuned {
     let mut t = records.tuned();
-    let set = |t: &mut Tuned, e: TunedEntry| {
-        t.0.retain(|x| !(x.kernel == e.kernel && x.shape == e.shape));
-        t.0.push(e);
+    let set = |t: &mut Tuned, entries: Vec<TunedEntry>| {
+        for e in entries {
+            t.0.retain(|x| !(x.krate == e.krate && x.kernel == e.kernel && x.shape == e.shape));
+            t.0.push(e);
+        }
     };
     for (manifest, e) in fresh {
-        if records.sees(manifest, &e.kernel) {
-            set(&mut t, e.clone());
-        }
+        set(&mut t, records.entries_of(manifest, e));
     }
     if let Some(p) = params {
         let e = TunedEntry {
@@ -201,7 +211,7 @@ fn tuned_with(
             shape: shape.clone(),
             params: p.clone(),
         };
-        set(&mut t, e);
+        set(&mut t, records.entries_of(own, &e));
     }
     t
 }
