@@ -11,6 +11,24 @@ use cargo_metadata::{Message, Metadata, MetadataCommand, Package, TargetKind};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+/// What a failed `cargo metadata` says, as one message: cargo's own words without its
+/// leading `error: ` (ours adds one), and the guess that this is no cargo workspace only
+/// when cargo says it found no `Cargo.toml`.
+pub fn metadata_error(e: &cargo_metadata::Error) -> String {
+    let said = match e {
+        cargo_metadata::Error::CargoMetadata { stderr } => stderr.trim(),
+        other => return format!("`cargo metadata` failed: {other}"),
+    };
+    // Cargo's warnings come before its error; the error is what failed.
+    let said = said.find("error: ").map_or(said, |i| &said[i..]);
+    let said = said.strip_prefix("error: ").unwrap_or(said).trim();
+    let guess = match said.contains("could not find `Cargo.toml`") {
+        true => " (run it in a cargo workspace, or name one with --manifest-path)",
+        false => "",
+    };
+    format!("`cargo metadata` failed: {said}{guess}")
+}
+
 /// Cargo's own flags, spelled as cargo spells them.
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct CargoFlags {
@@ -138,9 +156,9 @@ impl CargoFlags {
             // check says which crate lacks which feature (exit 2), not cargo's metadata error.
             Err(_) if !features.is_empty() => {
                 mc.other_options(other);
-                mc.exec().context("`cargo metadata` failed (is this a cargo workspace?)")
+                mc.exec().map_err(|e| anyhow::anyhow!(metadata_error(&e)))
             }
-            Err(e) => Err(e).context("`cargo metadata` failed (is this a cargo workspace?)"),
+            Err(e) => Err(anyhow::anyhow!(metadata_error(&e))),
         }
     }
 
@@ -459,7 +477,7 @@ pub enum BuildError {
 
 #[cfg(test)]
 mod tests {
-    use super::{defined_profiles, CargoFlags};
+    use super::{defined_profiles, metadata_error, CargoFlags};
 
     /// `-p` and `--exclude` take `*` globs, as cargo's do; `-p` without `--workspace`
     /// selects only what it matches.
@@ -477,6 +495,24 @@ mod tests {
         assert!(!exact.selects("neuron-fixtures-kernels-extra"), "a name is no prefix");
         let x = flags(&[], &["*-qwen3"]);
         assert!(x.selects("neuron-fixtures-kernels") && !x.selects("neuron-fixtures-qwen3"));
+    }
+
+    #[test]
+    fn a_metadata_failure_is_cargo_s_own_sentence_once() {
+        let said = |stderr: &str| {
+            metadata_error(&cargo_metadata::Error::CargoMetadata { stderr: stderr.into() })
+        };
+        assert_eq!(
+            said("error: manifest path `/n/Cargo.toml` does not exist\n"),
+            "`cargo metadata` failed: manifest path `/n/Cargo.toml` does not exist"
+        );
+        let none =
+            said("warning: x\nerror: could not find `Cargo.toml` in `/` or any parent directory\n");
+        assert!(
+            none.starts_with("`cargo metadata` failed: could not find `Cargo.toml` in `/`"),
+            "{none}"
+        );
+        assert!(none.contains("--manifest-path") && !none.contains("warning"), "{none}");
     }
 
     #[test]

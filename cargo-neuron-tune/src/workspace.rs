@@ -159,7 +159,9 @@ impl Workspace {
                 Exit::Config,
                 format!(
                     "no kernel crates in {}: a kernel crate has [package.metadata.neuron-tune] \
-                     with harness = \"<bin>\"",
+                     with harness = \"<bin>\"; `cargo neuron-tune init` makes a library crate \
+                     a kernel crate (then `cargo neuron-tune new NAME --template elementwise` \
+                     adds a kernel)",
                     meta.workspace_root
                 ),
             ));

@@ -888,3 +888,37 @@ fn build_prints_its_grid_in_order_with_the_sbuf_footprint_and_a_summary() {
     let summary = err.lines().last().unwrap_or_default();
     assert_eq!(summary.trim(), "27 variants built, 0 invalid", "{err}");
 }
+
+/// A manifest cargo cannot find is said once, in cargo's words, without guessing.
+#[test]
+fn a_missing_manifest_is_one_error_in_cargos_words() {
+    let (code, _, err) = cli(&["list", "--manifest-path", "/nonexistent/Cargo.toml"]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(
+        err.trim(),
+        "error: `cargo metadata` failed: manifest path `/nonexistent/Cargo.toml` does not exist",
+    );
+}
+
+/// In a plain library crate, `list` and `tune` say how to make it a kernel crate.
+#[test]
+fn a_workspace_without_kernel_crates_says_init_makes_one() {
+    let dir = scratch_dir("plainlib");
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        "[package]\nname = \"plainlib\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("src/lib.rs"), "").unwrap();
+    let m = dir.join("Cargo.toml");
+    for command in ["list", "tune"] {
+        let (code, _, err) = cli(&[command, "--manifest-path", m.to_str().unwrap()]);
+        assert_eq!(code, 2, "{command}: {err}");
+        assert!(err.contains("no kernel crates in"), "{command}: {err}");
+        assert!(
+            err.contains("`cargo neuron-tune init` makes a library crate a kernel crate"),
+            "{err}"
+        );
+    }
+}
