@@ -281,3 +281,134 @@ fn init_refuses_a_crate_without_a_library() {
     assert!(err.contains("not a library crate") && err.contains("cargo new --lib"), "{err}");
     assert_eq!(snapshot(&dir), before);
 }
+
+/// `init --git` takes only a URL cargo takes: anything else is refused (exit 2) with what a
+/// git URL looks like, writing nothing (it used to write it, and then cargo could not read
+/// the manifest at all).
+#[test]
+fn init_refuses_a_git_url_cargo_would_not_take_and_writes_nothing() {
+    let dir = plain_crate("badgit", true);
+    let m = dir.join("Cargo.toml");
+    let m = m.to_str().unwrap();
+    let before = snapshot(&dir);
+    for (url, says) in [
+        ("github.com/org/neuron-tune", "https://github.com/ORG/REPO"),
+        ("not a url", "https://github.com/ORG/REPO"),
+        ("git@github.com:org/neuron-tune", "try ssh://git@github.com/org/neuron-tune"),
+        // A URL of the right shape that cargo still refuses (its port): cargo reads the
+        // edited manifest before init says it is done.
+        ("https://github.com:port/org/neuron-tune", "invalid port"),
+    ] {
+        let (code, out, err) = cli(&["init", "--git", url, "--manifest-path", m]);
+        assert_eq!(code, 2, "{url}: {out}\n{err}");
+        assert!(err.contains(says) && err.contains("nothing was changed"), "{url}: {err}");
+        assert_eq!(snapshot(&dir), before, "{url}: nothing written");
+    }
+}
+
+/// A manifest whose neuron-tune dependencies cargo cannot read (what `init --git` with a
+/// URL without a scheme used to write) is repaired by `init --path` (or `--git`).
+#[test]
+fn init_repairs_dependencies_cargo_cannot_read() {
+    let dir = plain_crate("repairme", true);
+    let manifest = dir.join("Cargo.toml");
+    let m = manifest.to_str().unwrap();
+    let (code, _, err) = cli(&["init", "--manifest-path", m]);
+    assert_eq!(code, 0, "{err}");
+    let good = std::fs::read_to_string(&manifest).unwrap();
+    let broken: String = good
+        .lines()
+        .map(|l| match l.split_once(" = ") {
+            Some((k @ ("neuron-sim" | "neuron-tune-harness"), _)) => {
+                format!("{k} = {{ git = \"github.com/org/neuron-tune\" }}\n")
+            }
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    assert_ne!(broken, good);
+    std::fs::write(&manifest, &broken).unwrap();
+    let (code, _, err) = cli(&["list", "--manifest-path", m]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("relative URL without a base"), "{err}");
+    let (code, out, err) = cli(&["init", "--path", root().to_str().unwrap(), "--manifest-path", m]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("Repaired"), "{out}");
+    assert_eq!(std::fs::read_to_string(&manifest).unwrap(), good, "the entries init writes");
+    // Damage elsewhere is not ours to repair: said as cargo says it, the file untouched.
+    let elsewhere = good.replace("[dependencies]", "[dependencies]\nserde = { git = \"x y\" }");
+    std::fs::write(&manifest, &elsewhere).unwrap();
+    let (code, _, err) = cli(&["init", "--manifest-path", m]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.matches("error:").count(), 1, "{err}");
+    assert_eq!(std::fs::read_to_string(&manifest).unwrap(), elsewhere);
+}
+
+/// `new` registers the kernel in the harness's real invocation, never in one a comment or a
+/// string holds (which left the kernel unregistered and its space in Cargo.toml).
+#[test]
+fn new_registers_the_kernel_in_the_invocation_not_in_a_comment() {
+    let dir = plain_crate("commented", true);
+    let m = dir.join("Cargo.toml");
+    let m = m.to_str().unwrap();
+    let (code, _, err) = cli(&["init", "--manifest-path", m]);
+    assert_eq!(code, 0, "{err}");
+    let bin = dir.join("src/bin/neuron-tune-harness.rs");
+    let src = std::fs::read_to_string(&bin).unwrap();
+    let commented = src.replace(
+        "neuron_tune_harness::harness_main!",
+        "// harness_main!(kernels: [old::Thing]);\n/* harness_main!(kernels: [a::B]) */\n\
+         const NOTE: &str = \"harness_main!(kernels: [s::S])\";\n\
+         neuron_tune_harness::harness_main!",
+    );
+    assert_ne!(commented, src);
+    std::fs::write(&bin, &commented).unwrap();
+    let (code, _, err) = cli(&["new", "foo", "--manifest-path", m]);
+    assert_eq!(code, 0, "{err}");
+    let after = std::fs::read_to_string(&bin).unwrap();
+    assert_eq!(
+        after,
+        commented.replace(
+            "harness_main!(kernels: []);",
+            "harness_main!(kernels: [commented::foo::Foo]);"
+        ),
+    );
+    // Without a real invocation: refused, nothing written.
+    std::fs::write(&bin, "// harness_main!(kernels: [old::Thing]);\nfn main() {}\n").unwrap();
+    let before = snapshot(&dir);
+    let (code, _, err) = cli(&["new", "bar", "--manifest-path", m]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("outside comments and strings"), "{err}");
+    assert_eq!(snapshot(&dir), before);
+}
+
+/// A kernel whose type would take a name its template imports (`new kernel`: `pub struct
+/// Kernel` beside `use neuron_tune_harness::Kernel`, E0255), or whose module would be the
+/// library's tests, is refused before anything is written, naming the collision.
+#[test]
+fn new_refuses_a_name_whose_module_would_not_compile() {
+    let dir = plain_crate("collide", true);
+    let m = dir.join("Cargo.toml");
+    let m = m.to_str().unwrap();
+    let (code, _, err) = cli(&["init", "--manifest-path", m]);
+    assert_eq!(code, 0, "{err}");
+    let lib = dir.join("src/lib.rs");
+    let lib_src = std::fs::read_to_string(&lib).unwrap();
+    std::fs::write(&lib, format!("{lib_src}\nmod helpers {{\n}}\n")).unwrap();
+    let before = snapshot(&dir);
+    for (name, template, says) in [
+        ("kernel", "elementwise", "`Kernel`"),
+        ("shape", "gemm", "`Shape`"),
+        ("params", "reduction", "`Params`"),
+        ("dtype", "attention", "`Dtype`"),
+        ("strategy", "elementwise", "`Strategy`"),
+        ("tests", "elementwise", "#[cfg(test)] mod tests"),
+        ("helpers", "elementwise", "lib.rs"),
+    ] {
+        let (code, _, err) = cli(&["new", name, "--template", template, "--manifest-path", m]);
+        assert_eq!(code, 2, "{name}: {err}");
+        assert!(err.contains(says) && err.contains("choose another name"), "{name}: {err}");
+        assert_eq!(snapshot(&dir), before, "{name}: nothing written");
+    }
+    let (_, _, err) = cli(&["new", "kernel", "--manifest-path", m]);
+    assert!(err.contains("(such as `kernel_kernel`)"), "{err}");
+}

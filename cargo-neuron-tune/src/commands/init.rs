@@ -15,6 +15,7 @@
 use super::edits::{read, Edits};
 use crate::exit::{fail, Exit, Failure};
 use crate::output::Reporter;
+use crate::store::write_atomic;
 use std::path::{Path, PathBuf};
 
 /// The harness binary `init` adds.
@@ -79,7 +80,12 @@ pub fn source(
             }
             Ok(Source::Path(root))
         }
-        (None, Some(url)) => Ok(Source::Git { url: url.to_string(), rev: rev.map(str::to_string) }),
+        (None, Some(url)) => match git_url_problem(url) {
+            Some(why) => {
+                Err(fail(Exit::Config, format!("--git {url}: {why}; nothing was changed")))
+            }
+            None => Ok(Source::Git { url: url.to_string(), rev: rev.map(str::to_string) }),
+        },
         (None, None) => Source::built_from().map(Source::Path).ok_or_else(|| {
             fail(
                 Exit::Config,
@@ -95,6 +101,35 @@ pub fn source(
             )
         }),
     }
+}
+
+/// Why cargo would refuse `url` as a dependency's `git`, if it would. Cargo parses it as a
+/// URL that has a scheme and a hierarchical part (`scheme://…`, or `scheme:/…`):
+/// `github.com/org/repo` is "relative URL without a base", the scp-like
+/// `git@github.com:org/repo` is too (cargo suggests `ssh://git@github.com/org/repo`), and
+/// `foo:bar` is "cannot-be-a-base". The check after writing (`cargo metadata` on the edited
+/// manifest) catches whatever else cargo refuses.
+fn git_url_problem(url: &str) -> Option<String> {
+    let shape = "a git URL has a scheme, such as https://github.com/ORG/REPO, \
+                 ssh://git@github.com/ORG/REPO or file:///path/to/repo";
+    let scheme_end = url.find(':');
+    let scheme = scheme_end.map_or("", |e| &url[..e]);
+    let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    if url.chars().any(char::is_whitespace) {
+        return Some(format!("not a URL (it has white space): {shape}"));
+    }
+    if scheme_ok && url[scheme.len() + 1..].starts_with('/') {
+        return None;
+    }
+    // `user@host:path`, as scp and git spell it: cargo wants it as ssh://user@host/path.
+    if let Some((user_host, path)) = url.split_once(':').filter(|(h, _)| h.contains('@')) {
+        return Some(format!(
+            "cargo does not take the scp-like form `{url}`: try ssh://{user_host}/{}",
+            path.trim_start_matches('/')
+        ));
+    }
+    Some(format!("not a URL cargo takes: {shape}"))
 }
 
 /// The table at `path` in `doc`, created (as implicit tables, which print no header of
@@ -117,6 +152,36 @@ pub fn table_at<'d>(
     Ok(table)
 }
 
+/// Put `source`'s entries in place of the neuron-sim and neuron-tune-harness dependencies of
+/// `manifest`, which cargo cannot read, and keep them if cargo then reads it (the package);
+/// otherwise the manifest is put back as it was and `None` says the damage is elsewhere.
+fn repair(manifest: &Path, source: &Source) -> Option<(PathBuf, cargo_metadata::Package)> {
+    let before = std::fs::read_to_string(manifest).ok()?;
+    let mut doc: toml_edit::DocumentMut = before.parse().ok()?;
+    let deps = doc.get_mut("dependencies")?.as_table_like_mut()?;
+    let mut replaced = false;
+    for (name, krate) in [("neuron-sim", "sim"), ("neuron-tune-harness", "harness")] {
+        if let Some(item) = deps.get_mut(name) {
+            *item = toml_edit::value(source.dependency(krate));
+            replaced = true;
+        }
+    }
+    if !replaced {
+        return None;
+    }
+    write_atomic(manifest, doc.to_string().as_bytes()).ok()?;
+    match super::new::package_of(manifest) {
+        Ok(found) => Some(found),
+        Err(_) => {
+            // The original text back; if even that fails, say so rather than hide it.
+            if let Err(e) = write_atomic(manifest, before.as_bytes()) {
+                eprintln!("error: restoring {}: {e:#}", manifest.display());
+            }
+            None
+        }
+    }
+}
+
 /// The harness binary's source: the kernels `new` adds go into the list.
 const HARNESS_SRC: &str =
     "//! The harness binary that cargo neuron-tune builds and runs: `cargo neuron-tune new`\n\
@@ -129,11 +194,45 @@ pub fn init(
     source: &Source,
     out: &Reporter,
 ) -> Result<crate::exit::Exit, Failure> {
-    let (manifest, pkg) = super::new::package_at(manifest)?;
+    let (manifest, pkg, repaired) = match super::new::package_at(manifest) {
+        Ok((m, p)) => (m, p, false),
+        // Cargo cannot read the manifest: perhaps because of our own entries (an earlier
+        // `init --git` with a URL cargo refuses); replaced, it may read again.
+        Err(e) => match super::new::manifest_at(manifest).and_then(|m| repair(&m, source)) {
+            Some((m, p)) => (m, p, true),
+            None => return Err(e),
+        },
+    };
     let pkg = &pkg;
+    let from = match source {
+        Source::Path(p) => p.display().to_string(),
+        Source::Git { url, rev: Some(r) } => format!("{url} at {r}"),
+        Source::Git { url, rev: None } => url.clone(),
+    };
+    if repaired {
+        out.status(format!(
+            "    Repaired {}: cargo could not read its neuron-sim and neuron-tune-harness \
+             dependencies; they now come from {from}",
+            manifest.display()
+        ));
+    }
     if let Some(h) =
         pkg.metadata.get("neuron-tune").and_then(|n| n.get("harness")).and_then(|h| h.as_str())
     {
+        if repaired {
+            out.event(&crate::output::Event::Init {
+                package: pkg.name.to_string(),
+                manifest: manifest.clone(),
+                harness: h.to_string(),
+                changed: true,
+            });
+            out.result(format!(
+                "     Repaired {}'s dependencies on neuron-sim and neuron-tune-harness (from \
+                 {from}); it was a kernel crate already (harness `{h}`)",
+                pkg.name
+            ));
+            return Ok(Exit::Ok);
+        }
         out.event(&crate::output::Event::Init {
             package: pkg.name.to_string(),
             manifest: manifest.clone(),
@@ -196,11 +295,20 @@ pub fn init(
     edits.change(&manifest, doc.to_string())?;
     edits.create(&bin_path, HARNESS_SRC.to_string())?;
     edits.apply()?;
-    let from = match source {
-        Source::Path(p) => p.display().to_string(),
-        Source::Git { url, rev: Some(r) } => format!("{url} at {r}"),
-        Source::Git { url, rev: None } => url.clone(),
-    };
+    // Cargo must still read the manifest (a dependency it refuses would break every cargo
+    // command in the crate); if it does not, the crate is put back as it was.
+    if let Err(e) = super::new::package_of(&manifest) {
+        let restored = write_atomic(&manifest, toml.as_bytes())
+            .and_then(|()| std::fs::remove_file(&bin_path).map_err(Into::into));
+        let outcome = match restored {
+            Ok(()) => "nothing was changed".to_string(),
+            Err(r) => format!("and restoring it failed: {r:#}"),
+        };
+        return Err(fail(
+            Exit::Config,
+            format!("cargo could not read the edited manifest ({}); {outcome}", e.message),
+        ));
+    }
     out.event(&crate::output::Event::Init {
         package: pkg.name.to_string(),
         manifest: manifest.clone(),
@@ -230,6 +338,22 @@ mod tests {
             g.dependency("harness").to_string().trim(),
             r#"{ git = "https://x/y", rev = "abc" }"#
         );
+    }
+
+    #[test]
+    fn a_git_url_is_one_cargo_takes() {
+        for ok in ["https://github.com/org/neuron-tune", "ssh://git@github.com/org/x", "file:///r"]
+        {
+            assert_eq!(git_url_problem(ok), None, "{ok}");
+        }
+        for bad in ["github.com/org/neuron-tune", "not a url", "foo:bar", "", "://x"] {
+            let why = git_url_problem(bad).unwrap_or_else(|| panic!("{bad} taken"));
+            assert!(why.contains("https://github.com/ORG/REPO"), "{bad}: {why}");
+        }
+        let scp = git_url_problem("git@github.com:org/neuron-tune").unwrap();
+        assert!(scp.contains("try ssh://git@github.com/org/neuron-tune"), "{scp}");
+        let err = source(None, Some("github.com/org/neuron-tune"), None).unwrap_err();
+        assert_eq!(err.exit, Exit::Config);
     }
 
     #[test]

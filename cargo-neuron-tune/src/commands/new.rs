@@ -34,6 +34,208 @@ fn uses(text: &str, word: &str) -> bool {
     })
 }
 
+/// Which bytes of the Rust source `src` are code: `false` inside comments (line, block —
+/// nested —, doc), string literals (plain, byte, raw, C) and char literals. A scanner of its
+/// own rather than `syn` (not a dependency of this crate; lexing is all that is needed, and
+/// the file must be edited byte for byte, keeping the user's text).
+fn code_bytes(src: &str) -> Vec<bool> {
+    let b = src.as_bytes();
+    let mut code = vec![true; b.len()];
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let at = |i: usize, s: &str| b[i..].starts_with(s.as_bytes());
+    let mut i = 0;
+    while i < b.len() {
+        let start = i;
+        // A literal's prefix (`r`, `b`, `br`, `c`, `cr`) only where an identifier cannot
+        // end in it.
+        let prefixed = i == 0 || !ident(b[i - 1]);
+        let prefix = ["br", "cr", "r", "b", "c"]
+            .into_iter()
+            .find(|p| {
+                prefixed && at(i, p) && matches!(b.get(i + p.len()), Some(b'"' | b'#' | b'\''))
+            })
+            .unwrap_or("");
+        let raw = prefix.ends_with('r');
+        let after = i + prefix.len();
+        let hashes = b[after..].iter().take_while(|&&c| c == b'#').count();
+        if at(i, "//") {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if at(i, "/*") {
+            let mut depth = 0;
+            while i < b.len() {
+                if at(i, "/*") {
+                    (depth, i) = (depth + 1, i + 2);
+                } else if at(i, "*/") {
+                    (depth, i) = (depth - 1, i + 2);
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+        } else if raw && b.get(after + hashes) == Some(&b'"') {
+            let close = format!("\"{}", "#".repeat(hashes));
+            i = after + hashes + 1;
+            i = src[i..].find(&close).map_or(b.len(), |e| i + e + close.len());
+        } else if !raw && b.get(after) == Some(&b'"') {
+            i = after + 1;
+            while i < b.len() && b[i] != b'"' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i += 1;
+        } else if (prefix.is_empty() || prefix == "b") && b.get(after) == Some(&b'\'') {
+            // A char literal (`'x'`, `'\n'`, `'\u{..}'`, `'"'`), or a lifetime or label,
+            // which is code.
+            let c = after + 1;
+            let end = match b.get(c) {
+                Some(b'\\') => {
+                    let rest = b.get(c + 2..).unwrap_or_default();
+                    rest.iter().position(|&x| x == b'\'').map(|e| c + 2 + e + 1)
+                }
+                Some(_) => {
+                    let len = src[c..].chars().next().map_or(1, char::len_utf8);
+                    (b.get(c + len) == Some(&b'\'')).then_some(c + len + 1)
+                }
+                None => None,
+            };
+            match end {
+                Some(end) => i = end,
+                None => {
+                    i = after + 1;
+                    continue;
+                }
+            }
+        } else {
+            i += 1;
+            continue;
+        }
+        let end = i.min(b.len());
+        code[start..end].iter_mut().for_each(|c| *c = false);
+        i = end;
+    }
+    code
+}
+
+/// Where the list of `harness_main!(kernels: [...])` is in the harness source `src`: the
+/// byte after its `[` and the byte of its `]`. Only code counts: an invocation in a comment
+/// or a string (`// harness_main!(kernels: [old::Thing]);`) is not the harness's.
+fn kernel_list(src: &str) -> Option<(usize, usize)> {
+    let code = code_bytes(src);
+    let b = src.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    // The next code byte at or after `i` that is not white space.
+    let next = |mut i: usize| {
+        while i < b.len() && (!code[i] || b[i].is_ascii_whitespace()) {
+            i += 1;
+        }
+        i
+    };
+    let word = |i: usize, w: &str| {
+        b[i..].starts_with(w.as_bytes())
+            && code[i..i + w.len()].iter().all(|&c| c)
+            && (i == 0 || !ident(b[i - 1]))
+            && !b.get(i + w.len()).is_some_and(|&c| ident(c))
+    };
+    let call =
+        (0..b.len()).find(|&i| word(i, "harness_main") && b.get(next(i + 12)) == Some(&b'!'))?;
+    let args = (call..b.len()).find(|&i| code[i] && matches!(b[i], b'(' | b'[' | b'{'))?;
+    let open = (args..b.len()).find(|&i| {
+        word(i, "kernels") && b.get(next(i + 7)) == Some(&b':') && {
+            let j = next(next(i + 7) + 1);
+            b.get(j) == Some(&b'[')
+        }
+    })?;
+    let open = next(next(open + 7) + 1) + 1;
+    let mut depth = 0;
+    let close = (open..b.len()).find(|&i| {
+        if code[i] {
+            match b[i] {
+                b'[' | b'(' | b'{' => depth += 1,
+                b']' | b')' | b'}' if depth == 0 => return true,
+                b']' | b')' | b'}' => depth -= 1,
+                _ => {}
+            }
+        }
+        false
+    })?;
+    (b[close] == b']').then_some((open, close))
+}
+
+/// Names the kernel's type (`camel(name)`) must not be, for the module template `t` makes to
+/// compile: every type or value name its code uses unqualified — its imports (`Kernel`,
+/// `Dtype`…: `pub struct Dtype;` beside `use neuron_sim::Dtype` is E0255) and the standard
+/// prelude's (`Vec`, `Ok`…, which the struct would shadow) — read from the module's code
+/// itself, so the list cannot drift from the templates; and `Strategy`, the proptest
+/// trait the glob-imported prelude brings, whose methods (`prop_map`, `boxed`) would leave
+/// scope with its name.
+fn taken_names(t: Template) -> std::collections::BTreeSet<String> {
+    let module = format!("{}{}", prelude(body(t)), body(t).replace("__NAME__", ""));
+    let code = code_bytes(&module);
+    let b = module.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut names = std::collections::BTreeSet::new();
+    let mut i = 0;
+    while i < b.len() {
+        let end = (i..b.len()).find(|&j| !ident(b[j])).unwrap_or(b.len());
+        let path_tail = i >= 2 && &b[i - 2..i] == b"::";
+        if end > i && code[i] && b[i].is_ascii_uppercase() && !path_tail {
+            names.insert(module[i..end].to_string());
+        }
+        i = end.max(i + 1);
+    }
+    if uses(&module, "BoxedStrategy") {
+        names.insert("Strategy".to_string());
+    }
+    names
+}
+
+/// Why kernel `name` of template `t` would not compile in a crate whose library root is
+/// `lib_src` (in directory `src`), if it would not.
+fn name_collision(
+    name: &str,
+    t: Template,
+    lib: Option<(&Path, &str)>,
+    src: &Path,
+) -> Option<String> {
+    let ty = camel(name);
+    if !ty.starts_with(|c: char| c.is_ascii_uppercase()) || ty == "Self" {
+        return Some(format!("makes the type name `{ty}`, which is not one Rust allows"));
+    }
+    if taken_names(t).contains(&ty) {
+        return Some(format!(
+            "makes the type `{ty}`, a name the {} template's code already uses (an import or \
+             a prelude name)",
+            format!("{t:?}").to_lowercase()
+        ));
+    }
+    if name == "tests" {
+        return Some(
+            "is the `#[cfg(test)] mod tests` of a library (`cargo new --lib` writes one)".into(),
+        );
+    }
+    if src.join(name).join("mod.rs").exists() {
+        return Some(format!("is the module {}", src.join(name).join("mod.rs").display()));
+    }
+    // A module of that name already in the library root, other than a bare `mod name;`
+    // (which `new` completes: an earlier attempt's, or one written by hand).
+    let (lib_path, lib) = lib?;
+    let code = code_bytes(lib);
+    let declared = lib.match_indices("mod ").any(|(i, _)| {
+        let rest = lib[i + 4..].trim_start();
+        code[i]
+            && (i == 0 || !lib.as_bytes()[i - 1].is_ascii_alphanumeric())
+            && rest.strip_prefix(name).is_some_and(|r| {
+                let r = r.trim_start();
+                !r.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+                    && r.starts_with('{')
+            })
+    });
+    declared.then(|| format!("is a module already written in {}", lib_path.display()))
+}
+
 /// The `use` lines of a template's body.
 fn prelude(body: &str) -> String {
     let list = |names: &[&str]| -> String {
@@ -359,6 +561,26 @@ pub fn new_kernel(
     if module.exists() {
         return Err(fail(Exit::Config, format!("{} already exists", module.display())));
     }
+    let lib_src = match lib {
+        Some(l) => Some((l.src_path.as_std_path(), read(l.src_path.as_std_path())?)),
+        None => None,
+    };
+    if let Some(why) =
+        name_collision(name, t, lib_src.as_ref().map(|(p, s)| (*p, s.as_str())), &dir.join("src"))
+    {
+        let suggestion = format!("{name}_kernel");
+        let also = match name_collision(&suggestion, t, None, &dir.join("src")) {
+            None => format!(" (such as `{suggestion}`)"),
+            Some(_) => String::new(),
+        };
+        return Err(fail(
+            Exit::Config,
+            format!(
+                "kernel name `{name}` {why}: the new module would not compile; choose another \
+                 name{also}"
+            ),
+        ));
+    }
     let ty = camel(name);
     let source = format!(
         "//! Kernel `{name}` (from the `{t:?}` template of cargo neuron-tune new): edit freely.\n\n{}{}",
@@ -381,7 +603,7 @@ pub fn new_kernel(
                     format!("the library root {} is not in src/", lib_path.display()),
                 ));
             }
-            let mut lib_src = read(lib_path)?;
+            let mut lib_src = lib_src.clone().map(|(_, s)| s).unwrap_or_default();
             if !declares_module(&lib_src, name) {
                 if !lib_src.is_empty() && !lib_src.ends_with('\n') {
                     lib_src.push('\n');
@@ -398,26 +620,27 @@ pub fn new_kernel(
             format!("{name}::{ty}")
         }
     };
-    let anchor = "kernels: [";
-    let at = bin_src.find(anchor).ok_or_else(|| {
+    // The invocation in code, never one in a comment or a string (which would be edited
+    // while the real list stays without the kernel).
+    let (open, close) = kernel_list(&bin_src).ok_or_else(|| {
         fail(
             Exit::Config,
             format!(
-                "{}: no `harness_main!(kernels: [...])` to register the kernel in",
+                "{}: no `harness_main!(kernels: [...])` to register the kernel in (outside \
+                 comments and strings); nothing was changed",
                 bin_path.display()
             ),
         )
     })?;
-    let list_end = bin_src[at..].find(']').map_or(bin_src.len(), |e| at + e);
-    if !bin_src[at..list_end].contains(&path_in_bin) {
+    if !bin_src[open..close].contains(&path_in_bin) {
         // Appended, so kernels stay in the order they were made: `[a::A, b::B]`.
-        let listed = bin_src[at + anchor.len()..list_end].trim_end();
+        let listed = bin_src[open..close].trim_end();
         let entry = match listed {
             "" => path_in_bin,
             l if l.ends_with(',') => format!(" {path_in_bin}"),
             _ => format!(", {path_in_bin}"),
         };
-        bin_src.insert_str(at + anchor.len() + listed.len(), &entry);
+        bin_src.insert_str(open + listed.len(), &entry);
     }
     edits.change(bin_path, bin_src)?;
     let toml = read(&manifest)?;
@@ -450,8 +673,15 @@ pub fn new_kernel(
 
 /// Does `src` already declare `mod name;` (public or not)?
 fn declares_module(src: &str, name: &str) -> bool {
-    src.lines().any(|l| {
-        let l = l.trim();
+    let code = code_bytes(src);
+    let mut at = 0;
+    src.split_inclusive('\n').any(|line| {
+        let start = at + (line.len() - line.trim_start().len());
+        at += line.len();
+        if !code.get(start).copied().unwrap_or(false) {
+            return false;
+        }
+        let l = line.trim();
         let l = l.strip_prefix("pub ").unwrap_or(l);
         l.strip_prefix("mod ").is_some_and(|rest| rest.trim_end_matches(';').trim() == name)
     })
@@ -481,31 +711,46 @@ fn with_space(toml: &str, name: &str, space: &str) -> Result<String, String> {
 pub fn package_at(
     manifest: Option<&Path>,
 ) -> Result<(std::path::PathBuf, cargo_metadata::Package), Failure> {
-    let nearest = || {
-        let here = std::env::current_dir().ok()?;
-        here.ancestors().map(|d| d.join("Cargo.toml")).find(|m| m.is_file())
-    };
-    let manifest = match manifest.map(Path::to_path_buf).or_else(nearest) {
-        Some(m) => m,
+    match manifest_at(manifest) {
+        Some(m) => package_of(&m),
         None => {
             let here = std::env::current_dir().unwrap_or_default();
-            return Err(fail(
+            Err(fail(
                 Exit::Config,
                 format!(
                     "no Cargo.toml in {} or any directory above it: run this in a library \
                      crate (`cargo new --lib NAME`), or name one with --manifest-path",
                     here.display()
                 ),
-            ));
+            ))
         }
-    };
+    }
+}
+
+/// The manifest [`package_at`] works on: `manifest`, or the nearest `Cargo.toml`.
+pub fn manifest_at(manifest: Option<&Path>) -> Option<std::path::PathBuf> {
+    let here = std::env::current_dir().ok();
+    manifest
+        .map(Path::to_path_buf)
+        .or_else(|| here?.ancestors().map(|d| d.join("Cargo.toml")).find(|m| m.is_file()))
+}
+
+/// The package of manifest `manifest`, as cargo reads it (`cargo metadata --no-deps`).
+pub fn package_of(
+    manifest: &Path,
+) -> Result<(std::path::PathBuf, cargo_metadata::Package), Failure> {
     let meta = cargo_metadata::MetadataCommand::new()
         .cargo_path(crate::cargo::cargo_bin())
-        .manifest_path(&manifest)
+        .manifest_path(manifest)
         .no_deps()
         .exec()
-        .map_err(|e| fail(Exit::Config, format!("{}: {e}", manifest.display())))?;
-    let manifest = std::fs::canonicalize(&manifest)
+        .map_err(|e| {
+            fail(
+                Exit::Config,
+                format!("{}: {}", manifest.display(), crate::cargo::metadata_error(&e)),
+            )
+        })?;
+    let manifest = std::fs::canonicalize(manifest)
         .map_err(|e| fail(Exit::Config, format!("{}: {e}", manifest.display())))?;
     let pkg =
         meta.packages.into_iter().find(|p| p.manifest_path.as_std_path() == manifest).ok_or_else(
@@ -574,6 +819,74 @@ mod tests {
         {
             assert!(kernel_name_ok(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn comments_strings_and_chars_are_not_code() {
+        let src =
+            "a // b\nc /* d /* e */ f */ g \"h\\\"i\" j r#\"k\"l\"# m 'n' '\\'' o<'p> b\"q\" r";
+        let code: String =
+            src.char_indices().filter(|&(i, _)| code_bytes(src)[i]).map(|(_, c)| c).collect();
+        let kept: Vec<&str> = code.split_whitespace().collect();
+        assert_eq!(kept, ["a", "c", "g", "j", "m", "o<'p>", "r"], "{code:?}");
+        // Cut short anywhere, it still scans (a file being edited).
+        for end in (0..src.len()).filter(|&e| src.is_char_boundary(e)) {
+            code_bytes(&src[..end]);
+        }
+        code_bytes("'\\");
+    }
+
+    #[test]
+    fn the_kernel_list_is_the_invocation_in_code_not_in_a_comment_or_string() {
+        let src = "//! Uses `harness_main!(kernels: [x::X])`.\n\
+                   // harness_main!(kernels: [old::Thing]);\n\
+                   /* harness_main!(kernels: [a::A]) */\n\
+                   const S: &str = \"harness_main!(kernels: [s::S])\";\n\
+                   neuron_tune_harness::harness_main!(\n    kernels : [k::K, m::M(vec![1])],\n);\n";
+        let (open, close) = kernel_list(src).unwrap();
+        assert_eq!(&src[open..close], "k::K, m::M(vec![1])");
+        assert_eq!(kernel_list("// harness_main!(kernels: [])\nfn main() {}\n"), None);
+        let (open, close) = kernel_list("harness_main!(kernels: []);").unwrap();
+        assert_eq!(open, close);
+        assert!(!declares_module("// pub mod my_add;\n/* mod my_add; */\n", "my_add"));
+    }
+
+    #[test]
+    fn a_kernel_type_may_not_take_a_name_its_template_uses() {
+        let src = Path::new("/nonexistent/src");
+        for t in [Template::Elementwise, Template::Reduction, Template::Gemm, Template::Attention] {
+            let taken = taken_names(t);
+            // Every name the template imports is taken, and what the body uses of the
+            // standard prelude and of proptest's.
+            for name in
+                SIM_NAMES.iter().chain(&HARNESS_NAMES).filter(|n| uses(&prelude(body(t)), n))
+            {
+                assert!(taken.contains(*name), "{t:?}: {name} in {taken:?}");
+            }
+            for name in ["Vec", "Ok", "Strategy", "BoxedStrategy", "Kernel", "Shape"] {
+                assert!(taken.contains(name), "{t:?}: {name} in {taken:?}");
+            }
+            // Words of its comments and strings, and enum variants behind a path, are not.
+            for name in ["Bf16", "Multiply", "C", "O", "Change"] {
+                assert!(!taken.contains(name), "{t:?}: {name} in {taken:?}");
+            }
+            for bad in [
+                "kernel", "params", "chip", "dtype", "nc", "work", "shape", "strategy", "vec",
+                "ok", "tests", "self_", "_1", "__",
+            ] {
+                assert!(name_collision(bad, t, None, src).is_some(), "{t:?}: {bad}");
+            }
+            for ok in ["my_add", "gemm", "attention", "kernel_2", "softmax"] {
+                assert_eq!(name_collision(ok, t, None, src), None, "{t:?}: {ok}");
+            }
+        }
+        let why = name_collision("scalar", Template::Gemm, None, src);
+        assert_eq!(why, None, "the gemm template does not use Scalar");
+        assert!(name_collision("scalar", Template::Elementwise, None, src).is_some());
+        let lib = "pub fn helper() {}\n#[cfg(test)]\nmod checks {\n}\npub mod done;\n";
+        let lib = Some((Path::new("/x/src/lib.rs"), lib));
+        assert!(name_collision("checks", Template::Gemm, lib, src).unwrap().contains("lib.rs"));
+        assert_eq!(name_collision("done", Template::Gemm, lib, src), None);
     }
 
     #[test]
