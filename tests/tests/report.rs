@@ -533,3 +533,14 @@ fn a_report_gives_tunes_figures_and_names_the_files_it_cannot_read() {
     assert!(html.contains("<h2>add @ small on dmgchip</h2>"), "the damaged journal's run");
     assert!(!html.contains("<h2>rmsnorm @ small"), "the run of the damaged meta file");
 }
+
+/// An `--out` that cannot be made is a file that could not be written: exit 1 (as
+/// `profile --trace` to such a path), naming it — not a usage error (2).
+#[cfg(target_os = "linux")]
+#[test]
+fn an_out_directory_that_cannot_be_written_exits_1_naming_it() {
+    let (code, out, err) = cli(&["report", "--out", "/proc/neuron-tune-report"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(err.contains("--out /proc/neuron-tune-report: could not create it"), "{err}");
+    assert_eq!(err.matches("error:").count(), 1, "{err}");
+}

@@ -27,6 +27,35 @@ use neuron_tune_protocol::{RequestBody, ResponseBody};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+/// The largest program whose Perfetto trace `report` writes, in instructions (a slice
+/// each in the trace, a DMA one a slice per queue it uses; about 150 bytes of JSON a slice):
+/// a trace of a few million slices is hundreds of MB, which ui.perfetto.dev cannot open and
+/// which took `report` GBs of memory to make (attention_flash at qwen3's shape: 555 MB).
+/// Larger programs are profiled without their trace, and the page gives the `profile
+/// --trace` command that writes it.
+pub const TRACE_MAX_INSTRUCTIONS: u64 = 250_000;
+
+/// The same limit on a stored trace's text (one an earlier version stored).
+pub const TRACE_MAX_BYTES: usize = 100 << 20;
+
+/// Whether the report writes the trace of profile `p` (when it has one).
+pub fn trace_fits(p: &neuron_tune_protocol::BenchResult) -> bool {
+    p.instruction_count <= TRACE_MAX_INSTRUCTIONS
+        && p.trace.as_ref().is_none_or(|t| t.len() <= TRACE_MAX_BYTES)
+}
+
+/// The command that writes the full trace of variant `s` of target `t`.
+pub fn trace_command(t: &model::Target, s: &model::Shown, file: &str) -> String {
+    crate::command_line::CommandLine::new("profile")
+        .opt_flag("-p", t.package.as_ref().map(|p| &p.name))
+        .arg(&t.kernel)
+        .flag("--shape", &t.shape)
+        .flag("--params", &s.params)
+        .record_chip(&t.chip.name)
+        .flag("--trace", file)
+        .to_string()
+}
+
 /// What `report` was asked for.
 pub struct Args<'a> {
     pub out: Option<&'a Path>,
@@ -45,8 +74,11 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
         if let Some(why) = crate::store::unwritable(&dir.join("index.html")) {
             return Err(fail(Exit::Config, format!("--out {}: {why}", dir.display())));
         }
-        std::fs::create_dir_all(dir)
-            .map_err(|e| fail(Exit::Config, format!("--out {}: {e}", dir.display())))?;
+        // A directory that cannot be made is a file that could not be written (exit 1),
+        // as for every output file.
+        std::fs::create_dir_all(dir).map_err(|e| {
+            fail(Exit::Internal, format!("--out {}: could not create it: {e}", dir.display()))
+        })?;
     }
     let mut ws = Workspace::open(cargo, ctx)?;
     // A --kernel that names no kernel is a typo, as in every other command.
@@ -164,6 +196,8 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
         }
     }
     let profiled = profile_shown(&mut ws, &store, &data, ctx)?;
+    // Built again with the new profiles: the first, traces and all, is dropped first.
+    drop(data);
     let mut data = model::build(&store, runs, tuned);
     if let Some(damage) = model::gate_history_damage(store.root()) {
         out.note(format!("warning: {damage}"));
@@ -205,14 +239,32 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
 
     let dir =
         out_dir.map_or_else(|| ws.target_dir.join("neuron-tune").join("report"), Path::to_path_buf);
-    let io = |p: &Path, e: anyhow::Error| fail(Exit::Config, format!("{}: {e:#}", p.display()));
+    // An output file that cannot be written is exit 1, naming it (as `profile --trace`).
+    let io = |p: &Path, e: anyhow::Error| {
+        fail(Exit::Internal, format!("{}: could not be written: {e:#}", p.display()))
+    };
     let mut traces = Vec::new();
     for t in &data.targets {
         for (which, s) in [("best", &t.best), ("default", &t.default)] {
-            if let Some(text) = s.as_ref().and_then(|s| s.profile.as_ref()?.trace.as_ref()) {
-                let p = dir.join(render::trace_file(t, which));
-                write_atomic(&p, text.as_bytes()).map_err(|e| io(&p, e))?;
-                traces.push(p);
+            let Some((s, profile)) = s.as_ref().and_then(|s| Some((s, s.profile.as_ref()?))) else {
+                continue;
+            };
+            match &profile.trace {
+                Some(text) => {
+                    let p = dir.join(render::trace_file(t, which));
+                    write_atomic(&p, text.as_bytes()).map_err(|e| io(&p, e))?;
+                    traces.push(p);
+                }
+                None => out.note(format!(
+                    "note: the trace of {} {} at {} ({which}) is not written: its {} \
+                     instructions are over the report's limit of {TRACE_MAX_INSTRUCTIONS} \
+                     (Perfetto's web UI cannot open such a trace); `{}` writes it",
+                    t.kernel,
+                    s.params,
+                    t.shape,
+                    profile.instruction_count,
+                    trace_command(t, s, &render::trace_file(t, which)),
+                )),
             }
         }
     }
@@ -297,9 +349,23 @@ fn profile_shown(
                 params: s.params.clone(),
             };
             ctx.out.status(format!("   Profiling {} {} at {}", t.kernel, s.params, t.shape));
-            let done = c
-                .pool
-                .request(RequestBody::Profile { variant: variant_ref(&v, &t.chip), trace: true })?;
+            // The trace only of a program within the limit: its size (from tuning's stored
+            // result, else from a profile without the trace) decides before one is made,
+            // so a large program's trace never exists in memory.
+            let size =
+                model::stored_bench(store, &s.program_hash, &t.chip, &t.sim_version, "bench")
+                    .map(|b| b.instruction_count);
+            let mut ask = |trace| {
+                c.pool.request(RequestBody::Profile { variant: variant_ref(&v, &t.chip), trace })
+            };
+            let mut done = ask(size.is_some_and(|n| n <= TRACE_MAX_INSTRUCTIONS))?;
+            if size.is_none() {
+                if let Ok(ResponseBody::Bench(b)) = &done.answer {
+                    if b.instruction_count <= TRACE_MAX_INSTRUCTIONS {
+                        done = ask(true)?;
+                    }
+                }
+            }
             match done.answer {
                 Ok(ResponseBody::Bench(b)) if b.program_hash == s.program_hash => store
                     .put("profile", &key, &b)

@@ -478,6 +478,11 @@ pub fn build(store: &Store, runs: Vec<TuneRun>, tuned: Vec<PackageRecord>) -> Re
             .min_by(|a, b| a.time_us.total_cmp(&b.time_us));
         for s in [&mut t.best, &mut t.default].into_iter().flatten() {
             s.profile = stored_bench(store, &s.program_hash, &t.chip, &t.sim_version, "profile");
+            // A trace over the report's limit (one stored by an earlier version) is not
+            // kept in memory, nor written: the page says how to get it.
+            if let Some(p) = s.profile.as_mut().filter(|p| !super::trace_fits(p)) {
+                p.trace = None;
+            }
         }
         let mut hashes: Vec<&str> = t
             .runs
@@ -748,6 +753,24 @@ mod tests {
         let data = build(&store, tie, Vec::new());
         let best = data.targets[0].best.as_ref().map(|b| b.program_hash.as_str());
         assert_eq!(best, Some("hd"));
+        // Stored profiles: a trace over the report's limit (an earlier version stored it)
+        // is not kept; one within it is.
+        let profile = |hash: &str, instructions: u64| {
+            let mut b = bench(hash, 1.0, 1.0, 1);
+            (b.instruction_count, b.trace) = (instructions, Some("{\"traceEvents\":[]}".into()));
+            let key = Store::key_for(hash, &chip_key(&chip), "v1", "profile");
+            store.put("profile", &key, &b).unwrap();
+        };
+        profile("h3", super::super::TRACE_MAX_INSTRUCTIONS + 1);
+        profile("hd", super::super::TRACE_MAX_INSTRUCTIONS);
+        let data = build(&store, read_runs(store.root()).runs, Vec::new());
+        let t = &data.targets[0];
+        let trace = |s: &Option<Shown>| {
+            let p = s.as_ref().unwrap().profile.as_ref().expect("profiled");
+            (p.program_hash.clone(), p.trace.is_some())
+        };
+        assert_eq!(trace(&t.best), ("h3".to_string(), false));
+        assert_eq!(trace(&t.default), ("hd".to_string(), true));
     }
 
     #[test]

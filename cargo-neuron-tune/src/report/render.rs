@@ -261,11 +261,19 @@ pub fn html(data: &ReportData) -> String {
         );
         for (which, s) in [("best", &t.best), ("default", &t.default)] {
             let Some(s) = s else { continue };
-            let trace = match s.profile.as_ref().and_then(|p| p.trace.as_ref()) {
-                Some(_) => {
+            let trace = match s.profile.as_ref().map(|p| (p, p.trace.is_some())) {
+                Some((_, true)) => {
                     let f = trace_file(t, which);
                     format!("<a href=\"{0}\">{0}</a>", escape(&f))
                 }
+                // Profiled, without its trace: over the limit.
+                Some((p, false)) => format!(
+                    "not written: {} instructions, over the report's limit of {} (too large \
+                     for ui.perfetto.dev); <code>{}</code> writes it",
+                    p.instruction_count,
+                    super::TRACE_MAX_INSTRUCTIONS,
+                    escape(&super::trace_command(t, s, &trace_file(t, which)))
+                ),
                 None => "—".into(),
             };
             let _ = writeln!(
@@ -472,6 +480,42 @@ mod tests {
                 validated_models: Vec::new(),
             },
         }
+    }
+
+    #[test]
+    fn a_trace_over_the_limit_is_not_linked_and_the_page_says_how_to_get_it() {
+        let mut d = data();
+        let profile = |instructions: u64, trace: Option<String>| {
+            let b = serde_json::json!({
+                "cycles": 0, "time_us": 1.0, "kernel_time_us": 1.0, "tflops": 0.0,
+                "bottleneck": "", "bottleneck_summary": "", "program_hash": "h",
+                "instruction_count": instructions, "shape": {}, "work": {"flops": 0.0, "bytes": 0.0},
+                "hbm_bytes": 0, "hardware_flops": 0.0, "trace": trace,
+            });
+            Some(serde_json::from_value(b).unwrap())
+        };
+        let shown = |profile| super::super::model::Shown {
+            params: neuron_tune_protocol::Params::new().with("bufs", 2),
+            time_us: 6.5,
+            program_hash: "h".into(),
+            profile,
+        };
+        d.targets[0].best = Some(shown(profile(3_000_000, None)));
+        d.targets[0].default = Some(shown(profile(10, Some("{}".into()))));
+        let page = html(&d);
+        let file = trace_file(&d.targets[0], "best");
+        assert!(
+            page.contains("not written: 3000000 instructions, over the report's limit"),
+            "{page}"
+        );
+        assert!(
+            page.contains(&format!("--params bufs=2 --chip trn2 --trace {}", escape(&file))),
+            "{page}"
+        );
+        assert!(!page.contains(&format!("href=\"{}\"", escape(&file))), "{page}");
+        assert!(
+            page.contains(&format!("href=\"{}\"", escape(&trace_file(&d.targets[0], "default"))))
+        );
     }
 
     #[test]
