@@ -27,13 +27,13 @@ use neuron_tune_protocol::{RequestBody, ResponseBody};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-/// The largest program whose Perfetto trace `report` writes, in instructions (a slice
-/// each in the trace, a DMA one a slice per queue it uses; about 150 bytes of JSON a slice):
-/// a trace of a few million slices is hundreds of MB, which ui.perfetto.dev cannot open and
-/// which took `report` GBs of memory to make (attention_flash at qwen3's shape: 555 MB).
-/// Larger programs are profiled without their trace, and the page gives the `profile
-/// --trace` command that writes it.
-pub const TRACE_MAX_INSTRUCTIONS: u64 = 250_000;
+/// The largest program whose Perfetto trace `report` writes, in instructions: about 100 MB
+/// of trace (measured on attention_flash: 2.5 slices an instruction, a DMA's split over its
+/// queues, of about 290 bytes each — 690 bytes an instruction at `small`, 616 at qwen3's
+/// shape, whose 901,120 instructions made a 555 MB trace that ui.perfetto.dev cannot open
+/// and cost `report` GBs of memory). Larger programs are profiled without their trace, and
+/// the page gives the `profile --trace` command that writes it.
+pub const TRACE_MAX_INSTRUCTIONS: u64 = 150_000;
 
 /// The same limit on a stored trace's text (one an earlier version stored).
 pub const TRACE_MAX_BYTES: usize = 100 << 20;

@@ -477,7 +477,20 @@ pub fn build(store: &Store, runs: Vec<TuneRun>, tuned: Vec<PackageRecord>) -> Re
             .filter_map(shown)
             .min_by(|a, b| a.time_us.total_cmp(&b.time_us));
         for s in [&mut t.best, &mut t.default].into_iter().flatten() {
-            s.profile = stored_bench(store, &s.program_hash, &t.chip, &t.sim_version, "profile");
+            // A stored profile whose file is far over the trace limit (an earlier version
+            // stored its trace: 1.3 GB for attention_flash at qwen3's shape, 4.5 GB of
+            // memory to read) is not read: `report` profiles the variant again, without
+            // the trace, and stores that in its place. (The entry's file, as the store
+            // lays its entries out.)
+            let key =
+                Store::key_for(&s.program_hash, &chip_key(&t.chip), &t.sim_version, "profile");
+            let file = store.root().join("profile").join(&key[..2]).join(format!("{key}.json"));
+            let huge =
+                std::fs::metadata(&file).is_ok_and(|m| m.len() > 2 * super::TRACE_MAX_BYTES as u64);
+            s.profile = match huge {
+                true => None,
+                false => stored_bench(store, &s.program_hash, &t.chip, &t.sim_version, "profile"),
+            };
             // A trace over the report's limit (one stored by an earlier version) is not
             // kept in memory, nor written: the page says how to get it.
             if let Some(p) = s.profile.as_mut().filter(|p| !super::trace_fits(p)) {
