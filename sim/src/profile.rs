@@ -139,7 +139,49 @@ impl Profile {
     }
 }
 
+/// Lower bounds of the kernel time (`Profile::kernel_time_us`, no launch overhead), from the
+/// program alone: each holds for any program, timing on or off (a trace has them). The
+/// argument for each is in `sim/src/timing/bound.rs`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LowerBound {
+    /// The classic roofline, [`Profile::roofline_bound_us`]: max(hardware FLOPs / PE peak,
+    /// HBM bytes / per-core HBM bandwidth).
+    pub roofline_us: f64,
+    /// The DMA fixed latency plus the most engine time one queue of one DMA engine is given:
+    /// per chunk, its descriptors at `descriptor_ns` and its bytes at `engine_gbps`
+    /// (docs/dma.md §1–3; 0 without DMA).
+    pub dma_queue_us: f64,
+    /// The most time one compute engine (or a NeuronCore-v2 shared port) is given: its
+    /// instructions' costs, fixed cycles included, one after another.
+    pub engine_us: f64,
+}
+
+impl LowerBound {
+    /// The largest of the three: no run of the program ends sooner.
+    pub fn us(&self) -> f64 {
+        self.roofline_us.max(self.dma_queue_us).max(self.engine_us)
+    }
+}
+
 impl Nc {
+    /// Lower bounds of the kernel time of everything issued so far ([`LowerBound`]).
+    pub fn lower_bound(&self) -> LowerBound {
+        LowerBound {
+            roofline_us: self.roofline_us(),
+            dma_queue_us: self.stats.serial.dma_ps() as f64 / 1e6,
+            engine_us: self.stats.serial.compute_ps() as f64 / 1e6,
+        }
+    }
+
+    /// max(hardware FLOPs / PE peak, HBM bytes / per-core HBM bandwidth), in µs.
+    fn roofline_us(&self) -> f64 {
+        let (st, chip) = (&self.stats, &self.chip);
+        let hbm_bytes = (st.hbm_read_bytes + st.hbm_write_bytes) as f64;
+        let compute_us = st.hardware_flops / chip.peak_bf16_flops() * 1e6;
+        let memory_us = hbm_bytes / (chip.memory.hbm_gbps_per_core * 1e9) * 1e6;
+        compute_us.max(memory_us)
+    }
+
     /// The profile of everything issued so far. Requires the timing model; in a
     /// functional-only run times are zero and the verdict says so.
     pub fn profile(&mut self) -> Profile {
@@ -176,8 +218,6 @@ impl Nc {
         let peak = chip.peak_bf16_flops();
         let per_s = |x: f64| if kernel_s > 0.0 { x / kernel_s } else { 0.0 };
         let intensity = if hbm_bytes > 0.0 { st.matmul_flops / hbm_bytes } else { f64::INFINITY };
-        let compute_us = st.hardware_flops / peak * 1e6;
-        let memory_us = hbm_bytes / (chip.memory.hbm_gbps_per_core * 1e9) * 1e6;
         let ridge = peak / (chip.memory.hbm_gbps_per_core * 1e9);
         let mut crit_map = BTreeMap::new();
         for (i, name) in CRIT_CATEGORIES.iter().enumerate() {
@@ -238,7 +278,7 @@ impl Nc {
             mfu_estimated_percent: 100.0 * per_s(st.matmul_flops) / peak,
             hfu_estimated_percent: 100.0 * per_s(st.hardware_flops) / peak,
             mm_arithmetic_intensity: intensity,
-            roofline_bound_us: compute_us.max(memory_us),
+            roofline_bound_us: self.roofline_us(),
             roofline_ridge_flop_per_byte: ridge,
             roofline_side: if intensity >= ridge { "compute" } else { "memory" }.to_string(),
             sbuf_peak_bytes_per_partition: self.sbuf_reserved,

@@ -4,7 +4,7 @@
 //! valid (every tile is written before it is read), so each property is about the models,
 //! not about error paths.
 
-use neuron_sim::{Act, ActArgs, Alu, Chip, Dtype, Engine, ExecMode, Nc, Profile, Scalar};
+use neuron_sim::{Act, ActArgs, Alu, Chip, Dtype, Engine, ExecMode, Hbm, Nc, Profile, Scalar};
 use proptest::prelude::*;
 
 const F: u64 = 64;
@@ -374,4 +374,260 @@ fn roofline_bound_is_the_larger_of_the_compute_and_memory_sides() {
         assert_eq!(p.roofline_side, side, "{matmuls} matmuls");
         assert!(p.kernel_time_us >= p.roofline_bound_us);
     }
+}
+
+// The lower bound `tune` prunes with (`Nc::lower_bound`, sim/src/timing/bound.rs): the
+// roofline, the DMA fixed latency plus the most engine time one queue of one DMA engine is
+// given, and the most time one compute engine or NeuronCore-v2 shared port is given. Its
+// programs reach what `program()` does not: transfers over any partition range (chunks of
+// unequal rows, engines in different states), strided HBM sides (a descriptor per element),
+// SBUF→SBUF and HBM→HBM copies (queues 2 and 3; over 128 rows they wrap), and affine loops
+// (the list scheduler) around loads, compute on three engines and stores.
+
+/// One step of a lower-bound program.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    /// `kind` 0 load, 1 store, 2 SBUF→SBUF copy, 3 HBM→HBM copy; partitions `p0..p0 + np`
+    /// of tile `tile` (a copy's source: tile `other` from `q0`), HBM rows from `row`,
+    /// columns `block`, the HBM side transposed in 8 × 8 when `strided`.
+    Dma {
+        kind: u8,
+        tile: usize,
+        other: usize,
+        p0: u32,
+        q0: u32,
+        np: u32,
+        row: u64,
+        block: u64,
+        strided: bool,
+    },
+    Compute(Op),
+    /// An affine loop of `trips` iterations, each loading a fresh tile (whole, then
+    /// `np` partitions from `p0` again), running `ops` activations or copies on it on
+    /// engine `engine`, and storing partitions `p0..p0 + np` to its own rows.
+    Loop {
+        trips: u64,
+        p0: u32,
+        np: u32,
+        ops: u8,
+        engine: usize,
+        strided: bool,
+    },
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => (0u8..4, 0usize..4, 0usize..4, 0u32..128, 0u32..128, 1u32..=256, 0u64..256, 0u64..4, any::<bool>())
+            .prop_map(|(kind, tile, other, p0, q0, np, row, block, strided)| Step::Dma { kind, tile, other, p0, q0, np, row, block, strided }),
+        3 => op().prop_map(Step::Compute),
+        1 => (1u64..6, 0u32..128, 1u32..=128, 0u8..4, 0usize..3, any::<bool>())
+            .prop_map(|(trips, p0, np, ops, engine, strided)| Step::Loop { trips, p0, np, ops, engine, strided }),
+    ]
+}
+
+/// Run `steps` (timing as `mode` says) after a prologue that writes every tile; returns the
+/// run's profile and lower bound.
+fn run_steps(steps: &[Step], chip: Chip, mode: ExecMode) -> (Profile, neuron_sim::LowerBound) {
+    let mut nc = Nc::new(chip, mode);
+    let x = nc.hbm_input("x", Dtype::F32, &[256, 4 * F], &[]).unwrap();
+    let y = nc.hbm("y", Dtype::F32, &[256, 4 * F]).unwrap();
+    let z = nc.hbm("z", Dtype::F32, &[256, 4 * F]).unwrap();
+    let w = nc.hbm("w", Dtype::F32, &[128, 64 * F]).unwrap();
+    let sb = nc.sbuf_pool("sb", 1);
+    let lp = nc.sbuf_pool("lp", 2);
+    let ps = nc.psum_pool("ps", 1);
+    let tiles: Vec<_> = (0..4)
+        .map(|i| nc.tile_named(sb, &format!("t{i}"), Dtype::F32, &[128, F]).unwrap())
+        .collect();
+    let acc = nc.tile_named(ps, "acc", Dtype::F32, &[F, F]).unwrap();
+    for (i, t) in tiles.iter().enumerate() {
+        nc.dma(*t, x.slice(&[0..128, i as u64 * F..(i as u64 + 1) * F])).unwrap();
+    }
+    nc.matmul(acc, tiles[0], tiles[1], false).unwrap();
+    // An HBM side of `n` rows from `row` (wrapping within 256) and one column block.
+    let side = |h: Hbm, row: u64, n: u64, block: u64, strided: bool| {
+        let row = row.min(256 - n);
+        let v = h.slice(&[row..row + n, block * F..(block + 1) * F]);
+        if strided {
+            v.split(1, 8).swap(1, 2)
+        } else {
+            v
+        }
+    };
+    let mut loop_base = 0u64;
+    for s in steps {
+        match *s {
+            Step::Dma { kind, tile, other, p0, q0, np, row, block, strided } => {
+                let np = if kind == 3 { np } else { np.min(128) };
+                let p0 = p0.min(128 - np.min(128));
+                let q0 = q0.min(128 - np.min(128));
+                let t = tiles[tile].parts(p0..p0 + np);
+                let n = np as u64;
+                match kind {
+                    0 => nc.dma(t, side(x, row, n, block, strided)),
+                    1 => nc.dma(side(y, row, n, block, strided), t),
+                    2 => nc.dma(t, tiles[other].parts(q0..q0 + np)),
+                    // Whole rows (contiguous: one descriptor per engine's block) or a block.
+                    _ if block == 0 => {
+                        let row = row.min(256 - n);
+                        nc.dma(z.rows(row..row + n), x.rows(row..row + n))
+                    }
+                    _ => nc.dma(side(z, row, n, block, false), side(x, row, n, block, strided)),
+                }
+                .unwrap();
+            }
+            Step::Compute(op) => {
+                match op {
+                    Op::Load { tile, block } => {
+                        nc.dma(tiles[tile], x.slice(&[0..128, block * F..(block + 1) * F]))
+                    }
+                    Op::Store { tile, block } => {
+                        nc.dma(y.slice(&[0..128, block * F..(block + 1) * F]), tiles[tile])
+                    }
+                    Op::Add { dst, a, b } => {
+                        nc.tensor_tensor(tiles[dst], tiles[a], tiles[b], Alu::Add)
+                    }
+                    Op::Scale { dst, src, k } => nc.tensor_scalar(
+                        tiles[dst],
+                        tiles[src],
+                        (Alu::Multiply, Scalar::Imm(k)),
+                        None,
+                    ),
+                    Op::Tanh { dst, src } => {
+                        nc.activation(tiles[dst], tiles[src], Act::Tanh, ActArgs::default())
+                    }
+                    Op::Matmul { a, b, accumulate } => {
+                        nc.matmul(acc, tiles[a], tiles[b], accumulate)
+                    }
+                    Op::Evacuate { dst } => nc.tensor_copy(tiles[dst].parts(0..F as u32), acc),
+                    Op::CopyOn { engine, dst, src } => {
+                        let e = [Engine::Vector, Engine::Scalar, Engine::GpSimd][engine];
+                        nc.on(e).tensor_copy(tiles[dst], tiles[src])
+                    }
+                }
+                .unwrap();
+            }
+            Step::Loop { trips, p0, np, ops, engine, strided } => {
+                let p0 = p0.min(128 - np);
+                let base = loop_base;
+                loop_base = (loop_base + trips) % 60;
+                let e = [Engine::Vector, Engine::Scalar, Engine::GpSimd][engine];
+                nc.affine_range(0..trips, |nc, i| {
+                    let u = nc.tile(lp, Dtype::F32, &[128, F])?;
+                    nc.dma(u, x.slice(&[0..128, (i % 4) * F..(i % 4 + 1) * F]))?;
+                    nc.dma(u.parts(p0..p0 + np), side(x, p0 as u64, np as u64, i % 4, strided))?;
+                    for k in 0..ops {
+                        if k % 2 == 0 {
+                            nc.on(e).tensor_copy(u, u)?;
+                        } else {
+                            nc.activation(u, u, Act::Exp, ActArgs::default())?;
+                        }
+                    }
+                    let col = (base + i) % 64;
+                    nc.dma(
+                        w.slice(&[p0 as u64..(p0 + np) as u64, col * F..(col + 1) * F]),
+                        u.parts(p0..p0 + np),
+                    )
+                })
+                .unwrap();
+            }
+        }
+    }
+    let bound = nc.lower_bound();
+    (nc.profile(), bound)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// No program finishes before its lower bound, on any chip, and the bound is the same
+    /// with the timing model off (as `tune`'s trace computes it) as with it on.
+    #[test]
+    fn time_is_never_below_the_lower_bound(steps in prop::collection::vec(step(), 1..40), c in 0usize..3) {
+        let (p, b) = run_steps(&steps, chip(c), ExecMode::TIMING);
+        prop_assert!(p.kernel_time_us >= b.us() * (1.0 - 1e-12), "{} µs < bound {:?}", p.kernel_time_us, b);
+        prop_assert_eq!(b.roofline_us, p.roofline_bound_us);
+        let untimed = ExecMode { functional: false, timing: false, trace: false };
+        let (_, traced) = run_steps(&steps, chip(c), untimed);
+        prop_assert_eq!(traced, b);
+    }
+}
+
+#[test]
+fn lower_bound_of_loads_is_the_dma_fixed_latency_and_one_queues_engine_time() {
+    // trn1 (neuroncore.md §7, §1.7): a load of [128, 4096] bf16 is 16 chunks of 8 rows, one
+    // per engine; each row is one 8,192 B run, one descriptor: 8 × 4 ns = 32 ns, and
+    // 65,536 B at 17 B/ns = 3,855.0588 ns (3,855,058 ps, rounded down), after the fixed
+    // 1,300 ns: 5,187.058 ns, twice the roofline's 1,048,576 B / 410 B/ns = 2,557.5 ns. HBM
+    // does not bind (16 × 17 = 272 < 410 B/ns), so the load takes exactly that, rounded up:
+    // the bound is 1 ps short.
+    let (mut nc, t) = one_tile(Chip::trn1(), Dtype::Bf16, &[128, 4096]);
+    let x = nc.hbm_input("x", Dtype::Bf16, &[128, 4096], &[]).unwrap();
+    let y = nc.hbm("y", Dtype::Bf16, &[128, 4096]).unwrap();
+    nc.dma(t, x).unwrap();
+    let b = nc.lower_bound();
+    let one = 1_300_000 + 32_000 + 3_855_058;
+    assert_eq!(b.dma_queue_us, one as f64 / 1e6);
+    assert_close(b.roofline_us, 1_048_576.0 / 410.0 / 1e3, "roofline");
+    assert_eq!((b.engine_us, b.us()), (0.0, b.dma_queue_us));
+    let p = nc.profile();
+    assert_eq!(p.kernel_time_us, (one + 1) as f64 / 1e6);
+    // A store of the tile goes on each engine's store queue: the loads' queue still has the
+    // most work, so the bound stays (the store waits for the load: the time doubles).
+    nc.dma(y, t).unwrap();
+    assert_eq!(nc.lower_bound().dma_queue_us, one as f64 / 1e6);
+    // A second load queues behind the first on every engine: one fixed latency, two chunks.
+    nc.dma(t, x).unwrap();
+    assert_eq!(nc.lower_bound().dma_queue_us, (one + 32_000 + 3_855_058) as f64 / 1e6);
+    assert!(nc.profile().kernel_time_us >= nc.lower_bound().us());
+    // Rows 0–11 of a [128, 64] fp32 tile: 8 rows on engine 0, 4 on engine 1 (dma.md §1);
+    // engine 0's chunk decides: 8 × 4 ns + 8 × 256 B / 17 B/ns = 32 + 120.47 ns.
+    let (mut nc, t) = one_tile(Chip::trn1(), Dtype::F32, &[128, 64]);
+    let x = nc.hbm_input("x", Dtype::F32, &[12, 64], &[]).unwrap();
+    nc.dma(t.parts(0..12), x).unwrap();
+    assert_eq!(nc.lower_bound().dma_queue_us, (1_300_000 + 32_000 + 120_470) as f64 / 1e6);
+}
+
+#[test]
+fn lower_bound_of_compute_is_the_busiest_engine_or_shared_port() {
+    // trn2 VectorE, bf16 SBUF adds of N = 512: max(64, 512 / 2) + 60 = 316 cycles at 0.96
+    // GHz = 329,167 ps each (rounded, as the model times them; see `independent_chains_
+    // overlap`); ScalarE Exp of N = 512: 572 cycles at 1.2 GHz = 476,667 ps. Ten adds and
+    // two activations: VectorE's 3,291,670 ps is the bound, not the sum of the engines.
+    let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+    let sb = nc.sbuf_pool("sb", 1);
+    let t: Vec<_> = (0..4)
+        .map(|i| nc.tile_named(sb, &format!("t{i}"), Dtype::Bf16, &[128, 512]).unwrap())
+        .collect();
+    for _ in 0..10 {
+        nc.tensor_tensor(t[0], t[0], t[1], Alu::Add).unwrap();
+    }
+    for _ in 0..2 {
+        nc.activation(t[2], t[3], Act::Exp, ActArgs::default()).unwrap();
+    }
+    let b = nc.lower_bound();
+    assert_eq!((b.engine_us, b.dma_queue_us, b.roofline_us), (3.29167, 0.0, 0.0));
+    assert!(nc.profile().kernel_time_us >= b.us());
+    // trn1 (NeuronCore-v2, §1.8): VectorE and GpSimdE share the SBUF port, so their SBUF
+    // instructions are one after another and the port's work is the sum of theirs; on trn2
+    // (v3, the sharing lifted) only the busier engine counts. An fp32 SBUF copy of N = 512
+    // on VectorE is max(64, 512) + 60 = 572 cycles at 1.12 GHz on trn1 = 510,714 ps.
+    let copies = |chip: Chip, engines: &[Engine]| {
+        let mut nc = Nc::new(chip, ExecMode::TIMING);
+        let sb = nc.sbuf_pool("sb", 1);
+        let t: Vec<_> = (0..4)
+            .map(|i| nc.tile_named(sb, &format!("t{i}"), Dtype::F32, &[128, 512]).unwrap())
+            .collect();
+        for (i, &e) in engines.iter().enumerate() {
+            nc.on(e).tensor_copy(t[2 * i], t[2 * i + 1]).unwrap();
+        }
+        let b = nc.lower_bound();
+        assert!(nc.profile().kernel_time_us >= b.us());
+        b.engine_us
+    };
+    let (v, g) = (copies(Chip::trn1(), &[Engine::Vector]), copies(Chip::trn1(), &[Engine::GpSimd]));
+    assert_eq!(v, 0.510714);
+    assert_close(copies(Chip::trn1(), &[Engine::Vector, Engine::GpSimd]), v + g, "trn1 SBUF port");
+    let (v, g) = (copies(Chip::trn2(), &[Engine::Vector]), copies(Chip::trn2(), &[Engine::GpSimd]));
+    assert_eq!(copies(Chip::trn2(), &[Engine::Vector, Engine::GpSimd]), v.max(g), "trn2");
 }

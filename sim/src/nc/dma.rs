@@ -153,7 +153,6 @@ impl Nc {
         } else {
             desc_pp * dp
         };
-        let Some(_) = &self.timing else { return Ok(()) };
         let p_base = match (&dst, &src) {
             (Access::Tile(v), _) | (_, Access::Tile(v)) => v.p0 as u64,
             _ => 0,
@@ -214,6 +213,12 @@ impl Nc {
                     bytes: rows * bytes_pp,
                 });
             }
+        }
+        // The chunks are the lower bound's work (timing on or off, `timing::bound`).
+        self.stats.serial.dma(&self.chip, &chunks);
+        if self.timing.is_none() {
+            self.dma_chunks = chunks;
+            return Ok(());
         }
         let region = |checked: Option<Region>, a: &Access| match (checked, a) {
             (Some(r), _) => r,

@@ -26,6 +26,8 @@ pub(crate) struct Stats {
     pub dma_descriptors: u64,
     pub dma_partition_rows: u64,
     pub dma_bytes_per_partition_sum: f64,
+    /// Work per engine, port and DMA queue, for the lower bound (timing on or off).
+    pub serial: crate::timing::SerialWork,
     /// Per source line: time and instruction count, in first-seen order.
     pub lines: Vec<LineStat>,
     line_index: FxHashMap<(usize, u32, u32), usize>,
@@ -131,9 +133,6 @@ impl Nc {
             checked?;
         }
         self.stats.instructions += 1;
-        if self.timing.is_none() {
-            return Ok(());
-        }
         let cycles = cycles + self.fixed_cycles(engine);
         let (mut sbuf, mut psum) = (false, false);
         // Two loops, not `chain`: this runs for every compute instruction.
@@ -156,6 +155,10 @@ impl Nc {
             }
         }
         let ghz = self.engine_clock(engine);
+        self.stats.serial.compute(engine.index(), cycles, ghz, ports);
+        if self.timing.is_none() {
+            return Ok(());
+        }
         let latency_cycles = self.engine_latency(engine);
         let args = || {
             let args = reads

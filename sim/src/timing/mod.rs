@@ -32,6 +32,8 @@
 //!   whole or shared round-robin;
 //! * [`hbm`] — the shared HBM bandwidth timeline;
 //! * [`window`] — the list scheduler of affine loops;
+//! * [`bound`] — the work of each resource the model never overlaps with itself, summed at
+//!   issue: a lower bound of the kernel time that needs no timing;
 //! * this module — the clock conversions, the critical-path categories, the compute
 //!   engines' in-order streams and the shared ports, and [`Timing`], which owns it all.
 
@@ -49,11 +51,13 @@ macro_rules! general_only {
     }};
 }
 
+mod bound;
 mod deps;
 mod dma;
 mod hbm;
 mod window;
 
+pub(crate) use bound::SerialWork;
 use deps::Binned;
 pub(crate) use deps::Region;
 pub(crate) use dma::DmaChunk;
