@@ -240,6 +240,8 @@ pub struct VariantRun {
     pub outputs: Vec<Vec<f32>>,
     pub profile: Profile,
     pub trace: Option<serde_json::Value>,
+    /// Lower bounds of the kernel time, from the program alone (timing on or off).
+    pub lower_bound: neuron_sim::LowerBound,
 }
 
 /// Run one variant: create its tensors (inputs from `inputs` when functional), run the
@@ -299,10 +301,11 @@ pub fn run_variant(
         } else {
             Vec::new()
         };
+        let lower_bound = nc.lower_bound();
         let mut profile = nc.profile();
         profile.set_model_flops(kernel.work(shape).flops, chip.peak_bf16_flops());
         let trace = nc.trace_json();
-        Ok(VariantRun { outputs, profile, trace })
+        Ok(VariantRun { outputs, profile, trace, lower_bound })
     };
     catch_panic(body).map_err(RunError::Panic)?
 }

@@ -226,6 +226,7 @@ impl Registry {
                 let mode = ExecMode { functional: false, timing: false, trace: false };
                 let run = run_variant(&*k, &params, &shape, &chip, mode, None).map_err(run_err)?;
                 let p = run.profile;
+                let launch = p.launch_overhead_us;
                 Ok(ResponseBody::Trace(TraceResult {
                     program_hash: p.program_hash,
                     instruction_count: p.instruction_count,
@@ -233,7 +234,8 @@ impl Registry {
                     psum_banks: p.psum_peak_banks,
                     work: k.work(&shape),
                     shape,
-                    roofline_bound_us: p.roofline_bound_us + p.launch_overhead_us,
+                    roofline_bound_us: p.roofline_bound_us + launch,
+                    lower_bound_us: run.lower_bound.us() + launch,
                 }))
             }
             RequestBody::Check { kernel, params, cases: n, seed, chip, regressions } => {

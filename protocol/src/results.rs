@@ -319,6 +319,21 @@ pub struct TraceResult {
     /// bandwidth), from the traced program alone.
     #[serde(default)]
     pub roofline_bound_us: f64,
+    /// A bound no lower than the roofline's, no schedule of the simulator beating it either
+    /// (µs, end to end the same way): launch overhead + the largest of the roofline, the
+    /// fixed DMA latency plus the most engine time one queue of one DMA engine is given, and
+    /// the most time one compute engine (or NeuronCore-v2 shared port) is given
+    /// (`neuron_sim::LowerBound`, argued in `sim/src/timing/bound.rs`). 0 from a harness
+    /// that predates it: read it through [`TraceResult::bound_us`].
+    #[serde(default)]
+    pub lower_bound_us: f64,
+}
+
+impl TraceResult {
+    /// The tightest bound the harness gave: what `tune` prunes with (µs, end to end).
+    pub fn bound_us(&self) -> f64 {
+        self.roofline_bound_us.max(self.lower_bound_us)
+    }
 }
 
 /// Result of `bench` (and, with the profile, of `profile`).

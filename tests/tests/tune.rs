@@ -545,7 +545,7 @@ fn a_seed_replays_a_stochastic_search_at_any_parallelism() {
 
 #[test]
 fn pruned_proposals_are_not_charged_to_the_budget() {
-    // The GEMM at its small shape on trn1: some proposals' roofline bounds cannot beat the
+    // The GEMM at its small shape on trn1: some proposals' lower bounds cannot beat the
     // incumbent.
     let _one = TUNED_FILE.lock().unwrap_or_else(|e| e.into_inner());
     let _keep = KeepFile::new(root().join("fixtures/kernels/neuron-tune.tuned.toml"));

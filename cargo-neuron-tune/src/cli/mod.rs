@@ -557,7 +557,7 @@ pub struct SearchOpts {
     #[arg(long, value_name = "CMD", help_heading = "Search", conflicts_with = "strategy")]
     pub proposer: Option<String>,
     /// Evaluations per kernel and shape. In `tune` these are the variants simulated (or
-    /// found invalid): a proposal pruned by its roofline bound costs no simulation and is
+    /// found invalid): a proposal pruned by its lower bound costs no simulation and is
     /// not counted, up to 4 × budget proposals in all.
     #[arg(long, default_value_t = 100, help_heading = "Search",
           value_parser = positive::<usize>, allow_negative_numbers = true)]

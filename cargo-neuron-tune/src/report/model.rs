@@ -559,7 +559,7 @@ mod tests {
             entries: vec![
                 entry(0, "invalid", None),
                 entry(1, "measured", Some(9.0)),
-                // A pruned variant's value is its roofline bound, not a time.
+                // A pruned variant's value is its lower bound, not a time.
                 entry(2, "pruned", Some(1.0)),
                 // Faster but wrong.
                 entry(3, "failed_check", Some(2.0)),

@@ -101,10 +101,10 @@ pub(super) fn useful_work(
     ))
 }
 
-/// Evaluate proposals in parallel on the pool: trace each; one whose roofline bound cannot
-/// beat `incumbent` is pruned (never simulated); the rest come from the store or are
-/// simulated and stored. Statuses are `measured`, `pruned` or `invalid`; the correctness
-/// check of a would-be winner is the caller's, in proposal order.
+/// Evaluate proposals in parallel on the pool: trace each; one whose lower bound
+/// (`TraceResult::bound_us`) cannot beat `incumbent` is pruned (never simulated); the rest
+/// come from the store or are simulated and stored. Statuses are `measured`, `pruned` or
+/// `invalid`; the correctness check of a would-be winner is the caller's, in proposal order.
 pub(super) fn evaluate_batch(
     pool: &mut Pool,
     job: &Job,
@@ -151,10 +151,10 @@ pub(super) fn evaluate_batch(
                 Entry { error: Some(e.to_string()), ..entry(n, &params, "invalid", None, None) }
             }
             (None, Ok(ResponseBody::Trace(t))) => {
-                if pruning && incumbent.is_some_and(|best| t.roofline_bound_us >= best) {
+                if pruning && incumbent.is_some_and(|best| t.bound_us() >= best) {
                     // Provably no better: told to the strategy as its bound (a value no
                     // lower than the incumbent), never simulated.
-                    entry(n, &params, "pruned", Some(t.roofline_bound_us), Some(t.program_hash))
+                    entry(n, &params, "pruned", Some(t.bound_us()), Some(t.program_hash))
                 } else {
                     let key = Store::key_for(&t.program_hash, &chip_text, job.sim_version, "bench");
                     match job.store.get::<BenchResult>("bench", &key) {

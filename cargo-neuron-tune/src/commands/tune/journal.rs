@@ -330,7 +330,7 @@ impl Entry {
     /// `default` has no `n`).
     pub const NOT_A_PROPOSAL: usize = usize::MAX;
 
-    /// What the strategy is told. A pruned variant is told its roofline bound: a value no
+    /// What the strategy is told. A pruned variant is told its lower bound: a value no
     /// better than the incumbent that still ranks it among the others (telling it invalid
     /// instead left 5 of 15 `tune-gemm` seeds short of 2 %, against none).
     pub(super) fn outcome(&self) -> Outcome {

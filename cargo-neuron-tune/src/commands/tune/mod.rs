@@ -3,7 +3,7 @@
 //!
 //! The loop per (kernel, shape): the strategy proposes a batch of [`BATCH`] configurations
 //! (its validity oracle is the harness's `validate`); each is traced; a program whose
-//! roofline bound (from the trace, no simulation) cannot beat the incumbent is pruned; the
+//! lower bound (from the trace, no simulation) cannot beat the incumbent is pruned; the
 //! rest come from the store or are simulated on the pool in parallel; a variant that would
 //! become the best is first checked against the CPU reference, and one that fails is
 //! invalid. Outcomes are told in proposal order and the batch size does not depend on
@@ -60,7 +60,7 @@ pub const PROPOSALS_PER_EVALUATION: usize = 4;
 
 /// Whether `proposals` (of which `pruned` were pruned) are within `budget`. The budget
 /// counts every proposal that was not pruned (simulated, served from the store, or found
-/// invalid): a pruned one cost a trace and its roofline bound, not a simulation, so it is
+/// invalid): a pruned one cost a trace and its lower bound, not a simulation, so it is
 /// not charged, up to [`PROPOSALS_PER_EVALUATION`] × budget proposals in all.
 fn within_budget(proposals: usize, pruned: usize, budget: usize) -> bool {
     charged(proposals, pruned) < budget
