@@ -164,7 +164,17 @@ impl LowerBound {
 }
 
 impl Nc {
-    /// Lower bounds of the kernel time of everything issued so far ([`LowerBound`]).
+    /// Sum each serial resource's work for [`Nc::lower_bound`] with the timing model on
+    /// too (it always is without): to compare the bound with the simulated time. Call it
+    /// before issuing anything.
+    pub fn count_lower_bound_work(&mut self) {
+        self.count_serial = true;
+    }
+
+    /// Lower bounds of the kernel time of everything issued so far ([`LowerBound`]). The
+    /// engine and DMA queue terms are counted in a run without the timing model (`tune`'s
+    /// trace) or after [`Nc::count_lower_bound_work`]; otherwise they are 0 and the bound is
+    /// the roofline's, which is still a lower bound.
     pub fn lower_bound(&self) -> LowerBound {
         LowerBound {
             roofline_us: self.roofline_us(),

@@ -287,6 +287,7 @@ proptest! {
 /// A fresh trn-`chip` run with one SBUF tile of `shape` (`dt`).
 fn one_tile(chip: Chip, dt: Dtype, shape: &[u64]) -> (Nc, neuron_sim::Tile) {
     let mut nc = Nc::new(chip, ExecMode::TIMING);
+    nc.count_lower_bound_work();
     let sb = nc.sbuf_pool("sb", 1);
     let t = nc.tile_named(sb, "t", dt, shape).unwrap();
     (nc, t)
@@ -429,6 +430,11 @@ fn step() -> impl Strategy<Value = Step> {
 /// run's profile and lower bound.
 fn run_steps(steps: &[Step], chip: Chip, mode: ExecMode) -> (Profile, neuron_sim::LowerBound) {
     let mut nc = Nc::new(chip, mode);
+    // Without the timing model the work is counted as it is (`tune`'s trace); with it,
+    // on request.
+    if mode.timing {
+        nc.count_lower_bound_work();
+    }
     let x = nc.hbm_input("x", Dtype::F32, &[256, 4 * F], &[]).unwrap();
     let y = nc.hbm("y", Dtype::F32, &[256, 4 * F]).unwrap();
     let z = nc.hbm("z", Dtype::F32, &[256, 4 * F]).unwrap();
@@ -595,6 +601,7 @@ fn lower_bound_of_compute_is_the_busiest_engine_or_shared_port() {
     // overlap`); ScalarE Exp of N = 512: 572 cycles at 1.2 GHz = 476,667 ps. Ten adds and
     // two activations: VectorE's 3,291,670 ps is the bound, not the sum of the engines.
     let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+    nc.count_lower_bound_work();
     let sb = nc.sbuf_pool("sb", 1);
     let t: Vec<_> = (0..4)
         .map(|i| nc.tile_named(sb, &format!("t{i}"), Dtype::Bf16, &[128, 512]).unwrap())
@@ -614,6 +621,7 @@ fn lower_bound_of_compute_is_the_busiest_engine_or_shared_port() {
     // on VectorE is max(64, 512) + 60 = 572 cycles at 1.12 GHz on trn1 = 510,714 ps.
     let copies = |chip: Chip, engines: &[Engine]| {
         let mut nc = Nc::new(chip, ExecMode::TIMING);
+        nc.count_lower_bound_work();
         let sb = nc.sbuf_pool("sb", 1);
         let t: Vec<_> = (0..4)
             .map(|i| nc.tile_named(sb, &format!("t{i}"), Dtype::F32, &[128, 512]).unwrap())

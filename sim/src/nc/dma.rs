@@ -215,7 +215,9 @@ impl Nc {
             }
         }
         // The chunks are the lower bound's work (timing on or off, `timing::bound`).
-        self.stats.serial.dma(&self.chip, &chunks);
+        if self.count_serial {
+            self.stats.serial.dma(&self.chip, &chunks);
+        }
         if self.timing.is_none() {
             self.dma_chunks = chunks;
             return Ok(());

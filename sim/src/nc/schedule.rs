@@ -155,7 +155,9 @@ impl Nc {
             }
         }
         let ghz = self.engine_clock(engine);
-        self.stats.serial.compute(engine.index(), cycles, ghz, ports);
+        if self.count_serial {
+            self.stats.serial.compute(engine.index(), cycles, ghz, ports);
+        }
         if self.timing.is_none() {
             return Ok(());
         }
