@@ -35,7 +35,19 @@ fn f(v: &Value) -> f64 {
 /// The end-to-end figures follow from the calls: Σ calls × (time + launch overhead), and
 /// tokens / that time.
 fn assert_consistent(run: &Value) {
+    // The chip's launch overhead (11 µs on every built-in chip: docs/neuroncore.md §7), not
+    // a figure the output under test could get wrong along with its total.
     let overhead = f(&run["launch_overhead_us"]);
+    let chip = run["chip"].as_str().unwrap();
+    let want = match chip {
+        "trn1" => neuron_sim::Chip::trn1(),
+        "trn2" => neuron_sim::Chip::trn2(),
+        "trn3" => neuron_sim::Chip::trn3(),
+        other => panic!("not a built-in chip: {other}"),
+    }
+    .launch_overhead_ns
+        / 1e3;
+    assert_eq!(overhead, want, "{chip}'s launch overhead: {run}");
     let total: f64 = run["calls"]
         .as_array()
         .unwrap()
