@@ -71,6 +71,9 @@ pub struct CargoFlags {
     /// Run without accessing the network.
     #[arg(long, help_heading = "Cargo options")]
     pub offline: bool,
+    /// Equivalent to specifying both --locked and --offline.
+    #[arg(long, help_heading = "Cargo options")]
+    pub frozen: bool,
     /// `--config KEY=VALUE` arguments for harness builds (set by the tool, not a flag).
     #[arg(skip)]
     pub build_config: Vec<String>,
@@ -120,6 +123,9 @@ impl CargoFlags {
         if self.offline {
             cmd.arg("--offline");
         }
+        if self.frozen {
+            cmd.arg("--frozen");
+        }
     }
 
     /// `cargo metadata` with our flags.
@@ -135,6 +141,9 @@ impl CargoFlags {
         }
         if self.offline {
             other.push("--offline".to_string());
+        }
+        if self.frozen {
+            other.push("--frozen".to_string());
         }
         // The features decide the resolve graph: an optional dependency a feature switches
         // on is linked only then, and which crates a model links decides which tuned

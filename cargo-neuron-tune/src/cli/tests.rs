@@ -84,6 +84,7 @@ fn cargo_flags_are_spelled_as_cargo_spells_them() {
         "t",
         "--locked",
         "--offline",
+        "--frozen",
         "--features",
         "a,b",
         "--kernel",
@@ -94,7 +95,7 @@ fn cargo_flags_are_spelled_as_cargo_spells_them() {
     .unwrap();
     let Command::Bench { cargo, select, .. } = cli.command else { panic!("bench") };
     assert_eq!(cargo.packages, ["kernels"]);
-    assert!(cargo.release && cargo.locked && cargo.offline);
+    assert!(cargo.release && cargo.locked && cargo.offline && cargo.frozen);
     assert_eq!(select.kernels, ["gemm"]);
     assert_eq!(cli.global.message_format, MessageFormat::Json);
 }
