@@ -623,3 +623,42 @@ pub fn cargo_build_bin(package: &str, bin: &str) -> PathBuf {
     assert!(status.success(), "building {bin}");
     test_target_dir().join("debug").join(bin)
 }
+
+/// `tune` of `fixtures/broken/noisy`'s kernel `many` (24 evaluations, 2 workers, JSON) with
+/// `seed`, and `extra` flags: the runs the tune tests stop, resume and compare.
+pub fn tune_args(seed: &str, extra: &[&str]) -> Vec<String> {
+    let manifest = broken_manifest("noisy");
+    let mut a: Vec<String> =
+        ["tune", "--kernel", "many", "--budget", "24", "--seed", seed, "-j", "2"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a.extend(["--manifest-path".into(), manifest, "--message-format".into(), "json".into()]);
+    a
+}
+
+/// The final `tune` event of a JSON run's stdout.
+pub fn final_event(out: &str) -> serde_json::Value {
+    events(out, "tune").pop().unwrap_or_else(|| panic!("no tune event in {out}"))
+}
+
+/// A journal's lines that parse (none when the file is missing).
+pub fn journal_lines(path: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Parameters as the tool prints them (`k=v,k=v`, by name).
+pub fn params_text(p: &serde_json::Value) -> String {
+    let o = p.as_object().unwrap();
+    let mut kv: Vec<String> = o
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().map_or(v.to_string(), str::to_string)))
+        .collect();
+    kv.sort();
+    kv.join(",")
+}
