@@ -114,6 +114,11 @@ impl Store {
         self.root.join(kind).join(&key[..2]).join(format!("{key}.json"))
     }
 
+    /// The size in bytes of a stored entry's file, without reading it (`None`: absent).
+    pub fn entry_len(&self, kind: &str, key: &str) -> Option<u64> {
+        std::fs::metadata(self.path(kind, key)).ok().map(|m| m.len())
+    }
+
     /// A stored value, or `None` if absent. An entry that is not what was written (a
     /// checksum or key mismatch, another schema, unreadable) is never used: it is reported
     /// on stderr with its path and measured again.

@@ -480,13 +480,12 @@ pub fn build(store: &Store, runs: Vec<TuneRun>, tuned: Vec<PackageRecord>) -> Re
             // A stored profile whose file is far over the trace limit (an earlier version
             // stored its trace: 1.3 GB for attention_flash at qwen3's shape, 4.5 GB of
             // memory to read) is not read: `report` profiles the variant again, without
-            // the trace, and stores that in its place. (The entry's file, as the store
-            // lays its entries out.)
+            // the trace, and stores that in its place.
             let key =
                 Store::key_for(&s.program_hash, &chip_key(&t.chip), &t.sim_version, "profile");
-            let file = store.root().join("profile").join(&key[..2]).join(format!("{key}.json"));
-            let huge =
-                std::fs::metadata(&file).is_ok_and(|m| m.len() > 2 * super::TRACE_MAX_BYTES as u64);
+            let huge = store
+                .entry_len("profile", &key)
+                .is_some_and(|len| len > 2 * super::TRACE_MAX_BYTES as u64);
             s.profile = match huge {
                 true => None,
                 false => stored_bench(store, &s.program_hash, &t.chip, &t.sim_version, "profile"),
