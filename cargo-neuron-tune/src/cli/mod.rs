@@ -707,25 +707,27 @@ fn output_file(text: &str) -> Result<PathBuf, String> {
 impl Cli {
     /// What clap's derive cannot say: `--partition` without `--results` would do part of
     /// the work and keep nothing for `merge`, so it is refused as a usage error (exit 2)
-    /// that says why.
+    /// that says why, under the subcommand's own usage line, as clap's errors are.
     fn validate(&self) -> Result<(), clap::Error> {
-        let parts = match &self.command {
-            Command::Bench { parts, .. }
-            | Command::Tune { parts, .. }
-            | Command::Gate { parts, .. } => parts,
+        let (name, parts) = match &self.command {
+            Command::Bench { parts, .. } => ("bench", parts),
+            Command::Tune { parts, .. } => ("tune", parts),
+            Command::Gate { parts, .. } => ("gate", parts),
             _ => return Ok(()),
         };
-        match (&parts.partition, &parts.results) {
-            (Some(p), None) => Err(<Cli as clap::CommandFactory>::command().error(
-                clap::error::ErrorKind::MissingRequiredArgument,
-                format!(
-                    "--partition {p} needs --results FILE: a partition's results are only \
-                     useful merged (`cargo neuron-tune merge` joins the partitions' files), \
-                     and without one this run would keep nothing for the merge"
-                ),
-            )),
-            _ => Ok(()),
-        }
+        let (Some(p), None) = (&parts.partition, &parts.results) else { return Ok(()) };
+        let mut cli = <Cli as clap::CommandFactory>::command();
+        // Built, so the subcommand knows its full name (`cargo neuron-tune bench`).
+        cli.build();
+        let subcommand = cli.find_subcommand_mut(name).expect("a subcommand of Cli");
+        Err(subcommand.error(
+            clap::error::ErrorKind::MissingRequiredArgument,
+            format!(
+                "--partition {p} needs --results FILE: a partition's results are only useful \
+                 merged (`cargo neuron-tune merge` joins the partitions' files), and without \
+                 one this run would keep nothing for the merge"
+            ),
+        ))
     }
 
     /// Parse the process arguments, dropping the `neuron-tune` that cargo inserts when it
