@@ -358,19 +358,31 @@ const CASES: &[Case] = &[
         what: "bench --partition without --results (its part would be lost to merge)",
         args: &["bench", "-p", K, "--kernel", "add", "--shape", "small", "--partition", "1/2"],
         code: 2,
-        words: &["--partition 1/2 needs --results FILE", "only useful merged"],
+        words: &[
+            "--partition 1/2 needs --results FILE",
+            "only useful merged",
+            "Usage: cargo neuron-tune bench ",
+        ],
     },
     Case {
         what: "tune --partition without --results",
         args: &["tune", "-p", K, "--kernel", "add", "--partition", "2/2"],
         code: 2,
-        words: &["--partition 2/2 needs --results FILE", "only useful merged"],
+        words: &[
+            "--partition 2/2 needs --results FILE",
+            "only useful merged",
+            "Usage: cargo neuron-tune tune ",
+        ],
     },
     Case {
         what: "gate --partition without --results",
         args: &["gate", "--shape", "tiny", "--partition", "1/3"],
         code: 2,
-        words: &["--partition 1/3 needs --results FILE", "only useful merged"],
+        words: &[
+            "--partition 1/3 needs --results FILE",
+            "only useful merged",
+            "Usage: cargo neuron-tune gate ",
+        ],
     },
     Case {
         what: "a bench --results file under a file, refused before anything is built",
@@ -487,6 +499,18 @@ fn each_bad_input_is_refused_with_its_exit_code_and_says_why() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// A refused run ends on its `error:` line: the status lines (the counts, the store) come
+/// before it, so the last thing a reader sees is why it failed.
+#[test]
+fn a_refused_bench_ends_on_its_error_line() {
+    let args = ["bench", "-p", K, "--kernel", "gemm", "--shape", "small", "--params", "tile_n=129"];
+    let (code, _, err) = cli(&args);
+    assert_eq!(code, 2, "{err}");
+    let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
+    assert!(last.starts_with("error: no valid variant to bench"), "last line {last:?} of:\n{err}");
+    assert!(err.contains("(store: "), "{err}");
 }
 
 /// A usage error clap catches is an `error` event too in a JSON run (the only line on

@@ -101,9 +101,8 @@ pub fn run(
         super::merge::write_results(path, &results)?;
         out.status(format!("   Wrote {}", path.display()));
     }
-    let exit = report(out, &chip.name, &rows, &failed, &defaults, invalid, crashed);
-    out.status(format!("   (store: {})", store.root().display()));
-    Ok(exit)
+    let counts = (invalid, crashed);
+    Ok(report(out, &chip.name, &rows, &failed, &defaults, counts, Some(store.root())))
 }
 
 /// Of the selection's work items (kernel shapes, shape-major within a kernel as
@@ -218,8 +217,8 @@ pub(super) fn report(
     rows: &[(usize, Variant, Measured)],
     failed: &[(usize, FailedVariant)],
     defaults: &[(String, Params)],
-    invalid: usize,
-    crashed: usize,
+    (invalid, crashed): (usize, usize),
+    store: Option<&std::path::Path>,
 ) -> Exit {
     print_table(out, rows, failed);
     print_best(out, chip, rows, defaults);
@@ -240,6 +239,10 @@ pub(super) fn report(
          crashed or hung",
         crate::convergence::count(variants, "variant")
     ));
+    // Before the verdict, so that an `error:` line is the last thing the run says.
+    if let Some(store) = store {
+        out.status(format!("   (store: {})", store.display()));
+    }
     super::variants_exit(out, "bench", rows.len(), invalid, crashed)
 }
 

@@ -530,7 +530,15 @@ pub fn run(
                     let rows = rows.into_iter().map(|(v, m)| (at(&v), v, m));
                     (rows.collect(), failed.into_iter().map(|f| (at(&f.variant), f)).collect())
                 };
-            Ok(super::bench::report(out, &chip, &rows, &failed, &defaults, invalid, crashed))
+            Ok(super::bench::report(
+                out,
+                &chip,
+                &rows,
+                &failed,
+                &defaults,
+                (invalid, crashed),
+                None,
+            ))
         }
         Results::Tune { records, failure, .. } => {
             let root: PathBuf = cargo.metadata()?.workspace_root.into();
