@@ -428,16 +428,19 @@ pub fn join(mut all: Vec<Results>) -> Result<Results, Failure> {
         }
         Results::Bench { partition, rows, row_index, failed, failed_index, defaults, .. } => {
             *partition = None;
-            if row_index.len() == rows.len() && failed_index.len() == failed.len() {
-                // The unpartitioned run's order: each variant's place in the whole grid.
-                sort_by_index(rows, row_index);
-                sort_by_index(failed, failed_index);
-            } else {
-                row_index.clear();
-                failed_index.clear();
-                rows.sort_by_key(|(v, _)| bench_order(v));
-                failed.sort_by_key(|f| bench_order(&f.variant));
+            // The unpartitioned run's order: each variant's place in the whole grid. Files
+            // written before they recorded it get each row's place by name instead, so
+            // that from here on every merged bench has an index per row.
+            if row_index.len() != rows.len() || failed_index.len() != failed.len() {
+                let mut order: Vec<_> = rows.iter().map(|(v, _)| bench_order(v)).collect();
+                order.extend(failed.iter().map(|f| bench_order(&f.variant)));
+                order.sort();
+                let at = |v: &Variant| order.binary_search(&bench_order(v)).unwrap_or(order.len());
+                *row_index = rows.iter().map(|(v, _)| at(v)).collect();
+                *failed_index = failed.iter().map(|f| at(&f.variant)).collect();
             }
+            sort_by_index(rows, row_index);
+            sort_by_index(failed, failed_index);
             defaults.sort_by(|a, b| a.0.cmp(&b.0));
         }
         Results::Tune { partition, records, .. } => {
@@ -515,21 +518,11 @@ pub fn run(
             for f in &failed {
                 out.event(&f.event(&chip));
             }
-            // One order for both kinds of row: the table interleaves them. The grid's, as
-            // joined; by name for files that do not record it.
-            let (rows, failed): (Vec<(usize, Variant, Measured)>, Vec<_>) =
-                if row_index.len() == rows.len() && failed_index.len() == failed.len() {
-                    let rows = row_index.into_iter().zip(rows).map(|(i, (v, m))| (i, v, m));
-                    (rows.collect(), failed_index.into_iter().zip(failed).collect())
-                } else {
-                    let mut order: Vec<_> = rows.iter().map(|(v, _)| bench_order(v)).collect();
-                    order.extend(failed.iter().map(|f| bench_order(&f.variant)));
-                    order.sort();
-                    let at =
-                        |v: &Variant| order.binary_search(&bench_order(v)).unwrap_or(order.len());
-                    let rows = rows.into_iter().map(|(v, m)| (at(&v), v, m));
-                    (rows.collect(), failed.into_iter().map(|f| (at(&f.variant), f)).collect())
-                };
+            // One order for both kinds of row, the table interleaves them: the grid's, as
+            // joined (`join` gives every row its index).
+            let rows: Vec<(usize, Variant, Measured)> =
+                row_index.into_iter().zip(rows).map(|(i, (v, m))| (i, v, m)).collect();
+            let failed: Vec<_> = failed_index.into_iter().zip(failed).collect();
             Ok(super::bench::report(
                 out,
                 &chip,
@@ -863,13 +856,18 @@ mod tests {
                 "add:cols=512"
             ]
         );
-        // A file written before the indices were recorded: by name.
+        // A file written before the indices were recorded: by name, failed rows among the
+        // others (`add:cols=512` between `add:cols=256` and `softmax:…`), each row given
+        // its place so that the table interleaves them without sorting again.
         let mut old = one;
         if let Results::Bench { row_index, .. } = &mut old {
             row_index.clear();
         }
+        let merged = join(vec![old, two]).unwrap();
+        let Results::Bench { row_index, failed_index, .. } = &merged else { panic!() };
+        assert_eq!((row_index.clone(), failed_index.clone()), (vec![0, 1, 3, 4], vec![2]));
         assert_eq!(
-            order(join(vec![old, two]).unwrap()),
+            order(merged),
             [
                 "add:cols=1024",
                 "add:cols=256",
