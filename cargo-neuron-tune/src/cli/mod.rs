@@ -290,8 +290,10 @@ pub enum Command {
     /// tokens/s with the baseline (the committed `neuron-tune.baseline.toml`, or the same
     /// models built from another git revision). Exit 5 on a regression (or, with
     /// --strict, a stale tuned entry); exit 4 when a model could not be evaluated or a
-    /// baselined model or shape of a selected package is gone from the workspace (4 wins
-    /// over 5). Writes a Markdown summary (to $GITHUB_STEP_SUMMARY when set) and JUnit XML.
+    /// baselined model or shape of a selected package is gone from the workspace; exit 2
+    /// when, against the baseline file, nothing was compared (every model new: save a
+    /// baseline first). 4 wins over the others. Writes a Markdown summary (to
+    /// $GITHUB_STEP_SUMMARY when set) and JUnit XML.
     Gate {
         #[command(flatten)]
         cargo: CargoFlags,
