@@ -79,6 +79,21 @@ pub(super) fn target_label(t: &Target) -> String {
     }
 }
 
+/// The status line of a `--goal`/`--validate` target that no selected model calls: its
+/// winners are checked on shapes only. Advice to select more crates only where no model is
+/// selected at all (`selected_models`, sorted); where some are, they are named, since
+/// selecting more crates would not change what they call.
+pub(super) fn unchecked_by_models(kernel: &str, shape: &str, selected_models: &[String]) -> String {
+    let why = match selected_models {
+        [] => "select the models' crates, e.g. --workspace, to check them".into(),
+        names => format!("the selected models ({}) do not call it at these dims", names.join(", ")),
+    };
+    format!(
+        "   No selected model calls {kernel} at {shape}: its winners are checked on shapes only \
+         ({why})"
+    )
+}
+
 /// The message of a goal not met: how far the run got, whether the search tried its whole
 /// space (`whole_space`, its size: then more rounds or budget cannot help), and what limits
 /// its best.
@@ -318,6 +333,29 @@ mod tests {
         let s = "Vector-bound: VectorE active 48% of the time";
         assert_eq!(verdict("Vector-bound", s), s);
         assert_eq!(verdict("Unknown", "no timing"), "Unknown: no timing");
+    }
+
+    #[test]
+    fn a_target_no_model_calls_gets_advice_that_fits_the_selection() {
+        // No model selected at all: selecting the models' crates is the way to check it.
+        let none = unchecked_by_models("gemm", "small", &[]);
+        assert_eq!(
+            none,
+            "   No selected model calls gemm at small: its winners are checked on shapes only \
+             (select the models' crates, e.g. --workspace, to check them)"
+        );
+        // Models selected, none calling it: they are named, and selecting more is no advice.
+        let some = unchecked_by_models("gemm", "small", &["llama".into(), "qwen3".into()]);
+        assert_eq!(
+            some,
+            "   No selected model calls gemm at small: its winners are checked on shapes only \
+             (the selected models (llama, qwen3) do not call it at these dims)"
+        );
+        let one = unchecked_by_models("gemm", "small", &["qwen3".into()]);
+        assert!(
+            one.ends_with("(the selected models (qwen3) do not call it at these dims)"),
+            "{one}"
+        );
     }
 
     fn measured(n: usize, bufs: i64, t: f64) -> Entry {

@@ -341,19 +341,7 @@ pub fn run(
         if goal.validates() {
             bar.suspend(|| {
                 if users[ti].is_empty() {
-                    // Advice to select more crates only where no model is selected at all.
-                    let why = match selected_models.as_slice() {
-                        [] => "select the models' crates, e.g. --workspace, to check them".into(),
-                        names => format!(
-                            "the selected models ({}) do not call it at these dims",
-                            names.join(", ")
-                        ),
-                    };
-                    out.status(format!(
-                        "   No selected model calls {} at {shape_name}: its winners are checked on \
-                         shapes only ({why})",
-                        k.name
-                    ));
+                    out.status(unchecked_by_models(&k.name, shape_name, &selected_models));
                 }
                 for why in &check.skipped {
                     out.note(format!("warning: left out of the validation: model {why}"));
