@@ -2,6 +2,7 @@
 //! delivered twice), resumed with and without their seed, and the journals `--resume`
 //! refuses (another build of the kernel, an edited chip file).
 
+use cargo_neuron_tune::exit::Exit;
 use neuron_tune_tests::{
     broken_manifest, cli, cli_command, cli_env, events, final_event, journal_lines, params_text,
     root, tune_args,
@@ -60,52 +61,96 @@ fn a_killed_tuning_run_resumes_without_repeating_an_evaluation() {
 
 #[test]
 fn ctrl_c_stops_a_tuning_run_keeps_its_journal_and_says_how_to_resume() {
-    stopped_by_a_signal_keeps_its_journal_and_resumes("INT", "77", 1);
+    stopped_by_a_signal_keeps_its_journal_and_resumes(&[libc::SIGINT], "77");
 }
 
 /// GNU `timeout` and CI runners signal the process and then its process group: the same
 /// stop arrives twice within milliseconds. It is one clean stop (the journal kept, how to
-/// resume said), not "Ctrl-C again", which quits at once without a word. (Without the
-/// debounce this fails in most runs, not all: the second signal must land before the
-/// first one's message is printed.)
+/// resume said), not "Ctrl-C again", which quits at once without a word.
+///
+/// The second signal must come after the first is handled and before the tool has
+/// finished stopping on its own. Sent one after the other to a running tool, it often did
+/// not (taken with the first while that was still pending, or after the clean stop was
+/// printed), and the test passed without the debounce. So the tool and its workers are
+/// held stopped (SIGSTOP to their process group) while two stop signals are sent, and then
+/// continued: the tool handles both at once, before anything (a worker's answer) wakes it
+/// to finish stopping. They are SIGINT and SIGTERM, since a process holds one pending
+/// signal of each kind (two SIGINTs would be one); the tool takes all three as the stop.
 #[test]
 fn a_stop_delivered_twice_at_once_is_one_clean_stop() {
-    stopped_by_a_signal_keeps_its_journal_and_resumes("INT", "79", 2);
+    stopped_by_a_signal_keeps_its_journal_and_resumes(&[libc::SIGINT, libc::SIGTERM], "79");
 }
 
 /// SIGTERM is how CI cancels a job (and `timeout` stops a command): the same clean stop.
 #[test]
 fn sigterm_stops_a_tuning_run_as_ctrl_c_does() {
-    stopped_by_a_signal_keeps_its_journal_and_resumes("TERM", "78", 1);
+    stopped_by_a_signal_keeps_its_journal_and_resumes(&[libc::SIGTERM], "78");
 }
 
-fn stopped_by_a_signal_keeps_its_journal_and_resumes(signal: &str, seed: &str, times: usize) {
-    let args = tune_args(seed, &[]);
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+/// The journal of `tune_args(seed)`'s run.
+fn journal_of(seed: &str) -> String {
     let journal = root().join(format!(
         "target/e2e/neuron-tune/journals/tune-broken-noisy.many-small-cols512-rows256-trn2-default-{seed}.jsonl"
     ));
+    journal.to_str().unwrap().to_string()
+}
+
+/// `tune_args(seed)`'s run started afresh and slowed down (150 ms a variant), once it has
+/// journaled `evaluations`. `own_group`: in a process group of its own, which its workers
+/// join (to stop them all at once).
+fn slowed_run(seed: &str, evaluations: usize, own_group: bool) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let args = tune_args(seed, &[]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let journal = journal_of(seed);
     // Removed before the run starts: removed after, it could take lines the run wrote.
     let _ = std::fs::remove_file(&journal);
-    let child = cli_command(&a)
+    let mut command = cli_command(&a);
+    if own_group {
+        command.process_group(0);
+    }
+    let child = command
         .env("NOISY_SLEEP_MS", "150")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let start = Instant::now();
-    while journal_lines(journal.to_str().unwrap()).len() < 5 {
+    while journal_lines(&journal).len() < evaluations {
         assert!(start.elapsed() < Duration::from_secs(120), "the run never journaled");
         std::thread::sleep(Duration::from_millis(20));
     }
-    // The signal to the tool alone (a terminal would send SIGINT to the workers too).
+    child
+}
+
+/// Send `signal` to `pid` (a process group: `-pgid`).
+fn send(pid: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: kill(2) takes plain integers and touches no memory of this process.
+    let sent = unsafe { libc::kill(pid, signal) };
+    assert_eq!(sent, 0, "kill({pid}, {signal}): {}", std::io::Error::last_os_error());
+}
+
+fn stopped_by_a_signal_keeps_its_journal_and_resumes(signals: &[libc::c_int], seed: &str) {
+    let journal = journal_of(seed);
+    let child = slowed_run(seed, 5, signals.len() > 1);
+    let pid = child.id() as libc::pid_t;
+    // The signals to the tool alone (a terminal would send SIGINT to the workers too).
     let signalled = Instant::now();
-    for _ in 0..times {
-        let status = std::process::Command::new("kill")
-            .args([&format!("-{signal}"), &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
+    if let [signal] = signals {
+        send(pid, *signal);
+    } else {
+        send(-pid, libc::SIGSTOP);
+        let mut status = 0;
+        // SAFETY: waitpid(2) writes the one c_int it is given; the child is not reaped
+        // (WUNTRACED: it returns when the child stops), so `wait_with_output` still can.
+        let waited = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
+        assert_eq!(waited, pid, "{}", std::io::Error::last_os_error());
+        assert!(libc::WIFSTOPPED(status), "the run ended instead of stopping: {status:#x}");
+        // Held pending, all of them, until the group continues.
+        for &signal in signals {
+            send(pid, signal);
+        }
+        send(-pid, libc::SIGCONT);
     }
     let out = child.wait_with_output().unwrap();
     // From the signal to the exit (not the build and the evaluations before it): the
@@ -114,10 +159,10 @@ fn stopped_by_a_signal_keeps_its_journal_and_resumes(signal: &str, seed: &str, t
     // A run that went on to its budget instead is the journal's count below.
     let stopping = signalled.elapsed();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert_eq!(out.status.code(), Some(Exit::Interrupted.code().into()), "{err}");
     assert!(err.contains("interrupted") && err.contains("--resume"), "{err}");
     assert!(stopping < Duration::from_secs(20), "stopped promptly: {stopping:?} after the signal");
-    let kept = journal_lines(journal.to_str().unwrap()).len();
+    let kept = journal_lines(&journal).len();
     assert!((5..24).contains(&kept), "{kept} evaluations kept");
 
     let args = tune_args(seed, &["--resume"]);
@@ -126,10 +171,10 @@ fn stopped_by_a_signal_keeps_its_journal_and_resumes(signal: &str, seed: &str, t
     assert_eq!(code, 0, "{err}");
     assert_eq!(final_event(&out)["evaluations"], 24);
     let mut ns: Vec<u64> =
-        journal_lines(journal.to_str().unwrap()).iter().map(|l| l["n"].as_u64().unwrap()).collect();
+        journal_lines(&journal).iter().map(|l| l["n"].as_u64().unwrap()).collect();
     ns.sort();
     assert_eq!(ns, (0..24).collect::<Vec<u64>>(), "nothing repeated, nothing lost");
-    if times > 1 {
+    if signals.len() > 1 {
         return;
     }
     // Resumed with a smaller budget: the start of the journal is replayed, and the status
