@@ -1,4 +1,4 @@
-//! `tune` runs stopped and continued: killed, interrupted (SIGINT, SIGTERM, a stop
+//! `tune` runs stopped and continued: killed, interrupted (SIGINT, SIGTERM, SIGHUP, a stop
 //! delivered twice), resumed with and without their seed, and the journals `--resume`
 //! refuses (another build of the kernel, an edited chip file).
 
@@ -85,6 +85,63 @@ fn a_stop_delivered_twice_at_once_is_one_clean_stop() {
 #[test]
 fn sigterm_stops_a_tuning_run_as_ctrl_c_does() {
     stopped_by_a_signal_keeps_its_journal_and_resumes(&[libc::SIGTERM], "78");
+}
+
+/// SIGHUP (the terminal closed: a dropped ssh session) is the same clean stop, from the
+/// first evaluation on: the interrupted exit code, the evaluations finished kept in the
+/// journal, and `--resume` ends where an uninterrupted run does, evaluating nothing twice.
+#[test]
+fn sighup_stops_a_tuning_run_that_resumes_as_if_never_stopped() {
+    let seed = "83";
+    let journal = journal_of(seed);
+    let _ = std::fs::remove_file(&journal);
+    let args = tune_args(seed, &[]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = cli_env(&a, &[]);
+    assert_eq!(code, 0, "{err}");
+    let whole = final_event(&out);
+    assert_eq!(whole["journal"].as_str(), Some(journal.as_str()));
+    // Each line is an evaluation's number, parameters and results (no clock): the same
+    // evaluation gives the same line in every run of the seed.
+    let uninterrupted = journal_lines(&journal);
+    assert_eq!(uninterrupted.len(), 24);
+    let numbers = |lines: &[Value]| -> Vec<u64> {
+        let mut ns: Vec<u64> = lines.iter().map(|l| l["n"].as_u64().unwrap()).collect();
+        ns.sort();
+        ns
+    };
+
+    let child = slowed_run(seed, 1, false);
+    send(child.id() as libc::pid_t, libc::SIGHUP);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(Exit::Interrupted.code().into()), "{err}");
+    assert!(err.contains("interrupted") && err.contains("--resume"), "{err}");
+    let kept = journal_lines(&journal);
+    assert!((1..24).contains(&kept.len()), "{} evaluations kept", kept.len());
+    let mut distinct = numbers(&kept);
+    distinct.dedup();
+    assert_eq!(distinct.len(), kept.len(), "each evaluation journaled once: {kept:?}");
+    for line in &kept {
+        assert!(uninterrupted.contains(line), "not an evaluation of the uninterrupted run: {line}");
+    }
+
+    let args = tune_args(seed, &["--resume"]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = cli_env(&a, &[]);
+    assert_eq!(code, 0, "{err}");
+    let resumed = final_event(&out);
+    for field in ["best_params", "best_time", "evaluations", "best_so_far"] {
+        assert_eq!(resumed[field], whole[field], "{field}");
+    }
+    // The evaluations kept were not run again (each number once), and the journal ends as
+    // the uninterrupted run's, the kept lines first, as they were.
+    let lines = journal_lines(&journal);
+    assert_eq!(numbers(&lines), (0..24).collect::<Vec<u64>>(), "nothing repeated, nothing lost");
+    assert_eq!(lines[..kept.len()], kept[..]);
+    for line in &lines {
+        assert!(uninterrupted.contains(line), "not an evaluation of the uninterrupted run: {line}");
+    }
 }
 
 /// The journal of `tune_args(seed)`'s run.
