@@ -3,9 +3,11 @@
 //! Discovery goes through `cargo metadata`; a kernel crate is a package with a
 //! `[package.metadata.neuron-tune]` table naming its harness target (`harness = "…"`, a
 //! `[[bin]]` or a `[[bench]]` with `harness = false`). Builds run `$CARGO build` with the
-//! user's cargo flags and `--message-format=json-render-diagnostics`, so cargo still prints
-//! its own diagnostics to stderr while we read the executable's path from its JSON messages.
+//! user's cargo flags and the tool's `--color`, `-q` and `-v` ([`CargoOutput`]), and
+//! `--message-format=json-render-diagnostics`, so cargo still prints its own diagnostics to
+//! stderr while we read the executable's path from its JSON messages.
 
+use crate::cli::ColorWhen;
 use anyhow::{bail, Context, Result};
 use cargo_metadata::{Message, Metadata, MetadataCommand, Package, TargetKind};
 use std::path::PathBuf;
@@ -77,6 +79,29 @@ pub struct CargoFlags {
     /// `--config KEY=VALUE` arguments for harness builds (set by the tool, not a flag).
     #[arg(skip)]
     pub build_config: Vec<String>,
+}
+
+/// How cargo's build of a harness speaks: the tool's global output flags, passed on as
+/// cargo's own (they change what is said, never what is built).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CargoOutput {
+    /// `--color`: `always` and `never` are passed on; `auto` is not, so that cargo decides
+    /// for its own stderr as it always does (its `term.color` config, `CARGO_TERM_COLOR`).
+    pub color: ColorWhen,
+    /// `-q`: no `Compiling`/`Finished` lines (compile errors are still shown).
+    pub quiet: bool,
+    /// `-v`, `-vv`.
+    pub verbose: u8,
+}
+
+/// A command as one shell line, each word quoted where a shell would change it (what `-v`
+/// shows of the cargo it runs).
+pub fn command_text(cmd: &Command) -> String {
+    std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| crate::command_line::quote(&a.to_string_lossy()).into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The cargo that started us (`$CARGO`), or `cargo` from PATH.
@@ -294,11 +319,22 @@ impl CargoFlags {
         self.target_dir.clone().unwrap_or_else(|| meta.target_directory.clone().into())
     }
 
-    /// Build a crate's harness; returns its executable. On a compile error cargo's own
-    /// diagnostics have already been printed to stderr; the error says the build failed.
-    pub fn build_harness(&self, krate: &KernelCrate) -> Result<PathBuf, BuildError> {
+    /// The `cargo build` of a crate's harness, as [`CargoFlags::build_harness`] runs it.
+    pub fn harness_command(&self, krate: &KernelCrate, how: &CargoOutput) -> Command {
         let mut cmd = Command::new(cargo_bin());
         cmd.arg("build");
+        match how.color {
+            ColorWhen::Auto => {}
+            when => {
+                cmd.args(["--color", when.as_str()]);
+            }
+        }
+        if how.quiet {
+            cmd.arg("-q");
+        }
+        if how.verbose > 0 {
+            cmd.arg(format!("-{}", "v".repeat(how.verbose.into())));
+        }
         self.common_args(&mut cmd);
         for c in &self.build_config {
             cmd.arg("--config").arg(c);
@@ -325,6 +361,17 @@ impl CargoFlags {
         if let Some(t) = &self.target_dir {
             cmd.arg("--target-dir").arg(t);
         }
+        cmd
+    }
+
+    /// Build a crate's harness; returns its executable. On a compile error cargo's own
+    /// diagnostics have already been printed to stderr; the error says the build failed.
+    pub fn build_harness(
+        &self,
+        krate: &KernelCrate,
+        how: &CargoOutput,
+    ) -> Result<PathBuf, BuildError> {
+        let mut cmd = self.harness_command(krate, how);
         cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
         let mut child = cmd.spawn().map_err(|e| BuildError::Spawn(e.to_string()))?;
         let stdout = child.stdout.take().expect("piped");
@@ -486,7 +533,38 @@ pub enum BuildError {
 
 #[cfg(test)]
 mod tests {
-    use super::{defined_profiles, metadata_error, CargoFlags};
+    use super::{defined_profiles, metadata_error, CargoFlags, CargoOutput, KernelCrate};
+    use crate::cli::ColorWhen;
+
+    /// The harness build gets the tool's `--color` (not `auto`: cargo's own choice then),
+    /// `-q` and `-v`/`-vv` as cargo's flags.
+    #[test]
+    fn the_harness_build_speaks_as_the_tool_was_asked_to() {
+        let krate = KernelCrate {
+            package: "k".into(),
+            manifest_path: "k/Cargo.toml".into(),
+            harness: "harness".into(),
+            harness_is_bench: false,
+        };
+        let args = |how: CargoOutput| -> Vec<String> {
+            let cmd = CargoFlags::default().harness_command(&krate, &how);
+            cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect()
+        };
+        let plain = args(CargoOutput::default());
+        assert_eq!(plain[0], "build");
+        assert!(plain.contains(&"--message-format=json-render-diagnostics".into()), "{plain:?}");
+        for flag in ["--color", "-q", "-v", "-vv"] {
+            assert!(!plain.contains(&flag.to_string()), "{flag} in {plain:?}");
+        }
+        let has = |args: &[String], words: &[&str]| args.windows(words.len()).any(|w| w == words);
+        for when in [ColorWhen::Always, ColorWhen::Never] {
+            let a = args(CargoOutput { color: when, ..Default::default() });
+            assert!(has(&a, &["--color", when.as_str()]), "{a:?}");
+        }
+        assert!(has(&args(CargoOutput { quiet: true, ..Default::default() }), &["-q"]));
+        assert!(has(&args(CargoOutput { verbose: 1, ..Default::default() }), &["-v"]));
+        assert!(has(&args(CargoOutput { verbose: 2, ..Default::default() }), &["-vv"]));
+    }
 
     /// `-p` and `--exclude` take `*` globs, as cargo's do; `-p` without `--workspace`
     /// selects only what it matches.

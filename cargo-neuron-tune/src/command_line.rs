@@ -11,7 +11,9 @@
 //! interactive `!` history expansion); this module only decides what is plain enough to
 //! need none. The run's cargo selection (`--manifest-path`, `-p`) and build flags
 //! (`--features`, `--profile`, `--target-dir`, …) are carried the same way everywhere, so a
-//! reproducer names the package whose kernel failed and rebuilds the same code.
+//! reproducer names the package whose kernel failed and rebuilds the same code. The global
+//! output flags (`--message-format`, `--color`, `-q`, `-v`) are not carried: they change
+//! what is said, never a result, and the person pasting the line picks their own.
 
 use crate::cargo::CargoFlags;
 use std::borrow::Cow;

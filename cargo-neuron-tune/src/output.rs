@@ -7,6 +7,7 @@
 //! ripgrep do, so `cargo neuron-tune list > kernels.txt` keeps the list and shows the
 //! progress.
 
+use crate::cli::{ColorWhen, GlobalOpts, MessageFormat};
 use neuron_tune_protocol::{CheckFailure, KernelInfo, ModelInfo, Params, ProfileSummary};
 use serde::Serialize;
 use std::io::Write;
@@ -303,11 +304,22 @@ pub struct Summary {
     pub seed: Option<u64>,
 }
 
-/// Whether results may carry colour, by the conventions of no-color.org and
-/// bixense.com/clicolors: `NO_COLOR` (set, not empty) never; else `CLICOLOR_FORCE` (set, not
-/// empty, not `0`) always; else only on a terminal that is not `TERM=dumb`. `env` reads a
-/// variable (a function so the rule is tested without touching the process environment).
-pub fn color_enabled(env: impl Fn(&str) -> Option<String>, stdout_is_terminal: bool) -> bool {
+/// Whether results may carry colour. `--color always` or `never` decides, whatever the
+/// environment (cargo's meaning: the flag beats it); `auto` follows the conventions of
+/// no-color.org and bixense.com/clicolors: `NO_COLOR` (set, not empty) never; else
+/// `CLICOLOR_FORCE` (set, not empty, not `0`) always; else only on a terminal that is not
+/// `TERM=dumb`. `env` reads a variable (a function so the rule is tested without touching
+/// the process environment). JSON mode never colours ([`Reporter`] does not ask).
+pub fn color_enabled(
+    when: ColorWhen,
+    env: impl Fn(&str) -> Option<String>,
+    stdout_is_terminal: bool,
+) -> bool {
+    match when {
+        ColorWhen::Always => return true,
+        ColorWhen::Never => return false,
+        ColorWhen::Auto => {}
+    }
     let set = |k: &str| env(k).is_some_and(|v| !v.is_empty());
     if set("NO_COLOR") {
         return false;
@@ -326,11 +338,17 @@ pub mod sgr {
     pub const YELLOW: &str = "33";
 }
 
-/// Where events and human lines go.
+/// Where events and human lines go, and how much is said (`--quiet`, `--verbose`).
 pub struct Reporter {
     json: bool,
     /// Results may carry colour ([`color_enabled`]; never in JSON mode).
     color: bool,
+    /// `--color` as given, for cargo's own output ([`Reporter::cargo_output`]).
+    color_when: ColorWhen,
+    /// `--quiet`: no status lines ([`Reporter::status`]) and no progress bars.
+    quiet: bool,
+    /// `-v` given this many times: [`Reporter::verbose`] lines from 1.
+    verbose: u8,
     /// Invalid variants seen (combinations the validity rule or the hardware rejects):
     /// shown as a count with a few examples, not one line each.
     invalid: Mutex<Vec<String>>,
@@ -339,15 +357,49 @@ pub struct Reporter {
 }
 
 impl Reporter {
+    /// JSON mode or human mode with the default `--color`, neither quiet nor verbose.
     pub fn new(json: bool) -> Reporter {
+        Reporter::from_flags(&GlobalOpts {
+            message_format: if json { MessageFormat::Json } else { MessageFormat::Human },
+            color: ColorWhen::Auto,
+            quiet: false,
+            verbose: 0,
+        })
+    }
+
+    /// As the global flags ask.
+    pub fn from_flags(g: &GlobalOpts) -> Reporter {
         use std::io::IsTerminal;
-        let color =
-            !json && color_enabled(|k| std::env::var(k).ok(), std::io::stdout().is_terminal());
-        Reporter { json, color, invalid: Mutex::default(), repeats: Mutex::default() }
+        let json = g.message_format == MessageFormat::Json;
+        let env = |k: &str| std::env::var(k).ok();
+        let color = !json && color_enabled(g.color, env, std::io::stdout().is_terminal());
+        Reporter {
+            json,
+            color,
+            color_when: g.color,
+            quiet: g.quiet,
+            verbose: g.verbose,
+            invalid: Mutex::default(),
+            repeats: Mutex::default(),
+        }
     }
 
     pub fn is_json(&self) -> bool {
         self.json
+    }
+
+    /// Whether status lines and progress bars are shown: human mode, not `--quiet`.
+    pub fn shows_status(&self) -> bool {
+        !self.json && !self.quiet
+    }
+
+    /// How a harness build's cargo is to speak: the same `--color`, `-q` and `-v`.
+    pub fn cargo_output(&self) -> crate::cargo::CargoOutput {
+        crate::cargo::CargoOutput {
+            color: self.color_when,
+            quiet: self.quiet,
+            verbose: self.verbose,
+        }
     }
 
     /// A table as result lines (header in bold when colour is on), trailing spaces cut.
@@ -378,9 +430,25 @@ impl Reporter {
         }
     }
 
-    /// A status line (human mode only): stderr.
+    /// A status line (human mode only, not with `--quiet`): stderr. Progress and what the
+    /// command is doing, never the only word on something that went wrong.
     pub fn status(&self, line: impl AsRef<str>) {
+        if self.shows_status() {
+            eprintln!("{}", line.as_ref());
+        }
+    }
+
+    /// A line about a variant that failed, or what kernel code printed (human mode only,
+    /// `--quiet` too, which keeps what went wrong): stderr. In JSON mode an event says it.
+    pub fn detail(&self, line: impl AsRef<str>) {
         if !self.json {
+            eprintln!("{}", line.as_ref());
+        }
+    }
+
+    /// A status line shown only with `-v` (human mode): what the tool runs and where.
+    pub fn verbose(&self, line: impl AsRef<str>) {
+        if self.verbose > 0 && self.shows_status() {
             eprintln!("{}", line.as_ref());
         }
     }
@@ -408,20 +476,20 @@ impl Reporter {
             None => {
                 seen.push((message.to_string(), 0));
                 drop(seen);
-                // Status, not a note: in JSON mode every failure is a `variant_failed` event.
-                self.status(line);
+                // Not a note: in JSON mode every failure is a `variant_failed` event.
+                self.detail(line);
                 true
             }
         }
     }
 
     /// Print the invalid variants seen (all when few, else a count and examples) and how
-    /// often each failure printed once was repeated (status lines: in JSON mode each is a
+    /// often each failure printed once was repeated (detail lines: in JSON mode each is a
     /// `variant_failed` event already).
     pub fn flush_invalid(&self) {
         for (message, n) in std::mem::take(&mut *self.repeats.lock().expect("reporter")) {
             if n > 0 {
-                self.status(format!(
+                self.detail(format!(
                     "   … and {n} more variants failed the same way: {}",
                     message.lines().next().unwrap_or_default()
                 ));
@@ -433,21 +501,22 @@ impl Reporter {
         lines.sort();
         if lines.len() <= 4 {
             for l in &lines {
-                self.status(l);
+                self.detail(l);
             }
         } else {
-            self.status(format!(
+            self.detail(format!(
                 "   {} invalid variants skipped (the kernels' validity rules or hardware limits), e.g.:",
                 lines.len()
             ));
             for l in lines.iter().take(3) {
-                self.status(l);
+                self.detail(l);
             }
         }
     }
 }
 
-/// What kernel code printed, indented under its variant (stderr: it is not a result).
+/// What kernel code printed, indented under its variant (stderr: it is not a result; shown
+/// with `--quiet` too: it is the kernel's own word, not the tool's status).
 pub fn show_output(out: &Reporter, kernel: &str, shape: &str, params: &Params, text: &str) {
     if text.is_empty() {
         return;
@@ -458,9 +527,9 @@ pub fn show_output(out: &Reporter, kernel: &str, shape: &str, params: &Params, t
         params: params.clone(),
         text: text.into(),
     });
-    out.status(format!("  output of {kernel} {params} at {shape}:"));
+    out.detail(format!("  output of {kernel} {params} at {shape}:"));
     for line in text.lines() {
-        out.status(format!("    | {line}"));
+        out.detail(format!("    | {line}"));
     }
 }
 
@@ -562,6 +631,7 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::{Reporter, Table};
+    use crate::cli::{ColorWhen, GlobalOpts, MessageFormat};
 
     /// docs/json-events.md documents every event: a heading "## `name`" per variant of
     /// [`super::Event`], in snake_case as serde writes it (the variants read from this
@@ -602,21 +672,77 @@ mod tests {
         assert_eq!(counts, [2, 0]);
     }
 
+    /// A test environment of these variables.
+    fn env(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+    }
+
     #[test]
     fn no_color_wins_then_clicolor_force_then_the_terminal() {
         use super::color_enabled;
-        let env = |vars: &'static [(&'static str, &'static str)]| {
-            move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
-        };
-        assert!(color_enabled(env(&[]), true));
-        assert!(!color_enabled(env(&[]), false));
-        assert!(!color_enabled(env(&[("TERM", "dumb")]), true));
-        assert!(!color_enabled(env(&[("NO_COLOR", "1")]), true));
-        assert!(!color_enabled(env(&[("NO_COLOR", "1"), ("CLICOLOR_FORCE", "1")]), true));
+        let auto = |vars, terminal| color_enabled(ColorWhen::Auto, env(vars), terminal);
+        assert!(auto(&[], true));
+        assert!(!auto(&[], false));
+        assert!(!auto(&[("TERM", "dumb")], true));
+        assert!(!auto(&[("NO_COLOR", "1")], true));
+        assert!(!auto(&[("NO_COLOR", "1"), ("CLICOLOR_FORCE", "1")], true));
         // An empty NO_COLOR is unset (no-color.org).
-        assert!(color_enabled(env(&[("NO_COLOR", "")]), true));
-        assert!(color_enabled(env(&[("CLICOLOR_FORCE", "1")]), false));
-        assert!(!color_enabled(env(&[("CLICOLOR_FORCE", "0")]), false));
+        assert!(auto(&[("NO_COLOR", "")], true));
+        assert!(auto(&[("CLICOLOR_FORCE", "1")], false));
+        assert!(!auto(&[("CLICOLOR_FORCE", "0")], false));
+    }
+
+    /// `--color always` and `--color never` beat every variable and the terminal, as
+    /// cargo's flag does; only `auto` reads them.
+    #[test]
+    fn the_color_flag_beats_the_environment() {
+        use super::color_enabled;
+        let every: &[&[(&str, &str)]] = &[
+            &[],
+            &[("NO_COLOR", "1")],
+            &[("TERM", "dumb")],
+            &[("CLICOLOR_FORCE", "1")],
+            &[("NO_COLOR", "1"), ("CLICOLOR_FORCE", "1"), ("TERM", "dumb")],
+        ];
+        for &vars in every {
+            for terminal in [false, true] {
+                assert!(color_enabled(ColorWhen::Always, env(vars), terminal), "{vars:?}");
+                assert!(!color_enabled(ColorWhen::Never, env(vars), terminal), "{vars:?}");
+            }
+        }
+        assert!(color_enabled(ColorWhen::Always, env(&[("NO_COLOR", "1")]), false));
+        assert!(!color_enabled(ColorWhen::Never, env(&[("CLICOLOR_FORCE", "1")]), true));
+    }
+
+    /// JSON output is never coloured, `--color always` or not; human output is when asked.
+    #[test]
+    fn json_mode_never_colours() {
+        let flags =
+            |format, color| GlobalOpts { message_format: format, color, quiet: false, verbose: 0 };
+        let json = Reporter::from_flags(&flags(MessageFormat::Json, ColorWhen::Always));
+        assert!(!json.color);
+        let human = Reporter::from_flags(&flags(MessageFormat::Human, ColorWhen::Always));
+        assert!(human.color);
+    }
+
+    /// What cargo is told: the same `--color` (except `auto`), `-q` and `-v`s.
+    #[test]
+    fn cargo_hears_the_output_flags() {
+        let g = GlobalOpts {
+            message_format: MessageFormat::Json,
+            color: ColorWhen::Never,
+            quiet: true,
+            verbose: 0,
+        };
+        let c = Reporter::from_flags(&g).cargo_output();
+        assert_eq!((c.color, c.quiet, c.verbose), (ColorWhen::Never, true, 0));
+        let g = GlobalOpts { message_format: MessageFormat::Human, quiet: false, verbose: 2, ..g };
+        let r = Reporter::from_flags(&g);
+        assert!(r.shows_status());
+        let c = r.cargo_output();
+        assert_eq!((c.quiet, c.verbose), (false, 2));
+        let quiet = Reporter::from_flags(&GlobalOpts { quiet: true, verbose: 0, ..g });
+        assert!(!quiet.shows_status(), "--quiet hides status lines and progress bars");
     }
 
     #[test]

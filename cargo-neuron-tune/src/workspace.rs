@@ -6,7 +6,7 @@
 //! as any variant). The workers run the workspace's own links to the binaries its builds
 //! produced ([`RunExes`]), never cargo's output path, which other workspaces share.
 
-use crate::cargo::{BuildError, CargoFlags, KernelCrate};
+use crate::cargo::{command_text, BuildError, CargoFlags, KernelCrate};
 use crate::exit::{fail, Exit, Failure};
 use crate::models::TunedSet;
 use crate::output::{Event, Reporter};
@@ -176,7 +176,12 @@ impl Workspace {
             // From the build to the link, no other command's build can put its binary at
             // cargo's path (a build outside this tool still could, in that moment only).
             let lock = BuildLock::take(&runs, &ctx.out).map_err(|e| io("locking", &runs, e))?;
-            let exe = cargo.build_harness(&k).map_err(|e| match e {
+            let how = ctx.out.cargo_output();
+            ctx.out.verbose(format!(
+                "   Running `{}`",
+                command_text(&cargo.harness_command(&k, &how))
+            ));
+            let exe = cargo.build_harness(&k, &how).map_err(|e| match e {
                 BuildError::Failed { .. } => fail(Exit::Build, e.to_string()),
                 BuildError::Interrupted => crate::interrupt::failure(),
                 other => fail(Exit::Internal, other.to_string()),
@@ -187,6 +192,7 @@ impl Workspace {
             };
             let exe = run.link(&exe, &k.package).map_err(|e| io("linking", &exe, e))?;
             drop(lock);
+            ctx.out.verbose(format!("   Workers of {} run {}", k.package, exe.display()));
             let dir = k.manifest_path.parent().map(PathBuf::from).unwrap_or_default();
             let events = Arc::new(StartEvents { package: k.package.clone(), out: ctx.out.clone() });
             let mut pool = Pool::new(&exe, &dir, ctx.jobs, ctx.timeout, events);

@@ -349,6 +349,18 @@ const CASES: &[Case] = &[
         words: &["--all-variants is `bench`'s grid", "--params bufs=2"],
     },
     Case {
+        what: "-q with -v (as cargo, which would it be?), refused before anything is built",
+        args: &["list", "-p", K, "-q", "-v"],
+        code: 2,
+        words: &["--quiet", "cannot be used with", "--verbose"],
+    },
+    Case {
+        what: "a --color cargo does not know",
+        args: &["chip", "trn2", "--color", "sometimes"],
+        code: 2,
+        words: &["invalid value 'sometimes' for '--color <WHEN>'", "auto, always, never"],
+    },
+    Case {
         what: "--jobs where no kernel code runs",
         args: &["chip", "trn2", "--jobs", "2"],
         code: 2,

@@ -25,12 +25,54 @@ pub struct Cli {
     pub global: GlobalOpts,
 }
 
+/// How the tool speaks, as cargo's own global flags do: each also reaches the `cargo
+/// build` of the harnesses (cargo's `--color`, `-q`, `-v`), never a result.
 #[derive(Debug, Args, Clone)]
 pub struct GlobalOpts {
     /// `human` (results on stdout, progress and status on stderr) or `json` (one JSON event
     /// per line on stdout, nothing else there).
     #[arg(long, value_enum, default_value_t = MessageFormat::Human, global = true)]
     pub message_format: MessageFormat,
+    /// When to colour the result tables (passed to cargo's build of the harnesses too).
+    /// JSON output is never coloured.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorWhen::Auto,
+          global = true)]
+    pub color: ColorWhen,
+    /// No status or progress lines on stderr (`Building …`, progress bars, `Wrote …`),
+    /// and cargo builds the harnesses with `-q`; results, warnings, errors (cargo's compile
+    /// errors too) and what a failed variant says are still printed.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Say more: the cargo command each harness build runs, the binary the workers run and
+    /// the variant store; passed to cargo's build as `-v` (`-vv`: cargo's very verbose,
+    /// build scripts' output included).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+}
+
+/// `--color`: cargo's values, with cargo's meaning (the flag beats the environment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum ColorWhen {
+    /// Colour when stdout is a terminal (not `TERM=dumb`), unless `NO_COLOR` is set; colour
+    /// into a file or pipe too when `CLICOLOR_FORCE` is set (not `0`); cargo decides for its
+    /// own output.
+    #[default]
+    Auto,
+    /// Always colour, whatever the environment or where stdout goes.
+    Always,
+    /// Never colour, whatever the environment.
+    Never,
+}
+
+impl ColorWhen {
+    /// The value as cargo spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ColorWhen::Auto => "auto",
+            ColorWhen::Always => "always",
+            ColorWhen::Never => "never",
+        }
+    }
 }
 
 /// The harness workers, for the commands that run kernel code (not `chip`, `analyze`,

@@ -100,6 +100,32 @@ fn cargo_flags_are_spelled_as_cargo_spells_them() {
     assert_eq!(cli.global.message_format, MessageFormat::Json);
 }
 
+/// `--color`, `-q` and `-v` are global, as cargo's are (before or after the command), `-v`
+/// counts, and `-q` with `-v` is refused, as cargo refuses it.
+#[test]
+fn output_flags_are_global_and_counted_as_in_cargo() {
+    use clap::Parser;
+    let parse = |args: &[&str]| Cli::try_parse_from(["cargo-neuron-tune"].iter().chain(args));
+    let g = parse(&["list"]).unwrap().global;
+    assert_eq!((g.color, g.quiet, g.verbose), (ColorWhen::Auto, false, 0));
+    let g = parse(&["--color", "never", "bench", "-vv"]).unwrap().global;
+    assert_eq!((g.color, g.verbose), (ColorWhen::Never, 2));
+    let g = parse(&["chip", "-v", "--verbose", "--color=always"]).unwrap().global;
+    assert_eq!((g.color, g.verbose), (ColorWhen::Always, 2));
+    assert!(parse(&["tune", "-q"]).unwrap().global.quiet);
+    assert!(parse(&["--quiet", "gate"]).unwrap().global.quiet);
+    let conflict = parse(&["bench", "-q", "-v"]).map(|_| ()).map_err(|e| e.kind());
+    assert_eq!(conflict, Err(clap::error::ErrorKind::ArgumentConflict));
+    assert!(parse(&["list", "--color", "sometimes"]).is_err());
+    // Each value says what it does.
+    let help = Cli::command().render_long_help().to_string();
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    for words in ["- auto: Colour when stdout", "- always: Always colour", "- never: Never colour"]
+    {
+        assert!(help.contains(words), "{words} in\n{help}");
+    }
+}
+
 #[test]
 fn flags_that_would_silently_override_each_other_are_refused() {
     use clap::error::ErrorKind;

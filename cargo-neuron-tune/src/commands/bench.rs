@@ -246,9 +246,10 @@ pub(super) fn report(
     super::variants_exit(out, "bench", rows.len(), invalid, crashed)
 }
 
-/// A progress bar on stderr for long runs (hidden in JSON mode and when not a terminal).
+/// A progress bar on stderr for long runs (hidden in JSON mode, with `--quiet` and when not
+/// a terminal).
 pub fn progress(out: &Reporter, len: u64) -> indicatif::ProgressBar {
-    if out.is_json() || len < 2 {
+    if !out.shows_status() || len < 2 {
         return indicatif::ProgressBar::hidden();
     }
     let bar = indicatif::ProgressBar::new(len);

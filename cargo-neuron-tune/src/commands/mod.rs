@@ -16,7 +16,7 @@ mod profile;
 mod replay;
 pub mod tune;
 
-use crate::cli::{BaselineAction, Cli, Command, MessageFormat};
+use crate::cli::{BaselineAction, Cli, Command};
 use crate::exit::{Exit, Failure};
 use crate::output::{Event, Reporter};
 use crate::workspace::Ctx;
@@ -27,7 +27,7 @@ use std::time::Duration;
 /// Entry point of the binary: run the command, report a failure, exit with its code.
 pub fn run(cli: Cli) -> ExitCode {
     crate::interrupt::install();
-    let out = Arc::new(Reporter::new(cli.global.message_format == MessageFormat::Json));
+    let out = Arc::new(Reporter::from_flags(&cli.global));
     let workers = cli.command.workers();
     let jobs =
         workers.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -221,7 +221,7 @@ pub(crate) fn open_store(
     target: &std::path::Path,
     out: &Reporter,
 ) -> Result<crate::store::Store, Failure> {
-    crate::store::Store::open(target, |lock, holder| {
+    let store = crate::store::Store::open(target, |lock, holder| {
         let who = if holder.is_empty() {
             "another cargo neuron-tune run".into()
         } else {
@@ -231,7 +231,9 @@ pub(crate) fn open_store(
     })
     // A store that cannot be created or locked (a read-only target directory) is a file
     // that could not be written, exit 1, as a failed write into the store is.
-    .map_err(|e| Failure::new(Exit::Internal, format!("{e:#}")))
+    .map_err(|e| Failure::new(Exit::Internal, format!("{e:#}")))?;
+    out.verbose(format!("   Variant store {}", store.root().display()));
+    Ok(store)
 }
 
 /// The exit code of a command that ran variants (`build`, `bench`): kernel code that
