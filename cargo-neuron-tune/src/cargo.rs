@@ -5,7 +5,9 @@
 //! `[[bin]]` or a `[[bench]]` with `harness = false`). Builds run `$CARGO build` with the
 //! user's cargo flags and the tool's `--color`, `-q` and `-v` ([`CargoOutput`]), and
 //! `--message-format=json-render-diagnostics`, so cargo still prints its own diagnostics to
-//! stderr while we read the executable's path from its JSON messages.
+//! stderr while we read the executable's path from its JSON messages. In JSON mode it is
+//! `--message-format=json` instead: the compiler's diagnostics arrive as messages, which we
+//! print to stderr as cargo would and keep for the `error` event of a failed build.
 
 use crate::cli::ColorWhen;
 use anyhow::{bail, Context, Result};
@@ -92,6 +94,9 @@ pub struct CargoOutput {
     pub quiet: bool,
     /// `-v`, `-vv`.
     pub verbose: u8,
+    /// Read the compiler's diagnostics from cargo's JSON messages (print them to stderr
+    /// ourselves, keep them for [`BuildError::Failed`]) instead of letting cargo render them.
+    pub collect_diagnostics: bool,
 }
 
 /// A command as one shell line, each word quoted where a shell would change it (what `-v`
@@ -339,7 +344,11 @@ impl CargoFlags {
         for c in &self.build_config {
             cmd.arg("--config").arg(c);
         }
-        cmd.args(["--message-format=json-render-diagnostics", "-p", &krate.package]);
+        cmd.arg(match how.collect_diagnostics {
+            true => "--message-format=json",
+            false => "--message-format=json-render-diagnostics",
+        });
+        cmd.args(["-p", &krate.package]);
         cmd.arg(if krate.harness_is_bench { "--bench" } else { "--bin" }).arg(&krate.harness);
         match &self.profile {
             Some(p) => {
@@ -364,8 +373,9 @@ impl CargoFlags {
         cmd
     }
 
-    /// Build a crate's harness; returns its executable. On a compile error cargo's own
-    /// diagnostics have already been printed to stderr; the error says the build failed.
+    /// Build a crate's harness; returns its executable. On a compile error the compiler's
+    /// diagnostics have already been printed to stderr (by cargo, or by us when `how`
+    /// collects them: then the error holds them too); the error says the build failed.
     pub fn build_harness(
         &self,
         krate: &KernelCrate,
@@ -401,8 +411,12 @@ impl CargoFlags {
                         exe = Some(e.into_std_path_buf());
                     }
                 }
+                // Only with `--message-format=json`: `json-render-diagnostics` renders them
+                // to stderr itself and sends none.
                 Ok(Message::CompilerMessage(m)) => {
                     if let Some(r) = m.message.rendered {
+                        // As cargo would show it, as it arrives.
+                        eprint!("{r}");
                         messages.push(r);
                     }
                 }
@@ -537,7 +551,8 @@ mod tests {
     use crate::cli::ColorWhen;
 
     /// The harness build gets the tool's `--color` (not `auto`: cargo's own choice then),
-    /// `-q` and `-v`/`-vv` as cargo's flags.
+    /// `-q` and `-v`/`-vv` as cargo's flags, and JSON messages with the diagnostics in
+    /// them when the tool collects those.
     #[test]
     fn the_harness_build_speaks_as_the_tool_was_asked_to() {
         let krate = KernelCrate {
@@ -564,6 +579,9 @@ mod tests {
         assert!(has(&args(CargoOutput { quiet: true, ..Default::default() }), &["-q"]));
         assert!(has(&args(CargoOutput { verbose: 1, ..Default::default() }), &["-v"]));
         assert!(has(&args(CargoOutput { verbose: 2, ..Default::default() }), &["-vv"]));
+        let json = args(CargoOutput { collect_diagnostics: true, ..Default::default() });
+        assert!(json.contains(&"--message-format=json".into()), "{json:?}");
+        assert!(!json.contains(&"--message-format=json-render-diagnostics".into()), "{json:?}");
     }
 
     /// `-p` and `--exclude` take `*` globs, as cargo's do; `-p` without `--workspace`

@@ -92,11 +92,14 @@ impl Exit {
 pub struct Failure {
     pub exit: Exit,
     pub message: String,
+    /// A failed harness build: the compiler's diagnostics (collected in JSON mode only,
+    /// for the `error` event; a person saw them on stderr), else empty.
+    pub diagnostics: Vec<String>,
 }
 
 impl Failure {
     pub fn new(exit: Exit, message: impl Into<String>) -> Failure {
-        Failure { exit, message: message.into() }
+        Failure { exit, message: message.into(), diagnostics: Vec::new() }
     }
 }
 

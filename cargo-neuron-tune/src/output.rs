@@ -250,6 +250,10 @@ pub enum Event {
     Error {
         code: u8,
         message: String,
+        /// A failed harness build (code 3): the compiler's diagnostics, each as rustc
+        /// rendered it, in the order they came (absent when there are none).
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        diagnostics: Vec<String>,
     },
 }
 
@@ -393,12 +397,15 @@ impl Reporter {
         !self.json && !self.quiet
     }
 
-    /// How a harness build's cargo is to speak: the same `--color`, `-q` and `-v`.
+    /// How a harness build's cargo is to speak: the same `--color`, `-q` and `-v`; in JSON
+    /// mode the compiler's diagnostics are collected (for the `error` event of a failed
+    /// build) rather than rendered by cargo.
     pub fn cargo_output(&self) -> crate::cargo::CargoOutput {
         crate::cargo::CargoOutput {
             color: self.color_when,
             quiet: self.quiet,
             verbose: self.verbose,
+            collect_diagnostics: self.json,
         }
     }
 
@@ -725,7 +732,8 @@ mod tests {
         assert!(human.color);
     }
 
-    /// What cargo is told: the same `--color` (except `auto`), `-q` and `-v`s.
+    /// What cargo is told: the same `--color` (except `auto`), `-q` and `-v`s; JSON mode
+    /// collects the diagnostics.
     #[test]
     fn cargo_hears_the_output_flags() {
         let g = GlobalOpts {
@@ -735,12 +743,15 @@ mod tests {
             verbose: 0,
         };
         let c = Reporter::from_flags(&g).cargo_output();
-        assert_eq!((c.color, c.quiet, c.verbose), (ColorWhen::Never, true, 0));
+        assert_eq!(
+            (c.color, c.quiet, c.verbose, c.collect_diagnostics),
+            (ColorWhen::Never, true, 0, true)
+        );
         let g = GlobalOpts { message_format: MessageFormat::Human, quiet: false, verbose: 2, ..g };
         let r = Reporter::from_flags(&g);
         assert!(r.shows_status());
         let c = r.cargo_output();
-        assert_eq!((c.quiet, c.verbose), (false, 2));
+        assert_eq!((c.quiet, c.verbose, c.collect_diagnostics), (false, 2, false));
         let quiet = Reporter::from_flags(&GlobalOpts { quiet: true, verbose: 0, ..g });
         assert!(!quiet.shows_status(), "--quiet hides status lines and progress bars");
     }

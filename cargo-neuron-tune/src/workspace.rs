@@ -182,7 +182,9 @@ impl Workspace {
                 command_text(&cargo.harness_command(&k, &how))
             ));
             let exe = cargo.build_harness(&k, &how).map_err(|e| match e {
-                BuildError::Failed { .. } => fail(Exit::Build, e.to_string()),
+                BuildError::Failed { ref diagnostics, .. } => {
+                    Failure { diagnostics: diagnostics.clone(), ..fail(Exit::Build, e.to_string()) }
+                }
                 BuildError::Interrupted => crate::interrupt::failure(),
                 other => fail(Exit::Internal, other.to_string()),
             })?;

@@ -789,8 +789,11 @@ impl Cli {
                 if e.use_stderr() && wants_json(&args) {
                     let message = usage_error_message(&e.to_string());
                     let code = crate::exit::Exit::Config.code();
-                    crate::output::Reporter::new(true)
-                        .event(&crate::output::Event::Error { code, message });
+                    crate::output::Reporter::new(true).event(&crate::output::Event::Error {
+                        code,
+                        message,
+                        diagnostics: Vec::new(),
+                    });
                 }
                 e.exit()
             }

@@ -450,7 +450,11 @@ pub fn run_models(
             (Ok(a), Ok(b)) => (a, b),
             (Err(e), _) | (_, Err(e)) => {
                 failed += 1;
-                out.event(&Event::Error { code: Exit::Check.code(), message: e.clone() });
+                out.event(&Event::Error {
+                    code: Exit::Check.code(),
+                    message: e.clone(),
+                    diagnostics: Vec::new(),
+                });
                 out.note(format!("error: {e}"));
                 continue;
             }

@@ -35,7 +35,11 @@ pub fn run(cli: Cli) -> ExitCode {
     match dispatch(&cli, &ctx) {
         Ok(exit) => ExitCode::from(exit.code()),
         Err(f) => {
-            out.event(&Event::Error { code: f.exit.code(), message: f.message.clone() });
+            out.event(&Event::Error {
+                code: f.exit.code(),
+                message: f.message.clone(),
+                diagnostics: f.diagnostics,
+            });
             eprintln!("error: {}", f.message);
             ExitCode::from(f.exit.code())
         }
