@@ -7,7 +7,9 @@
 //! Tuned entries made stale by a kernel change are reported, and fail with `--strict`.
 
 use neuron_tune_tests::test_target_dir;
-use neuron_tune_tests::{cli, cli_env, events, fixture_workspace, git, root, scratch_dir};
+use neuron_tune_tests::{
+    cli, cli_env, cli_json, events, fixture_workspace, git, root, scratch_dir,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -479,4 +481,38 @@ fn a_gate_that_compared_nothing_fails_naming_what_the_baseline_holds() {
     ]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(events(&out, "gate").iter().all(|m| m["verdict"] == "unchanged"), "{out}");
+}
+
+/// A workspace whose kernel crates define no models has nothing to gate: the gate says so,
+/// with the words `baseline save` says it in (what a model is), and exit 2 — not "no such
+/// baseline", whose advice (`baseline save`) would only lead to that same error. Where the
+/// selection has models and no baseline was saved, the missing baseline is what is said.
+#[test]
+fn a_gate_without_models_says_there_is_nothing_to_gate_before_the_missing_baseline() {
+    let dir = scratch_dir("gate-no-models");
+    let missing = dir.join("none.baseline.toml");
+    let m = missing.to_str().unwrap();
+    // The fixture kernels' package alone: kernels, no model.
+    let kernels_only = ["-p", "neuron-fixtures-kernels", "--baseline", m];
+    let (code, out, err) = cli_json(&[&["gate"][..], &kernels_only[..]].concat());
+    assert_eq!(code, 2, "{out}\n{err}");
+    let gate_says = events(&out, "error").pop().expect("an error event")["message"].clone();
+    let (code, out, err) = cli_json(&[&["baseline", "save"][..], &kernels_only[..]].concat());
+    assert_eq!(code, 2, "{out}\n{err}");
+    let save_says = events(&out, "error").pop().expect("an error event")["message"].clone();
+    assert_eq!(gate_says, save_says, "the same explanation as `baseline save`");
+    let said = gate_says.as_str().unwrap();
+    for words in ["have no models", "`impl Model`", "harness_main!", "fixtures/qwen3"] {
+        assert!(said.contains(words), "{words:?} in {said}");
+    }
+    assert!(!said.contains("no such baseline"), "{said}");
+    assert!(!missing.exists(), "nothing written");
+    // The whole workspace has models: its missing baseline is the error, with the advice.
+    let (code, out, err) = cli_json(&["gate", "--baseline", m, "--shape", "tiny"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    let said = events(&out, "error").pop().expect("an error event")["message"].clone();
+    let said = said.as_str().unwrap();
+    assert!(said.starts_with(&format!("{m}: no such baseline")), "{said}");
+    assert!(said.contains("`cargo neuron-tune baseline save`"), "{said}");
+    assert!(events(&out, "gate").is_empty(), "nothing gated: {out}");
 }

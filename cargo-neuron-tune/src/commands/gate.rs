@@ -55,20 +55,24 @@ pub fn run(
     // Absolute: git makes the base worktree from the workspace root, cargo from here.
     let target = cargo.target_dir(&meta);
     let target = std::path::absolute(&target).unwrap_or(target);
-    // A missing baseline file is said before anything is built.
-    let file = match &g.base_ref {
-        None => {
-            Some(Baseline::load(&g.baseline.clone().unwrap_or(root.join(baseline::FILE_NAME)))?)
-        }
-        Some(_) => None,
+    // A damaged baseline file is said before anything is built. A missing one is said once
+    // the workspace is known to have models: without any there is nothing to gate, and
+    // advice to save a baseline would lead only to the same "no models".
+    let file = g
+        .base_ref
+        .is_none()
+        .then(|| g.baseline.clone().unwrap_or_else(|| root.join(baseline::FILE_NAME)));
+    let read = match &file {
+        Some(path) if path.exists() => Some(Baseline::load(path)?),
+        _ => None,
     };
     let store = open_store(&target, &ctx.out)?;
     // The base revision is built first: building the current one afterwards leaves cargo's
     // binaries at their usual paths as they were (each side's workers run that side's own
     // links to its binaries: `crate::workspace`).
-    let mut against = match (file, &g.base_ref) {
-        (Some(b), _) => Against::File(b),
-        (None, Some(spec)) => {
+    let base = match &g.base_ref {
+        None => None,
+        Some(spec) => {
             let (commit, worktree, manifest) = base_checkout(&root, &target, spec, &ctx.out)?;
             let base_cargo = CargoFlags {
                 manifest_path: Some(manifest),
@@ -80,16 +84,23 @@ pub fn run(
             let ws = Workspace::open_with(&base_cargo, ctx, &opts).map_err(|f| {
                 fail(f.exit, format!("at the base revision {spec} ({}): {}", short(&commit), f))
             })?;
-            Against::Rev { spec: spec.clone(), commit, ws: Box::new(ws) }
+            Some(Against::Rev { spec: spec.clone(), commit, ws: Box::new(ws) })
         }
-        (None, None) => unreachable!("a baseline file or a base revision"),
     };
     let mut ws = Workspace::open(cargo, ctx)?;
     let lists: Vec<&neuron_tune_protocol::ListDoc> = ws.crates.iter().map(|c| &c.list).collect();
+    // No models at all is said in `baseline save`'s words (what a model is).
     let targets: Vec<ModelTarget> = models::select_models(&lists, &g.models, &g.shapes)?
         .into_iter()
         .filter(|t| keeps(parts.partition, &item_name(&t.model, &t.shape_name, &chip.name)))
         .collect();
+    let mut against = match (base, read, &file) {
+        (Some(rev), _, _) => rev,
+        (None, Some(b), _) => Against::File(b),
+        // Missing: "no such baseline", and how to make one.
+        (None, None, Some(path)) => Against::File(Baseline::load(path)?),
+        (None, None, None) => unreachable!("a baseline file or a base revision"),
+    };
     let described = match &against {
         Against::File(b) => b.path().display().to_string(),
         Against::Rev { spec, commit, .. } => format!("{spec} ({})", short(commit)),
