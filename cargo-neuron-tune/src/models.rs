@@ -469,6 +469,16 @@ pub struct CallTime {
     pub cached: bool,
 }
 
+/// A kernel as a model's calls are named where it calls another crate's kernel of the same
+/// name: `double (kcrates-fast)`, by its package when the model's links tell it, else by its
+/// Rust crate (`bench --model`'s breakdown, the gate's moved calls).
+pub fn kernel_of_crate(kernel: &str, package: Option<&str>, krate: Option<&str>) -> String {
+    match package.or(krate) {
+        Some(of) => format!("{kernel} ({of})"),
+        None => kernel.to_string(),
+    }
+}
+
 /// A model measured end to end at one shape on one chip.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelRun {

@@ -498,11 +498,9 @@ pub fn run_models(
 /// A call's kernel as the breakdown names it: its name, and the package it is of (or else
 /// its Rust crate) when the model calls another crate's kernel of the same name.
 fn call_kernel(run: &models::ModelRun, c: &models::CallTime) -> String {
-    let shared = run.calls.iter().any(|o| o.kernel == c.kernel && o.krate != c.krate);
-    match (shared, &c.package, &c.krate) {
-        (true, Some(p), _) => format!("{} ({p})", c.kernel),
-        (true, None, Some(k)) => format!("{} ({k})", c.kernel),
-        _ => c.kernel.clone(),
+    match run.calls.iter().any(|o| o.kernel == c.kernel && o.krate != c.krate) {
+        true => models::kernel_of_crate(&c.kernel, c.package.as_deref(), c.krate.as_deref()),
+        false => c.kernel.clone(),
     }
 }
 
