@@ -1,12 +1,18 @@
 //! The baseline: `neuron-tune.baseline.toml` at the workspace root, committed.
 //!
 //! Per model, shape and chip, what `cargo neuron-tune baseline save` measured: throughput,
-//! end-to-end time, and every distinct kernel call (parameters, whether tuned, time per
-//! call, calls, program hash), with the tool and simulator versions. `gate --baseline`
-//! compares against it. The file has a schema version, each entry a checksum (an edited
-//! or damaged entry is refused, never compared against), is kept sorted (models by model,
-//! shape, chip; calls by kernel and shape) and written atomically, so saving the same
-//! measurements again leaves it byte-identical.
+//! end-to-end time, and every distinct kernel call (its kernel's Rust crate and package,
+//! parameters, whether tuned, time per call, calls, program hash), with the tool and
+//! simulator versions. `gate --baseline` compares against it. The file has a schema
+//! version, each entry a checksum (an edited or damaged entry is refused, never compared
+//! against), is kept sorted (models by model, shape, chip; calls by kernel, shape and
+//! crate) and written atomically, so saving the same measurements again leaves it
+//! byte-identical.
+//!
+//! A call's `crate` and `package` came without a schema change: they are optional (absent
+//! in entries saved before they were recorded, whose calls the gate matches by kernel and
+//! shape where that is unambiguous: `gate::moved_calls`), and a checksum covers whatever
+//! keys an entry has, so an older tool reads a newer file and only ignores them.
 
 use crate::exit::{fail, Exit, Failure};
 use crate::models::{CallTime, ModelRun};
@@ -25,6 +31,13 @@ pub const SCHEMA: u32 = 2;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BaselineCall {
     pub kernel: String,
+    /// The Rust crate that defines the kernel, as the harness's plan says it: a model may
+    /// call two crates' kernels of one name (absent in entries saved before it was recorded).
+    #[serde(rename = "crate", default, skip_serializing_if = "Option::is_none")]
+    pub krate: Option<String>,
+    /// The package whose kernel it is, when the model's links tell (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
     pub shape: Shape,
     pub params: Params,
     pub tuned: bool,
@@ -58,13 +71,15 @@ pub struct BaselineEntry {
 }
 
 impl BaselineEntry {
-    /// A measured run as a baseline entry (calls sorted by kernel and shape).
+    /// A measured run as a baseline entry (calls sorted by kernel, shape and crate).
     pub fn from_run(run: &ModelRun, package: &str, sim_version: &str) -> BaselineEntry {
         let mut calls: Vec<BaselineCall> = run
             .calls
             .iter()
             .map(|c| BaselineCall {
                 kernel: c.kernel.clone(),
+                krate: c.krate.clone(),
+                package: c.package.clone(),
                 shape: c.shape.clone(),
                 params: c.params.clone(),
                 tuned: c.tuned,
@@ -74,7 +89,9 @@ impl BaselineEntry {
                 program_hash: c.program_hash.clone(),
             })
             .collect();
-        calls.sort_by(|a, b| (&a.kernel, &a.shape.0).cmp(&(&b.kernel, &b.shape.0)));
+        calls.sort_by(|a, b| {
+            (&a.kernel, &a.shape.0, &a.krate).cmp(&(&b.kernel, &b.shape.0, &b.krate))
+        });
         BaselineEntry {
             model: run.model.clone(),
             shape: run.shape_name.clone(),
@@ -109,8 +126,8 @@ impl BaselineEntry {
                 .calls
                 .iter()
                 .map(|c| CallTime {
-                    krate: None,
-                    package: None,
+                    krate: c.krate.clone(),
+                    package: c.package.clone(),
                     kernel: c.kernel.clone(),
                     shape: c.shape.clone(),
                     params: c.params.clone(),
@@ -449,6 +466,48 @@ mod tests {
         let back = again.find("qwen3", "tiny", "trn2").unwrap().to_run();
         assert_eq!(back.tokens_per_s, r.tokens_per_s);
         assert_eq!(back.total_us, r.total_us);
+    }
+
+    /// Each call keeps its kernel's Rust crate and package through the file, so two crates'
+    /// kernels of one name at one shape are two calls, sorted by crate; a call without them
+    /// (as entries were saved before calls recorded them) is written without the keys, and
+    /// read back without them.
+    #[test]
+    fn calls_keep_their_crate_and_those_saved_without_one_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        let mut r = run("pair", "one", 30.0);
+        r.calls[0].krate = Some("a_kernels".into());
+        r.calls[0].package = Some("a-kernels".into());
+        let mut other = r.calls[0].clone();
+        (other.krate, other.package) = (Some("b_kernels".into()), Some("b-kernels".into()));
+        other.program_hash = "another program".into();
+        r.calls.insert(0, other);
+        let mut b = Baseline::load_or_empty(&path).unwrap();
+        b.record(BaselineEntry::from_run(&r, "pkg", "sim1"));
+        b.save().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.matches("crate = ").count(), 2, "not the `add` call's: {text}");
+        let back = Baseline::load(&path).unwrap();
+        let calls = &back.entries()[0].calls;
+        let order: Vec<_> = calls
+            .iter()
+            .map(|c| (c.kernel.as_str(), c.krate.as_deref(), c.package.as_deref()))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("add", None, None),
+                ("rope", Some("a_kernels"), Some("a-kernels")),
+                ("rope", Some("b_kernels"), Some("b-kernels"))
+            ]
+        );
+        // As a run (what the gate compares), each call with its crate and package.
+        let mut want = r.calls.clone();
+        want.sort_by(|a, b| (&a.kernel, &a.krate).cmp(&(&b.kernel, &b.krate)));
+        let got = back.entries()[0].to_run().calls;
+        let of = |c: &CallTime| (c.krate.clone(), c.package.clone(), c.program_hash.clone());
+        assert_eq!(got.iter().map(of).collect::<Vec<_>>(), want.iter().map(of).collect::<Vec<_>>());
     }
 
     /// Two saves that loaded the file before either wrote it (in different target
