@@ -11,8 +11,11 @@
 //!   −threshold (default 0: the simulator has no noise), an improvement one above +threshold.
 //! - Results of different simulator versions, or of a model whose shape dimensions
 //!   changed, are *not comparable*: reported, never a regression.
-//! - Calls are matched between the two sides by (kernel, shape dimensions); a call moved
-//!   by the difference of its total time in the model (calls × (time + launch)).
+//! - Calls are matched between the two sides by (kernel, Rust crate, shape dimensions): a
+//!   model may call two crates' kernels of one name. A call whose crate one side does not
+//!   say (a baseline saved before calls recorded it) matches the other side's call of that
+//!   kernel and dimensions only when that is unambiguous ([`moved_calls`]). A call moved by
+//!   the difference of its total time in the model (calls × (time + launch)).
 //! - Exit: 4 if a model could not be evaluated, else 2 if a gate against a baseline file
 //!   compared nothing (every item new: a wrong `--chip`, `--shape` or `--baseline`, which
 //!   would otherwise pass forever), else 5 on a regression (or, with `--strict`, a stale
@@ -131,6 +134,17 @@ impl Verdict {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CallDelta {
     pub kernel: String,
+    /// The Rust crate that defines the kernel (absent when neither side says it).
+    #[serde(rename = "crate", default, skip_serializing_if = "Option::is_none")]
+    pub krate: Option<String>,
+    /// The package whose kernel it is, when the model's links tell (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
+    /// Another crate's kernel of the same name is among the calls of a model listed (or
+    /// among the calls that moved): the reports name this one by its package or crate
+    /// ([`moved_kernel`]). Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared_name: bool,
     pub shape: Shape,
     pub chip: String,
     pub before_params: Option<Params>,
@@ -305,6 +319,7 @@ pub fn judge(items: &[Item], cfg: &Config) -> Report {
         for m in &c.moved {
             match all_moved.iter_mut().find(|a| {
                 a.kernel == m.kernel
+                    && a.krate == m.krate
                     && a.shape == m.shape
                     && a.chip == m.chip
                     && a.before_params == m.before_params
@@ -313,11 +328,25 @@ pub fn judge(items: &[Item], cfg: &Config) -> Report {
                 Some(a) => {
                     a.delta_total_us += m.delta_total_us;
                     a.models.extend(m.models.iter().cloned());
+                    a.shared_name |= m.shared_name;
+                    a.package = a.package.take().or_else(|| m.package.clone());
                 }
                 None => all_moved.push(m.clone()),
             }
         }
         comparisons.push(c);
+    }
+    // Two models may each call one of two crates' kernels of one name: listed together,
+    // the name no longer tells them apart.
+    let shared: Vec<bool> = all_moved
+        .iter()
+        .map(|m| {
+            let others = all_moved.iter().map(|o| (o.kernel.as_str(), o.krate.as_deref()));
+            name_shared(&m.kernel, m.krate.as_deref(), others)
+        })
+        .collect();
+    for (m, shared) in all_moved.iter_mut().zip(shared) {
+        m.shared_name |= shared;
     }
     sort_moved(&mut all_moved);
     let count = |v: Verdict| comparisons.iter().filter(|c| c.verdict == v).count();
@@ -372,28 +401,27 @@ pub fn not_compared(c: &Counts) -> String {
     why.join(", ")
 }
 
-/// The calls of one model whose total time moved, most first. Calls are matched by
-/// (kernel, shape dimensions); a call one side does not make counts as 0 µs there.
+/// The calls of one model whose total time moved, most first. A call one side does not make
+/// counts as 0 µs there; calls are paired by [`pair_calls`].
 pub fn moved_calls(base: &ModelRun, cur: &ModelRun) -> Vec<CallDelta> {
-    let key = |c: &CallTime| (c.kernel.clone(), c.shape.clone());
-    let mut keys: Vec<(String, Shape)> = Vec::new();
-    for c in base.calls.iter().chain(&cur.calls) {
-        if !keys.contains(&key(c)) {
-            keys.push(key(c));
-        }
-    }
     let label = format!("{}@{}", cur.model, cur.shape_name);
-    let mut out: Vec<CallDelta> = keys
+    let all: Vec<&CallTime> = base.calls.iter().chain(&cur.calls).collect();
+    let mut out: Vec<CallDelta> = pair_calls(&base.calls, &cur.calls)
         .into_iter()
-        .filter_map(|(kernel, shape)| {
-            let b = base.calls.iter().find(|c| c.kernel == kernel && c.shape == shape);
-            let a = cur.calls.iter().find(|c| c.kernel == kernel && c.shape == shape);
+        .filter_map(|(b, a)| {
             let total = |c: Option<&CallTime>| c.map_or(0.0, |c| c.total_us);
             let delta = total(a) - total(b);
             let scale = total(a).abs().max(total(b).abs()).max(1e-9);
+            let either = a.or(b).expect("a pair has a call");
+            let krate = a.and_then(|c| c.krate.clone()).or_else(|| b?.krate.clone());
+            let others = all.iter().map(|o| (o.kernel.as_str(), o.krate.as_deref()));
+            let shared_name = name_shared(&either.kernel, krate.as_deref(), others);
             (delta.abs() > EPS * scale).then(|| CallDelta {
-                kernel,
-                shape,
+                kernel: either.kernel.clone(),
+                krate,
+                package: a.and_then(|c| c.package.clone()).or_else(|| b?.package.clone()),
+                shared_name,
+                shape: either.shape.clone(),
                 chip: cur.chip.clone(),
                 before_params: b.map(|c| c.params.clone()),
                 after_params: a.map(|c| c.params.clone()),
@@ -408,14 +436,92 @@ pub fn moved_calls(base: &ModelRun, cur: &ModelRun) -> Vec<CallDelta> {
     out
 }
 
-/// Most moved first (by |Δ|), then by kernel and shape so the order is stable.
+/// Each call of either side with the other side's same call (`None`: that side does not
+/// make it): (baseline, current). The same call is the one of the same kernel, Rust crate
+/// and shape dimensions. A call whose crate is not known on one side (a baseline entry
+/// saved before calls recorded it) is paired with an unpaired call of that kernel and
+/// dimensions on the other side only when that tells which: the one with the same program
+/// (nothing changed), else the only one left on both sides; where more are left, which is
+/// which cannot be told, and they stay apart.
+fn pair_calls<'a>(
+    base: &'a [CallTime],
+    cur: &'a [CallTime],
+) -> Vec<(Option<&'a CallTime>, Option<&'a CallTime>)> {
+    let mut taken = vec![false; base.len()];
+    let mut of_cur: Vec<Option<usize>> = vec![None; cur.len()];
+    let unknown = |b: &CallTime, a: &CallTime| b.krate.is_none() || a.krate.is_none();
+    pair_where(base, cur, &mut taken, &mut of_cur, |b, a| b.krate == a.krate);
+    let same_program = |b: &CallTime, a: &CallTime| b.program_hash == a.program_hash;
+    pair_where(base, cur, &mut taken, &mut of_cur, |b, a| unknown(b, a) && same_program(b, a));
+    // The only one left of its kernel and dimensions on each side.
+    let (left_base, left_cur) = (taken.clone(), of_cur.clone());
+    let only = |b: &CallTime, a: &CallTime| {
+        let n_base = base.iter().zip(&left_base).filter(|(o, t)| !**t && same_call(o, a)).count();
+        let n_cur =
+            cur.iter().zip(&left_cur).filter(|(o, i)| i.is_none() && same_call(b, o)).count();
+        n_base == 1 && n_cur == 1
+    };
+    pair_where(base, cur, &mut taken, &mut of_cur, |b, a| unknown(b, a) && only(b, a));
+    let mut pairs: Vec<_> =
+        cur.iter().zip(&of_cur).map(|(a, i)| (i.map(|i| &base[i]), Some(a))).collect();
+    pairs.extend(base.iter().zip(&taken).filter(|(_, t)| !**t).map(|(b, _)| (Some(b), None)));
+    pairs
+}
+
+/// Whether another crate's kernel of the name `kernel` is among `calls` (kernel, crate), so
+/// that the name does not tell a call of `krate`'s from it.
+fn name_shared<'a>(
+    kernel: &str,
+    krate: Option<&str>,
+    mut calls: impl Iterator<Item = (&'a str, Option<&'a str>)>,
+) -> bool {
+    krate.is_some() && calls.any(|(k, c)| k == kernel && c.is_some() && c != krate)
+}
+
+/// Calls of the same kernel name at the same dimensions.
+fn same_call(b: &CallTime, a: &CallTime) -> bool {
+    b.kernel == a.kernel && b.shape == a.shape
+}
+
+/// Pair each current call not yet paired with the first baseline call not yet taken of the
+/// same kernel name and dimensions that `fits` it.
+fn pair_where(
+    base: &[CallTime],
+    cur: &[CallTime],
+    taken: &mut [bool],
+    of_cur: &mut [Option<usize>],
+    fits: impl Fn(&CallTime, &CallTime) -> bool,
+) {
+    for (j, a) in cur.iter().enumerate() {
+        if of_cur[j].is_some() {
+            continue;
+        }
+        let found =
+            (0..base.len()).find(|&i| !taken[i] && same_call(&base[i], a) && fits(&base[i], a));
+        if let Some(i) = found {
+            (taken[i], of_cur[j]) = (true, Some(i));
+        }
+    }
+}
+
+/// Most moved first (by |Δ|), then by kernel, crate and shape so the order is stable.
 fn sort_moved(v: &mut [CallDelta]) {
     v.sort_by(|a, b| {
         b.delta_total_us
             .abs()
             .total_cmp(&a.delta_total_us.abs())
-            .then_with(|| (&a.kernel, &a.shape.0).cmp(&(&b.kernel, &b.shape.0)))
+            .then_with(|| (&a.kernel, &a.krate, &a.shape.0).cmp(&(&b.kernel, &b.krate, &b.shape.0)))
     });
+}
+
+/// A moved call's kernel as the reports name it: its name, with its package (else its Rust
+/// crate) when another crate's kernel of that name is called too, as `bench --model` names
+/// a model's calls.
+pub fn moved_kernel(m: &CallDelta) -> String {
+    match m.shared_name {
+        true => crate::models::kernel_of_crate(&m.kernel, m.package.as_deref(), m.krate.as_deref()),
+        false => m.kernel.clone(),
+    }
 }
 
 /// A throughput for people: `177,062`.
@@ -643,6 +749,136 @@ pub(crate) mod tests {
         assert_eq!((r.exit(), r.counts.stale), (Exit::Ok, 1));
         let strict = Config { strict: true, ..cfg(0.0) };
         assert_eq!(judge(&[i], &strict).exit(), Exit::Regression);
+    }
+
+    /// `run`'s calls with each kernel's Rust crate and package said (as a current harness says
+    /// them), and a second `rope` of crate `other` at the same dimensions, `other_us` a call.
+    pub fn with_crates(mut side: Side, other_us: Option<f64>) -> Side {
+        for c in &mut side.run.calls {
+            (c.krate, c.package) = (Some("fixtures".into()), Some("fixture-kernels".into()));
+        }
+        if let Some(t) = other_us {
+            let mut c = side.run.calls[0].clone();
+            (c.krate, c.package) = (Some("other".into()), Some("other-kernels".into()));
+            (c.time_us, c.total_us) = (t, 2.0 * (t + 1.0));
+            c.program_hash = format!("other{t}");
+            side.run.total_us += c.total_us;
+            side.run.tokens_per_s = side.run.tokens / (side.run.total_us * 1e-6);
+            side.run.prompts_per_s = side.run.prompts / (side.run.total_us * 1e-6);
+            side.run.calls.push(c);
+        }
+        side
+    }
+
+    /// Calls are matched by kernel, crate and dimensions: of a model calling two crates'
+    /// `rope` at one shape, the one that moved is listed, by its package, and the other is
+    /// not; each moved one is listed apart. (Matched by kernel and dimensions, the first
+    /// `rope` stood for both, and a move of the second went unlisted.)
+    #[test]
+    fn two_crates_kernels_of_one_name_are_matched_and_listed_apart() {
+        let moved = |base: Side, cur: Side| moved_calls(&base.run, &cur.run);
+        let m = moved(
+            with_crates(run("m", 17.6, "s1"), Some(5.0)),
+            with_crates(run("m", 17.6, "s1"), Some(9.0)),
+        );
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert_eq!(
+            (m[0].krate.as_deref(), m[0].package.as_deref()),
+            (Some("other"), Some("other-kernels"))
+        );
+        assert_eq!((m[0].before_us, m[0].after_us), (Some(6.0), Some(10.0)));
+        assert!(m[0].shared_name);
+        assert_eq!(moved_kernel(&m[0]), "rope (other-kernels)");
+        // Both moved: two entries, each its crate's times, the one that moved most first.
+        let m = moved(
+            with_crates(run("m", 17.6, "s1"), Some(5.0)),
+            with_crates(run("m", 18.6, "s1"), Some(9.0)),
+        );
+        let times: Vec<_> =
+            m.iter().map(|c| (c.krate.as_deref(), c.before_us, c.after_us)).collect();
+        assert_eq!(
+            times,
+            [(Some("other"), Some(6.0), Some(10.0)), (Some("fixtures"), Some(18.6), Some(19.6))]
+        );
+        let names: Vec<_> = m.iter().map(moved_kernel).collect();
+        assert_eq!(names, ["rope (other-kernels)", "rope (fixture-kernels)"]);
+        // A kernel another crate replaced: the one gone, the other new — never one moved.
+        let mut swapped = with_crates(run("m", 17.6, "s1"), None);
+        swapped.run.calls[0].krate = Some("other".into());
+        let m = moved(with_crates(run("m", 17.6, "s1"), None), swapped);
+        let sides: Vec<_> = m
+            .iter()
+            .map(|c| (c.krate.as_deref(), c.before_us.is_some(), c.after_us.is_some()))
+            .collect();
+        assert_eq!(sides, [(Some("fixtures"), true, false), (Some("other"), false, true)], "{m:?}");
+        // The name alone where no other crate's kernel has it.
+        let m =
+            moved(with_crates(run("m", 17.6, "s1"), None), with_crates(run("m", 18.6, "s1"), None));
+        assert_eq!((m.len(), m[0].shared_name, moved_kernel(&m[0])), (1, false, "rope".into()));
+    }
+
+    /// A baseline saved before calls recorded their crate: where the name and dimensions tell
+    /// the call, it is compared as before; two calls of one name are told by their program
+    /// when it is unchanged, then by being the only one left; more left than that cannot be
+    /// told apart, and are listed as gone and new rather than paired at random.
+    #[test]
+    fn calls_without_a_crate_are_matched_where_that_is_unambiguous() {
+        let moved = |base: Side, cur: Side| moved_calls(&base.run, &cur.run);
+        // One `rope`, one `add`: only the slower RoPE moved, paired with its crate-less self.
+        let m = moved(run("m", 17.6, "s1"), with_crates(run("m", 18.6, "s1"), None));
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert_eq!((m[0].kernel.as_str(), m[0].krate.as_deref()), ("rope", Some("fixtures")));
+        assert_eq!((m[0].before_us, m[0].after_us), (Some(18.6), Some(19.6)));
+        assert!(moved(run("m", 17.6, "s1"), with_crates(run("m", 17.6, "s1"), None)).is_empty());
+        // Two `rope`s of one shape in the old baseline (no crate): unchanged, nothing moved.
+        let old = |other_us| {
+            let mut s = with_crates(run("m", 17.6, "s1"), Some(other_us));
+            for c in &mut s.run.calls {
+                (c.krate, c.package) = (None, None);
+            }
+            s
+        };
+        assert!(moved(old(5.0), with_crates(run("m", 17.6, "s1"), Some(5.0))).is_empty());
+        // One changed: the unchanged one is told by its program, the changed one is the
+        // only one left.
+        let m = moved(old(5.0), with_crates(run("m", 17.6, "s1"), Some(9.0)));
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert_eq!(
+            (m[0].krate.as_deref(), m[0].before_us, m[0].after_us),
+            (Some("other"), Some(6.0), Some(10.0))
+        );
+        // Both changed: which was which cannot be told.
+        let m = moved(old(5.0), with_crates(run("m", 18.6, "s1"), Some(9.0)));
+        let gone = m.iter().filter(|c| c.after_us.is_none() && c.krate.is_none()).count();
+        let new = m.iter().filter(|c| c.before_us.is_none() && c.krate.is_some()).count();
+        assert_eq!((m.len(), gone, new), (4, 2, 2), "{m:?}");
+    }
+
+    /// Over all models, two models each calling one crate's `rope` (so neither model's own
+    /// list needs the crate) are two entries of the run's list, each named by its package.
+    #[test]
+    fn the_runs_moved_list_keeps_two_models_crates_apart() {
+        let mut b = item("b", Some(17.6), 18.6);
+        for side in [b.current.as_mut().unwrap(), b.base.as_mut().unwrap()] {
+            *side = with_crates(side.clone(), None);
+            for c in side.run.calls.iter_mut().filter(|c| c.kernel == "rope") {
+                (c.krate, c.package) = (Some("other".into()), Some("other-kernels".into()));
+            }
+        }
+        let mut a = item("a", Some(17.6), 18.6);
+        for side in [a.current.as_mut().unwrap(), a.base.as_mut().unwrap()] {
+            *side = with_crates(side.clone(), None);
+        }
+        let r = judge(&[a, b], &cfg(0.0));
+        assert!(r.comparisons.iter().all(|c| c.moved.len() == 1 && !c.moved[0].shared_name));
+        let names: Vec<_> = r.moved.iter().map(|m| (moved_kernel(m), m.models.clone())).collect();
+        assert_eq!(
+            names,
+            [
+                ("rope (fixture-kernels)".to_string(), vec!["a@tiny".to_string()]),
+                ("rope (other-kernels)".to_string(), vec!["b@tiny".to_string()])
+            ]
+        );
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! case; a regression a `<failure>` with the numbers). Pure functions of a [`Report`].
 
 use crate::gate::{
-    call_params, call_times, dims, pct, tokens, Report, Verdict, MOVED_FOOTNOTE, TOP_MOVED,
+    call_params, call_times, dims, moved_kernel, pct, tokens, Report, Verdict, MOVED_FOOTNOTE,
+    TOP_MOVED,
 };
 use quick_xml::events::{BytesDecl, BytesText, Event};
 use quick_xml::Writer;
@@ -93,7 +94,7 @@ pub fn markdown(r: &Report) -> String {
         for m in r.moved.iter().take(TOP_MOVED) {
             s.push_str(&format!(
                 "| `{}` | {} | {} | {} | {:+.1} | {} |\n",
-                cell(&m.kernel),
+                cell(&moved_kernel(m)),
                 cell(&dims(&m.shape)),
                 cell(&call_params(m)),
                 call_times(m),
@@ -238,7 +239,7 @@ fn testcase(
         .map(|m| {
             format!(
                 "{} at {} ({}): {} µs per call, {:+.1} µs in total",
-                m.kernel,
+                moved_kernel(m),
                 dims(&m.shape),
                 call_params(m),
                 call_times(m),
@@ -311,7 +312,7 @@ fn testcase(
 mod tests {
     use super::*;
     use crate::gate::judge;
-    use crate::gate::tests::{cfg, item};
+    use crate::gate::tests::{cfg, item, with_crates};
     use quick_xml::events::Event as X;
     use quick_xml::Reader;
 
@@ -413,6 +414,22 @@ mod tests {
             assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text:?}");
             assert!(text.contains("weird \\u{1b}[31mred\\u{1b}[0m \\u{1}"), "{text}");
         }
+    }
+
+    /// A model calling two crates' `rope`: the one that moved is named by its package in
+    /// the Markdown table and in the JUnit failure, where its name alone could be either.
+    #[test]
+    fn a_moved_kernel_whose_name_another_crate_shares_is_named_by_its_package() {
+        let mut i = item("qwen3", Some(17.6), 17.6);
+        i.base = i.base.map(|b| with_crates(b, Some(5.0)));
+        i.current = i.current.map(|c| with_crates(c, Some(9.0)));
+        let r = judge(&[i], &cfg(0.0));
+        assert_eq!(r.comparisons[0].verdict, Verdict::Regression);
+        let md = markdown(&r);
+        assert!(md.contains("| `rope (other-kernels)` | heads=8, tokens=256 |"), "{md}");
+        assert!(!md.contains("fixture-kernels"), "the other `rope` did not move: {md}");
+        let xml = junit(&r);
+        assert!(xml.contains("rope (other-kernels) at heads=8, tokens=256 (bufs=2)"), "{xml}");
     }
 
     #[test]

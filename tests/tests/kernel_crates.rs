@@ -3,6 +3,8 @@
 //! runs that crate's kernel with that crate's tuned record, a stale record is that crate's
 //! alone, `bench --model` names each call's package, and `--shape MODEL@SHAPE` benches each
 //! in its own crate — where the kernels were known by name alone, neither record was used.
+//! A baseline records each call with its crate, and the gate's list of the calls that moved
+//! names each crate's `double` apart.
 
 use cargo_neuron_tune::tuned::{TunedDb, TunedRecord};
 use neuron_tune_tests::{cli_in, cli_in_ok, cli_json, events, root, scratch_dir};
@@ -71,8 +73,8 @@ fn manifest(name: &str, deps: &str, bin: &str, kernels: bool) -> String {
 /// The workspace: `fast/` (`kcrates-fast`) and `ref/` (`kcrates-ref`), each a library
 /// defining `Double` (kernel `double`) and a harness listing it, and `models/`
 /// (`kcrates-models`) linking both, whose harness has the model `pair`.
-fn workspace() -> PathBuf {
-    let dir = scratch_dir("kernel-crates");
+fn workspace(name: &str) -> PathBuf {
+    let dir = scratch_dir(name);
     let write = |path: &str, text: &str| {
         let p = dir.join(path);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -155,7 +157,7 @@ fn call<'a>(run: &'a Value, krate: &str) -> &'a Value {
 
 #[test]
 fn a_model_calling_two_crates_same_named_kernels_uses_each_crates_record() {
-    let ws = workspace();
+    let ws = workspace("kernel-crates");
     // Each crate's `double` at every variant: the two crates' kernels are different programs.
     let (fast, slow) = (grid(&ws, "kcrates-fast"), grid(&ws, "kcrates-ref"));
     let (default, f, r) = (params(2, 512), params(1, 128), params(2, 128));
@@ -252,4 +254,100 @@ fn a_model_calling_two_crates_same_named_kernels_uses_each_crates_record() {
         vec![fast[&key(&default)].program_hash.clone(), slow[&key(&default)].program_hash.clone()];
     want.sort();
     assert_eq!(hashes, want, "{out}");
+}
+
+/// The baseline records each of the two `double` calls with its crate, and the gate matches
+/// them by crate: with each crate's record applied after the save, both calls moved, each
+/// from its crate's default to its crate's record, at its crate's times, and the moved list
+/// names each by its package (the name alone would not tell them apart). Where calls were
+/// matched by kernel and shape, the baseline held two indistinguishable `double` calls and
+/// the gate listed one of them.
+#[test]
+fn a_baseline_and_the_gate_keep_two_crates_same_named_kernels_apart() {
+    let ws = workspace("kernel-crates-gate");
+    let (fast, slow) = (grid(&ws, "kcrates-fast"), grid(&ws, "kcrates-ref"));
+    let default = serde_json::to_value(params(2, 512)).unwrap().to_string();
+    cli_in_ok(&ws, &["baseline", "save"]);
+    let text = std::fs::read_to_string(ws.join("neuron-tune.baseline.toml")).unwrap();
+    let file: toml::Table = text.parse().unwrap();
+    let entry = &file["model"].as_array().unwrap()[0];
+    assert_eq!(entry["model"].as_str(), Some("pair"), "{text}");
+    let calls = entry["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2, "{text}");
+    let by_crate = |c: &str| {
+        let of: Vec<_> =
+            calls.iter().filter(|x| x.get("crate").and_then(|v| v.as_str()) == Some(c)).collect();
+        assert_eq!(of.len(), 1, "one `double` call of {c}:\n{text}");
+        of[0].clone()
+    };
+    for (krate, package, grid) in
+        [("kcrates_fast", "kcrates-fast", &fast), ("kcrates_ref", "kcrates-ref", &slow)]
+    {
+        let c = by_crate(krate);
+        assert_eq!(c["kernel"].as_str(), Some("double"), "{text}");
+        assert_eq!(c["package"].as_str(), Some(package), "{text}");
+        // Its own crate's program: the calls were not merged nor swapped.
+        assert_eq!(c["program_hash"].as_str(), Some(grid[&default].program_hash.as_str()));
+    }
+
+    // Each crate's record: the variant whose time is farthest from its default's.
+    let farthest = |grid: &BTreeMap<String, Measured>| {
+        let d = grid[&default].time_us;
+        let (p, m) = grid
+            .iter()
+            .filter(|(p, _)| **p != default)
+            .max_by(|a, b| (a.1.time_us - d).abs().total_cmp(&(b.1.time_us - d).abs()))
+            .unwrap();
+        assert!((m.time_us - d).abs() > 1e-3 * d, "a variant that changes nothing: {grid:?}");
+        (serde_json::from_str::<neuron_tune_protocol::Params>(p).unwrap(), m.clone())
+    };
+    let (f, r) = (farthest(&fast), farthest(&slow));
+    for (dir, (p, m)) in [("fast", &f), ("ref", &r)] {
+        let mut db = TunedDb::load(&ws.join(dir)).unwrap();
+        db.record(record(p, m, &m.program_hash));
+        db.save().unwrap();
+    }
+    let md = ws.join("gate-summary.md");
+    let xml = ws.join("gate-junit.xml");
+    let args = ["gate", "--markdown", md.to_str().unwrap(), "--junit", xml.to_str().unwrap()];
+    let (code, out, err) = cli_in(&ws, &args);
+    let before = fast[&default].time_us + slow[&default].time_us;
+    let slower = f.1.time_us + r.1.time_us > before;
+    assert_eq!(code, if slower { 5 } else { 0 }, "{out}\n{err}");
+    let judged = events(&out, "gate");
+    assert_eq!(judged.len(), 1, "{out}");
+    let summary = events(&out, "gate_summary").pop().expect("a gate summary");
+    for moved in [&judged[0]["moved"], &summary["moved"]] {
+        let moved = moved.as_array().unwrap();
+        assert_eq!(moved.len(), 2, "both calls moved, each apart: {moved:?}");
+        for (krate, package, (p, m), grid) in
+            [("kcrates_fast", "kcrates-fast", &f, &fast), ("kcrates_ref", "kcrates-ref", &r, &slow)]
+        {
+            let c =
+                moved.iter().find(|c| c["crate"] == krate).unwrap_or_else(|| panic!("{moved:?}"));
+            assert_eq!((&c["kernel"], &c["package"]), (&"double".into(), &package.into()), "{c}");
+            assert_eq!(c["before_params"], serde_json::to_value(params(2, 512)).unwrap(), "{c}");
+            assert_eq!(c["after_params"], serde_json::to_value(p).unwrap(), "{c}");
+            let close = |v: &Value, want: f64| (v.as_f64().unwrap() - want).abs() < 1e-6 * want;
+            assert!(close(&c["before_us"], grid[&default].time_us), "{krate}: {c}");
+            assert!(close(&c["after_us"], m.time_us), "{krate}: {c}");
+            assert_eq!(c["models"], serde_json::json!(["pair@one"]), "{c}");
+        }
+    }
+    // For people, each by its package, in the Markdown summary and on the terminal.
+    let md = std::fs::read_to_string(&md).unwrap();
+    let (code, human, err) = neuron_tune_tests::cli(&[
+        "gate",
+        "--manifest-path",
+        ws.join("Cargo.toml").to_str().unwrap(),
+        "--markdown",
+        ws.join("gate-summary-2.md").to_str().unwrap(),
+        "--junit",
+        xml.to_str().unwrap(),
+    ]);
+    assert_eq!(code, if slower { 5 } else { 0 }, "{human}\n{err}");
+    for package in ["kcrates-fast", "kcrates-ref"] {
+        assert!(md.contains(&format!("| `double ({package})` |")), "{md}");
+        assert!(human.contains(&format!("double ({package})")), "{human}");
+    }
 }

@@ -19,8 +19,8 @@ use crate::cli::{GateOpts, PartitionOpts};
 use crate::command_line::CommandLine;
 use crate::exit::{fail, Exit, Failure};
 use crate::gate::{
-    call_params, call_times, dims, item_name, judge, pct, tokens, Basis, Config, Item, Report,
-    Side, Verdict, MOVED_FOOTNOTE, TOP_MOVED,
+    call_params, call_times, dims, item_name, judge, moved_kernel, pct, tokens, Basis, Config,
+    Item, Report, Side, Verdict, MOVED_FOOTNOTE, TOP_MOVED,
 };
 use crate::models::{self, ModelTarget};
 use crate::output::{sgr, Event, GateSummary, Reporter, Summary, Table};
@@ -705,7 +705,7 @@ fn print(out: &Reporter, r: &Report) {
         ]);
         for m in r.moved.iter().take(TOP_MOVED) {
             t.row(vec![
-                m.kernel.clone(),
+                moved_kernel(m),
                 dims(&m.shape),
                 call_params(m),
                 call_times(m),
