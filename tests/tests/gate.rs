@@ -323,6 +323,23 @@ fn the_gate_fails_a_slower_kernel_naming_it_and_its_models_and_passes_after_the_
     assert!(err.contains("dropping qwen3_naive at tiny on trn2: no such model"), "{err}");
     let (code, out, err) = run(&ws, &["gate", "--baseline", file.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}\n{err}");
+
+    // A base revision that does not compile: exit 3, and the error event says which
+    // revision and carries the compiler's diagnostics, as a failed build of the current one
+    // does.
+    let code = std::fs::read_to_string(&rope).unwrap();
+    std::fs::write(&rope, format!("{code}\nfn broken() -> u32 {{ \"not a number\" }}\n")).unwrap();
+    commit(&ws, "rope: does not compile");
+    std::fs::write(&rope, &code).unwrap();
+    let (code, out, err) = run(&ws, &["gate", "--base-ref", "HEAD"]);
+    assert_eq!(code, 3, "{out}\n{err}");
+    let error = events(&out, "error").pop().expect("an error event");
+    assert!(
+        error["message"].as_str().unwrap().starts_with("at the base revision HEAD ("),
+        "{error}"
+    );
+    let diagnostics = error["diagnostics"].as_array().expect("diagnostics");
+    assert!(diagnostics.iter().any(|d| d.as_str().unwrap().contains("E0308")), "{error}");
 }
 
 /// On GitHub Actions the Markdown summary is appended to `$GITHUB_STEP_SUMMARY` (after what

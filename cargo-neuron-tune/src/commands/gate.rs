@@ -81,8 +81,11 @@ pub fn run(
             };
             ctx.out.status(format!("   Building the base revision {spec} ({})", short(&commit)));
             let opts = OpenOpts { own_units_under: Some(worktree) };
-            let ws = Workspace::open_with(&base_cargo, ctx, &opts).map_err(|f| {
-                fail(f.exit, format!("at the base revision {spec} ({}): {}", short(&commit), f))
+            // The message says which revision; the exit code and a failed build's
+            // diagnostics (the `error` event's) are kept.
+            let ws = Workspace::open_with(&base_cargo, ctx, &opts).map_err(|f| Failure {
+                message: format!("at the base revision {spec} ({}): {}", short(&commit), f),
+                ..f
             })?;
             Some(Against::Rev { spec: spec.clone(), commit, ws: Box::new(ws) })
         }
