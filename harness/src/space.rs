@@ -128,9 +128,10 @@ impl KernelConfig {
         let valid = |p: &Params| {
             crate::kernel::catch_panic(|| kernel.validate(p, shape, chip).is_ok()).unwrap_or(false)
         };
+        let default_valid = valid(&self.defaults);
         if n <= COUNT_LIMIT {
             let valid = space.iter().filter(|p| valid(p)).count() as u64;
-            return ValidCount { valid, exact: true };
+            return ValidCount { valid, exact: true, default_valid };
         }
         // One sample per stride of the index range, each at a different offset within its
         // stride (i·7919 mod step), so the fastest-varying parameters do not sit at one
@@ -139,7 +140,8 @@ impl KernelConfig {
         let hits = (0..COUNT_LIMIT)
             .filter(|i| space.get(i * step + (i * 7919) % step).is_some_and(|p| valid(&p)))
             .count() as f64;
-        ValidCount { valid: (hits / COUNT_LIMIT as f64 * n as f64).round() as u64, exact: false }
+        let valid = (hits / COUNT_LIMIT as f64 * n as f64).round() as u64;
+        ValidCount { valid, exact: false, default_valid }
     }
 
     pub fn shape(&self, name: &str) -> Option<&Shape> {

@@ -240,6 +240,15 @@ fn valid_variants_are_counted_up_to_the_limit_and_estimated_past_it() {
     // 100 000 × 4 = 400 000: stride 20, sample i at 20·i + (7919·i mod 20); only i = 0 (index
     // 0) is below 16, so round(1 / 20 000 × 400 000) = 20.
     assert_eq!(count(100_000), (400_000, 20, false));
+    // Whether the default is valid is said apart (what every untuned call runs): K's default
+    // bufs = 2 is, a configured default of 7 is not, counted or estimated alike.
+    for levels in [8, 100_000] {
+        let mut cfg = KernelConfig::of(&K);
+        cfg.space.insert("bufs".into(), (1..=levels).map(ParamValue::Int).collect());
+        assert!(cfg.count_valid(&K, &shape, &chip).default_valid, "{levels}");
+        cfg.defaults.0.insert("bufs".into(), ParamValue::Int(7));
+        assert!(!cfg.count_valid(&K, &shape, &chip).default_valid, "{levels}");
+    }
 }
 
 /// The column points at the text to fix, in the file as written: the bad value, the

@@ -492,6 +492,14 @@ pub struct ValidCount {
     /// `false` when the space was too large to count and `valid` is estimated from a
     /// uniform sample.
     pub exact: bool,
+    /// Whether the kernel's default parameters are valid at the shape (on the chip
+    /// counted on). Absent from older harnesses' answers: taken as valid.
+    #[serde(default = "default_is_valid")]
+    pub default_valid: bool,
+}
+
+fn default_is_valid() -> bool {
+    true
 }
 
 /// A kernel as `list` describes it.

@@ -7,7 +7,7 @@ use crate::output::Event;
 use crate::output::{sgr, Reporter, Table, TunedStatus};
 use crate::select::{glob, Variant};
 use crate::workspace::{Ctx, Workspace};
-use neuron_tune_protocol::ChipSpec;
+use neuron_tune_protocol::{ChipSpec, ValidCount};
 
 /// The tuned records of the crate's kernels, each traced again to see whether its program
 /// is still the one that was tuned.
@@ -108,11 +108,7 @@ pub fn run(cargo: &CargoFlags, patterns: &[String], ctx: &Ctx) -> Result<Exit, F
             let shapes: Vec<String> = k
                 .shapes
                 .iter()
-                .map(|(n, s)| match k.valid_variants.get(n) {
-                    Some(c) if c.exact => format!("{n} {s} ({} of {size} valid)", c.valid),
-                    Some(c) => format!("{n} {s} (≈{} of {size} valid, estimated)", c.valid),
-                    None => format!("{n} {s}"),
-                })
+                .map(|(n, s)| shape_line(n, &s.to_string(), k.valid_variants.get(n), size))
                 .collect();
             out.result(format!("  {:<w$}  shapes: {}", "", shapes.join("; ")));
         }
@@ -155,4 +151,39 @@ pub fn run(cargo: &CargoFlags, patterns: &[String], ctx: &Ctx) -> Result<Exit, F
         }
     }
     Ok(Exit::Ok)
+}
+
+/// A named shape as `list` shows it: its dims and how many configurations of the space
+/// (`size`) are valid there, and whether the default is not (`tune` warns about that too,
+/// but only when asked to tune there).
+fn shape_line(name: &str, dims: &str, count: Option<&ValidCount>, size: u64) -> String {
+    let Some(c) = count else { return format!("{name} {dims}") };
+    let valid = match c.exact {
+        true => format!("{} of {size} valid", c.valid),
+        false => format!("≈{} of {size} valid, estimated", c.valid),
+    };
+    let default = if c.default_valid { "" } else { "; the default is not" };
+    format!("{name} {dims} ({valid}{default})")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shape_line;
+    use neuron_tune_protocol::ValidCount;
+
+    #[test]
+    fn a_shape_says_how_many_variants_are_valid_and_when_the_default_is_not() {
+        let count = |valid, exact, default_valid| ValidCount { valid, exact, default_valid };
+        let line = |c: Option<ValidCount>| shape_line("small", "{n=4}", c.as_ref(), 2);
+        assert_eq!(line(None), "small {n=4}");
+        assert_eq!(line(Some(count(2, true, true))), "small {n=4} (2 of 2 valid)");
+        assert_eq!(
+            line(Some(count(1, true, false))),
+            "small {n=4} (1 of 2 valid; the default is not)"
+        );
+        assert_eq!(
+            line(Some(count(1, false, false))),
+            "small {n=4} (≈1 of 2 valid, estimated; the default is not)"
+        );
+    }
 }
