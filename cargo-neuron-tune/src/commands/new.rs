@@ -254,262 +254,25 @@ fn prelude(body: &str) -> String {
     out
 }
 
+/// The new kernel's module: a doc line, the `use` lines its body needs, the template with
+/// the kernel's names in it.
+fn module_source(name: &str, t: Template) -> String {
+    format!(
+        "//! Kernel `{name}` (from the `{t:?}` template of cargo neuron-tune new): edit \
+         freely.\n\n{}\n{}",
+        prelude(body(t)),
+        body(t).replace("__NAME__", &camel(name)).replace("__name__", name)
+    )
+}
+
 fn body(t: Template) -> &'static str {
+    // Each template is a Rust file of its own, so rustfmt and an editor read it as code:
+    // `__NAME__` (the type) and `__name__` (the kernel's name) are valid identifiers.
     match t {
-        Template::Elementwise => {
-            r#"
-/// y = x · 2 + 1, element-wise (one fused VectorE instruction per tile); rows on partitions,
-/// columns in tiles. Change the constants (and the reference) to your own element-wise op.
-pub struct __NAME__;
-
-impl Kernel for __NAME__ {
-    fn name(&self) -> &str { "__name__" }
-    fn doc(&self) -> &str { "y = x·2 + 1 element-wise" }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![ParamSpec::int("bufs", 2, "buffers"), ParamSpec::int("cols_per_tile", 512, "columns per tile")]
-    }
-    fn validate(&self, p: &Params, _: &Shape, chip: &Chip) -> Result<(), String> {
-        let (b, c) = (p.uint("bufs").map_err(|e| e.to_string())?, p.uint("cols_per_tile").map_err(|e| e.to_string())?);
-        let sbuf = chip.memory.sbuf_bytes_per_partition;
-        if b * c * 2 > sbuf { return Err(format!("bufs x cols_per_tile = {} bf16 elements per partition do not fit {}'s {sbuf} bytes of SBUF", b * c, chip.name)); }
-        Ok(())
-    }
-    fn shapes(&self) -> Vec<(String, Shape)> { vec![("small".into(), Shape::new(&[("rows", 256), ("cols", 1024)]))] }
-    fn small_shapes(&self, _: &Params) -> BoxedStrategy<Shape> {
-        (1u64..300, 1u64..1100).prop_map(|(r, c)| Shape::new(&[("rows", r), ("cols", c)])).boxed()
-    }
-    fn tensors(&self, s: &Shape) -> Vec<TensorSpec> {
-        let d = [s.dim("rows"), s.dim("cols")];
-        vec![TensorSpec::input("x", Dtype::Bf16, &d), TensorSpec::output("y", Dtype::Bf16, &d)]
-    }
-    fn run(&self, nc: &mut Nc, p: &Params, s: &Shape, t: &[Hbm]) -> SimResult<()> {
-        let (rows, cols, cw) = (s.dim("rows"), s.dim("cols"), p.uint("cols_per_tile").unwrap());
-        let pool = nc.sbuf_pool("io", p.uint("bufs").unwrap() as u32);
-        let mut r = 0;
-        while r < rows {
-            let pr = (rows - r).min(128);
-            let mut c = 0;
-            while c < cols {
-                let w = (cols - c).min(cw);
-                let tile = nc.tile(pool, Dtype::Bf16, &[128, cw])?;
-                let v = tile.parts(0..pr as u32).cols(0..w);
-                nc.dma(v, t[0].slice(&[r..r + pr, c..c + w]))?;
-                nc.tensor_scalar(v, v, (Alu::Multiply, Scalar::Imm(2.0)), Some((Alu::Add, Scalar::Imm(1.0))))?;
-                nc.dma(t[1].slice(&[r..r + pr, c..c + w]), v)?;
-                c += w;
-            }
-            r += pr;
-        }
-        Ok(())
-    }
-    fn reference(&self, _: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> { vec![i[0].iter().map(|x| x * 2.0 + 1.0).collect()] }
-    fn work(&self, s: &Shape) -> Work {
-        let n = (s.dim("rows") * s.dim("cols")) as f64;
-        Work { flops: 2.0 * n, bytes: 4.0 * n }
-    }
-}
-"#
-        }
-        Template::Reduction => {
-            r#"
-/// Row sums: y[r] = Σ_c x[r, c], rows on partitions (VectorE tensor_reduce), fp32 out.
-pub struct __NAME__;
-
-impl Kernel for __NAME__ {
-    fn name(&self) -> &str { "__name__" }
-    fn doc(&self) -> &str { "row sums of a matrix" }
-    fn params(&self) -> Vec<ParamSpec> { vec![ParamSpec::int("bufs", 2, "buffers")] }
-    fn validate(&self, p: &Params, s: &Shape, chip: &Chip) -> Result<(), String> {
-        let (b, c) = (p.uint("bufs").map_err(|e| e.to_string())?, s.get("cols")?);
-        let sbuf = chip.memory.sbuf_bytes_per_partition;
-        if b * (c * 4 + 4) > sbuf { return Err(format!("cols = {c} with bufs = {b} does not fit {}'s {sbuf} bytes of SBUF per partition", chip.name)); }
-        Ok(())
-    }
-    fn shapes(&self) -> Vec<(String, Shape)> { vec![("small".into(), Shape::new(&[("rows", 512), ("cols", 2048)]))] }
-    fn small_shapes(&self, _: &Params) -> BoxedStrategy<Shape> {
-        (1u64..300, 1u64..3000).prop_map(|(r, c)| Shape::new(&[("rows", r), ("cols", c)])).boxed()
-    }
-    fn tensors(&self, s: &Shape) -> Vec<TensorSpec> {
-        let (r, c) = (s.dim("rows"), s.dim("cols"));
-        vec![TensorSpec::input("x", Dtype::Bf16, &[r, c]), TensorSpec::output("y", Dtype::F32, &[r, 1])]
-    }
-    fn run(&self, nc: &mut Nc, p: &Params, s: &Shape, t: &[Hbm]) -> SimResult<()> {
-        let (rows, cols) = (s.dim("rows"), s.dim("cols"));
-        let io = nc.sbuf_pool("io", p.uint("bufs").unwrap() as u32);
-        let mut r = 0;
-        while r < rows {
-            let pr = (rows - r).min(128);
-            let x = nc.tile(io, Dtype::F32, &[128, cols])?.parts(0..pr as u32);
-            nc.dma(x, t[0].rows(r..r + pr))?;
-            let y = nc.tile(io, Dtype::F32, &[128, 1])?.parts(0..pr as u32);
-            nc.tensor_reduce(y, x, Alu::Add, false)?;
-            nc.dma(t[1].rows(r..r + pr), y)?;
-            r += pr;
-        }
-        Ok(())
-    }
-    fn reference(&self, s: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {
-        let c = s.dim("cols") as usize;
-        vec![i[0].chunks(c).map(|row| row.iter().map(|&v| v as f64).sum::<f64>() as f32).collect()]
-    }
-    fn work(&self, s: &Shape) -> Work {
-        let n = (s.dim("rows") * s.dim("cols")) as f64;
-        Work { flops: n, bytes: 2.0 * n }
-    }
-}
-"#
-        }
-        Template::Gemm => {
-            r#"
-/// C[M,N] = A_T[K,M]ᵀ · B[K,N]: K on partitions for both operands, 128-row output tiles,
-/// `tile_n` columns per matmul, K tiles accumulated in PSUM.
-pub struct __NAME__;
-
-impl Kernel for __NAME__ {
-    fn name(&self) -> &str { "__name__" }
-    fn doc(&self) -> &str { "C = A_Tᵀ·B, bf16, K accumulated in PSUM" }
-    fn params(&self) -> Vec<ParamSpec> {
-        vec![ParamSpec::int("tile_n", 512, "moving free size (≤ 512)"), ParamSpec::int("bufs", 2, "buffers of the operand tiles")]
-    }
-    fn validate(&self, p: &Params, s: &Shape, _: &Chip) -> Result<(), String> {
-        let tn = p.uint("tile_n").map_err(|e| e.to_string())?;
-        let (m, k, n) = (s.get("m")?, s.get("k")?, s.get("n")?);
-        if tn > 512 || m % 128 != 0 || k % 128 != 0 || n % tn != 0 {
-            return Err(format!("m, k must be multiples of 128 and n of tile_n = {tn} (≤ 512)"));
-        }
-        Ok(())
-    }
-    fn shapes(&self) -> Vec<(String, Shape)> { vec![("small".into(), Shape::new(&[("m", 256), ("k", 512), ("n", 1024)]))] }
-    fn small_shapes(&self, p: &Params) -> BoxedStrategy<Shape> {
-        let tn = p.uint("tile_n").unwrap_or(512);
-        (1u64..=2, 1u64..=3, 1u64..=2).prop_map(move |(a, b, c)| Shape::new(&[("m", 128 * a), ("k", 128 * b), ("n", tn * c)])).boxed()
-    }
-    fn tensors(&self, s: &Shape) -> Vec<TensorSpec> {
-        let (m, k, n) = (s.dim("m"), s.dim("k"), s.dim("n"));
-        vec![TensorSpec::input("a_t", Dtype::Bf16, &[k, m]), TensorSpec::input("b", Dtype::Bf16, &[k, n]), TensorSpec::output("c", Dtype::Bf16, &[m, n])]
-    }
-    fn run(&self, nc: &mut Nc, p: &Params, s: &Shape, t: &[Hbm]) -> SimResult<()> {
-        let (m, k, n, tn) = (s.dim("m"), s.dim("k"), s.dim("n"), p.uint("tile_n").unwrap());
-        let ops = nc.sbuf_pool("operands", p.uint("bufs").unwrap() as u32);
-        let outp = nc.sbuf_pool("out", 2);
-        let psum = nc.psum_pool("acc", 2);
-        for mi in 0..m / 128 {
-            for ni in 0..n / tn {
-                let acc = nc.tile(psum, Dtype::F32, &[128, tn])?;
-                for ki in 0..k / 128 {
-                    let a = nc.tile(ops, Dtype::Bf16, &[128, 128])?;
-                    nc.dma(a, t[0].slice(&[ki * 128..(ki + 1) * 128, mi * 128..(mi + 1) * 128]))?;
-                    let b = nc.tile(ops, Dtype::Bf16, &[128, tn])?;
-                    nc.dma(b, t[1].slice(&[ki * 128..(ki + 1) * 128, ni * tn..(ni + 1) * tn]))?;
-                    nc.matmul(acc, a, b, ki > 0)?;
-                }
-                let o = nc.tile(outp, Dtype::Bf16, &[128, tn])?;
-                nc.tensor_copy(o, acc)?;
-                nc.dma(t[2].slice(&[mi * 128..(mi + 1) * 128, ni * tn..(ni + 1) * tn]), o)?;
-            }
-        }
-        Ok(())
-    }
-    fn reference(&self, s: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {
-        let (m, k, n) = (s.dim("m") as usize, s.dim("k") as usize, s.dim("n") as usize);
-        let mut c = vec![0f32; m * n];
-        for r in 0..m {
-            for kk in 0..k {
-                let a = i[0][kk * m + r];
-                for j in 0..n {
-                    c[r * n + j] += a * i[1][kk * n + j];
-                }
-            }
-        }
-        vec![c]
-    }
-    fn work(&self, s: &Shape) -> Work {
-        let (m, k, n) = (s.dim("m") as f64, s.dim("k") as f64, s.dim("n") as f64);
-        Work { flops: 2.0 * m * k * n, bytes: 2.0 * (m * k + k * n + m * n) }
-    }
-}
-"#
-        }
-        Template::Attention => {
-            r#"
-/// Single-head attention O = softmax(Q·Kᵀ/√d)·V for S ≤ 512 keys, d ≤ 128: Qᵀ and Kᵀ
-/// loaded with transposing access patterns, softmax rows on partitions, P transposed on
-/// the PE array for P·V.
-pub struct __NAME__;
-
-impl Kernel for __NAME__ {
-    fn name(&self) -> &str { "__name__" }
-    fn doc(&self) -> &str { "single-head attention, S ≤ 512" }
-    fn params(&self) -> Vec<ParamSpec> { vec![ParamSpec::int("bufs", 2, "buffers")] }
-    fn validate(&self, _: &Params, s: &Shape, _: &Chip) -> Result<(), String> {
-        let (seq, d) = (s.get("seq")?, s.get("head_dim")?);
-        if seq % 128 != 0 || seq > 512 || d > 128 { return Err(format!("seq = {seq} must be a multiple of 128 up to 512, head_dim ≤ 128")); }
-        Ok(())
-    }
-    fn shapes(&self) -> Vec<(String, Shape)> { vec![("small".into(), Shape::new(&[("seq", 512), ("head_dim", 128)]))] }
-    fn small_shapes(&self, _: &Params) -> BoxedStrategy<Shape> {
-        (1u64..=4, prop::sample::select(vec![32u64, 64, 128])).prop_map(|(s, d)| Shape::new(&[("seq", 128 * s), ("head_dim", d)])).boxed()
-    }
-    fn tensors(&self, s: &Shape) -> Vec<TensorSpec> {
-        let d = [s.dim("seq"), s.dim("head_dim")];
-        vec![TensorSpec::input("q", Dtype::Bf16, &d), TensorSpec::input("k", Dtype::Bf16, &d), TensorSpec::input("v", Dtype::Bf16, &d), TensorSpec::output("o", Dtype::Bf16, &d)]
-    }
-    fn run(&self, nc: &mut Nc, p: &Params, sh: &Shape, t: &[Hbm]) -> SimResult<()> {
-        let (s, d) = (sh.dim("seq"), sh.dim("head_dim"));
-        let pool = nc.sbuf_pool("work", p.uint("bufs").unwrap() as u32);
-        let stats = nc.sbuf_pool("stats", 2);
-        let psum = nc.psum_pool("psum", 2);
-        let kt = nc.tile(pool, Dtype::Bf16, &[d, s])?;
-        nc.dma(kt, t[1].view().t())?;
-        for qi in 0..s / 128 {
-            let qt = nc.tile(pool, Dtype::Bf16, &[d, 128])?;
-            nc.dma(qt, t[0].rows(qi * 128..(qi + 1) * 128).t())?;
-            let sp = nc.tile(psum, Dtype::F32, &[128, s])?;
-            nc.matmul(sp, qt, kt, false)?;
-            let sc = nc.tile(pool, Dtype::F32, &[128, s])?;
-            nc.activation(sc, sp, Act::Copy, ActArgs::default().scale(1.0 / (d as f32).sqrt()))?;
-            let mx = nc.tile(stats, Dtype::F32, &[128, 1])?;
-            nc.tensor_reduce(mx, sc, Alu::Max, true)?;
-            let pr = nc.tile(pool, Dtype::Bf16, &[128, s])?;
-            let sum = nc.tile(stats, Dtype::F32, &[128, 1])?;
-            nc.activation(pr, sc, Act::Exp, ActArgs::default().bias(mx).reduce(sum))?;
-            nc.activation(sum, sum, Act::Reciprocal, ActArgs::default())?;
-            let acc = nc.tile(psum, Dtype::F32, &[128, d])?;
-            for ki in 0..s / 128 {
-                let tp = nc.tile(psum, Dtype::Bf16, &[128, 128])?;
-                nc.transpose(tp, pr.cols(ki * 128..(ki + 1) * 128))?;
-                let pt = nc.tile(pool, Dtype::Bf16, &[128, 128])?;
-                nc.tensor_copy(pt, tp)?;
-                let vt = nc.tile(pool, Dtype::Bf16, &[128, d])?;
-                nc.dma(vt, t[2].rows(ki * 128..(ki + 1) * 128))?;
-                nc.matmul(acc, pt, vt, ki > 0)?;
-            }
-            let o = nc.tile(pool, Dtype::Bf16, &[128, d])?;
-            nc.tensor_scalar(o, acc, (Alu::Multiply, Scalar::Col(sum.view())), None)?;
-            nc.dma(t[3].rows(qi * 128..(qi + 1) * 128), o)?;
-        }
-        Ok(())
-    }
-    fn reference(&self, sh: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {
-        let (s, d) = (sh.dim("seq") as usize, sh.dim("head_dim") as usize);
-        let mut o = vec![0f32; s * d];
-        for q in 0..s {
-            let sc: Vec<f64> = (0..s).map(|k| (0..d).map(|c| i[0][q * d + c] as f64 * i[1][k * d + c] as f64).sum::<f64>() / (d as f64).sqrt()).collect();
-            let m = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-            let z: f64 = sc.iter().map(|x| (x - m).exp()).sum();
-            for c in 0..d {
-                o[q * d + c] = (sc.iter().enumerate().map(|(k, x)| (x - m).exp() * i[2][k * d + c] as f64).sum::<f64>() / z) as f32;
-            }
-        }
-        vec![o]
-    }
-    fn work(&self, s: &Shape) -> Work {
-        let (seq, d) = (s.dim("seq") as f64, s.dim("head_dim") as f64);
-        Work { flops: 4.0 * seq * seq * d, bytes: 8.0 * seq * d }
-    }
-}
-"#
-        }
+        Template::Elementwise => include_str!("../../templates/elementwise.rs"),
+        Template::Reduction => include_str!("../../templates/reduction.rs"),
+        Template::Gemm => include_str!("../../templates/gemm.rs"),
+        Template::Attention => include_str!("../../templates/attention.rs"),
     }
 }
 
@@ -581,12 +344,7 @@ pub fn new_kernel(
             ),
         ));
     }
-    let ty = camel(name);
-    let source = format!(
-        "//! Kernel `{name}` (from the `{t:?}` template of cargo neuron-tune new): edit freely.\n\n{}{}",
-        prelude(body(t)),
-        body(t).replace("__NAME__", &ty).replace("__name__", name)
-    );
+    let (ty, source) = (camel(name), module_source(name, t));
     // Every change is computed before any is written: all of them happen, or none.
     let mut edits = Edits::default();
     edits.create(&module, source)?;
@@ -909,5 +667,30 @@ mod tests {
         let twice = with_space(&once, "my_add", space(Template::Gemm)).unwrap();
         assert_eq!(once, twice);
         assert!(twice.parse::<toml::Table>().is_ok());
+    }
+
+    /// What `new` writes reads as `cargo fmt` would write it (rustfmt's defaults, as in a
+    /// new crate), so the user's first `cargo fmt` changes nothing they did not write.
+    #[test]
+    fn every_template_is_written_as_rustfmt_formats_it() {
+        use std::io::Write;
+        // rustfmt's defaults, not this repository's rustfmt.toml.
+        let defaults = tempfile::tempdir().unwrap();
+        let config = defaults.path().join("rustfmt.toml");
+        std::fs::write(&config, "").unwrap();
+        for t in [Template::Elementwise, Template::Reduction, Template::Gemm, Template::Attention] {
+            let source = super::module_source("my_kernel", t);
+            let mut rustfmt = std::process::Command::new("rustfmt")
+                .args(["--edition", "2021", "--emit", "stdout", "--quiet", "--config-path"])
+                .arg(&config)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("rustfmt (the toolchain's) runs");
+            rustfmt.stdin.take().unwrap().write_all(source.as_bytes()).unwrap();
+            let out = rustfmt.wait_with_output().unwrap();
+            assert!(out.status.success(), "{t:?} does not parse:\n{source}");
+            assert_eq!(String::from_utf8(out.stdout).unwrap(), source, "{t:?}");
+        }
     }
 }
