@@ -49,6 +49,39 @@ pub struct PoolUse {
     pub tiles: Vec<TileUse>,
 }
 
+/// What a view asked of one dim: a range, or one index (`index`, `at`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Extent {
+    Range { start: u64, end: u64 },
+    Index(u64),
+}
+
+impl fmt::Display for Extent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Extent::Range { start, end } => write!(f, "{start}..{end}"),
+            Extent::Index(i) => write!(f, "index {i}"),
+        }
+    }
+}
+
+fn hbm_has(tensor: &str, dim: u8, size: u64, tensor_rank: Option<u8>) -> String {
+    match tensor_rank {
+        Some(1) => format!("{tensor} has {size} elements"),
+        Some(_) if dim == 0 => format!("{tensor} has {size} rows"),
+        Some(rank) if dim + 1 == rank => format!("{tensor} has {size} columns"),
+        Some(_) => format!("{tensor} has {size} in dim {dim}"),
+        None => format!("the view being sliced has {size} there"),
+    }
+}
+
+fn tile_has(dim: Option<u8>, extent: &Extent, size: u64) -> String {
+    match dim {
+        None => format!("partitions are {extent}, but the view has {size} partitions"),
+        Some(d) => format!("free dim {d} is {extent}, but the view has {size} there"),
+    }
+}
+
 /// What went wrong.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum ViolationKind {
@@ -70,11 +103,37 @@ pub enum ViolationKind {
     PsumBankOverflow { operand: &'static str, offset: u64, bytes: u64, bank_bytes: u64 },
     #[error("{}", sbuf_capacity_message(.memory, *.needed, *.capacity, .pools))]
     OverCapacity { memory: &'static str, needed: u64, capacity: u64, pools: Vec<PoolUse> },
+    /// A range or index of an HBM view's dim `dim` past the size the view it restricts has
+    /// there. `tensor_rank`: the rank of the tensor when the dim was the tensor's own
+    /// (neither sliced nor moved before), which the message then names as rows or columns.
     #[error(
-        "{operand} reads/writes element {index:?} of HBM tensor `{tensor}` with shape {shape:?}: \
-         out of bounds"
+        "{operand} {tensor} dim {dim} is {extent}, but {}",
+        hbm_has(tensor, *dim, *size, *tensor_rank)
     )]
-    HbmOutOfBounds { operand: &'static str, tensor: String, index: Box<[i64]>, shape: Box<[u64]> },
+    HbmOutOfBounds {
+        operand: &'static str,
+        tensor: String,
+        dim: u8,
+        extent: Extent,
+        size: u64,
+        tensor_rank: Option<u8>,
+    },
+    /// A range or index of a tile view past the size of the view it restricts: its
+    /// partitions (`dim` None) or free dim `dim` (NKI: an index out of bounds), even where
+    /// the tile's memory goes on (the next block of a `[P, blocks, n]` tile).
+    #[error("{operand} (tile `{tile}`) {}", tile_has(*dim, extent, *size))]
+    TileOutOfBounds {
+        operand: &'static str,
+        tile: String,
+        dim: Option<u8>,
+        extent: Extent,
+        size: u64,
+    },
+    /// A view helper that could not apply (a dim the view lacks, a split that does not divide,
+    /// a reversed range, one dim too many): `of` is the HBM tensor's name or `(tile `t`)`,
+    /// `problem` the call and why.
+    #[error("{operand} {of}: {problem}")]
+    BadView { operand: &'static str, of: String, problem: String },
     #[error(
         "{operand} reads {what} at partition {partition}, element {element} before anything \
          wrote it (fresh memory is NaN, as in nki.simulate)"
@@ -246,6 +305,8 @@ impl ViolationKind {
             ViolationKind::PsumBankOverflow { .. } => "psum_bank_overflow",
             ViolationKind::OverCapacity { .. } => "over_capacity",
             ViolationKind::HbmOutOfBounds { .. } => "hbm_out_of_bounds",
+            ViolationKind::TileOutOfBounds { .. } => "tile_out_of_bounds",
+            ViolationKind::BadView { .. } => "bad_view",
             ViolationKind::UnwrittenRead { .. } => "unwritten_read",
             ViolationKind::DtypeNotAllowed { .. } => "dtype_not_allowed",
             ViolationKind::MemoryNotAllowed { .. } => "memory_not_allowed",

@@ -60,7 +60,7 @@ pub(crate) fn test_rng(mut state: u64) -> impl FnMut(u64) -> u64 {
 pub use chip::{Chip, ChipError, Clocks, ComputeEngine, Dma, GpSimdEngine, Memory, TensorEngine};
 pub use dtype::Dtype;
 pub use error::{
-    Hazard, LoopCarried, PoolUse, SimError, SimResult, SourceLoc, TileUse, ViolationKind,
+    Extent, Hazard, LoopCarried, PoolUse, SimError, SimResult, SourceLoc, TileUse, ViolationKind,
 };
 pub use isa::{Act, Alu, Cmp, Engine};
 pub use nc::{Access, Act2Args, ActArgs, Affine, ExecMode, Nc, On, Scalar, SHUFFLE_KEEP};

@@ -7,6 +7,14 @@
 //! up to 4 dims (neuroncore.md §1.8). All handles are small `Copy` values; slicing is pure
 //! and checked later, when an instruction uses the view, so errors carry the instruction's
 //! source line.
+//!
+//! Every helper checks what it is asked against the view it is applied to — a range or index
+//! against that view's size in the dim (not merely the tensor's or tile's memory), a dim
+//! against the view's dims, a split against the size it divides — and a helper that cannot
+//! apply leaves the view as it was, marked with a [`Fault`] that names the step. The first
+//! instruction that uses a marked view reports it as an error (`hbm_out_of_bounds`,
+//! `tile_out_of_bounds` or `bad_view`): a bad view is never used, and never silently a
+//! different one.
 
 use crate::Dtype;
 use std::ops::Range;
@@ -35,9 +43,6 @@ impl<const N: usize> Dims<N> {
     }
     pub fn len(&self) -> usize {
         self.n as usize
-    }
-    pub fn is_empty(&self) -> bool {
-        self.n == 0
     }
     pub fn as_slice(&self) -> &[(i64, u64)] {
         &self.d[..self.n as usize]
@@ -123,9 +128,210 @@ impl<const N: usize> Dims<N> {
         self.d[i] = dim;
         self.n += 1;
     }
-    fn slice(mut self, dim: usize, r: Range<u64>) -> Self {
-        self.d[dim].1 = r.end.saturating_sub(r.start);
-        self
+    /// Restrict dim `dim` to `r`, giving the offset it adds; or the fault, leaving the dims
+    /// as they were. `own`: whether the dim is a tensor's own (for the error's wording).
+    fn restrict(
+        &mut self,
+        step: Step,
+        dim: usize,
+        r: &Range<u64>,
+        own: bool,
+    ) -> Result<i64, Fault> {
+        let Some(&(stride, size)) = self.as_slice().get(dim) else {
+            return Err(Fault::NoDim { step, n: self.n, args: [dim as u64, r.start, r.end] });
+        };
+        let dim = dim as u8;
+        if r.start > r.end {
+            return Err(Fault::Reversed { dim, start: r.start, end: r.end });
+        }
+        if r.end > size {
+            let (start, end) = (r.start, r.end);
+            return Err(Fault::OutOfBounds { dim, index: false, own, start, end, size });
+        }
+        self.d[dim as usize].1 = r.end - r.start;
+        Ok(stride * r.start as i64)
+    }
+    /// Drop dim `dim`, fixed at `i`, giving the offset it adds; or the fault (see
+    /// [`Dims::restrict`]).
+    fn fix(&mut self, step: Step, dim: usize, i: u64, own: bool) -> Result<i64, Fault> {
+        let Some(&(stride, size)) = self.as_slice().get(dim) else {
+            return Err(Fault::NoDim { step, n: self.n, args: [dim as u64, i, 0] });
+        };
+        if i >= size {
+            let dim = dim as u8;
+            return Err(Fault::OutOfBounds { dim, index: true, own, start: i, end: i + 1, size });
+        }
+        self.remove(dim);
+        Ok(stride * i as i64)
+    }
+    /// Split dim `dim` into `[size / inner, inner]`, or the fault.
+    fn split(&mut self, dim: usize, inner: u64) -> Result<(), Fault> {
+        let (n, args) = (self.n, [dim as u64, inner, 0]);
+        let Some(&(s, size)) = self.as_slice().get(dim) else {
+            return Err(Fault::NoDim { step: Step::Split, n, args });
+        };
+        if n as usize == N {
+            return Err(Fault::Full { step: Step::Split, n, args });
+        }
+        if inner == 0 || !size.is_multiple_of(inner) {
+            return Err(Fault::Split { dim: dim as u8, inner, size });
+        }
+        self.d[dim] = (s * inner as i64, size / inner);
+        self.insert(dim + 1, (s, inner));
+        Ok(())
+    }
+    /// Swap dims `a` and `b`, or the fault.
+    fn swap(&mut self, step: Step, a: usize, b: usize) -> Result<(), Fault> {
+        if a >= self.len() || b >= self.len() {
+            return Err(Fault::NoDim { step, n: self.n, args: [a as u64, b as u64, 0] });
+        }
+        self.d.swap(a, b);
+        Ok(())
+    }
+    /// Insert a stride-0 dim of `n` elements at `dim` (<= the dim count), or the fault.
+    fn expand(&mut self, step: Step, dim: usize, n: u64) -> Result<(), Fault> {
+        let args = [dim as u64, n, 0];
+        if dim > self.len() {
+            return Err(Fault::NoDim { step, n: self.n, args });
+        }
+        if self.len() == N {
+            return Err(Fault::Full { step, n: self.n, args });
+        }
+        self.insert(dim, (0, n));
+        Ok(())
+    }
+}
+
+/// Partitions, as a [`Fault`]'s dim.
+pub(crate) const PARTS: u8 = u8::MAX;
+
+/// The view helper a [`Fault`] names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Step {
+    Slice,
+    SliceDim,
+    Rows,
+    Cols,
+    Index,
+    At,
+    Swap,
+    T,
+    Split,
+    Expand,
+    Broadcast,
+    BroadcastFree,
+}
+
+impl Step {
+    /// The call as a kernel wrote it, from its arguments (`[dim, start, end]` for a range,
+    /// `[dim, index]`, `[a, b]` for a swap, `[dim, n]`).
+    fn call(self, a: [u64; 3]) -> String {
+        match self {
+            Step::Slice => format!("slice with a range for dim {} ({}..{})", a[0], a[1], a[2]),
+            Step::SliceDim => format!("slice_dim({}, {}..{})", a[0], a[1], a[2]),
+            Step::Rows => format!("rows({}..{})", a[1], a[2]),
+            Step::Cols => format!("cols({}..{})", a[1], a[2]),
+            Step::Index => format!("index({}, {})", a[0], a[1]),
+            Step::At => format!("at({})", a[1]),
+            Step::Swap => format!("swap({}, {})", a[0], a[1]),
+            Step::T => "t()".into(),
+            Step::Split => format!("split({}, {})", a[0], a[1]),
+            Step::Expand => format!("expand({}, {})", a[0], a[1]),
+            Step::Broadcast => format!("broadcast({})", a[1]),
+            Step::BroadcastFree => format!("broadcast_free({})", a[1]),
+        }
+    }
+}
+
+/// Why a view is not one an instruction may use: the first helper that could not apply, kept
+/// in the view until an instruction reports it with its own name and source line (builders
+/// return plain values). [`Fault::None`] for a good view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Fault {
+    None,
+    /// Range `start..end` (index `start` when `index`) of dim `dim` ([`PARTS`] for a tile's
+    /// partitions) reaches past the `size` the view it restricts has there; `own`: that dim
+    /// is the HBM tensor's own, neither sliced nor moved before.
+    OutOfBounds {
+        dim: u8,
+        index: bool,
+        own: bool,
+        start: u64,
+        end: u64,
+        size: u64,
+    },
+    /// Range `start..end` of dim `dim` runs backwards.
+    Reversed {
+        dim: u8,
+        start: u64,
+        end: u64,
+    },
+    /// `step(args)` names a dim a view of `n` dims does not have.
+    NoDim {
+        step: Step,
+        n: u8,
+        args: [u64; 3],
+    },
+    /// `step(args)` would give a view of `n` dims one more than it may have.
+    Full {
+        step: Step,
+        n: u8,
+        args: [u64; 3],
+    },
+    /// `split(dim, inner)` of a dim of `size` elements, which `inner` does not divide.
+    Split {
+        dim: u8,
+        inner: u64,
+        size: u64,
+    },
+}
+
+impl Fault {
+    /// What was asked and why it cannot be, for a fault other than
+    /// [`Fault::OutOfBounds`] (which has its own violations). `hbm`: the view is over an
+    /// HBM tensor (dims numbered from the partition dim), else over a tile (free dims).
+    pub(crate) fn problem(&self, hbm: bool) -> String {
+        let dims = |n: u8| match (hbm, n) {
+            (true, n) => format!("a {n}-dim view"),
+            (false, 1) => "a view with 1 free dim".to_string(),
+            (false, n) => format!("a view with {n} free dims"),
+        };
+        let dim = |d: u8| match (hbm, d) {
+            (_, PARTS) => "partitions".to_string(),
+            (true, d) => format!("dim {d}"),
+            (false, d) => format!("free dim {d}"),
+        };
+        match *self {
+            Fault::None | Fault::OutOfBounds { .. } => String::new(),
+            Fault::Reversed { dim: d, start, end } => {
+                let is = if d == PARTS { "" } else { " is" };
+                format!(
+                    "{}{is} {start}..{end}, a reversed range (start after end): a range runs \
+                     upward from its start, and this one selects nothing",
+                    dim(d)
+                )
+            }
+            Fault::NoDim { step, n, args } => {
+                let has = match (step, n) {
+                    (Step::Expand, n) => format!("a new dim goes at 0 to {n}"),
+                    (_, 0) => "it has none".to_string(),
+                    (_, n) if hbm => format!("its dims are 0 to {}", n - 1),
+                    (_, n) => format!("its free dims are 0 to {}", n - 1),
+                };
+                format!("{} on {} ({has})", step.call(args), dims(n))
+            }
+            Fault::Full { step, n, args } => {
+                let max = if hbm {
+                    format!("an HBM view has at most {MAX_HBM_DIMS} dims")
+                } else {
+                    format!("a view has at most {MAX_FREE_DIMS} free dims (neuroncore.md §1.8)")
+                };
+                format!("{} on {}: {max}", step.call(args), dims(n))
+            }
+            Fault::Split { dim: d, inner, size } => {
+                format!("split({d}, {inner}): {inner} does not divide {}'s {size}", dim(d))
+            }
+        }
     }
 }
 
@@ -166,7 +372,7 @@ impl Hbm {
 
     /// The whole tensor as an access pattern.
     pub fn view(&self) -> HbmView {
-        HbmView { tensor: *self, offset: 0, dims: self.shape }
+        HbmView { tensor: *self, offset: 0, dims: self.shape, fault: Fault::None }
     }
     /// Rows `r` of the tensor (dim 0, the one that maps to partitions when copied on chip):
     /// `x.rows(r..r + 128)` is a tile's worth.
@@ -189,6 +395,8 @@ pub struct HbmView {
     pub(crate) tensor: Hbm,
     pub(crate) offset: i64,
     pub(crate) dims: Dims<MAX_HBM_DIMS>,
+    /// The first helper that could not apply (see [`Fault`]).
+    pub(crate) fault: Fault,
 }
 
 impl HbmView {
@@ -200,67 +408,75 @@ impl HbmView {
     pub fn dtype(&self) -> Dtype {
         self.tensor.dtype
     }
-    /// Restrict dim `dim` to `r` (bounds are checked when an instruction uses the view).
-    pub fn slice_dim(mut self, dim: usize, r: Range<u64>) -> Self {
-        if dim < self.dims.len() {
-            self.offset += self.dims.d[dim].0 * r.start as i64;
-            self.dims = self.dims.slice(dim, r);
+    /// Apply one helper's edit of the dims, or keep its fault (and the view as it was). A
+    /// view already at fault stays as it is: its first fault is the one reported.
+    #[inline(always)]
+    fn edit(mut self, f: impl FnOnce(&mut Self) -> Result<(), Fault>) -> Self {
+        if self.fault == Fault::None {
+            let mut next = self;
+            match f(&mut next) {
+                Ok(()) => return next,
+                Err(fault) => self.fault = fault,
+            }
         }
         self
     }
-    /// Slice the leading dims, one range per dim.
+    /// Whether dim `dim` of the view is still the tensor's own (for error wording).
+    fn own(&self, dim: usize) -> bool {
+        self.dims.n == self.tensor.shape.n && self.dims.d.get(dim) == self.tensor.shape.d.get(dim)
+    }
+    fn restrict(self, step: Step, dim: usize, r: Range<u64>) -> Self {
+        self.edit(|v| {
+            let own = v.own(dim);
+            v.offset += v.dims.restrict(step, dim, &r, own)?;
+            Ok(())
+        })
+    }
+    /// Restrict dim `dim` to `r`, which must lie in the view's size there (checked when an
+    /// instruction uses the view, as every helper's argument is).
+    pub fn slice_dim(self, dim: usize, r: Range<u64>) -> Self {
+        self.restrict(Step::SliceDim, dim, r)
+    }
+    /// Slice the leading dims, one range per dim (at most one per dim).
     pub fn slice(mut self, ranges: &[Range<u64>]) -> Self {
         for (i, r) in ranges.iter().enumerate() {
-            self = self.slice_dim(i, r.clone());
+            self = self.restrict(Step::Slice, i, r.clone());
         }
         self
     }
     /// Dim 0 restricted to `r` (rows; partitions when copied on chip).
     pub fn rows(self, r: Range<u64>) -> Self {
-        self.slice_dim(0, r)
+        self.restrict(Step::Rows, 0, r)
     }
     /// The last dim restricted to `r` (columns).
     pub fn cols(self, r: Range<u64>) -> Self {
         let last = self.dims.len().saturating_sub(1);
-        self.slice_dim(last, r)
+        self.restrict(Step::Cols, last, r)
     }
     /// Fix dim `dim` at index `i`, dropping it.
-    pub fn index(mut self, dim: usize, i: u64) -> Self {
-        if dim < self.dims.len() {
-            self.offset += self.dims.d[dim].0 * i as i64;
-            self.dims.remove(dim);
-        }
-        self
+    pub fn index(self, dim: usize, i: u64) -> Self {
+        self.edit(|v| {
+            let own = v.own(dim);
+            v.offset += v.dims.fix(Step::Index, dim, i, own)?;
+            Ok(())
+        })
     }
     /// Swap two dims (a strided, transposing access).
-    pub fn swap(mut self, a: usize, b: usize) -> Self {
-        if a < self.dims.len() && b < self.dims.len() {
-            self.dims.d.swap(a, b);
-        }
-        self
+    pub fn swap(self, a: usize, b: usize) -> Self {
+        self.edit(|v| v.dims.swap(Step::Swap, a, b))
     }
     /// Transpose a 2-D view.
     pub fn t(self) -> Self {
-        self.swap(0, 1)
+        self.edit(|v| v.dims.swap(Step::T, 0, 1))
     }
-    /// Split dim `dim` of size `outer*inner` into `[outer, inner]` (no-op if it does not divide).
-    pub fn split(mut self, dim: usize, inner: u64) -> Self {
-        let n = self.dims.len();
-        if dim < n && n < MAX_HBM_DIMS && inner > 0 && self.dims.d[dim].1.is_multiple_of(inner) {
-            let (s, size) = self.dims.d[dim];
-            self.dims.d[dim] = (s * inner as i64, size / inner);
-            self.dims.insert(dim + 1, (s, inner));
-        }
-        self
+    /// Split dim `dim` of size `outer*inner` into `[outer, inner]` (`inner` must divide it).
+    pub fn split(self, dim: usize, inner: u64) -> Self {
+        self.edit(|v| v.dims.split(dim, inner))
     }
     /// Prepend a stride-0 dim of `n` elements: every partition reads the same data
     /// (e.g. a weight vector broadcast to 128 partitions).
-    pub fn broadcast(mut self, n: u64) -> Self {
-        let k = self.dims.len();
-        if k < MAX_HBM_DIMS {
-            self.dims.insert(0, (0, n));
-        }
-        self
+    pub fn broadcast(self, n: u64) -> Self {
+        self.edit(|v| v.dims.expand(Step::Broadcast, 0, n))
     }
     /// Merge all dims after dim 0 into one, when they are dense (for 2-D copies).
     pub fn flatten_free(mut self) -> Self {
@@ -334,7 +550,7 @@ impl Tile {
         free: Dims<MAX_FREE_DIMS>,
     ) -> Self {
         let tile = TileRef { buf, gen, dtype, mem, parts, elems: free.elems() };
-        Tile { whole: TileView { tile, p0: 0, np: parts, offset: 0, free } }
+        Tile { whole: TileView { tile, p0: 0, np: parts, offset: 0, free, fault: Fault::None } }
     }
     pub fn dtype(&self) -> Dtype {
         self.whole.tile.dtype
@@ -397,6 +613,8 @@ pub struct TileView {
     pub(crate) np: u32,
     pub(crate) offset: i64,
     pub(crate) free: Dims<MAX_FREE_DIMS>,
+    /// The first helper that could not apply (see [`Fault`]).
+    pub(crate) fault: Fault,
 }
 
 impl From<Tile> for TileView {
@@ -437,76 +655,81 @@ impl TileView {
     pub fn free_elems(&self) -> u64 {
         self.free.elems()
     }
-    /// Restrict to partitions `r` (relative to this view).
-    pub fn parts(mut self, r: Range<u32>) -> Self {
-        self.p0 += r.start;
-        self.np = r.end.saturating_sub(r.start);
-        self
-    }
-    /// Restrict free dim `dim` to `r`.
-    pub fn slice_dim(mut self, dim: usize, r: Range<u64>) -> Self {
-        if dim < self.free.len() {
-            self.offset += self.free.d[dim].0 * r.start as i64;
-            self.free = self.free.slice(dim, r);
+    /// Apply one helper's edit, or keep its fault (see [`HbmView`]'s).
+    #[inline(always)]
+    fn edit(mut self, f: impl FnOnce(&mut Self) -> Result<(), Fault>) -> Self {
+        if self.fault == Fault::None {
+            let mut next = self;
+            match f(&mut next) {
+                Ok(()) => return next,
+                Err(fault) => self.fault = fault,
+            }
         }
         self
     }
-    /// Slice the leading free dims.
+    fn restrict(self, step: Step, dim: usize, r: Range<u64>) -> Self {
+        self.edit(|v| {
+            v.offset += v.free.restrict(step, dim, &r, false)?;
+            Ok(())
+        })
+    }
+    /// Restrict to partitions `r` (relative to this view, and within it).
+    pub fn parts(self, r: Range<u32>) -> Self {
+        self.edit(|v| {
+            let (start, end, size) = (r.start as u64, r.end as u64, v.np as u64);
+            if start > end {
+                return Err(Fault::Reversed { dim: PARTS, start, end });
+            }
+            if end > size {
+                let (dim, index, own) = (PARTS, false, false);
+                return Err(Fault::OutOfBounds { dim, index, own, start, end, size });
+            }
+            v.p0 += r.start;
+            v.np = r.end - r.start;
+            Ok(())
+        })
+    }
+    /// Restrict free dim `dim` to `r`, which must lie in the view's size there.
+    pub fn slice_dim(self, dim: usize, r: Range<u64>) -> Self {
+        self.restrict(Step::SliceDim, dim, r)
+    }
+    /// Slice the leading free dims (at most one range per free dim).
     pub fn slice_free(mut self, ranges: &[Range<u64>]) -> Self {
         for (i, r) in ranges.iter().enumerate() {
-            self = self.slice_dim(i, r.clone());
+            self = self.restrict(Step::Slice, i, r.clone());
         }
         self
     }
     /// Restrict the last free dim to `r` (columns of a 2-D tile).
     pub fn cols(self, r: Range<u64>) -> Self {
         let last = self.free.len().saturating_sub(1);
-        self.slice_dim(last, r)
+        self.restrict(Step::Cols, last, r)
     }
     /// Fix the first free dim at `i` (e.g. block `i` of a `[128, blocks, n]` tile).
-    pub fn at(mut self, i: u64) -> Self {
-        if !self.free.is_empty() {
-            self.offset += self.free.d[0].0 * i as i64;
-            self.free.remove(0);
-        }
-        self
+    pub fn at(self, i: u64) -> Self {
+        self.edit(|v| {
+            v.offset += v.free.fix(Step::At, 0, i, false)?;
+            Ok(())
+        })
     }
-    /// Split free dim `dim` into `[size/inner, inner]`.
-    pub fn split(mut self, dim: usize, inner: u64) -> Self {
-        let n = self.free.len();
-        if dim < n && n < MAX_FREE_DIMS && inner > 0 && self.free.d[dim].1.is_multiple_of(inner) {
-            let (s, size) = self.free.d[dim];
-            self.free.d[dim] = (s * inner as i64, size / inner);
-            self.free.insert(dim + 1, (s, inner));
-        }
-        self
+    /// Split free dim `dim` into `[size/inner, inner]` (`inner` must divide it).
+    pub fn split(self, dim: usize, inner: u64) -> Self {
+        self.edit(|v| v.free.split(dim, inner))
     }
     /// Swap two free dims (strided access).
-    pub fn swap(mut self, a: usize, b: usize) -> Self {
-        if a < self.free.len() && b < self.free.len() {
-            self.free.d.swap(a, b);
-        }
-        self
+    pub fn swap(self, a: usize, b: usize) -> Self {
+        self.edit(|v| v.free.swap(Step::Swap, a, b))
     }
     /// Insert a stride-0 free dim of `n` elements at position `dim`: the same values seen
     /// `n` times (e.g. a `[P, d]` table used against a `[P, heads, d]` tile).
-    pub fn expand(mut self, dim: usize, n: u64) -> Self {
-        let k = self.free.len();
-        if dim <= k && k < MAX_FREE_DIMS {
-            self.free.insert(dim, (0, n));
-        }
-        self
+    pub fn expand(self, dim: usize, n: u64) -> Self {
+        self.edit(|v| v.free.expand(Step::Expand, dim, n))
     }
 
     /// Broadcast along a new innermost stride-0 dim of `n` elements (e.g. a `[P,1]`
     /// column used against a `[P,n]` tile).
-    pub fn broadcast_free(mut self, n: u64) -> Self {
-        let k = self.free.len();
-        if k < MAX_FREE_DIMS {
-            self.free.d[k] = (0, n);
-            self.free.n += 1;
-        }
-        self
+    pub fn broadcast_free(self, n: u64) -> Self {
+        self.edit(|v| v.free.expand(Step::BroadcastFree, v.free.len(), n))
     }
 }
 
@@ -536,9 +759,15 @@ mod tests {
         assert_eq!(v.flatten_free().dims, hbm(&[2, 12]).view().dims);
         let b = hbm(&[4]).view().broadcast(8);
         assert_eq!(b.dims.as_slice(), &[(0, 8), (1, 4)]);
-        // A full pattern cannot grow: split and broadcast leave it as it is.
+        // A full pattern cannot grow: split and broadcast leave it as it is, marked.
         let full = hbm(&[2, 2, 2, 2, 2]).view();
-        assert_eq!(full.split(4, 1).dims, full.dims);
-        assert_eq!(full.broadcast(3).dims, full.dims);
+        for grown in [full.split(4, 1), full.broadcast(3)] {
+            assert_eq!(grown.dims, full.dims);
+            assert!(matches!(grown.fault, Fault::Full { n: 5, .. }), "{grown:?}");
+        }
+        // A marked view keeps its first fault, whatever comes after it.
+        let bad = v.swap(0, 3).index(7, 0).rows(0..1);
+        assert!(matches!(bad.fault, Fault::NoDim { step: Step::Swap, .. }), "{bad:?}");
+        assert_eq!((bad.offset, bad.dims), (v.offset, v.dims));
     }
 }

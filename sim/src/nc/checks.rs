@@ -5,7 +5,7 @@
 //! region is computed here too.
 
 use super::{Nc, VResult};
-use crate::error::ViolationKind as V;
+use crate::error::{Extent, ViolationKind as V};
 use crate::isa::Engine;
 use crate::timing::Region;
 use crate::view::*;
@@ -38,6 +38,9 @@ impl Nc {
         v: &TileView,
         engine_access: bool,
     ) -> VResult<(Region, u64)> {
+        if v.fault != Fault::None {
+            return Err(self.tile_fault(operand, v));
+        }
         let b = &self.bufs[v.tile.buf as usize];
         if b.gen != v.tile.gen {
             let lt = &self.logicals[b.logical as usize];
@@ -96,39 +99,58 @@ impl Nc {
         Ok((region, elems))
     }
 
+    /// The error of a tile view a helper marked (see [`Fault`]), naming the tile.
+    #[cold]
+    fn tile_fault(&self, operand: &'static str, v: &TileView) -> V {
+        let b = &self.bufs[v.tile.buf as usize];
+        let tile = self.logicals[b.logical as usize].name.clone();
+        match v.fault {
+            Fault::OutOfBounds { dim, index, start, end, size, .. } => V::TileOutOfBounds {
+                operand,
+                tile,
+                dim: (dim != PARTS).then_some(dim),
+                extent: extent(index, start, end),
+                size,
+            },
+            f => V::BadView { operand, of: format!("(tile `{tile}`)"), problem: f.problem(false) },
+        }
+    }
+
     pub(super) fn check_hbm(&self, operand: &'static str, v: &HbmView) -> VResult<()> {
         let t = &self.hbm[v.tensor.id as usize];
+        match v.fault {
+            Fault::None => {}
+            Fault::OutOfBounds { dim, index, own, start, end, size } => {
+                return Err(V::HbmOutOfBounds {
+                    operand,
+                    tensor: t.name.clone(),
+                    dim,
+                    extent: extent(index, start, end),
+                    size,
+                    tensor_rank: own.then_some(v.tensor.shape.n),
+                });
+            }
+            f => {
+                let (of, problem) = (t.name.clone(), f.problem(true));
+                return Err(V::BadView { operand, of, problem });
+            }
+        }
         let elems: u64 = t.shape.iter().product();
         let Some((lo, hi)) = v.dims.span() else {
             return Err(V::BadAccessPattern(format!("{operand} (HBM `{}`) is empty", t.name)));
         };
-        let bad = if v.offset + lo < 0 {
-            Some(v.offset + lo)
-        } else if (v.offset + hi) as u64 >= elems {
-            Some(v.offset + hi)
-        } else {
-            None
-        };
-        if let Some(flat) = bad {
-            let mut index = vec![0i64; t.shape.len()];
-            let mut rest = flat;
-            for (i, &d) in t.shape.iter().enumerate().rev() {
-                if i == 0 {
-                    index[0] = rest;
-                } else {
-                    index[i] = rest.rem_euclid(d as i64);
-                    rest = rest.div_euclid(d as i64);
-                }
-            }
-            if t.shape.len() == 1 {
-                index[0] = flat;
-            }
-            return Err(V::HbmOutOfBounds {
-                operand,
-                tensor: t.name.clone(),
-                index: index.into(),
-                shape: t.shape.clone().into(),
-            });
+        // Each helper keeps its range in the view it restricts, so a view reaches past the
+        // tensor only if its handle is another `Nc`'s: say which elements, as no dim is to
+        // blame.
+        if v.offset + lo < 0 || (v.offset + hi) as u64 >= elems {
+            return Err(V::BadAccessPattern(format!(
+                "{operand} reaches elements {}..={} of HBM tensor `{}`, which has {elems} \
+                 (shape {:?})",
+                v.offset + lo,
+                v.offset + hi,
+                t.name,
+                t.shape
+            )));
         }
         Ok(())
     }
@@ -260,6 +282,15 @@ impl Nc {
             });
         }
         Ok(())
+    }
+}
+
+/// A fault's range or index as the error states it.
+fn extent(index: bool, start: u64, end: u64) -> Extent {
+    if index {
+        Extent::Index(start)
+    } else {
+        Extent::Range { start, end }
     }
 }
 
