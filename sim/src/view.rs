@@ -16,8 +16,10 @@
 //! `tile_out_of_bounds` or `bad_view`): a bad view is never used, and never silently a
 //! different one.
 
+use crate::error::{SimError, SimResult, SourceLoc, ViolationKind};
 use crate::Dtype;
 use std::ops::Range;
+use std::panic::Location;
 
 /// Maximum dims of an HBM access pattern (partition dim + 4 free dims).
 pub const MAX_HBM_DIMS: usize = 5;
@@ -354,12 +356,31 @@ impl Hbm {
     pub fn elems(&self) -> u64 {
         self.shape.elems()
     }
-    /// The two dims of a 2-D tensor. Panics on another rank, like indexing would: use
-    /// [`Hbm::shape`] for tensors whose rank you do not know.
+    /// The two dims of a 2-D tensor.
+    ///
+    /// Precondition: the tensor is 2-D (it panics on another rank, like indexing would). For
+    /// a tensor whose rank a kernel does not control, [`Hbm::try_dims2`] is the same with a
+    /// typed error, and [`Hbm::shape`] gives any rank.
+    #[track_caller]
     pub fn dims2(&self) -> (u64, u64) {
-        let s = self.shape();
-        assert_eq!(s.len(), 2, "dims2() on a tensor of rank {}", s.len());
-        (s[0], s[1])
+        self.try_dims2().unwrap_or_else(|e| panic!("{e}"))
+    }
+    /// The two dims of a 2-D tensor, or a `shape_mismatch` error at the caller's line.
+    #[track_caller]
+    pub fn try_dims2(&self) -> SimResult<(u64, u64)> {
+        match *self.shape.as_slice() {
+            [(_, rows), (_, cols)] => Ok((rows, cols)),
+            ref dims => Err(SimError {
+                instruction: "dims2",
+                loc: SourceLoc::from_location(Location::caller()),
+                kind: ViolationKind::ShapeMismatch(format!(
+                    "dims2() takes a 2-D tensor, this one has rank {} (shape {:?}); use shape() \
+                     for another rank",
+                    dims.len(),
+                    self.shape()
+                )),
+            }),
+        }
     }
     /// The same memory with another row-major shape of the same element count (like
     /// `reshape` on a contiguous array), or `None` if the counts differ.

@@ -359,6 +359,17 @@ fn a_view_helper_that_cannot_apply_is_an_error_not_a_no_op() {
 }
 
 #[test]
+fn dims2_of_another_rank_is_a_typed_error() {
+    let mut nc = nc();
+    let x = nc.hbm("x", Dtype::F32, &[2, 3, 4]).unwrap();
+    let (e, line) = (x.try_dims2().unwrap_err(), line!());
+    assert!(matches!(e.kind, V::ShapeMismatch(_)), "{e}");
+    check(&e, "dims2", line, &["rank 3", "[2, 3, 4]"]);
+    let y = nc.hbm("y", Dtype::F32, &[2, 3]).unwrap();
+    assert_eq!((y.try_dims2().unwrap(), y.dims2()), ((2, 3), (2, 3)));
+}
+
+#[test]
 fn read_of_unwritten_memory() {
     let mut nc = nc();
     let y = nc.hbm("y", Dtype::F32, &[4, 4]).unwrap();
