@@ -32,6 +32,17 @@ impl Engine {
         }
     }
 
+    /// The engine as the documentation names it (TensorE, VectorE, ScalarE, GpSimd), for
+    /// error messages. [`Engine::name`] stays the profiles', traces' and JSON's spelling.
+    pub const fn doc_name(self) -> &'static str {
+        match self {
+            Engine::Tensor => "TensorE",
+            Engine::Vector => "VectorE",
+            Engine::Scalar => "ScalarE",
+            Engine::GpSimd => "GpSimd",
+        }
+    }
+
     /// neuron-profile's spelling in summary field names (`tensor_engine_active_time`, …).
     pub const fn profile_name(self) -> &'static str {
         match self {

@@ -370,6 +370,50 @@ fn dims2_of_another_rank_is_a_typed_error() {
 }
 
 #[test]
+fn errors_name_engines_as_the_docs_do_and_say_the_way_forward() {
+    let mut nc = nc();
+    let (p, ps) = (nc.sbuf_pool("p", 1), nc.psum_pool("ps", 1));
+    let st = nc.tile(p, Dtype::Bf16, &[128, 128]).unwrap();
+    let mv = nc.tile(p, Dtype::F32, &[128, 128]).unwrap();
+    let (wide, col) =
+        (nc.tile(p, Dtype::F32, &[128, 512]).unwrap(), nc.tile(p, Dtype::F32, &[1, 512]).unwrap());
+    for t in [st, mv, wide] {
+        nc.memset(t, 1.0).unwrap();
+    }
+    let acc = nc.tile(ps, Dtype::F32, &[128, 128]).unwrap();
+    let y = nc.hbm("y", Dtype::F32, &[128, 128]).unwrap();
+    refused(vec![
+        // The fp32 moving operand is the odd one out beside a bf16 stationary.
+        (
+            at!(nc.matmul(acc, st, mv, false)),
+            "nc_matmul",
+            "dtype_not_allowed",
+            &["TensorE does not accept float32 for moving", "stationary is not"],
+        ),
+        (
+            at!(nc.dma(y, acc)),
+            "dma_copy",
+            "memory_not_allowed",
+            &[
+                "src is in PSUM",
+                "SBUF↔SBUF",
+                "evacuate PSUM to SBUF with tensor_copy on VectorE/ScalarE first",
+            ],
+        ),
+        (
+            at!(nc.tensor_reduce(col, wide, Alu::Add, false)),
+            "tensor_reduce",
+            "shape_mismatch",
+            &[
+                "reductions run along the free axis",
+                "matmul against a ones vector",
+                "transpose first",
+            ],
+        ),
+    ]);
+}
+
+#[test]
 fn read_of_unwritten_memory() {
     let mut nc = nc();
     let y = nc.hbm("y", Dtype::F32, &[4, 4]).unwrap();
@@ -395,10 +439,10 @@ fn dtype_not_allowed_on_the_engine() {
     nc.on(neuron_sim::Engine::GpSimd).memset(a, 1.0).unwrap();
     let (e, line) = (nc.tensor_tensor(a, a, a, Alu::Add).unwrap_err(), line!());
     assert!(
-        matches!(e.kind, V::DtypeNotAllowed { engine: "Vector", dtype: Dtype::I32, .. }),
+        matches!(e.kind, V::DtypeNotAllowed { engine: "VectorE", dtype: Dtype::I32, .. }),
         "{e}"
     );
-    check(&e, "tensor_tensor", line, &["Vector does not accept int32", "GpSimd"]);
+    check(&e, "tensor_tensor", line, &["VectorE does not accept int32", "GpSimd"]);
     // The same on GpSimd is allowed (§2.3).
     nc.on(neuron_sim::Engine::GpSimd).tensor_tensor(a, a, a, Alu::Add).unwrap();
 
@@ -412,7 +456,7 @@ fn dtype_not_allowed_on_the_engine() {
     assert!(
         matches!(
             e.kind,
-            V::DtypeNotAllowed { engine: "Tensor", operand: "moving", dtype: Dtype::Bf16, .. }
+            V::DtypeNotAllowed { engine: "TensorE", operand: "stationary", dtype: Dtype::F32, .. }
         ),
         "{e}"
     );
@@ -446,7 +490,7 @@ fn gpsimd_cannot_touch_psum_and_dma_cannot_either() {
     check(&e, "memset", line, &["GpSimd cannot access PSUM"]);
     let y = nc.hbm("y", Dtype::F32, &[128, 4]).unwrap();
     let (e, line) = (nc.dma(y, acc).unwrap_err(), line!());
-    check(&e, "dma_copy", line, &["PSUM", "HBM and SBUF only"]);
+    check(&e, "dma_copy", line, &["PSUM", "evacuate PSUM to SBUF"]);
 }
 
 #[test]
@@ -486,7 +530,7 @@ fn new_vector_instructions_check_their_operands() {
     check(&e, "tensor_tensor_scan", line, &["initial must be [128 x 1]"]);
     // reciprocal: VectorE or ScalarE only; dst has src's shape.
     let (e, line) = (nc.on(Engine::GpSimd).reciprocal(a, a).unwrap_err(), line!());
-    check(&e, "reciprocal", line, &["reciprocal runs on Vector or Scalar, not GpSimd"]);
+    check(&e, "reciprocal", line, &["reciprocal runs on VectorE or ScalarE, not GpSimd"]);
     let (e, line) = (nc.reciprocal(b, a).unwrap_err(), line!());
     check(&e, "reciprocal", line, &["dst is [128 x [4]] but src is [128 x [8]]"]);
 }
@@ -533,7 +577,7 @@ fn transpose_mode_shuffle_and_activation_reduce_rules() {
     let args = ActArgs::default().reduce_with(Alu::Max, col);
     let (e, line) = (nc.activation(sq, sq, Act::Exp, args).unwrap_err(), line!());
     assert!(matches!(e.kind, V::ReduceOpNotAllowed { op: Alu::Max, .. }), "{e}");
-    check(&e, "activation", line, &["Scalar cannot reduce with Max", "tensor_reduce"]);
+    check(&e, "activation", line, &["ScalarE cannot reduce with Max", "tensor_reduce"]);
 }
 
 #[test]

@@ -32,8 +32,9 @@ impl Nc {
                     return Err(V::MemoryNotAllowed {
                         operand,
                         memory: "PSUM",
-                        rule:
-                            "DMA moves data between HBM and SBUF only (neuroncore.md §2.3 dma_copy)",
+                        rule: "DMA accesses HBM and SBUF only (HBM↔SBUF, SBUF↔SBUF, HBM↔HBM): \
+                               evacuate PSUM to SBUF with tensor_copy on VectorE/ScalarE first \
+                               (neuroncore.md §2.3 dma_copy)",
                     });
                 }
                 let (region, elems) = self.check_view_elems(operand, v, false)?;

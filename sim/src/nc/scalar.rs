@@ -40,7 +40,8 @@ impl Nc {
             Engine::GpSimd if self.chip.neuroncore_version >= 4 => {}
             _ => {
                 return Err(V::Invalid(format!(
-                    "activation runs on Scalar (and GpSimd from NeuronCore-v4), not {eng}"
+                    "activation runs on ScalarE (and GpSimd from NeuronCore-v4), not {}",
+                    eng.doc_name()
                 )))
             }
         }
@@ -53,7 +54,7 @@ impl Nc {
         self.same_shape("dst", &d, "src", &s)?;
         if s.tile.dtype == Dtype::I32 {
             return Err(V::DtypeNotAllowed {
-                engine: eng.name(),
+                engine: eng.doc_name(),
                 operand: "src",
                 dtype: Dtype::I32,
                 rule: "the activation table takes floating-point inputs (neuroncore.md §2.2)",
@@ -64,7 +65,7 @@ impl Nc {
             bias_region = Some((b, self.check_column("bias", b, s.np)?));
             if !matches!(b.tile.dtype, Dtype::F32 | Dtype::Bf16 | Dtype::F16) {
                 return Err(V::DtypeNotAllowed {
-                    engine: eng.name(),
+                    engine: eng.doc_name(),
                     operand: "bias",
                     dtype: b.tile.dtype,
                     rule: "bias is a [P,1] fp32, fp16 or bf16 tile (neuroncore.md §2.3)",
@@ -82,7 +83,7 @@ impl Nc {
             // max/min takes a separate tensor_reduce (or activate2 on NeuronCore-v4).
             return Err(V::ReduceOpNotAllowed {
                 instruction: "activation",
-                engine: eng.name(),
+                engine: eng.doc_name(),
                 op: args.reduce_op,
                 rule: "the accumulator registers only add (neuroncore.md §2.3); reduce with \
                        max/min through a separate tensor_reduce of the activation's output",
@@ -184,7 +185,7 @@ impl Nc {
         self.same_shape("dst", &d, "src", &s)?;
         if s.tile.dtype == Dtype::I32 {
             return Err(V::DtypeNotAllowed {
-                engine: eng.name(),
+                engine: eng.doc_name(),
                 operand: "src",
                 dtype: Dtype::I32,
                 rule: "the activation table takes floating-point inputs (neuroncore.md §2.2)",
@@ -218,7 +219,7 @@ impl Nc {
             if !matches!(args.reduce_op, Add | Max | Min | AbsMax) {
                 return Err(V::ReduceOpNotAllowed {
                     instruction: "activate2",
-                    engine: eng.name(),
+                    engine: eng.doc_name(),
                     op: args.reduce_op,
                     rule: "activate2 reduces with add, max, min or absmax (neuroncore.md §2.3)",
                 });

@@ -67,7 +67,7 @@ impl Nc {
         self.check_free_size("dst", &d)?;
         if d.tile.dtype != s.tile.dtype {
             return Err(V::DtypeNotAllowed {
-                engine: "Vector",
+                engine: "VectorE",
                 operand: "dst",
                 dtype: d.tile.dtype,
                 rule: "a stream shuffle keeps the dtype: dst must match src \

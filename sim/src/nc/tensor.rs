@@ -60,7 +60,7 @@ impl Nc {
         let (rd, d_elems) = self.check_view_elems("dst", d, true)?;
         let multipliable = |name, v: &TileView| match v.tile.dtype {
             Dtype::I32 => Err(V::DtypeNotAllowed {
-                engine: "Tensor",
+                engine: "TensorE",
                 operand: name,
                 dtype: v.tile.dtype,
                 rule: "the PE array multiplies fp8, bf16, fp16, tf32 or fp32 (neuroncore.md §2.3)",
@@ -71,20 +71,32 @@ impl Nc {
         multipliable("moving", m)?;
         let fp32 = s.tile.dtype == Dtype::F32 || m.tile.dtype == Dtype::F32;
         if fp32 && s.tile.dtype != m.tile.dtype {
-            let (name, v) =
-                if s.tile.dtype == Dtype::F32 { ("moving", m) } else { ("stationary", s) };
+            // The fp32 operand is the odd one out: the other dtypes pair with each other.
+            let (name, rule) = if m.tile.dtype == Dtype::F32 {
+                (
+                    "moving",
+                    "fp32 matmul operands only pair with fp32, and stationary is not fp32: cast \
+                     one with tensor_copy so that both match (neuroncore.md §2.3)",
+                )
+            } else {
+                (
+                    "stationary",
+                    "fp32 matmul operands only pair with fp32, and moving is not fp32: cast one \
+                     with tensor_copy so that both match (neuroncore.md §2.3)",
+                )
+            };
             return Err(V::DtypeNotAllowed {
-                engine: "Tensor",
+                engine: "TensorE",
                 operand: name,
-                dtype: v.tile.dtype,
-                rule: "fp32 matmul operands only pair with fp32 (neuroncore.md §2.3)",
+                dtype: Dtype::F32,
+                rule,
             });
         }
         let psum_ok = d.tile.dtype == Dtype::F32
             || (self.chip.neuroncore_version >= 4 && d.tile.dtype == Dtype::Bf16);
         if !psum_ok {
             return Err(V::DtypeNotAllowed {
-                engine: "Tensor",
+                engine: "TensorE",
                 operand: "dst",
                 dtype: d.tile.dtype,
                 rule: "matmul accumulates into fp32 PSUM (bf16 also on NeuronCore-v4; §2.3)",
@@ -203,18 +215,20 @@ impl Nc {
             Engine::Vector => 32,
             _ => {
                 return Err(V::Invalid(format!(
-                    "nc_transpose runs on Tensor or Vector, not {eng}"
+                    "nc_transpose runs on TensorE or VectorE, not {}",
+                    eng.doc_name()
                 )));
             }
         };
         if p > limit || f > limit {
             return Err(V::ShapeMismatch(format!(
-                "{eng} transpose takes at most [{limit} x {limit}], src is [{p} x {f}]"
+                "{} transpose takes at most [{limit} x {limit}], src is [{p} x {f}]",
+                eng.doc_name()
             )));
         }
         if d.tile.dtype != s.tile.dtype {
             return Err(V::DtypeNotAllowed {
-                engine: eng.name(),
+                engine: eng.doc_name(),
                 operand: "dst",
                 dtype: d.tile.dtype,
                 rule: "a transpose keeps the dtype: dst must match src (neuroncore.md §2.3)",
@@ -356,7 +370,7 @@ impl Nc {
         let dt = s.tile.dtype;
         if dt == Dtype::I32 {
             return Err(V::DtypeNotAllowed {
-                engine: "Tensor",
+                engine: "TensorE",
                 operand: "stationary",
                 dtype: dt,
                 rule: "the PE array moves fp8, bf16, fp16, tf32 or fp32 (neuroncore.md §2.3)",
@@ -365,7 +379,7 @@ impl Nc {
         for (name, v) in [("moving", m), ("dst", d)] {
             if v.tile.dtype != dt {
                 return Err(V::DtypeNotAllowed {
-                    engine: "Tensor",
+                    engine: "TensorE",
                     operand: name,
                     dtype: v.tile.dtype,
                     rule: "transpose mode keeps the dtype: the identity and dst must have the \

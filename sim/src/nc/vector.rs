@@ -36,7 +36,10 @@ impl Nc {
         loc: &'static Location<'static>,
     ) -> VResult<()> {
         if !matches!(eng, Engine::Vector | Engine::GpSimd) {
-            return Err(V::Invalid(format!("tensor_tensor runs on Vector or GpSimd, not {eng}")));
+            return Err(V::Invalid(format!(
+                "tensor_tensor runs on VectorE or GpSimd, not {}",
+                eng.doc_name()
+            )));
         }
         let regions = self.check_binary(
             eng,
@@ -47,7 +50,7 @@ impl Nc {
             for (name, v) in [("a", &a), ("b", &b), ("dst", &d)] {
                 if v.tile.dtype == Dtype::I32 {
                     return Err(V::DtypeNotAllowed {
-                        engine: "Vector",
+                        engine: "VectorE",
                         operand: name,
                         dtype: Dtype::I32,
                         rule: "int32 tensor_tensor runs on GpSimd (neuroncore.md §2.3)",
@@ -167,7 +170,8 @@ impl Nc {
             }
             _ => {
                 return Err(V::Invalid(format!(
-                    "tensor_scalar runs on Vector or Scalar, not {eng}"
+                    "tensor_scalar runs on VectorE or ScalarE, not {}",
+                    eng.doc_name()
                 )))
             }
         }
@@ -183,7 +187,7 @@ impl Nc {
             if let Some((c, rc)) = self.check_scalar_col(name, sc, s.np)? {
                 if c.tile.dtype != Dtype::F32 {
                     return Err(V::DtypeNotAllowed {
-                        engine: eng.name(),
+                        engine: eng.doc_name(),
                         operand: name,
                         dtype: c.tile.dtype,
                         rule: "tensor_scalar operands are fp32 (neuroncore.md §2.3)",
@@ -289,8 +293,16 @@ impl Nc {
         let inner = *s.free.as_slice().last().map(|(_, n)| n).unwrap_or(&1);
         let outer = s.free.elems() / inner;
         if d.np != s.np || d.free.elems() != outer {
+            let across = if d.np != s.np {
+                "; reductions run along the free axis, each partition on its own: to reduce \
+                 across partitions, use a matmul against a ones vector (nc_matmul with a [P, 1] \
+                 ones tile as stationary gives the [1, N] sums in PSUM) or transpose first"
+            } else {
+                ""
+            };
             return Err(V::ShapeMismatch(format!(
-                "reducing the last free dim of [{} x {:?}] gives [{} x {outer}], dst is [{} x {}]",
+                "reducing the last free dim of [{} x {:?}] gives [{} x {outer}], dst is [{} x \
+                 {}]{across}",
                 s.np,
                 s.free.shape(),
                 s.np,
@@ -349,7 +361,7 @@ impl Nc {
     ) -> VResult<()> {
         if eng == Engine::Tensor {
             return Err(V::Invalid(
-                "tensor_copy runs on Vector, Scalar or GpSimd, not Tensor".into(),
+                "tensor_copy runs on VectorE, ScalarE or GpSimd, not TensorE".into(),
             ));
         }
         let rs = self.check_tile("src", &s)?;
@@ -387,7 +399,10 @@ impl Nc {
         loc: &'static Location<'static>,
     ) -> VResult<()> {
         if !matches!(eng, Engine::Vector | Engine::GpSimd) {
-            return Err(V::Invalid(format!("memset runs on Vector or GpSimd, not {eng}")));
+            return Err(V::Invalid(format!(
+                "memset runs on VectorE or GpSimd, not {}",
+                eng.doc_name()
+            )));
         }
         let rd = self.check_tile("dst", &d)?;
         Self::check_engine_mem(eng, "dst", &d)?;
@@ -688,7 +703,10 @@ impl Nc {
         loc: &'static Location<'static>,
     ) -> VResult<()> {
         if !matches!(eng, Engine::Vector | Engine::Scalar) {
-            return Err(V::Invalid(format!("reciprocal runs on Vector or Scalar, not {eng}")));
+            return Err(V::Invalid(format!(
+                "reciprocal runs on VectorE or ScalarE, not {}",
+                eng.doc_name()
+            )));
         }
         let rs = self.check_tile("src", &s)?;
         let rd = self.check_tile("dst", &d)?;
