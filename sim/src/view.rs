@@ -161,7 +161,8 @@ impl<const N: usize> Dims<N> {
         };
         if i >= size {
             let dim = dim as u8;
-            return Err(Fault::OutOfBounds { dim, index: true, own, start: i, end: i + 1, size });
+            let end = i.saturating_add(1);
+            return Err(Fault::OutOfBounds { dim, index: true, own, start: i, end, size });
         }
         self.remove(dim);
         Ok(stride * i as i64)
@@ -785,6 +786,11 @@ mod tests {
         for grown in [full.split(4, 1), full.broadcast(3)] {
             assert_eq!(grown.dims, full.dims);
             assert!(matches!(grown.fault, Fault::Full { n: 5, .. }), "{grown:?}");
+        }
+        // Arguments at the edge of their types are faults, not overflows.
+        for edge in [v.index(0, u64::MAX), v.rows(u64::MAX..u64::MAX), v.split(2, u64::MAX)] {
+            assert_ne!(edge.fault, Fault::None, "{edge:?}");
+            assert_eq!((edge.offset, edge.dims), (v.offset, v.dims));
         }
         // A marked view keeps its first fault, whatever comes after it.
         let bad = v.swap(0, 3).index(7, 0).rows(0..1);
