@@ -87,15 +87,51 @@ enum CaseFailure {
     Wrong(String, Option<Metrics>),
 }
 
-/// A failed case as a check reports it: the message, and the metrics when outputs were
-/// compared.
-type Failed = (String, Option<Metrics>);
+/// A failed case as a check reports it: the message, the metrics when outputs were
+/// compared, and the hardware rule when the simulator refused the program (a structural
+/// error, whatever the inputs).
+struct Failed {
+    message: String,
+    metrics: Option<Metrics>,
+    /// The rule's name, the instruction that broke it and its source location.
+    rule: Option<(String, String, String)>,
+}
 
 impl From<CaseFailure> for Failed {
     fn from(f: CaseFailure) -> Self {
         match f {
-            CaseFailure::Run(e) => (e.to_string(), None),
-            CaseFailure::Wrong(message, metrics) => (message, metrics),
+            CaseFailure::Run(RunError::Sim { violation, instruction, location, message }) => {
+                Failed { message, metrics: None, rule: Some((violation, instruction, location)) }
+            }
+            CaseFailure::Run(e) => Failed { message: e.to_string(), metrics: None, rule: None },
+            CaseFailure::Wrong(message, metrics) => Failed { message, metrics, rule: None },
+        }
+    }
+}
+
+impl Failed {
+    /// The report's failing case: at `shape`, drawn from `seed` and `dist`, with `metrics`
+    /// as reported (made finite) when outputs were compared.
+    fn at(
+        self,
+        shape: Shape,
+        input_seed: u64,
+        distribution: Distribution,
+        metrics: Metrics,
+    ) -> CheckFailure {
+        let (rule, instruction, location) = match self.rule {
+            Some((r, i, l)) => (Some(r), Some(i), Some(l)),
+            None => (None, None, None),
+        };
+        CheckFailure {
+            shape,
+            input_seed,
+            distribution,
+            message: self.message,
+            metrics: self.metrics.map(|_| metrics),
+            rule,
+            instruction,
+            location,
         }
     }
 }
@@ -160,10 +196,15 @@ fn case(
     if m.passes(&tol) {
         Ok(m)
     } else {
+        // NaN where the reference has a value is first said as what it nearly always is:
+        // a region the kernel never wrote (fresh memory is NaN).
+        let unwritten = unwritten(&run.outputs, &reference, &outputs);
         Err(Wrong(
             format!(
-                "{} of {} elements outside |err| ≤ {:.2e} + {}·|ref| (atol {} × max(1, RMS of \
-                 the reference)); max abs err {:.3e}, cosine {:.6} (floor {}); {}",
+                "{}{} of {} elements outside |err| ≤ {:.2e} + {}·|ref| (atol {} × max(1, RMS \
+                 of the reference)); max abs err {:.3e}, cosine {:.6} (floor {}); {}; if this \
+                 precision is what the kernel intends, override `Kernel::tolerance()`",
+                unwritten.map_or(String::new(), |u| u + "\n"),
                 m.mismatches,
                 m.elements,
                 m.effective_atol,
@@ -172,44 +213,133 @@ fn case(
                 m.max_abs_err,
                 m.cosine,
                 tol.min_cosine,
-                worst_element(&run.outputs, &reference, &outputs)
+                past_bound(&run.outputs, &reference, &outputs, m.effective_atol, tol.rtol)
             ),
             Some(m),
         ))
     }
 }
 
-/// Where the largest error is, as a kernel author looks for it: the output, the element's
-/// index in the tensor's dims, and the two values (a NaN or infinity counts as the largest).
-fn worst_element(outputs: &[Vec<f32>], reference: &[Vec<f32>], specs: &[TensorSpec]) -> String {
-    let error = |o: f32, r: f32| {
-        let e = (f64::from(o) - f64::from(r)).abs();
-        if e.is_nan() {
-            f64::INFINITY
-        } else {
-            e
-        }
-    };
-    let worst = outputs
-        .iter()
-        .zip(reference)
-        .enumerate()
-        .flat_map(|(t, (o, r))| o.iter().zip(r).enumerate().map(move |(i, (&o, &r))| (t, i, o, r)))
-        .max_by(|a, b| error(a.2, a.3).total_cmp(&error(b.2, b.3)));
-    let Some((t, i, got, expected)) = worst else { return "no element to compare".into() };
-    let dims = &specs[t].dims;
+/// An element's index in a tensor of `dims`, from its row-major position.
+fn index_of(i: usize, dims: &[u64]) -> Vec<u64> {
     let mut index = vec![0; dims.len()];
     let mut rest = i as u64;
     for (slot, &d) in index.iter_mut().zip(dims).rev() {
         *slot = rest % d.max(1);
         rest /= d.max(1);
     }
+    index
+}
+
+/// `name[i, j, …]`.
+fn at(name: &str, index: &[u64]) -> String {
     let index: Vec<String> = index.iter().map(u64::to_string).collect();
+    format!("`{name}`[{}]", index.join(", "))
+}
+
+/// The outputs' NaNs where the reference has a value, said per output as the region never
+/// written: `` `y`[64..128, ..] of [128, 512] `` when they fill a box of the tensor (a range
+/// per dimension, `..` for all of one), else their count and first and last index. `None`
+/// when there are none.
+fn unwritten(outputs: &[Vec<f32>], reference: &[Vec<f32>], specs: &[TensorSpec]) -> Option<String> {
+    let mut said = Vec::new();
+    for ((o, r), spec) in outputs.iter().zip(reference).zip(specs) {
+        let nan = |(&o, &r): (&f32, &f32)| o.is_nan() && !r.is_nan();
+        let positions: Vec<usize> =
+            o.iter().zip(r).enumerate().filter(|(_, e)| nan(*e)).map(|(i, _)| i).collect();
+        let (Some(&first), Some(&last)) = (positions.first(), positions.last()) else {
+            continue;
+        };
+        let dims = &spec.dims;
+        let (mut lo, mut hi) = (vec![u64::MAX; dims.len()], vec![0; dims.len()]);
+        for &i in &positions {
+            for (d, x) in index_of(i, dims).into_iter().enumerate() {
+                lo[d] = lo[d].min(x);
+                hi[d] = hi[d].max(x);
+            }
+        }
+        let volume: u64 = lo.iter().zip(&hi).map(|(l, h)| h + 1 - l).product();
+        let (count, total) = (positions.len(), o.len());
+        said.push(if volume == count as u64 {
+            let ranges: Vec<String> = (0..dims.len())
+                .map(|d| match (lo[d], hi[d] + 1) {
+                    (0, end) if end == dims[d] => "..".to_string(),
+                    (l, end) if end == l + 1 => l.to_string(),
+                    (l, end) => format!("{l}..{end}"),
+                })
+                .collect();
+            let region = match ranges.iter().all(|r| r == "..") {
+                true => format!("all of `{}` ({dims:?})", spec.name),
+                false => format!("`{}`[{}] of {dims:?}", spec.name, ranges.join(", ")),
+            };
+            format!(
+                "{region} was never written: NaN, as fresh memory is, where the reference has \
+                 values ({count} of {total} elements)"
+            )
+        } else {
+            format!(
+                "{count} of {total} elements of `{}` (of {dims:?}) are NaN where the reference \
+                 has values, first {}, last {}: never written (fresh memory is NaN), or \
+                 computed as NaN",
+                spec.name,
+                at(&spec.name, &index_of(first, dims)),
+                at(&spec.name, &index_of(last, dims))
+            )
+        });
+    }
+    (!said.is_empty()).then(|| said.join("; "))
+}
+
+/// The element furthest past its own bound, `effective_atol + rtol·|ref|` (the bound the
+/// verdict applies, so the element named is one that failed), as a kernel author looks for
+/// it: the output, the element's index in the tensor's dims, the two values and how many
+/// times its bound its error is (a NaN or infinity counts as furthest). When every element
+/// is within its bound (the cosine failed), the one nearest it.
+fn past_bound(
+    outputs: &[Vec<f32>],
+    reference: &[Vec<f32>],
+    specs: &[TensorSpec],
+    effective_atol: f64,
+    rtol: f64,
+) -> String {
+    let ratio = |o: f32, r: f32| {
+        let (o, r) = (f64::from(o), f64::from(r));
+        let e = (o - r).abs();
+        if !e.is_finite() {
+            f64::INFINITY
+        } else if e == 0.0 {
+            0.0
+        } else {
+            e / (effective_atol + rtol * r.abs())
+        }
+    };
+    // The first of equals, as `Metrics::worst` takes it.
+    let mut worst: Option<(usize, usize, f32, f32, f64)> = None;
+    for (t, (o, r)) in outputs.iter().zip(reference).enumerate() {
+        for (i, (&o, &r)) in o.iter().zip(r).enumerate() {
+            let q = ratio(o, r);
+            if worst.is_none_or(|w| q > w.4) {
+                worst = Some((t, i, o, r, q));
+            }
+        }
+    }
+    let Some((t, i, got, expected, q)) = worst else { return "no element to compare".into() };
+    let dims = &specs[t].dims;
+    let allowed = effective_atol + rtol * f64::from(expected).abs();
+    let err = (f64::from(got) - f64::from(expected)).abs();
+    let how = if q > 1.0 {
+        "furthest past its bound (largest |err| ÷ its own bound)"
+    } else {
+        "every element within its bound, the cosine below its floor; nearest its bound"
+    };
+    let times = if q.is_finite() {
+        format!("|err| {err:.3e} = {q:.3} × its bound {allowed:.3e}")
+    } else {
+        format!("its bound {allowed:.3e}")
+    };
     format!(
-        "worst at `{}`[{}] of {:?}: got {got}, expected {expected}",
-        specs[t].name,
-        index.join(", "),
-        dims
+        "{how}: {} of {dims:?}: got {got}, expected {expected}, {times}",
+        at(&specs[t].name, &index_of(i, dims))
     )
 }
 
@@ -234,8 +364,8 @@ pub fn check_at(
                 return Err(e)
             }
             Err(f) => {
-                let (message, metrics) = f.into();
-                let m = failing_metrics(metrics);
+                let f = Failed::from(f);
+                let m = failing_metrics(f.metrics);
                 return Ok(CheckReport {
                     passed: false,
                     cases: i as u32 + 1,
@@ -246,13 +376,7 @@ pub fn check_at(
                     cosine: m.cosine,
                     effective_atol: m.effective_atol,
                     worst: m.worst,
-                    failure: Some(CheckFailure {
-                        shape: shape.clone(),
-                        input_seed: seed,
-                        distribution: Distribution::Normal,
-                        message,
-                        metrics: metrics.map(|_| m),
-                    }),
+                    failure: Some(f.at(shape.clone(), seed, Distribution::Normal, m)),
                     tolerance: Some(kernel.tolerance(shape)),
                 });
             }
@@ -384,7 +508,7 @@ pub fn check_remembering(
             }
             Err(f) => {
                 failed.set(true);
-                Err(TestCaseError::fail(Failed::from(f).0))
+                Err(TestCaseError::fail(Failed::from(f).message))
             }
         }
     });
@@ -406,12 +530,15 @@ pub fn check_remembering(
         Err(TestError::Fail(_, (shape, seed, dist))) => {
             let again =
                 case(kernel, params, &shape, seed, dist, &cfg.chip, &mut cases.borrow_mut());
-            let (message, metrics) = match again {
-                Err(e) => e.into(),
-                Ok(m) => ("failed only in the original (unshrunk) case".into(), Some(m)),
+            let f = match again {
+                Err(e) => Failed::from(e),
+                Ok(m) => Failed {
+                    message: "failed only in the original (unshrunk) case".into(),
+                    metrics: Some(m),
+                    rule: None,
+                },
             };
-            let m = failing_metrics(metrics);
-            let metrics = metrics.map(|_| m);
+            let m = failing_metrics(f.metrics);
             let tolerance = Some(kernel.tolerance(&shape));
             Ok(CheckReport {
                 passed: false,
@@ -423,13 +550,7 @@ pub fn check_remembering(
                 cosine: m.cosine,
                 effective_atol: m.effective_atol,
                 worst: m.worst,
-                failure: Some(CheckFailure {
-                    shape,
-                    input_seed: seed,
-                    distribution: dist,
-                    message,
-                    metrics,
-                }),
+                failure: Some(f.at(shape, seed, dist, m)),
                 tolerance,
             })
         }
@@ -456,5 +577,44 @@ pub fn check_remembering(
                 ),
             }))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use neuron_sim::Dtype;
+
+    #[test]
+    fn nan_outside_a_box_is_counted_with_its_first_and_last_index() {
+        let specs = [TensorSpec::output("y", Dtype::F32, &[2, 3])];
+        let nan = f32::NAN;
+        // Two NaNs not filling their bounding box ([0..2, 0..3] of 2 × 3 holds 6).
+        let said = unwritten(&[vec![nan, 1.0, 1.0, 1.0, 1.0, nan]], &[vec![1.0; 6]], &specs);
+        assert_eq!(
+            said.as_deref(),
+            Some(
+                "2 of 6 elements of `y` (of [2, 3]) are NaN where the reference has values, \
+                 first `y`[0, 0], last `y`[1, 2]: never written (fresh memory is NaN), or \
+                 computed as NaN"
+            )
+        );
+        // One element is a box of its own; a NaN the reference has too is not unwritten.
+        let said = unwritten(&[vec![1.0, nan, 1.0, 1.0, 1.0, nan]], &[vec![1.0; 6]], &specs);
+        assert!(said.unwrap().starts_with("2 of 6"));
+        let one = unwritten(&[vec![1.0, 1.0, 1.0, 1.0, nan, 1.0]], &[vec![1.0; 6]], &specs);
+        assert!(one.unwrap().starts_with("`y`[1, 1] of [2, 3] was never written"));
+        let all = unwritten(&[vec![nan; 6]], &[vec![1.0; 6]], &specs).unwrap();
+        assert!(all.starts_with("all of `y` ([2, 3]) was never written"), "{all}");
+        let both = [vec![nan, 1.0, 1.0, 1.0, 1.0, 1.0]];
+        assert_eq!(unwritten(&both, &[vec![nan, 1.0, 1.0, 1.0, 1.0, 1.0]], &specs), None);
+    }
+
+    #[test]
+    fn within_every_bound_the_cosine_failed_and_the_nearest_element_is_named() {
+        let specs = [TensorSpec::output("y", Dtype::F32, &[2])];
+        let said = past_bound(&[vec![1.0, 2.0]], &[vec![1.0, 2.01]], &specs, 0.0, 0.01);
+        assert!(said.starts_with("every element within its bound"), "{said}");
+        assert!(said.contains("`y`[1] of [2]"), "{said}");
     }
 }

@@ -184,9 +184,10 @@ pub enum RunError {
     /// The parameters are not valid for the shape (the kernel's validity rule).
     #[error("invalid variant: {0}")]
     Invalid(String),
-    /// The program broke a hardware rule (`violation` names it: `over_capacity`, …).
+    /// The program broke a hardware rule (`violation` names it: `over_capacity`, …) at an
+    /// instruction (`nc_matmul`, …) issued at `location` (`file:line:col` of kernel code).
     #[error("{message}")]
-    Sim { violation: String, message: String },
+    Sim { violation: String, instruction: String, location: String, message: String },
     /// The kernel code panicked.
     #[error("kernel panicked: {0}")]
     Panic(String),
@@ -197,9 +198,12 @@ impl RunError {
     pub fn context(self, context: &str) -> RunError {
         match self {
             RunError::Invalid(m) => RunError::Invalid(format!("{context}: {m}")),
-            RunError::Sim { violation, message } => {
-                RunError::Sim { violation, message: format!("{context}: {message}") }
-            }
+            RunError::Sim { violation, instruction, location, message } => RunError::Sim {
+                violation,
+                instruction,
+                location,
+                message: format!("{context}: {message}"),
+            },
             RunError::Panic(m) => RunError::Panic(format!("{context}: {m}")),
         }
     }
@@ -213,7 +217,12 @@ impl From<SimError> for RunError {
             neuron_sim::ViolationKind::Invalid(_) if e.instruction == "kernel" => {
                 RunError::Invalid(e.to_string())
             }
-            _ => RunError::Sim { violation: e.kind.name().to_string(), message: e.to_string() },
+            _ => RunError::Sim {
+                violation: e.kind.name().to_string(),
+                instruction: e.instruction.to_string(),
+                location: e.loc.to_string(),
+                message: e.to_string(),
+            },
         }
     }
 }

@@ -232,10 +232,10 @@ fn the_default_tolerance_is_the_output_dtypes_so_an_fp32_kernel_off_by_1_5_perce
     assert_eq!(kernel.tolerance(&shape), tolerance_for(Dtype::F32));
     let report = check(&kernel, &Params::new(), &config()).unwrap();
     assert!(!report.passed, "a 1.5 % error in fp32 is a wrong answer: {report:?}");
-    // The failure says where the largest error is and what the two values were: here the
-    // element of largest magnitude, got 1.015 times what was expected.
+    // The failure says which element is furthest past its bound and what the two values
+    // were: got 1.015 times what was expected.
     let failure = report.failure.as_ref().unwrap();
-    let at = failure.message.split("worst at `y`[").nth(1).expect("the worst element");
+    let at = failure.message.split("own bound): `y`[").nth(1).expect("the worst element");
     let number = |after: &str| -> f64 {
         let v = at.split(after).nth(1).unwrap();
         v.split(|c: char| c == ',' || c.is_whitespace()).next().unwrap().parse().unwrap()
@@ -413,4 +413,131 @@ fn remembered_cases_give_the_cold_report_bit_for_bit_and_are_not_drawn_again() {
         assert!(drawn.0 > before.0 && drawn.1 > before.1, "the first check computes its cases");
         assert_eq!(kernel.calls(), drawn, "the second check computes none");
     }
+}
+
+/// `y = x` in fp32 at the inputs `[100, 1]`, against a reference `[100.5, 1.05]`: the
+/// larger error (0.5 off 100.5) is within its bound, 1 % of |ref|, and the smaller one
+/// (0.05 off 1.05) is far past its own.
+struct FailsAtTheSmallerError;
+
+impl Kernel for FailsAtTheSmallerError {
+    fn name(&self) -> &str {
+        "skewed"
+    }
+    fn params(&self) -> Vec<ParamSpec> {
+        vec![]
+    }
+    fn shapes(&self) -> Vec<(String, Shape)> {
+        small()
+    }
+    fn small_shapes(&self, _: &Params) -> BoxedStrategy<Shape> {
+        up_to_128_by_64()
+    }
+    fn tensors(&self, sh: &Shape) -> Vec<TensorSpec> {
+        x_to_y(sh, Dtype::F32)
+    }
+    fn inputs(&self, _: &Shape, _: u64, _: Distribution) -> Vec<Vec<f32>> {
+        vec![vec![100.0, 1.0]]
+    }
+    fn run(&self, nc: &mut Nc, _: &Params, sh: &Shape, t: &[Hbm]) -> SimResult<()> {
+        let pool = nc.sbuf_pool("io", 1);
+        let tile = nc.tile(pool, Dtype::F32, &[sh.dim("rows"), sh.dim("cols")])?;
+        nc.dma(tile, t[0])?;
+        nc.dma(t[1], tile)
+    }
+    fn reference(&self, _: &Shape, _: &[Vec<f32>]) -> Vec<Vec<f32>> {
+        vec![vec![100.5, 1.05]]
+    }
+    fn work(&self, sh: &Shape) -> Work {
+        Work { flops: 0.0, bytes: 8.0 * (sh.dim("rows") * sh.dim("cols")) as f64 }
+    }
+}
+
+#[test]
+fn a_failed_tolerance_names_the_element_furthest_past_its_bound_not_the_largest_error() {
+    use neuron_tune_harness::check::check_at;
+    let shape = Shape::new(&[("rows", 1), ("cols", 2)]);
+    let report =
+        check_at(&FailsAtTheSmallerError, &Params::new(), &[shape], 1, &Chip::trn2()).unwrap();
+    assert!(!report.passed);
+    let message = report.failure.expect("a failure").message;
+    assert!(message.starts_with("1 of 2 elements outside"), "{message}");
+    // The failing element, by its error as a multiple of its own bound (said as such)...
+    assert!(
+        message.contains(
+            "furthest past its bound (largest |err| ÷ its own bound): `y`[0, 1] of [1, 2]: got \
+             1, expected 1.05"
+        ),
+        "{message}"
+    );
+    // ...never the passing one with the largest absolute error.
+    assert!(!message.contains("`y`[0, 0]"), "{message}");
+    // An intended precision is the kernel's to declare.
+    assert!(message.ends_with("override `Kernel::tolerance()`"), "{message}");
+}
+
+#[test]
+fn outputs_never_written_are_said_first_as_the_region_left_nan() {
+    use neuron_tune_harness::check::check_at;
+    let shape = |r: u64, c: u64| Shape::new(&[("rows", r), ("cols", c)]);
+    let p = Params::defaults(&FirstColumns.params());
+    // 16 rows of 100 columns: columns 64..100 of every row are never written.
+    let bad = check_at(&FirstColumns, &p, &[shape(16, 100)], 3, &Chip::trn2()).unwrap();
+    let message = bad.failure.expect("a failure").message;
+    let first = message.lines().next().unwrap();
+    assert_eq!(
+        first,
+        "`y`[.., 64..100] of [16, 100] was never written: NaN, as fresh memory is, where the \
+         reference has values (576 of 1600 elements)",
+        "{message}"
+    );
+    // The comparison follows on its own line.
+    assert!(message.lines().nth(1).unwrap().starts_with("576 of 1600 elements outside"));
+}
+
+/// A copy through a tile too large for SBUF at any shape: a hardware rule broken whatever
+/// the inputs.
+struct Overflows;
+
+impl Kernel for Overflows {
+    fn name(&self) -> &str {
+        "overflows"
+    }
+    fn params(&self) -> Vec<ParamSpec> {
+        vec![]
+    }
+    fn shapes(&self) -> Vec<(String, Shape)> {
+        small()
+    }
+    fn small_shapes(&self, _: &Params) -> BoxedStrategy<Shape> {
+        up_to_128_by_64()
+    }
+    fn tensors(&self, sh: &Shape) -> Vec<TensorSpec> {
+        x_to_y(sh, Dtype::F32)
+    }
+    fn run(&self, nc: &mut Nc, _: &Params, _: &Shape, _: &[Hbm]) -> SimResult<()> {
+        let pool = nc.sbuf_pool("huge", 1);
+        nc.tile(pool, Dtype::F32, &[128, 1 << 20])?;
+        Ok(())
+    }
+    fn reference(&self, _: &Shape, i: &[Vec<f32>]) -> Vec<Vec<f32>> {
+        vec![i[0].clone()]
+    }
+    fn work(&self, sh: &Shape) -> Work {
+        Work { flops: 0.0, bytes: 8.0 * (sh.dim("rows") * sh.dim("cols")) as f64 }
+    }
+}
+
+#[test]
+fn a_broken_hardware_rule_names_its_rule_instruction_and_location() {
+    let report = check(&Overflows, &Params::new(), &config()).unwrap();
+    assert!(!report.passed);
+    let f = report.failure.expect("a failure");
+    assert_eq!(f.rule.as_deref(), Some("over_capacity"), "{f:?}");
+    assert!(f.instruction.as_deref().is_some_and(|i| !i.is_empty()), "{f:?}");
+    let location = f.location.as_deref().unwrap_or_default();
+    assert!(location.contains("tests/check.rs:"), "{f:?}");
+    assert!(f.message.contains("SBUF over capacity"), "{f:?}");
+    // Its outputs were never compared: no metrics.
+    assert_eq!(f.metrics, None);
 }

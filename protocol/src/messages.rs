@@ -12,7 +12,10 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::PathBuf;
 
-/// Bumped on any incompatible change of these messages.
+/// Bumped on any incompatible change of these messages. A field added as optional (a serde
+/// default when absent, not written when empty) is not one: neither side refuses an object
+/// with a key it does not know, so each reads the other's messages and the field is simply
+/// missing from an older side's (`CheckFailure`'s `rule`, `instruction` and `location`).
 ///
 /// History: 1 — JSON lines on the worker's stdout, shared with what kernel code printed;
 /// 2 — requests and responses carry ids, typed results and errors, the captured output of

@@ -182,6 +182,17 @@ pub struct CheckFailure {
     pub distribution: Distribution,
     pub message: String,
     pub metrics: Option<Metrics>,
+    /// When the case broke a hardware rule (the simulator refused the program, whatever the
+    /// inputs): the rule (`ViolationKind::name`: `over_capacity`, `psum_bank_overflow`, …),
+    /// the instruction that broke it (`nc_matmul`, …) and its source location
+    /// (`file:line:col`). Absent otherwise, and from an older harness's answers (optional:
+    /// no protocol version of its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instruction: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
 }
 
 /// Outcome of a property-based check of one variant.
@@ -570,6 +581,30 @@ mod tests {
         // JSON has no infinity: the NaN's element is the worst, at f64::MAX.
         assert_eq!(nan.worst.map(|w| (w.abs_err, w.ratio)), Some((f64::MAX, f64::MAX)));
         assert!(!nan.passes(&tol));
+    }
+
+    #[test]
+    fn a_check_failure_reads_with_or_without_its_hardware_rule() {
+        // An older harness's failure, without the rule: still read, the rule absent.
+        let old = r#"{"shape":{"rows":1},"input_seed":3,"distribution":"edge","message":"m","metrics":null}"#;
+        let f: CheckFailure = serde_json::from_str(old).unwrap();
+        assert_eq!((&f.rule, &f.instruction, &f.location), (&None, &None, &None));
+        // Without a rule nothing new is written, so an older tool reads it as before...
+        let text = serde_json::to_string(&f).unwrap();
+        assert!(!text.contains("rule") && !text.contains("location"), "{text}");
+        // ...and with one, the three fields are there (an older tool skips them).
+        let f = CheckFailure {
+            rule: Some("psum_bank_overflow".into()),
+            instruction: Some("nc_matmul".into()),
+            location: Some("src/k.rs:70:16".into()),
+            ..f
+        };
+        let text = serde_json::to_string(&f).unwrap();
+        assert!(
+            text.contains(r#""rule":"psum_bank_overflow","instruction":"nc_matmul","location":"src/k.rs:70:16""#),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<CheckFailure>(&text).unwrap(), f);
     }
 
     #[test]
