@@ -61,18 +61,23 @@ pub enum Event {
         chip: String,
         passed: bool,
         cases: u32,
-        max_abs_err: f64,
-        max_rel_err: f64,
-        mse: f64,
-        cosine: f64,
+        /// The errors over the cases; `None` (null) where they could not be measured: the
+        /// outputs were never compared (a panic, a broken hardware rule) or held a NaN or an
+        /// infinity (the cosine then too), which the harness says as `f64::MAX`.
+        max_abs_err: Option<f64>,
+        max_rel_err: Option<f64>,
+        mse: Option<f64>,
+        cosine: Option<f64>,
         seed: u64,
-        failure: Option<CheckFailure>,
+        /// The failing case; a figure of its metrics that could not be measured is null.
+        failure: Option<FailedCase>,
         /// The tolerance the verdict used, and the absolute tolerance it came to.
         tolerance: Option<neuron_tune_protocol::Tolerance>,
         effective_atol: f64,
-        /// The element nearest its own bound (absent when the harness does not say).
+        /// The element nearest its own bound (absent when the harness does not say); a
+        /// figure that could not be measured is null.
         #[serde(skip_serializing_if = "Option::is_none")]
-        worst: Option<neuron_tune_protocol::WorstElement>,
+        worst: Option<Worst>,
     },
     Bench {
         kernel: String,
@@ -255,6 +260,89 @@ pub enum Event {
         #[serde(skip_serializing_if = "Vec::is_empty")]
         diagnostics: Vec<String>,
     },
+}
+
+/// A check's failing case as the `check` event says it: the protocol's [`CheckFailure`],
+/// with null for each figure the harness could not measure.
+#[derive(Clone, Debug, Serialize)]
+pub struct FailedCase {
+    pub shape: neuron_tune_protocol::Shape,
+    pub input_seed: u64,
+    pub distribution: neuron_tune_protocol::Distribution,
+    pub message: String,
+    pub metrics: Option<CaseMetrics>,
+    /// A broken hardware rule: its name, the instruction and its source location.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instruction: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+}
+
+impl From<CheckFailure> for FailedCase {
+    fn from(f: CheckFailure) -> FailedCase {
+        FailedCase {
+            shape: f.shape,
+            input_seed: f.input_seed,
+            distribution: f.distribution,
+            message: f.message,
+            metrics: f.metrics.map(|m| CaseMetrics {
+                max_abs_err: measured(m.max_abs_err),
+                max_rel_err: measured(m.max_rel_err),
+                mse: measured(m.mse),
+                cosine: measured(m.max_abs_err).map(|_| m.cosine),
+                mismatches: m.mismatches,
+                elements: m.elements,
+                effective_atol: m.effective_atol,
+                worst: m.worst.map(Worst::from),
+            }),
+            rule: f.rule,
+            instruction: f.instruction,
+            location: f.location,
+        }
+    }
+}
+
+/// The failing case's `Metrics`, null where not measured (a NaN or an infinity in the
+/// outputs: the cosine is then NaN too, which the harness sends as 0).
+#[derive(Clone, Debug, Serialize)]
+pub struct CaseMetrics {
+    pub max_abs_err: Option<f64>,
+    pub max_rel_err: Option<f64>,
+    pub mse: Option<f64>,
+    pub cosine: Option<f64>,
+    pub mismatches: u64,
+    pub elements: u64,
+    pub effective_atol: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worst: Option<Worst>,
+}
+
+/// The protocol's `WorstElement`, null where not measured (a NaN's error and ratio).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Worst {
+    pub abs_err: Option<f64>,
+    pub abs_ref: Option<f64>,
+    pub allowed: Option<f64>,
+    pub ratio: Option<f64>,
+}
+
+impl From<neuron_tune_protocol::WorstElement> for Worst {
+    fn from(w: neuron_tune_protocol::WorstElement) -> Worst {
+        Worst {
+            abs_err: measured(w.abs_err),
+            abs_ref: measured(w.abs_ref),
+            allowed: measured(w.allowed),
+            ratio: measured(w.ratio),
+        }
+    }
+}
+
+/// A figure of a check report as the `check` event says it: `None` where the harness could
+/// not measure it (`f64::MAX`).
+pub fn measured(x: f64) -> Option<f64> {
+    (x < f64::MAX).then_some(x)
 }
 
 /// The gate's verdict over all models: counts, the calls that moved most (with the models

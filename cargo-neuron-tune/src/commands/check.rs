@@ -6,7 +6,7 @@ use crate::cargo::CargoFlags;
 use crate::cli::Selection;
 use crate::eval::{stream, unexpected, Next};
 use crate::exit::{fail, Exit, Failure};
-use crate::output::{show_output, Event, Summary};
+use crate::output::{measured, show_output, Event, Summary};
 use crate::select::{chip_spec, Variant};
 use crate::workspace::{Ctx, Workspace};
 use neuron_tune_protocol::{CheckReport, RequestBody, ResponseBody};
@@ -170,15 +170,17 @@ fn report(ctx: &Ctx, v: &Variant, chip: &str, r: &CheckReport, w: &Widths) {
         chip: chip.to_string(),
         passed: r.passed,
         cases: r.cases,
-        max_abs_err: r.max_abs_err,
-        max_rel_err: r.max_rel_err,
-        mse: r.mse,
-        cosine: r.cosine,
+        max_abs_err: measured(r.max_abs_err),
+        max_rel_err: measured(r.max_rel_err),
+        mse: measured(r.mse),
+        // A NaN or an infinity in the outputs (or none compared) makes the cosine NaN too,
+        // which the harness sends as 0.
+        cosine: measured(r.max_abs_err).map(|_| r.cosine),
         seed: r.seed,
-        failure: r.failure.clone(),
+        failure: r.failure.clone().map(Into::into),
         tolerance: r.tolerance,
         effective_atol: r.effective_atol,
-        worst: r.worst,
+        worst: r.worst.map(Into::into),
     });
     if r.passed {
         out.result(format!(
@@ -204,13 +206,29 @@ fn report(ctx: &Ctx, v: &Variant, chip: &str, r: &CheckReport, w: &Widths) {
         r.seed,
         pw = w.params,
     ));
-    out.result(format!(
-        "         smallest failing shape {} (input seed {}, {:?} inputs)",
-        f.shape, f.input_seed, f.distribution
-    ));
+    match &f.rule {
+        // A broken hardware rule is the program's, whatever the inputs: its shape and rule,
+        // not a failing case's inputs.
+        Some(rule) => out.result(format!(
+            "         hardware-rule violation (`{rule}`{}) at shape {}: the simulator refused \
+             the program there",
+            match (&f.instruction, &f.location) {
+                (Some(i), Some(l)) => format!(", by `{i}` at {l}"),
+                _ => String::new(),
+            },
+            f.shape
+        )),
+        None => out.result(format!(
+            "         smallest failing shape {} (input seed {}, {:?} inputs)",
+            f.shape, f.input_seed, f.distribution
+        )),
+    }
     // The message states the failing case's own bound (a panic's or a crash's, what
-    // happened); the errors over all cases follow when outputs were compared at all.
-    out.result(format!("         {}", f.message));
+    // happened), a line each; the errors over all cases follow when outputs were compared
+    // at all.
+    for line in f.message.lines() {
+        out.result(format!("         {line}"));
+    }
     if r.max_abs_err < f64::MAX {
         out.result(format!(
             "         over all cases: max abs err {:.3e}  max rel err {:.3e}  MSE {:.3e}  cosine {:.6}",
