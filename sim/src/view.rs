@@ -200,10 +200,19 @@ impl<const N: usize> Dims<N> {
         if self.len() == N {
             return Err(Fault::Full { step, n: self.n, args });
         }
+        let elems = self.as_slice().iter().try_fold(n, |total, d| total.checked_mul(d.1));
+        if elems.is_none_or(|e| e > MAX_VIEW_ELEMS) {
+            return Err(Fault::Huge { step, args });
+        }
         self.insert(dim, (0, n));
         Ok(())
     }
 }
+
+/// The most elements a view may cover: 2⁴⁰, far past any NeuronCore memory (an HBM of
+/// 96 GiB holds under 2³⁷ bytes), so only a broadcast or expand by a wrong count reaches
+/// it; past it the element and byte counts the checks compute could overflow.
+pub(crate) const MAX_VIEW_ELEMS: u64 = 1 << 40;
 
 /// Partitions, as a [`Fault`]'s dim.
 pub(crate) const PARTS: u8 = u8::MAX;
@@ -281,6 +290,11 @@ pub(crate) enum Fault {
         n: u8,
         args: [u64; 3],
     },
+    /// `step(args)` (a broadcast or expand) would cover more than [`MAX_VIEW_ELEMS`].
+    Huge {
+        step: Step,
+        args: [u64; 3],
+    },
     /// `split(dim, inner)` of a dim of `size` elements, which `inner` does not divide.
     Split {
         dim: u8,
@@ -334,6 +348,11 @@ impl Fault {
             Fault::Split { dim: d, inner, size } => {
                 format!("split({d}, {inner}): {inner} does not divide {}'s {size}", dim(d))
             }
+            Fault::Huge { step, args } => format!(
+                "{}: the view would cover more than 2^40 elements, more than any NeuronCore \
+                 memory holds (a broadcast or expand by a wrong count?)",
+                step.call(args)
+            ),
         }
     }
 }
@@ -787,7 +806,13 @@ mod tests {
             assert_eq!(grown.dims, full.dims);
             assert!(matches!(grown.fault, Fault::Full { n: 5, .. }), "{grown:?}");
         }
-        // Arguments at the edge of their types are faults, not overflows.
+        // Arguments at the edge of their types are faults, not overflows; so is a broadcast
+        // whose element count would overflow (or merely pass 2^40).
+        let huge = [v.broadcast(u64::MAX), v.broadcast(1 << 40)];
+        for h in huge {
+            assert!(matches!(h.fault, Fault::Huge { step: Step::Broadcast, .. }), "{h:?}");
+        }
+        assert_eq!(hbm(&[4]).view().broadcast((1 << 40) / 4).fault, Fault::None);
         for edge in [v.index(0, u64::MAX), v.rows(u64::MAX..u64::MAX), v.split(2, u64::MAX)] {
             assert_ne!(edge.fault, Fault::None, "{edge:?}");
             assert_eq!((edge.offset, edge.dims), (v.offset, v.dims));
