@@ -195,6 +195,29 @@ pub struct CheckFailure {
     pub location: Option<String>,
 }
 
+impl CheckFailure {
+    /// What failed, in words, before the message: a broken hardware rule is the program's,
+    /// whatever the inputs (its rule, instruction and shape); any other failure is a case
+    /// (its shape, input seed and distribution).
+    pub fn heading(&self) -> String {
+        match &self.rule {
+            Some(rule) => format!(
+                "hardware-rule violation (`{rule}`{}) at shape {}: the simulator refused the \
+                 program there",
+                match (&self.instruction, &self.location) {
+                    (Some(i), Some(l)) => format!(", by `{i}` at {l}"),
+                    _ => String::new(),
+                },
+                self.shape
+            ),
+            None => format!(
+                "smallest failing shape {} (input seed {}, {:?} inputs)",
+                self.shape, self.input_seed, self.distribution
+            ),
+        }
+    }
+}
+
 /// Outcome of a property-based check of one variant.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CheckReport {
@@ -605,6 +628,27 @@ mod tests {
             "{text}"
         );
         assert_eq!(serde_json::from_str::<CheckFailure>(&text).unwrap(), f);
+    }
+
+    /// `check` and `tune` head a failure the same way: a broken rule by its rule, its
+    /// instruction and the shape (the inputs do not matter to it), a failing case by its
+    /// shape, seed and distribution (what replays it).
+    #[test]
+    fn a_failure_is_headed_by_its_rule_or_by_its_case() {
+        let old = r#"{"shape":{"rows":1},"input_seed":3,"distribution":"edge","message":"m","metrics":null}"#;
+        let case: CheckFailure = serde_json::from_str(old).unwrap();
+        assert_eq!(case.heading(), "smallest failing shape {rows=1} (input seed 3, Edge inputs)");
+        let rule = CheckFailure {
+            rule: Some("psum_bank_overflow".into()),
+            instruction: Some("nc_matmul".into()),
+            location: Some("src/k.rs:70:16".into()),
+            ..case
+        };
+        assert_eq!(
+            rule.heading(),
+            "hardware-rule violation (`psum_bank_overflow`, by `nc_matmul` at src/k.rs:70:16) at \
+             shape {rows=1}: the simulator refused the program there"
+        );
     }
 
     #[test]

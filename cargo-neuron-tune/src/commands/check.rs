@@ -206,23 +206,7 @@ fn report(ctx: &Ctx, v: &Variant, chip: &str, r: &CheckReport, w: &Widths) {
         r.seed,
         pw = w.params,
     ));
-    match &f.rule {
-        // A broken hardware rule is the program's, whatever the inputs: its shape and rule,
-        // not a failing case's inputs.
-        Some(rule) => out.result(format!(
-            "         hardware-rule violation (`{rule}`{}) at shape {}: the simulator refused \
-             the program there",
-            match (&f.instruction, &f.location) {
-                (Some(i), Some(l)) => format!(", by `{i}` at {l}"),
-                _ => String::new(),
-            },
-            f.shape
-        )),
-        None => out.result(format!(
-            "         smallest failing shape {} (input seed {}, {:?} inputs)",
-            f.shape, f.input_seed, f.distribution
-        )),
-    }
+    out.result(format!("         {}", f.heading()));
     // The message states the failing case's own bound (a panic's or a crash's, what
     // happened), a line each; the errors over all cases follow when outputs were compared
     // at all.

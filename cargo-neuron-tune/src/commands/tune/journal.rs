@@ -49,13 +49,10 @@ pub struct FailedCheck {
 
 impl FailedCheck {
     /// The failing case in words: the smallest failing shape, its inputs and what went
-    /// wrong (or the harness's error).
+    /// wrong, or the hardware rule broken (or the harness's error).
     pub fn case_words(&self) -> String {
         match (&self.case, &self.error) {
-            (Some(c), _) => format!(
-                "smallest failing shape {} (input seed {}, {:?} inputs): {}",
-                c.shape, c.input_seed, c.distribution, c.message
-            ),
+            (Some(c), _) => format!("{}: {}", c.heading(), c.message),
             (None, Some(e)) => e.clone(),
             (None, None) => "no failing case reported".into(),
         }
