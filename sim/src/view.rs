@@ -451,13 +451,15 @@ impl HbmView {
     }
     /// Apply one helper's edit of the dims, or keep its fault (and the view as it was). A
     /// view already at fault stays as it is: its first fault is the one reported.
+    ///
+    /// In place, with no copy to roll back to: each edit checks everything before it
+    /// changes anything (the `Dims` methods and the closures here return their fault
+    /// first), which the tests of a faulted view's dims and offset hold it to.
     #[inline(always)]
     fn edit(mut self, f: impl FnOnce(&mut Self) -> Result<(), Fault>) -> Self {
-        if self.fault == Fault::None {
-            let mut next = self;
-            match f(&mut next) {
-                Ok(()) => return next,
-                Err(fault) => self.fault = fault,
+        if matches!(self.fault, Fault::None) {
+            if let Err(fault) = f(&mut self) {
+                self.fault = fault;
             }
         }
         self
@@ -696,14 +698,13 @@ impl TileView {
     pub fn free_elems(&self) -> u64 {
         self.free.elems()
     }
-    /// Apply one helper's edit, or keep its fault (see [`HbmView`]'s).
+    /// Apply one helper's edit, or keep its fault (see [`HbmView`]'s: in place, each edit
+    /// checking before it changes anything).
     #[inline(always)]
     fn edit(mut self, f: impl FnOnce(&mut Self) -> Result<(), Fault>) -> Self {
-        if self.fault == Fault::None {
-            let mut next = self;
-            match f(&mut next) {
-                Ok(()) => return next,
-                Err(fault) => self.fault = fault,
+        if matches!(self.fault, Fault::None) {
+            if let Err(fault) = f(&mut self) {
+                self.fault = fault;
             }
         }
         self
