@@ -255,9 +255,77 @@ impl Step {
     }
 }
 
+/// A view's [`Fault`], as the view carries it: a handle, 0 for none.
+///
+/// Views are made and copied for every instruction, and a [`Fault`] inline (32 bytes) took
+/// a `TileView` from 112 to 144 bytes, past what a move copies inline: every view passed
+/// became a `memcpy` call, 6 % of the timing benchmark's CPU instructions. Faults are rare
+/// (a kernel with a bad view stops at it), so they live in a process-wide table and the
+/// view holds a 4-byte handle. The table is a ring of [`FAULTS_KEPT`] entries, each with its
+/// handle: a handle whose entry a later fault took reads as [`Fault::Lost`] (only past
+/// that many bad views in one process), never as another view's fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub(crate) struct FaultRef(u32);
+
+/// How many faults the table keeps (32 bytes each: 2 MiB).
+const FAULTS_KEPT: usize = 1 << 16;
+
+static FAULTS: std::sync::Mutex<FaultTable> = std::sync::Mutex::new(FaultTable::new(FAULTS_KEPT));
+
+/// The last `kept` faults, each under its handle (1, 2, …; 0 is no fault).
+struct FaultTable {
+    last: u32,
+    kept: usize,
+    ring: Vec<(u32, Fault)>,
+}
+
+impl FaultTable {
+    const fn new(kept: usize) -> FaultTable {
+        FaultTable { last: 0, kept, ring: Vec::new() }
+    }
+
+    fn put(&mut self, fault: Fault) -> u32 {
+        self.last = self.last.checked_add(1).unwrap_or(1);
+        let slot = self.last as usize % self.kept;
+        if self.ring.len() <= slot {
+            self.ring.resize(slot + 1, (0, Fault::None));
+        }
+        self.ring[slot] = (self.last, fault);
+        self.last
+    }
+
+    fn get(&self, id: u32) -> Fault {
+        match self.ring.get(id as usize % self.kept) {
+            Some(&(kept, fault)) if kept == id => fault,
+            _ => Fault::Lost,
+        }
+    }
+}
+
+impl FaultRef {
+    pub(crate) const NONE: FaultRef = FaultRef(0);
+
+    fn new(fault: Fault) -> FaultRef {
+        // A poisoned lock still holds consistent entries (each written whole).
+        FaultRef(FAULTS.lock().unwrap_or_else(|e| e.into_inner()).put(fault))
+    }
+
+    pub(crate) fn is_none(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The fault this handle names.
+    pub(crate) fn get(self) -> Fault {
+        match self.0 {
+            0 => Fault::None,
+            id => FAULTS.lock().unwrap_or_else(|e| e.into_inner()).get(id),
+        }
+    }
+}
+
 /// Why a view is not one an instruction may use: the first helper that could not apply, kept
-/// in the view until an instruction reports it with its own name and source line (builders
-/// return plain values). [`Fault::None`] for a good view.
+/// (through a [`FaultRef`]) in the view until an instruction reports it with its own name
+/// and source line (builders return plain values). [`Fault::None`] for a good view.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Fault {
     None,
@@ -290,6 +358,8 @@ pub(crate) enum Fault {
         n: u8,
         args: [u64; 3],
     },
+    /// A fault whose details the table no longer holds ([`FaultRef`]).
+    Lost,
     /// `step(args)` (a broadcast or expand) would cover more than [`MAX_VIEW_ELEMS`].
     Huge {
         step: Step,
@@ -348,6 +418,10 @@ impl Fault {
             Fault::Split { dim: d, inner, size } => {
                 format!("split({d}, {inner}): {inner} does not divide {}'s {size}", dim(d))
             }
+            Fault::Lost => format!(
+                "a view helper could not apply; which one was not kept (more than {FAULTS_KEPT} \
+                 bad views were made in this process)"
+            ),
             Fault::Huge { step, args } => format!(
                 "{}: the view would cover more than 2^40 elements, more than any NeuronCore \
                  memory holds (a broadcast or expand by a wrong count?)",
@@ -413,7 +487,7 @@ impl Hbm {
 
     /// The whole tensor as an access pattern.
     pub fn view(&self) -> HbmView {
-        HbmView { tensor: *self, offset: 0, dims: self.shape, fault: Fault::None }
+        HbmView { tensor: *self, offset: 0, dims: self.shape, fault: FaultRef::NONE }
     }
     /// Rows `r` of the tensor (dim 0, the one that maps to partitions when copied on chip):
     /// `x.rows(r..r + 128)` is a tile's worth.
@@ -437,7 +511,7 @@ pub struct HbmView {
     pub(crate) offset: i64,
     pub(crate) dims: Dims<MAX_HBM_DIMS>,
     /// The first helper that could not apply (see [`Fault`]).
-    pub(crate) fault: Fault,
+    pub(crate) fault: FaultRef,
 }
 
 impl HbmView {
@@ -457,9 +531,9 @@ impl HbmView {
     /// first), which the tests of a faulted view's dims and offset hold it to.
     #[inline(always)]
     fn edit(mut self, f: impl FnOnce(&mut Self) -> Result<(), Fault>) -> Self {
-        if matches!(self.fault, Fault::None) {
+        if self.fault.is_none() {
             if let Err(fault) = f(&mut self) {
-                self.fault = fault;
+                self.fault = FaultRef::new(fault);
             }
         }
         self
@@ -593,7 +667,7 @@ impl Tile {
         free: Dims<MAX_FREE_DIMS>,
     ) -> Self {
         let tile = TileRef { buf, gen, dtype, mem, parts, elems: free.elems() };
-        Tile { whole: TileView { tile, p0: 0, np: parts, offset: 0, free, fault: Fault::None } }
+        Tile { whole: TileView { tile, p0: 0, np: parts, offset: 0, free, fault: FaultRef::NONE } }
     }
     pub fn dtype(&self) -> Dtype {
         self.whole.tile.dtype
@@ -657,7 +731,7 @@ pub struct TileView {
     pub(crate) offset: i64,
     pub(crate) free: Dims<MAX_FREE_DIMS>,
     /// The first helper that could not apply (see [`Fault`]).
-    pub(crate) fault: Fault,
+    pub(crate) fault: FaultRef,
 }
 
 impl From<Tile> for TileView {
@@ -702,9 +776,9 @@ impl TileView {
     /// checking before it changes anything).
     #[inline(always)]
     fn edit(mut self, f: impl FnOnce(&mut Self) -> Result<(), Fault>) -> Self {
-        if matches!(self.fault, Fault::None) {
+        if self.fault.is_none() {
             if let Err(fault) = f(&mut self) {
-                self.fault = fault;
+                self.fault = FaultRef::new(fault);
             }
         }
         self
@@ -805,22 +879,36 @@ mod tests {
         let full = hbm(&[2, 2, 2, 2, 2]).view();
         for grown in [full.split(4, 1), full.broadcast(3)] {
             assert_eq!(grown.dims, full.dims);
-            assert!(matches!(grown.fault, Fault::Full { n: 5, .. }), "{grown:?}");
+            assert!(matches!(grown.fault.get(), Fault::Full { n: 5, .. }), "{grown:?}");
         }
         // Arguments at the edge of their types are faults, not overflows; so is a broadcast
         // whose element count would overflow (or merely pass 2^40).
         let huge = [v.broadcast(u64::MAX), v.broadcast(1 << 40)];
         for h in huge {
-            assert!(matches!(h.fault, Fault::Huge { step: Step::Broadcast, .. }), "{h:?}");
+            assert!(matches!(h.fault.get(), Fault::Huge { step: Step::Broadcast, .. }), "{h:?}");
         }
-        assert_eq!(hbm(&[4]).view().broadcast((1 << 40) / 4).fault, Fault::None);
+        assert!(hbm(&[4]).view().broadcast((1 << 40) / 4).fault.is_none());
         for edge in [v.index(0, u64::MAX), v.rows(u64::MAX..u64::MAX), v.split(2, u64::MAX)] {
-            assert_ne!(edge.fault, Fault::None, "{edge:?}");
+            assert!(!edge.fault.is_none(), "{edge:?}");
             assert_eq!((edge.offset, edge.dims), (v.offset, v.dims));
         }
         // A marked view keeps its first fault, whatever comes after it.
         let bad = v.swap(0, 3).index(7, 0).rows(0..1);
-        assert!(matches!(bad.fault, Fault::NoDim { step: Step::Swap, .. }), "{bad:?}");
+        assert!(matches!(bad.fault.get(), Fault::NoDim { step: Step::Swap, .. }), "{bad:?}");
         assert_eq!((bad.offset, bad.dims), (v.offset, v.dims));
+    }
+
+    /// The fault table keeps the last `kept` faults: an older handle reads as lost, never as
+    /// the fault that took its slot; a view's handle is 4 bytes, so views stay small.
+    #[test]
+    fn a_fault_handle_reads_its_fault_until_the_ring_passes_it() {
+        let mut table = FaultTable::new(4);
+        let split = |size| Fault::Split { dim: 0, inner: 3, size };
+        let ids: Vec<u32> = (0..6).map(|i| table.put(split(i))).collect();
+        assert_eq!(ids, [1, 2, 3, 4, 5, 6]);
+        assert_eq!((table.get(1), table.get(2)), (Fault::Lost, Fault::Lost));
+        assert_eq!((table.get(3), table.get(6)), (split(2), split(5)));
+        assert_eq!(table.get(7), Fault::Lost);
+        assert!(std::mem::size_of::<TileView>() <= 120, "{}", std::mem::size_of::<TileView>());
     }
 }

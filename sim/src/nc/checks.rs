@@ -38,7 +38,7 @@ impl Nc {
         v: &TileView,
         engine_access: bool,
     ) -> VResult<(Region, u64)> {
-        if v.fault != Fault::None {
+        if !v.fault.is_none() {
             return Err(self.tile_fault(operand, v));
         }
         let b = &self.bufs[v.tile.buf as usize];
@@ -104,7 +104,7 @@ impl Nc {
     fn tile_fault(&self, operand: &'static str, v: &TileView) -> V {
         let b = &self.bufs[v.tile.buf as usize];
         let tile = self.logicals[b.logical as usize].name.clone();
-        match v.fault {
+        match v.fault.get() {
             Fault::OutOfBounds { dim, index, start, end, size, .. } => V::TileOutOfBounds {
                 operand,
                 tile,
@@ -118,7 +118,7 @@ impl Nc {
 
     pub(super) fn check_hbm(&self, operand: &'static str, v: &HbmView) -> VResult<()> {
         let t = &self.hbm[v.tensor.id as usize];
-        match v.fault {
+        match v.fault.get() {
             Fault::None => {}
             Fault::OutOfBounds { dim, index, own, start, end, size } => {
                 return Err(V::HbmOutOfBounds {
