@@ -63,22 +63,40 @@ impl fmt::Display for Engine {
 /// ScalarE activation functions (neuroncore.md §2.2), computed in fp32.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Act {
+    /// `x` (a copy through ScalarE; with `scale`/`bias`, the affine map alone).
     Copy,
+    /// `x²`.
     Square,
+    /// `eˣ`.
     Exp,
+    /// `ln x` (NaN below 0, −∞ at 0).
     Log,
+    /// `√x` (NaN below 0).
     Sqrt,
+    /// `1/√x` (NaN below 0, ∞ at 0).
     Rsqrt,
+    /// `1/x` (∞ at 0).
     Reciprocal,
+    /// `max(x, 0)`.
     Relu,
+    /// `1/(1 + e⁻ˣ)`.
     Sigmoid,
+    /// `x·sigmoid(x)` (SiLU, swish).
     Silu,
+    /// Exact GELU, `x·Φ(x) = ½x(1 + erf(x/√2))` (NKI `gelu`).
     Gelu,
+    /// GELU's tanh approximation, `½x(1 + tanh(√(2/π)(x + 0.044715x³)))` (NKI
+    /// `gelu_apprx_tanh`).
     GeluTanh,
+    /// `tanh x`.
     Tanh,
+    /// `ln(1 + eˣ)`, computed without overflow for large `x`.
     Softplus,
+    /// `sin x` (radians).
     Sin,
+    /// `|x|`.
     Abs,
+    /// −1, 0 or 1 by the sign of `x`.
     Sign,
 }
 
@@ -140,18 +158,31 @@ fn erf(x: f32) -> f32 {
 /// Binary ALU operations of Vector/GpSimd (and ScalarE `tensor_scalar`) (§2.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Alu {
+    /// `a + b`.
     Add,
+    /// `a − b` (the first operand minus the second).
     Subtract,
+    /// `a · b`.
     Multiply,
+    /// `a / b` (IEEE: ±∞ or NaN on 0).
     Divide,
+    /// `max(a, b)`.
     Max,
+    /// `min(a, b)`.
     Min,
+    /// `aᵇ` (IEEE `powf`: NaN for a negative `a` and a non-integer `b`).
     Pow,
+    /// `max(|a|, |b|)`.
     AbsMax,
+    /// 1.0 where `a == b`, else 0.0 (a mask).
     IsEqual,
+    /// 1.0 where `a > b`, else 0.0.
     IsGt,
+    /// 1.0 where `a ≥ b`, else 0.0.
     IsGe,
+    /// 1.0 where `a < b`, else 0.0.
     IsLt,
+    /// 1.0 where `a ≤ b`, else 0.0.
     IsLe,
     /// Return the first operand (useful as the second op of tensor_scalar).
     Bypass,
