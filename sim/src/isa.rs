@@ -23,6 +23,8 @@ impl Engine {
         self as usize
     }
 
+    /// The engine's name in profiles, traces and JSON (`Tensor`, `Vector`, `Scalar`,
+    /// `GpSimd`); error messages use [`Engine::doc_name`].
     pub const fn name(self) -> &'static str {
         match self {
             Engine::Tensor => "Tensor",

@@ -63,9 +63,13 @@ pub struct ExecMode {
 }
 
 impl ExecMode {
+    /// Values only, no time: what a correctness check runs (`check`).
     pub const FUNCTIONAL: ExecMode = ExecMode { functional: true, timing: false, trace: false };
+    /// Time only, no values: what a benchmark runs (`bench`, `tune`), so inputs need no data.
     pub const TIMING: ExecMode = ExecMode { functional: false, timing: true, trace: false };
+    /// Values and time in one run (tests that check both).
     pub const BOTH: ExecMode = ExecMode { functional: true, timing: true, trace: false };
+    /// Time and a Perfetto trace of every instruction (`profile --trace`, `report`).
     pub const TRACE: ExecMode = ExecMode { functional: false, timing: true, trace: true };
 }
 
@@ -152,10 +156,14 @@ impl Nc {
         }
     }
 
+    /// The chip the kernel is built for: its memories, engines and limits (where NKI reads
+    /// `nl.tile_size.pmax` or `gemm_moving_fmax`, a kernel reads `chip().memory.partitions`
+    /// or `chip().tensor.moving_fmax`).
     pub fn chip(&self) -> &Chip {
         &self.chip
     }
 
+    /// Which models this run computes ([`ExecMode`]).
     pub fn mode(&self) -> ExecMode {
         self.mode
     }
