@@ -48,11 +48,16 @@ pub struct FailedCheck {
 }
 
 impl FailedCheck {
-    /// The failing case in words: the smallest failing shape, its inputs and what went
-    /// wrong, or the hardware rule broken (or the harness's error).
+    /// The failing case in words, on one line (a warning's, a journal field's): the
+    /// smallest failing shape, its inputs and what went wrong, or the hardware rule broken
+    /// (or the harness's error). A check's message has a line per finding (what was never
+    /// written, then the comparison); they are joined with `; `.
     pub fn case_words(&self) -> String {
         match (&self.case, &self.error) {
-            (Some(c), _) => format!("{}: {}", c.heading(), c.message),
+            (Some(c), _) => {
+                let message: Vec<&str> = c.message.lines().map(str::trim).collect();
+                format!("{}: {}", c.heading(), message.join("; "))
+            }
             (None, Some(e)) => e.clone(),
             (None, None) => "no failing case reported".into(),
         }
@@ -373,6 +378,21 @@ pub(crate) fn dims_slug(shape: &Shape) -> String {
 mod tests {
     use super::{meta_path, read_meta_checked, write_meta, Entry, JournalLines, JournalMeta};
     use serde_json::{json, Value};
+
+    /// A check's message has a line per finding; a warning and a journal field say it on
+    /// one line, so that nothing of it lands on a line of its own under the `warning:`.
+    #[test]
+    fn a_failed_check_is_said_on_one_line() {
+        let case = json!({"shape": {"rows": 1}, "input_seed": 3, "distribution": "normal",
+            "message": "all of `y` was never written\n  57 of 57 elements outside", "metrics": null});
+        let failed: super::FailedCheck =
+            serde_json::from_value(json!({"seed": 1, "case": case})).unwrap();
+        assert_eq!(
+            failed.case_words(),
+            "smallest failing shape {rows=1} (input seed 3, Normal inputs): all of `y` was never \
+             written; 57 of 57 elements outside"
+        );
+    }
 
     /// A meta file's value with `default` the evaluation `default`.
     fn meta(default: Value) -> JournalMeta {
