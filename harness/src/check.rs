@@ -192,7 +192,7 @@ fn case(
         }
     }
     let tol = kernel.tolerance(shape);
-    let m = Metrics::compare(&run.outputs, &reference, &tol);
+    let (m, worst_at) = Metrics::compare_located(&run.outputs, &reference, &tol);
     if m.passes(&tol) {
         Ok(m)
     } else {
@@ -212,7 +212,7 @@ fn case(
                 m.max_abs_err,
                 m.cosine,
                 tol.min_cosine,
-                past_bound(&run.outputs, &reference, &outputs, m.effective_atol, tol.rtol),
+                past_bound(&run.outputs, &reference, &outputs, m.worst.zip(worst_at)),
                 // A precision the kernel means is its to declare; a region never written is
                 // no question of precision.
                 match unwritten {
@@ -298,42 +298,22 @@ fn unwritten(outputs: &[Vec<f32>], reference: &[Vec<f32>], specs: &[TensorSpec])
 }
 
 /// The element furthest past its own bound, `effective_atol + rtol·|ref|` (the bound the
-/// verdict applies, so the element named is one that failed), as a kernel author looks for
-/// it: the output, the element's index in the tensor's dims, the two values and how many
-/// times its bound its error is (a NaN or infinity counts as furthest). When every element
-/// is within its bound (the cosine failed), the one nearest it.
+/// verdict applies, so the element named is one that failed: `Metrics::compare`'s `worst`,
+/// with where it is), as a kernel author looks for it: the output, the element's index in
+/// the tensor's dims, the two values and how many times its bound its error is (a NaN or
+/// infinity counts as furthest). When every element is within its bound (the cosine
+/// failed), the one nearest it.
 fn past_bound(
     outputs: &[Vec<f32>],
     reference: &[Vec<f32>],
     specs: &[TensorSpec],
-    effective_atol: f64,
-    rtol: f64,
+    worst: Option<(neuron_tune_protocol::WorstElement, (usize, usize))>,
 ) -> String {
-    let ratio = |o: f32, r: f32| {
-        let (o, r) = (f64::from(o), f64::from(r));
-        let e = (o - r).abs();
-        if !e.is_finite() {
-            f64::INFINITY
-        } else if e == 0.0 {
-            0.0
-        } else {
-            e / (effective_atol + rtol * r.abs())
-        }
-    };
-    // The first of equals, as `Metrics::worst` takes it.
-    let mut worst: Option<(usize, usize, f32, f32, f64)> = None;
-    for (t, (o, r)) in outputs.iter().zip(reference).enumerate() {
-        for (i, (&o, &r)) in o.iter().zip(r).enumerate() {
-            let q = ratio(o, r);
-            if worst.is_none_or(|w| q > w.4) {
-                worst = Some((t, i, o, r, q));
-            }
-        }
-    }
-    let Some((t, i, got, expected, q)) = worst else { return "no element to compare".into() };
-    let dims = &specs[t].dims;
-    let allowed = effective_atol + rtol * f64::from(expected).abs();
-    let err = (f64::from(got) - f64::from(expected)).abs();
+    let Some((w, (t, i))) = worst else { return "no element to compare".into() };
+    let (got, expected) = (outputs[t][i], reference[t][i]);
+    // `compare` makes every figure finite: a NaN or infinite error is `f64::MAX`.
+    let q = if w.ratio == f64::MAX { f64::INFINITY } else { w.ratio };
+    let (dims, allowed, err) = (&specs[t].dims, w.allowed, w.abs_err);
     let how = if q > 1.0 {
         "furthest past its bound (largest |err| ÷ its own bound)"
     } else {
@@ -620,7 +600,10 @@ mod tests {
     #[test]
     fn within_every_bound_the_cosine_failed_and_the_nearest_element_is_named() {
         let specs = [TensorSpec::output("y", Dtype::F32, &[2])];
-        let said = past_bound(&[vec![1.0, 2.0]], &[vec![1.0, 2.01]], &specs, 0.0, 0.01);
+        let (out, reference) = ([vec![1.0, 2.0]], [vec![1.0, 2.01]]);
+        let tol = neuron_tune_protocol::Tolerance { atol: 0.0, rtol: 0.01, min_cosine: 1.0 };
+        let (m, at) = Metrics::compare_located(&out, &reference, &tol);
+        let said = past_bound(&out, &reference, &specs, m.worst.zip(at));
         assert!(said.starts_with("every element within its bound"), "{said}");
         assert!(said.contains("`y`[1] of [2]"), "{said}");
     }

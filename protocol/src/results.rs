@@ -93,6 +93,16 @@ fn finite(x: f64) -> f64 {
 impl Metrics {
     /// Compare `out` with `reference` under `tol`.
     pub fn compare(out: &[Vec<f32>], reference: &[Vec<f32>], tol: &Tolerance) -> Metrics {
+        Metrics::compare_located(out, reference, tol).0
+    }
+
+    /// [`Metrics::compare`], and where its `worst` element is: (output, position in it),
+    /// for a message that names the element (the harness's, on a failed check).
+    pub fn compare_located(
+        out: &[Vec<f32>],
+        reference: &[Vec<f32>],
+        tol: &Tolerance,
+    ) -> (Metrics, Option<(usize, usize)>) {
         let (mut max_abs, mut max_rel, mut se, mut dot, mut n_o, mut n_r) =
             (0f64, 0f64, 0f64, 0f64, 0f64, 0f64);
         let (mut bad, mut n) = (0u64, 0u64);
@@ -102,8 +112,9 @@ impl Metrics {
             .fold((0f64, 0usize), |(s, c), &r| (s + (r as f64).powi(2), c + 1));
         let atol = tol.atol * (sq / cnt.max(1) as f64).sqrt().max(1.0);
         let mut worst: Option<WorstElement> = None;
-        for (o, r) in out.iter().zip(reference) {
-            for (&a, &b) in o.iter().zip(r) {
+        let mut worst_at = None;
+        for (t, (o, r)) in out.iter().zip(reference).enumerate() {
+            for (i, (&a, &b)) in o.iter().zip(r).enumerate() {
                 let (a, b) = (a as f64, b as f64);
                 let d = (a - b).abs();
                 n += 1;
@@ -125,6 +136,7 @@ impl Metrics {
                         allowed: finite(allowed),
                         ratio,
                     });
+                    worst_at = Some((t, i));
                 }
                 let d = if d.is_nan() { f64::INFINITY } else { d };
                 max_abs = max_abs.max(d);
@@ -139,7 +151,7 @@ impl Metrics {
             }
         }
         let cosine = if n_o == 0.0 && n_r == 0.0 { 1.0 } else { dot / (n_o.sqrt() * n_r.sqrt()) };
-        Metrics {
+        let metrics = Metrics {
             max_abs_err: max_abs,
             max_rel_err: max_rel,
             mse: if n > 0 { se / n as f64 } else { 0.0 },
@@ -148,7 +160,8 @@ impl Metrics {
             elements: n,
             effective_atol: atol,
             worst,
-        }
+        };
+        (metrics, worst_at)
     }
 
     pub fn passes(&self, tol: &Tolerance) -> bool {
