@@ -12,38 +12,20 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn a_killed_tuning_run_resumes_without_repeating_an_evaluation() {
-    let args = tune_args("4242", &[]);
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (code, out, err) = cli_env(&a, &[]);
-    assert_eq!(code, 0, "{err}");
-    let whole = final_event(&out);
+    let whole = tuned("4242", &[]);
     assert_eq!(whole["evaluations"], 24);
     assert_eq!((whole["seed"].as_u64(), whole["strategy"].as_str()), (Some(4242), Some("default")));
     let journal = whole["journal"].as_str().unwrap().to_string();
 
     // The same run, slowed down and killed (SIGKILL) once a few evaluations are journaled.
-    std::fs::remove_file(&journal).unwrap();
-    let mut child = cli_command(&a)
-        .env("NOISY_SLEEP_MS", "150")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while journal_lines(&journal).len() < 5 {
-        assert!(start.elapsed() < Duration::from_secs(120), "the run never journaled");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert_eq!(journal, journal_of("4242"));
+    let mut child = slowed_run("4242", 5, false);
     child.kill().unwrap();
     child.wait().unwrap();
     let before = journal_lines(&journal).len();
     assert!(before < 24, "killed mid-way ({before} evaluations)");
 
-    let args = tune_args("4242", &["--resume"]);
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (code, out, err) = cli_env(&a, &[]);
-    assert_eq!(code, 0, "{err}");
-    let resumed = final_event(&out);
+    let resumed = tuned("4242", &["--resume"]);
     for field in ["best_params", "best_time", "evaluations", "best_so_far"] {
         assert_eq!(resumed[field], whole[field], "{field}");
     }
@@ -95,11 +77,7 @@ fn sighup_stops_a_tuning_run_that_resumes_as_if_never_stopped() {
     let seed = "83";
     let journal = journal_of(seed);
     let _ = std::fs::remove_file(&journal);
-    let args = tune_args(seed, &[]);
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (code, out, err) = cli_env(&a, &[]);
-    assert_eq!(code, 0, "{err}");
-    let whole = final_event(&out);
+    let whole = tuned(seed, &[]);
     assert_eq!(whole["journal"].as_str(), Some(journal.as_str()));
     // Each line is an evaluation's number, parameters and results (no clock): the same
     // evaluation gives the same line in every run of the seed.
@@ -126,11 +104,7 @@ fn sighup_stops_a_tuning_run_that_resumes_as_if_never_stopped() {
         assert!(uninterrupted.contains(line), "not an evaluation of the uninterrupted run: {line}");
     }
 
-    let args = tune_args(seed, &["--resume"]);
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (code, out, err) = cli_env(&a, &[]);
-    assert_eq!(code, 0, "{err}");
-    let resumed = final_event(&out);
+    let resumed = tuned(seed, &["--resume"]);
     for field in ["best_params", "best_time", "evaluations", "best_so_far"] {
         assert_eq!(resumed[field], whole[field], "{field}");
     }
@@ -142,6 +116,15 @@ fn sighup_stops_a_tuning_run_that_resumes_as_if_never_stopped() {
     for line in &lines {
         assert!(uninterrupted.contains(line), "not an evaluation of the uninterrupted run: {line}");
     }
+}
+
+/// `tune_args(seed, extra)` run to its end (exit 0): its final event.
+fn tuned(seed: &str, extra: &[&str]) -> Value {
+    let args = tune_args(seed, extra);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = cli_env(&a, &[]);
+    assert_eq!(code, 0, "{err}");
+    final_event(&out)
 }
 
 /// The journal of `tune_args(seed)`'s run.
@@ -222,11 +205,7 @@ fn stopped_by_a_signal_keeps_its_journal_and_resumes(signals: &[libc::c_int], se
     let kept = journal_lines(&journal).len();
     assert!((5..24).contains(&kept), "{kept} evaluations kept");
 
-    let args = tune_args(seed, &["--resume"]);
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (code, out, err) = cli_env(&a, &[]);
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(final_event(&out)["evaluations"], 24);
+    assert_eq!(tuned(seed, &["--resume"])["evaluations"], 24);
     let mut ns: Vec<u64> =
         journal_lines(&journal).iter().map(|l| l["n"].as_u64().unwrap()).collect();
     ns.sort();
