@@ -213,10 +213,10 @@ fn report(ctx: &Ctx, v: &Variant, chip: &str, r: &CheckReport, w: &Widths) {
     for line in f.message.lines() {
         out.result(format!("         {line}"));
     }
-    if r.max_abs_err < f64::MAX {
+    if let Some(max_abs_err) = measured(r.max_abs_err) {
         out.result(format!(
-            "         over all cases: max abs err {:.3e}  max rel err {:.3e}  MSE {:.3e}  cosine {:.6}",
-            r.max_abs_err, r.max_rel_err, r.mse, r.cosine
+            "         over all cases: max abs err {max_abs_err:.3e}  max rel err {:.3e}  MSE {:.3e}  cosine {:.6}",
+            r.max_rel_err, r.mse, r.cosine
         ));
     }
 }
