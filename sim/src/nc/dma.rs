@@ -21,7 +21,7 @@ impl Nc {
 
     /// (partitions, free elements, dtype, contiguous run in elements, and for a tile its
     /// region — the check computes it anyway; an HBM region is only needed when timing).
-    fn access_shape(
+    pub(super) fn access_shape(
         &self,
         operand: &'static str,
         a: &Access,
@@ -105,18 +105,83 @@ impl Nc {
             }
             self.give_vals([vals]);
         }
-        let sloc = SourceLoc::from_location(loc);
+        let (rr, wr) = if self.timing.is_some() {
+            let region = |checked: Option<Region>, a: &Access| match (checked, a) {
+                (Some(r), _) => r,
+                (None, Access::Hbm(v)) => self.hbm_region(v),
+                (None, Access::Tile(_)) => {
+                    unreachable!("access_shape gives every tile its region")
+                }
+            };
+            ([region(src_region, &src)], [region(dst_region, &dst)])
+        } else {
+            Default::default()
+        };
+        let contiguous = |a: &Access| match a {
+            Access::Hbm(v) => v.dims.contiguous_run() == v.dims.elems(),
+            Access::Tile(_) => false,
+        };
+        let is_hbm = |a: &Access| matches!(a, Access::Hbm(_));
+        let transfer = Transfer {
+            partitions: dp,
+            dst_free: df,
+            src_free: sf,
+            dst_dtype: ddt,
+            src_dtype: sdt,
+            run: drun.min(srun),
+            p_base: match (&dst, &src) {
+                (Access::Tile(v), _) | (_, Access::Tile(v)) => v.p0 as u64,
+                _ => 0,
+            },
+            src_hbm: is_hbm(&src),
+            dst_hbm: is_hbm(&dst),
+            // HBM to HBM with both sides contiguous throughout: consecutive rows are one run,
+            // so each engine's block of rows (up to 8, dma.md §1) is one run, not one per row.
+            flat: is_hbm(&src) && is_hbm(&dst) && contiguous(&src) && contiguous(&dst),
+        };
+        let args = move |nc: &Nc| {
+            format!("dst={} src={}", nc.describe_access(&dst), nc.describe_access(&src))
+        };
+        self.transfer("dma_copy", transfer, &rr, &wr, SourceLoc::from_location(loc), args)
+    }
+
+    /// An access as traces name it: a tile view, or `hbm:name[shape]@offset`.
+    pub(super) fn describe_access(&self, a: &Access) -> String {
+        match a {
+            Access::Tile(v) => describe(v),
+            Access::Hbm(v) => format!(
+                "hbm:{}{:?}@{}",
+                self.hbm[v.tensor.id as usize].name,
+                v.dims.shape(),
+                v.offset
+            ),
+        }
+    }
+
+    /// The part of a DMA that follows from its shape alone, shared by `dma_copy` and the
+    /// indirect copies: counters, descriptors, the chunk per DMA engine, and the timing
+    /// model's placement of them (held in an affine loop's window, or placed at once),
+    /// reading `reads` and writing `writes`. `args` gives the trace's operand text.
+    pub(super) fn transfer(
+        &mut self,
+        opcode: &'static str,
+        t: Transfer,
+        reads: &[Region],
+        writes: &[Region],
+        sloc: SourceLoc,
+        args: impl FnOnce(&Nc) -> String,
+    ) -> VResult<()> {
+        let (dp, df) = (t.partitions, t.dst_free);
         self.stats.instructions += 1;
-        let elem = ddt.size().max(sdt.size()) as u64;
+        let elem = t.dst_dtype.size().max(t.src_dtype.size()) as u64;
         let bytes_pp = df * elem;
         let total = dp * bytes_pp;
-        let is_hbm = |a: &Access| matches!(a, Access::Hbm(_));
-        let hbm_sides = is_hbm(&dst) as u32 + is_hbm(&src) as u32;
-        if is_hbm(&src) {
-            self.stats.hbm_read_bytes += dp * sf * sdt.size() as u64;
+        let hbm_sides = t.src_hbm as u32 + t.dst_hbm as u32;
+        if t.src_hbm {
+            self.stats.hbm_read_bytes += dp * t.src_free * t.src_dtype.size() as u64;
         }
-        if is_hbm(&dst) {
-            self.stats.hbm_write_bytes += dp * df * ddt.size() as u64;
+        if t.dst_hbm {
+            self.stats.hbm_write_bytes += dp * df * t.dst_dtype.size() as u64;
         }
         if hbm_sides == 0 {
             self.stats.sbuf_dma_bytes += total;
@@ -127,17 +192,11 @@ impl Nc {
         self.stats.dma_bytes_per_partition_sum += bytes_pp as f64;
         // Descriptors: one per contiguous run (the less contiguous side decides), split at
         // the largest descriptor size (neuroncore.md §1.7).
-        let run = drun.min(srun).max(1).min(df.max(1));
+        let run = t.run.max(1).min(df.max(1));
         let run_bytes = run * elem;
         let per_run = run_bytes.div_ceil(self.chip.dma.max_descriptor_bytes).max(1);
         let desc_pp = df.div_ceil(run) * per_run;
-        // HBM to HBM with both sides contiguous throughout: consecutive rows are one run, so
-        // each engine's block of rows (up to 8, dma.md §1) is one run, not one per row.
-        let contiguous = |a: &Access| match a {
-            Access::Hbm(v) => v.dims.contiguous_run() == v.dims.elems(),
-            Access::Tile(_) => false,
-        };
-        let flat = hbm_sides == 2 && contiguous(&src) && contiguous(&dst);
+        let flat = t.flat;
         let max_desc = self.chip.dma.max_descriptor_bytes;
         let block_descriptors = |rows: u64| {
             if flat {
@@ -154,14 +213,11 @@ impl Nc {
         } else {
             desc_pp * dp
         };
-        let p_base = match (&dst, &src) {
-            (Access::Tile(v), _) | (_, Access::Tile(v)) => v.p0 as u64,
-            _ => 0,
-        };
+        let p_base = t.p_base;
         // Which of each engine's 16 queues it goes on: one per direction (docs/dma.md §2:
         // the builder has no trigger engine, so loads, stores, SBUF copies and HBM copies
         // stand for the instruction streams that would trigger them).
-        let engine_queue = match (is_hbm(&src), is_hbm(&dst)) {
+        let engine_queue = match (t.src_hbm, t.dst_hbm) {
             (true, false) => 0,
             (false, true) => 1,
             (false, false) => 2,
@@ -223,45 +279,35 @@ impl Nc {
             self.dma_chunks = chunks;
             return Ok(());
         }
-        let region = |checked: Option<Region>, a: &Access| match (checked, a) {
-            (Some(r), _) => r,
-            (None, Access::Hbm(v)) => self.hbm_region(v),
-            (None, Access::Tile(_)) => unreachable!("access_shape gives every tile its region"),
-        };
-        let (rr, wr) = ([region(src_region, &src)], [region(dst_region, &dst)]);
-        let desc = |a: &Access| match a {
-            Access::Tile(v) => describe(v),
-            Access::Hbm(v) => format!(
-                "hbm:{}{:?}@{}",
-                self.hbm[v.tensor.id as usize].name,
-                v.dims.shape(),
-                v.offset
-            ),
-        };
-        let args =
-            || format!("dst={} src={} bytes_per_partition={bytes_pp}", desc(&dst), desc(&src));
+        let args = move |nc: &Nc| format!("{} bytes_per_partition={bytes_pp}", args(nc));
         if self.timing.as_ref().is_some_and(|t| t.window_open()) {
-            let line = self.stats.add_line(sloc, "dma_copy", 0);
+            let line = self.stats.add_line(sloc, opcode, 0);
             let meta = Meta {
                 line: line as u32,
-                opcode: "dma_copy",
+                opcode,
                 loc: sloc,
-                args: if self.mode.trace { args() } else { String::new() },
+                args: if self.mode.trace { args(self) } else { String::new() },
                 index: self.loops.index(),
             };
             let timing = self.timing.as_mut().expect("checked above");
-            timing.hold_dma(&chunks, hbm_sides, rr.into_iter(), wr.into_iter(), meta);
+            timing.hold_dma(
+                &chunks,
+                hbm_sides,
+                reads.iter().copied(),
+                writes.iter().copied(),
+                meta,
+            );
             self.take_line_busy();
             self.dma_chunks = chunks;
             return Ok(());
         }
         let mut out = std::mem::take(&mut self.dma_out);
         let timing = self.timing.as_mut().expect("checked above");
-        timing.dma(&chunks, hbm_sides, &rr, &wr, &mut out);
+        timing.dma(&chunks, hbm_sides, reads, writes, &mut out);
         let busy = timing.dma_busy;
-        self.stats.add_line(sloc, "dma_copy", busy);
+        self.stats.add_line(sloc, opcode, busy);
         if self.mode.trace {
-            let args = args();
+            let args = args(self);
             let timing = self.timing.as_mut().expect("checked above");
             if let Some(tr) = &mut timing.trace {
                 for (i, &(q, s, e)) in out.iter().enumerate() {
@@ -269,7 +315,7 @@ impl Nc {
                         track: q as u16,
                         start: s,
                         dur: e - s,
-                        name: "dma_copy",
+                        name: opcode,
                         loc: sloc,
                         args: args.clone(),
                         bytes: chunks[i].bytes,
@@ -283,7 +329,25 @@ impl Nc {
     }
 }
 
-fn shift_dims(d: &Dims<MAX_HBM_DIMS>) -> [(i64, u64); MAX_HBM_DIMS] {
+/// A DMA's shape, as [`Nc::transfer`] costs it: `partitions` rows of `dst_free` elements
+/// (`src_free` on the source side, equal for a copy), the contiguous `run` in elements of
+/// the less contiguous side, the first partition of its tile side (which DMA engines it
+/// uses), which sides are HBM, and whether an HBM-to-HBM copy is contiguous throughout.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Transfer {
+    pub partitions: u64,
+    pub dst_free: u64,
+    pub src_free: u64,
+    pub dst_dtype: Dtype,
+    pub src_dtype: Dtype,
+    pub run: u64,
+    pub p_base: u64,
+    pub src_hbm: bool,
+    pub dst_hbm: bool,
+    pub flat: bool,
+}
+
+pub(super) fn shift_dims(d: &Dims<MAX_HBM_DIMS>) -> [(i64, u64); MAX_HBM_DIMS] {
     let mut out = [(0, 1); MAX_HBM_DIMS];
     let n = d.len();
     if n > 1 {

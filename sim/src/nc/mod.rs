@@ -20,7 +20,8 @@
 //! * [`hash`] — the program hash;
 //! * [`values`] — the functional model's reads and writes of tiles and tensors;
 //! * [`schedule`] — the timing front end: engine constants, cost inputs, per-line counters;
-//! * one file per engine family of instructions: [`dma`], [`tensor`] (TensorE),
+//! * one file per engine family of instructions: [`dma`], [`indirect`] (gather and scatter
+//!   DMAs), [`tensor`] (TensorE),
 //!   [`scalar`] (ScalarE), [`vector`] (VectorE, some also on ScalarE or GpSimd), [`shuffle`]
 //!   (VectorE's cross-partition movement), [`gpsimd`].
 
@@ -29,6 +30,7 @@ mod checks;
 mod dma;
 mod gpsimd;
 mod hash;
+mod indirect;
 mod memory;
 mod operands;
 mod scalar;
