@@ -131,3 +131,22 @@ pub fn reciprocal(min_ii: u64, n: u64, per_elem: u64) -> u64 {
 pub fn stream_shuffle(min_ii: u64, n: u64) -> u64 {
     min_ii.max(n)
 }
+
+/// `max8` (§2.3; nki.isa.max8, SDK 2.26): `N` VectorE cycles, N the source's elements per
+/// partition (no `MIN_II` floor is documented; the instruction reads at least 8).
+pub fn max8(n: u64) -> u64 {
+    n
+}
+
+/// `nc_find_index8` (§2.3; nki.isa.nc_find_index8, SDK 2.26): `N`, N the data's elements
+/// per partition.
+pub fn find_index8(n: u64) -> u64 {
+    n
+}
+
+/// `nc_match_replace8` (§2.3): `max(MIN_II, N)`. The reference prints `min(MIN_II, N)`,
+/// which would make a 16,384-element instruction cost 64 cycles, less than `max8` on the
+/// same data (`N`): read as the usual floor, `max` (neuroncore.md §2.3 says so).
+pub fn match_replace8(min_ii: u64, n: u64) -> u64 {
+    min_ii.max(n)
+}

@@ -152,6 +152,19 @@ pub enum ViolationKind {
     ShapeMismatch(String),
     #[error("{operand} has free size {elems} elements in {memory}, more than the {max} allowed")]
     FreeSizeTooLarge { operand: &'static str, elems: u64, memory: &'static str, max: u64 },
+    /// An operand whose elements per partition an instruction does not take (e.g. `max8`
+    /// reads 8 to 16,384).
+    #[error(
+        "{operand} has {elems} elements per partition, but {instruction} takes {min} to {max} \
+         (neuroncore.md §2.3)"
+    )]
+    FreeSizeOutOfRange {
+        instruction: &'static str,
+        operand: &'static str,
+        elems: u64,
+        min: u64,
+        max: u64,
+    },
     #[error("{}", stale_message(.tile, .pool, *.bufs, *.released))]
     StaleTile {
         tile: String,
@@ -312,6 +325,7 @@ impl ViolationKind {
             ViolationKind::MemoryNotAllowed { .. } => "memory_not_allowed",
             ViolationKind::ShapeMismatch { .. } => "shape_mismatch",
             ViolationKind::FreeSizeTooLarge { .. } => "free_size_too_large",
+            ViolationKind::FreeSizeOutOfRange { .. } => "free_size_out_of_range",
             ViolationKind::StaleTile { .. } => "stale_tile",
             ViolationKind::ReduceOpNotAllowed { .. } => "reduce_op_not_allowed",
             ViolationKind::BadAccessPattern { .. } => "bad_access_pattern",

@@ -63,7 +63,9 @@ pub use error::{
     Extent, Hazard, LoopCarried, PoolUse, SimError, SimResult, SourceLoc, TileUse, ViolationKind,
 };
 pub use isa::{Act, Alu, Cmp, Engine};
-pub use nc::{Access, Act2Args, ActArgs, Affine, ExecMode, Nc, On, Scalar, SHUFFLE_KEEP};
+pub use nc::{
+    Access, Act2Args, ActArgs, Affine, ExecMode, Nc, On, Scalar, INDEX_NOT_FOUND, SHUFFLE_KEEP,
+};
 pub use profile::{EngineProfile, LineProfile, LowerBound, Profile, Scheduling, Verdict};
 pub use timing::{CRIT_CATEGORIES, WINDOW_INSTRUCTIONS, WINDOW_ITERATIONS};
 pub use view::{Hbm, HbmView, Mem, Pool, Tile, TileView, MAX_FREE_DIMS, MAX_HBM_DIMS};

@@ -824,3 +824,47 @@ fn dependent_one_element_scalar_instructions_start_every_264_cycles() {
     assert!((step_ns - STEP as f64 / ghz).abs() < 1e-3, "{step_ns} ns a step");
     assert!((step_ns - 189.0).abs() < 1.0, "{step_ns} ns against the measured ~189 ns");
 }
+
+#[test]
+fn max8_and_find_index8_are_n_without_a_floor() {
+    // §2.3 max8, nc_find_index8: N engine cycles (N = src / data elements per partition, 8 to
+    // 16,384), with no MIN_II floor: N = 8 and 40 sit below MIN_II and cost N; 16,384 the most.
+    for n in [8u64, 40, 1000, 16_384] {
+        let mut nc = nc();
+        let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
+        let top = sbuf(&mut nc, Dtype::F32, &[128, 8]);
+        nc.on(Engine::GpSimd).memset(x, 1.0).unwrap();
+        nc.max8(top, x).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::Vector), n, "max8 N={n}");
+
+        let mut nc = self::nc();
+        let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
+        let vals = sbuf(&mut nc, Dtype::F32, &[128, 8]);
+        let idx = sbuf(&mut nc, Dtype::I32, &[128, 8]);
+        nc.on(Engine::GpSimd).memset(x, 1.0).unwrap();
+        nc.on(Engine::GpSimd).memset(vals, 1.0).unwrap();
+        nc.find_index8(idx, x, vals).unwrap();
+        assert_eq!(cycles(&mut nc, Engine::Vector), n, "nc_find_index8 N={n}");
+    }
+}
+
+#[test]
+fn match_replace8_is_max_min_ii_n_reading_the_printed_min_as_max() {
+    // §2.3 nc_match_replace8: printed min(MIN_II, N), read as max(MIN_II, N): N = 8 and 40
+    // on the floor (min would give 8 and 40), 1000 and 16,384 above it (min would give 64),
+    // with and without the dst_idx output.
+    for n in [8u64, 40, 1000, 16_384] {
+        for with_idx in [false, true] {
+            let mut nc = nc();
+            let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
+            let vals = sbuf(&mut nc, Dtype::F32, &[128, 8]);
+            let idx = sbuf(&mut nc, Dtype::I32, &[128, 8]);
+            nc.on(Engine::GpSimd).memset(x, 1.0).unwrap();
+            nc.on(Engine::GpSimd).memset(vals, 1.0).unwrap();
+            let idx = with_idx.then(|| idx.view());
+            nc.match_replace8(x, x, vals, f32::NEG_INFINITY, idx).unwrap();
+            let want = MIN_II.max(n);
+            assert_eq!(cycles(&mut nc, Engine::Vector), want, "N={n} dst_idx={with_idx}");
+        }
+    }
+}

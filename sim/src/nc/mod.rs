@@ -22,7 +22,8 @@
 //! * [`schedule`] — the timing front end: engine constants, cost inputs, per-line counters;
 //! * one file per engine family of instructions: [`dma`], [`indirect`] (gather and scatter
 //!   DMAs), [`tensor`] (TensorE),
-//!   [`scalar`] (ScalarE), [`vector`] (VectorE, some also on ScalarE or GpSimd), [`shuffle`]
+//!   [`scalar`] (ScalarE), [`vector`] (VectorE, some also on ScalarE or GpSimd), [`select`]
+//!   (VectorE's selections: top-k steps, predicated and bounded copies), [`shuffle`]
 //!   (VectorE's cross-partition movement), [`gpsimd`].
 
 mod affine;
@@ -35,6 +36,7 @@ mod memory;
 mod operands;
 mod scalar;
 mod schedule;
+mod select;
 mod shuffle;
 mod tensor;
 mod values;
@@ -49,6 +51,7 @@ use memory::{Buf, HbmTensor, Logical, PoolState, TileKey};
 pub use operands::{Access, Act2Args, ActArgs, Affine, Scalar};
 use rustc_hash::FxHashMap;
 pub(crate) use schedule::Stats;
+pub use select::INDEX_NOT_FOUND;
 pub use shuffle::SHUFFLE_KEEP;
 use std::panic::Location;
 

@@ -1,0 +1,319 @@
+//! VectorE's selection instructions: the top-k steps `max8`, `nc_find_index8` and
+//! `nc_match_replace8`.
+//!
+//! They live apart from [`vector`](super::vector)'s element-wise family because what they
+//! write depends on *which* elements of a partition they pick — by rank, by value or by
+//! predicate — not on each element alone: a partition's free elements are searched as one
+//! flattened row. NKI takes the top k of a row with them, 8 at a time: `max8` gives the 8
+//! largest values, `nc_find_index8` their positions, and `nc_match_replace8` overwrites them
+//! (with -inf, say) so that the next `max8` finds the next 8. Costs are neuroncore.md §2.3's
+//! rows ([`cost`]); no performance mode is documented for any of them, so none applies.
+
+use super::{Nc, VResult};
+use crate::cost;
+use crate::error::{SimResult, SourceLoc, ViolationKind as V};
+use crate::isa::Engine;
+use crate::view::*;
+use std::panic::Location;
+
+/// The elements per partition `max8` and `nc_find_index8` read at least: the 8 they rank or
+/// look up (nki.isa.max8, nki.isa.nc_find_index8; neuroncore.md §2.3).
+const MIN_ELEMS: u64 = 8;
+/// The elements per partition the selection instructions read at most (neuroncore.md §2.3).
+const MAX_ELEMS: u64 = 16_384;
+/// What `nc_find_index8` (and `nc_match_replace8`'s `dst_idx`) writes for a value the data
+/// does not hold: all ones, 0xFFFFFFFF as NKI's uint32 (SDK 2.32 page), which the
+/// simulator's int32 holds as -1.
+pub const INDEX_NOT_FOUND: f32 = -1.0;
+
+impl Nc {
+    /// `max8` on VectorE: the 8 largest of each partition's free elements of `src` (8 to
+    /// 16,384 of them, any free shape, read as one row in fp32), in descending order, into
+    /// `dst` `[P, 8]` (any dtype, rounded on write). Equal values each take a place, so a
+    /// value held three times fills three; NaN ranks below every number, -inf included, as
+    /// the simulator's max drops NaN (`f32::max`) **(assumed: NKI does not say)**. Cost `N`
+    /// (nki.isa.max8; neuroncore.md §2.3).
+    #[track_caller]
+    pub fn max8(&mut self, dst: impl Into<TileView>, src: impl Into<TileView>) -> SimResult<()> {
+        let (d, s) = (dst.into(), src.into());
+        self.issue("max8", |nc, loc| nc.exec_max8(d, s, loc))
+    }
+
+    /// `nc_find_index8` on VectorE: for each partition, the position (from 0, in `data`'s
+    /// free elements read as one row) of the first occurrence of each of the 8 values of
+    /// `vals` `[P, 8]`, into `dst` `[P, 8]` of an integer dtype (NKI: uint32 or uint16; the
+    /// simulator's int32). A value repeated in `vals` takes successive occurrences, in
+    /// ascending order across its columns, so the 8 values `max8` gave map to 8 distinct
+    /// positions; a value not in the data (NaN never is) gives [`INDEX_NOT_FOUND`]. `data`
+    /// has 8 to 16,384 elements per partition. Values compare in fp32, as stored. Cost `N`
+    /// (nki.isa.nc_find_index8; neuroncore.md §2.3).
+    #[track_caller]
+    pub fn find_index8(
+        &mut self,
+        dst: impl Into<TileView>,
+        data: impl Into<TileView>,
+        vals: impl Into<TileView>,
+    ) -> SimResult<()> {
+        let (d, a, v) = (dst.into(), data.into(), vals.into());
+        self.issue("nc_find_index8", |nc, loc| nc.exec_match8(d, a, v, None, loc))
+    }
+
+    /// `nc_match_replace8` on VectorE: `dst` is `data` (at most 16,384 elements per
+    /// partition) with the first occurrence of each of the 8 values of `vals` `[P, 8]`
+    /// replaced by `imm`, and, given `dst_idx` `[P, 8]` (an integer dtype), the positions
+    /// replaced. A value repeated in `vals` replaces as many occurrences, each column pairing
+    /// with its own: `vals` is walked from column 7 down to 0, so the first occurrence goes to
+    /// the last of the duplicates' columns (SDK 2.32 page). A value not found replaces
+    /// nothing and its index is [`INDEX_NOT_FOUND`] **(assumed: NKI leaves it undefined)**.
+    /// `dst` may be `data` itself. Cost `max(MIN_II, N)`: the reference prints
+    /// `min(MIN_II, N)`, taken as a typo (neuroncore.md §2.3).
+    #[track_caller]
+    pub fn match_replace8(
+        &mut self,
+        dst: impl Into<TileView>,
+        data: impl Into<TileView>,
+        vals: impl Into<TileView>,
+        imm: f32,
+        dst_idx: Option<TileView>,
+    ) -> SimResult<()> {
+        let (d, a, v) = (dst.into(), data.into(), vals.into());
+        self.issue("nc_match_replace8", |nc, loc| {
+            nc.exec_match8(d, a, v, Some((imm, dst_idx)), loc)
+        })
+    }
+
+    /// Executes `max8`: checks, hash, values, schedule (see [`Nc::issue`]).
+    fn exec_max8(
+        &mut self,
+        d: TileView,
+        s: TileView,
+        loc: &'static Location<'static>,
+    ) -> VResult<()> {
+        let rs = self.check_tile("src", &s)?;
+        let rd = self.check_tile("dst", &d)?;
+        let n = Self::check_elems("max8", "src", &s, MIN_ELEMS)?;
+        Self::check_eight("max8", "dst", &d, s.np)?;
+        self.h_op(&[50], &[&d, &s]);
+        if self.mode.functional {
+            let (mut x, mut out) = (self.take_vals(), self.take_vals());
+            self.gather_tile("src", &s, &mut x)?;
+            for row in x.chunks(n as usize) {
+                out.extend(top8(row));
+            }
+            self.scatter_tile(&d, &out);
+            self.give_vals([x, out]);
+        }
+        let cycles = cost::max8(Self::n_with_stride(&[&s]));
+        let loc = SourceLoc::from_location(loc);
+        self.schedule("max8", Engine::Vector, cycles, &[(&s, rs)], &[(&d, rd)], loc)
+    }
+
+    /// Executes `nc_find_index8` (`replace` None) and `nc_match_replace8` (`replace` its
+    /// immediate and `dst_idx`): checks, hash, values, schedule (see [`Nc::issue`]).
+    fn exec_match8(
+        &mut self,
+        d: TileView,
+        a: TileView,
+        v: TileView,
+        replace: Option<(f32, Option<TileView>)>,
+        loc: &'static Location<'static>,
+    ) -> VResult<()> {
+        let opcode = if replace.is_some() { "nc_match_replace8" } else { "nc_find_index8" };
+        let ra = self.check_tile("data", &a)?;
+        let rv = self.check_tile("vals", &v)?;
+        let rd = self.check_tile("dst", &d)?;
+        // find_index8 needs the 8 values' room; match_replace8 states only the maximum.
+        let n =
+            Self::check_elems(opcode, "data", &a, if replace.is_some() { 1 } else { MIN_ELEMS })?;
+        Self::check_eight(opcode, "vals", &v, a.np)?;
+        let mut idx = None;
+        match &replace {
+            None => {
+                Self::check_eight(opcode, "dst", &d, a.np)?;
+                Self::check_index_dtype("dst", &d)?;
+            }
+            Some((_, dst_idx)) => {
+                self.same_shape("dst", &d, "data", &a)?;
+                if let Some(di) = dst_idx {
+                    let r = self.check_tile("dst_idx", di)?;
+                    Self::check_eight(opcode, "dst_idx", di, a.np)?;
+                    Self::check_index_dtype("dst_idx", di)?;
+                    idx = Some((*di, r));
+                }
+            }
+        }
+        match &replace {
+            None => self.h_op(&[51], &[&d, &a, &v]),
+            Some((imm, _)) => {
+                self.h_op(&[52, idx.is_some() as u8], &[&d, &a, &v]);
+                self.h64(imm.to_bits() as u64);
+                if let Some((di, _)) = &idx {
+                    self.h_tile(di);
+                }
+            }
+        }
+        if self.mode.functional {
+            let (mut x, mut y, mut found) = (self.take_vals(), self.take_vals(), self.take_vals());
+            self.gather_tile("data", &a, &mut x)?;
+            self.gather_tile("vals", &v, &mut y)?;
+            let mut taken = vec![false; n as usize];
+            for (row, vals) in x.chunks_mut(n as usize).zip(y.chunks(8)) {
+                let vals: &[f32; 8] = vals.try_into().expect("checked: 8 values a partition");
+                let at = match replace {
+                    None => find8(row, vals, &mut taken),
+                    Some((imm, _)) => {
+                        let at = match8_reverse(row, vals, &mut taken);
+                        for &j in at.iter().flatten() {
+                            row[j] = imm;
+                        }
+                        at
+                    }
+                };
+                found.extend(at.map(|j| j.map_or(INDEX_NOT_FOUND, |j| j as f32)));
+            }
+            match &idx {
+                None if replace.is_none() => self.scatter_tile(&d, &found),
+                None => self.scatter_tile(&d, &x),
+                Some((di, _)) => {
+                    self.scatter_tile(&d, &x);
+                    self.scatter_tile(di, &found);
+                }
+            }
+            self.give_vals([x, y, found]);
+        }
+        let reads = [(&a, ra), (&v, rv)];
+        let mut writes = vec![(&d, rd)];
+        writes.extend(idx.iter().map(|(di, r)| (di, *r)));
+        let loc = SourceLoc::from_location(loc);
+        let cycles = match replace {
+            None => cost::find_index8(Self::n_with_stride(&[&a])),
+            Some(_) => {
+                cost::match_replace8(self.min_ii(Engine::Vector), Self::n_with_stride(&[&a, &d]))
+            }
+        };
+        self.schedule(opcode, Engine::Vector, cycles, &reads, &writes, loc)
+    }
+
+    /// The elements per partition of `v`, which `instruction` takes from `min` to 16,384
+    /// (neuroncore.md §2.3).
+    fn check_elems(
+        instruction: &'static str,
+        operand: &'static str,
+        v: &TileView,
+        min: u64,
+    ) -> VResult<u64> {
+        let elems = v.free.elems();
+        if !(min..=MAX_ELEMS).contains(&elems) {
+            return Err(V::FreeSizeOutOfRange { instruction, operand, elems, min, max: MAX_ELEMS });
+        }
+        Ok(elems)
+    }
+
+    /// `v` holds 8 elements in each of `np` partitions (any free shape): the 8 values or
+    /// indices of the top-k instructions (neuroncore.md §2.3).
+    fn check_eight(
+        instruction: &'static str,
+        operand: &'static str,
+        v: &TileView,
+        np: u32,
+    ) -> VResult<()> {
+        if v.np != np || v.free.elems() != 8 {
+            return Err(V::ShapeMismatch(format!(
+                "{operand} must be [{np} x 8], 8 values for each partition of the data \
+                 ({instruction}, neuroncore.md §2.3), but is [{} x {:?}]",
+                v.np,
+                v.free.shape()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The indices of `nc_find_index8` and `nc_match_replace8` are integers (NKI: uint32 or
+    /// uint16; the simulator's integer dtype).
+    fn check_index_dtype(operand: &'static str, v: &TileView) -> VResult<()> {
+        if v.tile.dtype.is_float() {
+            return Err(V::DtypeNotAllowed {
+                engine: "VectorE",
+                operand,
+                dtype: v.tile.dtype,
+                rule: "the 8 indices are written as integers, uint32 or uint16 in NKI \
+                       (nki.isa.nc_find_index8; neuroncore.md §2.3)",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The 8 largest of `row` in descending order; of equal values the earlier comes first. NaN
+/// ranks below every number and fills the places only a row of fewer than 8 numbers leaves.
+fn top8(row: &[f32]) -> [f32; 8] {
+    let mut top = [f32::NAN; 8];
+    let mut len = 0;
+    for &x in row.iter().filter(|x| !x.is_nan()) {
+        if len == 8 && x <= top[7] {
+            continue;
+        }
+        // Insert after every kept value >= x (ties keep their order), dropping the 8th.
+        let at = top[..len].iter().position(|&t| t < x).unwrap_or(len);
+        len = (len + 1).min(8);
+        top.copy_within(at..len - 1, at + 1);
+        top[at] = x;
+    }
+    top
+}
+
+/// `nc_find_index8`'s positions: for each value of `vals` in column order, the first
+/// element of `row` equal to it that no earlier column took (`taken`, cleared here).
+fn find8(row: &[f32], vals: &[f32; 8], taken: &mut [bool]) -> [Option<usize>; 8] {
+    taken.fill(false);
+    let mut at = [None; 8];
+    for (slot, &v) in at.iter_mut().zip(vals) {
+        *slot = take_first(row, v, taken);
+    }
+    at
+}
+
+/// `nc_match_replace8`'s positions: as [`find8`], walking `vals` from column 7 down to 0.
+fn match8_reverse(row: &[f32], vals: &[f32; 8], taken: &mut [bool]) -> [Option<usize>; 8] {
+    taken.fill(false);
+    let mut at = [None; 8];
+    for i in (0..8).rev() {
+        at[i] = take_first(row, vals[i], taken);
+    }
+    at
+}
+
+/// The first element of `row` equal to `v` (in fp32: NaN matches nothing) and not yet
+/// taken, which it marks taken.
+fn take_first(row: &[f32], v: f32, taken: &mut [bool]) -> Option<usize> {
+    let j = row.iter().zip(taken.iter()).position(|(&x, &t)| !t && x == v)?;
+    taken[j] = true;
+    Some(j)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top8_ranks_ties_in_order_and_nan_last() {
+        let row = [1.0, 5.0, f32::NAN, 5.0, -1.0, 3.0, f32::NEG_INFINITY, 2.0, 0.0, 4.0];
+        assert_eq!(top8(&row), [5.0, 5.0, 4.0, 3.0, 2.0, 1.0, 0.0, -1.0]);
+        let short = [f32::NEG_INFINITY, f32::NAN, 2.0];
+        let t = top8(&short);
+        assert_eq!(t[..2], [2.0, f32::NEG_INFINITY]);
+        assert!(t[2..].iter().all(|x| x.is_nan()));
+    }
+
+    #[test]
+    fn duplicates_pair_with_successive_occurrences_in_opposite_orders() {
+        // The SDK 2.32 pages' example: data [1, 2, 3, 4, 8 x 7], vals [3, 8 x 7].
+        let row = [1.0, 2.0, 3.0, 4.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0];
+        let vals = [3.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0];
+        let mut taken = vec![false; row.len()];
+        let up = find8(&row, &vals, &mut taken).map(Option::unwrap);
+        assert_eq!(up, [2, 4, 5, 6, 7, 8, 9, 10]);
+        let down = match8_reverse(&row, &vals, &mut taken).map(Option::unwrap);
+        assert_eq!(down, [2, 10, 9, 8, 7, 6, 5, 4]);
+    }
+}

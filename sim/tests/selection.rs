@@ -1,0 +1,353 @@
+//! VectorE's selection instructions (sim/src/nc/select.rs): what they compute, against
+//! values worked out by hand or by a naive reference written here, the shape rules they
+//! refuse, and their program hash (nki.isa pages; neuroncore.md §2.3).
+
+use neuron_sim::{Chip, Dtype, ExecMode, Nc, Tile, TileView, INDEX_NOT_FOUND};
+use proptest::prelude::*;
+
+const NEG_INF: f32 = f32::NEG_INFINITY;
+
+fn nc() -> Nc {
+    Nc::new(Chip::trn2(), ExecMode::FUNCTIONAL)
+}
+
+/// A fresh SBUF tile of `shape` named `name` (its own pool, so no two share a buffer).
+fn tile(nc: &mut Nc, name: &str, dt: Dtype, shape: &[u64]) -> Tile {
+    let pool = nc.sbuf_pool(name, 1);
+    nc.tile_named(pool, name, dt, shape).unwrap()
+}
+
+/// A tile holding `vals` (row-major `shape`), loaded from HBM.
+fn load(nc: &mut Nc, name: &str, dt: Dtype, shape: &[u64], vals: &[f32]) -> Tile {
+    let h = nc.hbm_input(&format!("{name}_in"), dt, shape, vals).unwrap();
+    let t = tile(nc, name, dt, shape);
+    nc.dma(t, h).unwrap();
+    t
+}
+
+/// The values of a whole tile, through HBM.
+fn read(nc: &mut Nc, t: Tile) -> Vec<f32> {
+    static OUTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let k = OUTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let shape = [t.partitions() as u64, t.free_elems()];
+    let h = nc.hbm(&format!("out{k}"), t.dtype(), &shape).unwrap();
+    nc.dma(h, t).unwrap();
+    nc.read_hbm(h).unwrap().to_vec()
+}
+
+/// The reference top k of a row: positions ordered by value, largest first, the earlier of
+/// equal values first (NaN never taken).
+fn top_k(row: &[f32], k: usize) -> Vec<(f32, usize)> {
+    let mut order: Vec<usize> = (0..row.len()).filter(|&j| !row[j].is_nan()).collect();
+    order.sort_by(|&i, &j| row[j].partial_cmp(&row[i]).unwrap().then(i.cmp(&j)));
+    order.into_iter().take(k).map(|j| (row[j], j)).collect()
+}
+
+#[test]
+fn max8_gives_the_8_largest_descending_with_ties_and_minus_inf() {
+    // Two partitions of 12, worked by hand: ties keep both places; -inf is an ordinary
+    // (smallest) value; a NaN is passed over (assumed: the simulator's max drops NaN).
+    #[rustfmt::skip]
+    let x = [
+        3.0, 9.0, -1.0, 9.0, 0.5, NEG_INF, 7.0, 2.0, 7.0, 7.0, -4.0, 1.0,
+        f32::NAN, 1.0, NEG_INF, 2.0, NEG_INF, 0.0, -0.5, 3.0, -2.0, NEG_INF, -3.0, 5.0,
+    ];
+    let mut nc = nc();
+    let src = load(&mut nc, "src", Dtype::F32, &[2, 12], &x);
+    let dst = tile(&mut nc, "dst", Dtype::F32, &[2, 8]);
+    nc.max8(dst, src).unwrap();
+    #[rustfmt::skip]
+    let want = [
+        9.0, 9.0, 7.0, 7.0, 7.0, 3.0, 2.0, 1.0,
+        5.0, 3.0, 2.0, 1.0, 0.0, -0.5, -2.0, -3.0,
+    ];
+    assert_eq!(read(&mut nc, dst), want);
+}
+
+#[test]
+fn max8_reads_every_free_dim_and_rounds_to_dst() {
+    // A [1, 2, 6] source is one row of 12; a bf16 dst rounds the fp32 values on write
+    // (1 + 2^-10 rounds to 1 in bf16's 8-bit significand).
+    let x: Vec<f32> = (0..12).map(|i| i as f32 + 1.0 / 1024.0).collect();
+    let mut nc = nc();
+    let src = load(&mut nc, "src", Dtype::F32, &[1, 2, 6], &x);
+    let dst = tile(&mut nc, "dst", Dtype::Bf16, &[1, 8]);
+    nc.max8(dst, src).unwrap();
+    assert_eq!(read(&mut nc, dst), [11.0, 10.0, 9.0, 8.0, 7.0, 6.0, 5.0, 4.0]);
+}
+
+#[test]
+fn find_index8_gives_first_occurrences_and_successive_ones_for_repeats() {
+    // nki.isa.nc_find_index8: the first occurrence of each value; a value repeated in vals
+    // takes successive occurrences in ascending order (SDK 2.32 page); a value absent, NaN
+    // included, gives the all-ones sentinel, -1 in the simulator's int32.
+    #[rustfmt::skip]
+    let data = [
+        1.0, 2.0, 3.0, 4.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 0.0,
+        5.0, NEG_INF, 5.0, 6.0, 7.0, f32::NAN, 9.0, 9.0, 1.0, 2.0, 3.0, 4.0,
+    ];
+    #[rustfmt::skip]
+    let vals = [
+        3.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0,
+        9.0, 5.0, NEG_INF, 5.0, 4.0, f32::NAN, 42.0, 5.0,
+    ];
+    let mut nc = nc();
+    let d = load(&mut nc, "data", Dtype::F32, &[2, 12], &data);
+    let v = load(&mut nc, "vals", Dtype::F32, &[2, 8], &vals);
+    let idx = tile(&mut nc, "idx", Dtype::I32, &[2, 8]);
+    nc.find_index8(idx, d, v).unwrap();
+    let nf = INDEX_NOT_FOUND;
+    #[rustfmt::skip]
+    let want = [
+        2.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0,
+        6.0, 0.0, 1.0, 2.0, 11.0, nf, nf, nf,
+    ];
+    assert_eq!(read(&mut nc, idx), want);
+    assert_eq!(nf, -1.0);
+}
+
+#[test]
+fn match_replace8_replaces_first_occurrences_and_pairs_repeats_from_the_last_column() {
+    // nki.isa.nc_match_replace8 (SDK 2.32 page's example): data [1, 2, 3, 4, 8 x 7],
+    // vals [3, 8 x 7]: positions 2 and 4..=10 replaced, dst_idx [2, 10, 9, ..., 4]. Second
+    // partition: the first 5 of three 5s and the first 1 replaced by the immediate, a value
+    // absent replaces nothing (index -1, assumed), other elements unchanged.
+    #[rustfmt::skip]
+    let data = [
+        1.0, 2.0, 3.0, 4.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0,
+        5.0, 1.0, 5.0, 5.0, 2.0, 1.0, 7.0, 6.0, 3.0, 4.0, 0.0,
+    ];
+    #[rustfmt::skip]
+    let vals = [
+        3.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0,
+        5.0, 1.0, 7.0, 6.0, 3.0, 4.0, 2.0, 99.0,
+    ];
+    let mut nc = nc();
+    let d = load(&mut nc, "data", Dtype::F32, &[2, 11], &data);
+    let v = load(&mut nc, "vals", Dtype::F32, &[2, 8], &vals);
+    let out = tile(&mut nc, "out", Dtype::F32, &[2, 11]);
+    let idx = tile(&mut nc, "idx", Dtype::I32, &[2, 8]);
+    nc.match_replace8(out, d, v, NEG_INF, Some(idx.view())).unwrap();
+    let m = NEG_INF;
+    #[rustfmt::skip]
+    let want = [
+        1.0, 2.0, m, 4.0, m, m, m, m, m, m, m,
+        m, m, 5.0, 5.0, m, 1.0, m, m, m, m, 0.0,
+    ];
+    assert_eq!(read(&mut nc, out), want);
+    #[rustfmt::skip]
+    let want_idx = [
+        2.0, 10.0, 9.0, 8.0, 7.0, 6.0, 5.0, 4.0,
+        0.0, 1.0, 6.0, 7.0, 8.0, 9.0, 4.0, -1.0,
+    ];
+    assert_eq!(read(&mut nc, idx), want_idx);
+}
+
+#[test]
+fn match_replace8_works_in_place_without_dst_idx() {
+    let data = [4.0, 4.0, 3.0, 9.0, 1.0, 2.0, 5.0, 6.0, 7.0, 8.0];
+    let vals = [9.0, 8.0, 7.0, 6.0, 5.0, 4.0, 4.0, 3.0];
+    let mut nc = nc();
+    let d = load(&mut nc, "data", Dtype::F32, &[1, 10], &data);
+    let v = load(&mut nc, "vals", Dtype::F32, &[1, 8], &vals);
+    nc.match_replace8(d, d, v, -7.5, None).unwrap();
+    let r = -7.5;
+    assert_eq!(read(&mut nc, d), [r, r, r, r, 1.0, 2.0, r, r, r, r]);
+}
+
+#[test]
+fn a_top_16_loop_gives_the_16_largest_values_and_their_positions() {
+    // max8 → find_index8 → match_replace8(-inf) → max8 → find_index8: the top 16 of each
+    // row, ties included (values from a small set, so ties straddle the 8th place).
+    let (p, n) = (4usize, 200usize);
+    let x: Vec<f32> = (0..p * n)
+        .map(|i| ((i as u32).wrapping_mul(2_654_435_761) >> 24) as f32 / 8.0 - 10.0)
+        .collect();
+    let mut nc = nc();
+    let src = load(&mut nc, "src", Dtype::F32, &[p as u64, n as u64], &x);
+    let rest = tile(&mut nc, "rest", Dtype::F32, &[p as u64, n as u64]);
+    let (mut vals, mut idxs) = (Vec::new(), Vec::new());
+    for round in 0..2 {
+        let data = if round == 0 { src } else { rest };
+        let v = tile(&mut nc, &format!("v{round}"), Dtype::F32, &[p as u64, 8]);
+        let i = tile(&mut nc, &format!("i{round}"), Dtype::I32, &[p as u64, 8]);
+        nc.max8(v, data).unwrap();
+        nc.find_index8(i, data, v).unwrap();
+        if round == 0 {
+            nc.match_replace8(rest, src, v, NEG_INF, None).unwrap();
+        }
+        vals.push(read(&mut nc, v));
+        idxs.push(read(&mut nc, i));
+    }
+    for (q, row) in x.chunks(n).enumerate() {
+        let got: Vec<(f32, usize)> = (0..16)
+            .map(|k| (vals[k / 8][q * 8 + k % 8], idxs[k / 8][q * 8 + k % 8] as usize))
+            .collect();
+        assert_eq!(got, top_k(row, 16), "partition {q}");
+    }
+}
+
+#[test]
+fn shape_rules_name_the_operand_and_the_rule() {
+    let mut nc = nc();
+    let x = tile(&mut nc, "x", Dtype::F32, &[128, 16_385]);
+    let eight = tile(&mut nc, "eight", Dtype::F32, &[128, 8]);
+    let idx = tile(&mut nc, "idx", Dtype::I32, &[128, 8]);
+    nc.memset(x, 1.0).unwrap();
+    nc.memset(eight, 1.0).unwrap();
+    let check = |r: neuron_sim::SimResult<()>, instruction: &str, name: &str, says: &[&str]| {
+        let e = r.expect_err("refused");
+        assert_eq!(e.instruction, instruction, "{e}");
+        assert_eq!(e.kind.name(), name, "{e}");
+        let msg = e.to_string();
+        for s in says {
+            assert!(msg.contains(s), "{msg:?} should say {s:?}");
+        }
+    };
+    let range = ["8 to 16384", "neuroncore.md §2.3"];
+    // N < 8 and N > 16,384.
+    let seven = x.view().cols(0..7);
+    check(
+        nc.max8(eight, seven),
+        "max8",
+        "free_size_out_of_range",
+        &[&["src has 7"], &range[..]].concat(),
+    );
+    check(
+        nc.max8(eight, x),
+        "max8",
+        "free_size_out_of_range",
+        &[&["src has 16385"], &range[..]].concat(),
+    );
+    check(
+        nc.find_index8(idx, seven, eight),
+        "nc_find_index8",
+        "free_size_out_of_range",
+        &["data has 7", "8 to 16384"],
+    );
+    check(
+        nc.match_replace8(x, x, eight, 0.0, None),
+        "nc_match_replace8",
+        "free_size_out_of_range",
+        &["data has 16385", "1 to 16384"],
+    );
+    // Wrong [P, 8] shapes.
+    let x100 = x.view().cols(0..100);
+    check(
+        nc.max8(eight.view().cols(0..7), x100),
+        "max8",
+        "shape_mismatch",
+        &["dst must be [128 x 8]"],
+    );
+    check(
+        nc.max8(eight.view().parts(0..64), x100),
+        "max8",
+        "shape_mismatch",
+        &["dst must be [128 x 8]", "is [64 x [8]]"],
+    );
+    check(
+        nc.find_index8(idx, x100, eight.view().cols(0..4)),
+        "nc_find_index8",
+        "shape_mismatch",
+        &["vals must be [128 x 8]"],
+    );
+    check(
+        nc.match_replace8(x100, x100, eight, 0.0, Some(idx.view().cols(0..6))),
+        "nc_match_replace8",
+        "shape_mismatch",
+        &["dst_idx must be [128 x 8]"],
+    );
+    check(
+        nc.match_replace8(x.view().cols(0..99), x100, eight, 0.0, None),
+        "nc_match_replace8",
+        "shape_mismatch",
+        &["dst is [128 x [99]] but data is [128 x [100]]"],
+    );
+    // Indices are integers.
+    check(
+        nc.find_index8(eight, x100, eight),
+        "nc_find_index8",
+        "dtype_not_allowed",
+        &["dst", "uint32"],
+    );
+    check(
+        nc.match_replace8(x100, x100, eight, 0.0, Some(eight.view())),
+        "nc_match_replace8",
+        "dtype_not_allowed",
+        &["dst_idx", "float32"],
+    );
+}
+
+#[test]
+fn each_selection_and_its_immediates_hash_apart() {
+    let hash = |k: usize| {
+        let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+        let p = nc.sbuf_pool("p", 1);
+        let a = nc.tile_named(p, "a", Dtype::F32, &[128, 8]).unwrap();
+        let b = nc.tile_named(p, "b", Dtype::F32, &[128, 8]).unwrap();
+        let i = nc.tile_named(p, "i", Dtype::I32, &[128, 8]).unwrap();
+        let iv: TileView = i.into();
+        match k {
+            0 => nc.max8(a, b),
+            1 => nc.tensor_copy(a, b),
+            2 => nc.find_index8(i, a, b),
+            3 => nc.match_replace8(a, a, b, NEG_INF, None),
+            4 => nc.match_replace8(a, a, b, 0.0, None),
+            5 => nc.match_replace8(a, a, b, NEG_INF, Some(iv)),
+            _ => nc.match_replace8(a, b, a, NEG_INF, None),
+        }
+        .unwrap();
+        nc.program_hash()
+    };
+    let hashes: Vec<String> = (0..7).map(hash).collect();
+    for i in 0..hashes.len() {
+        for j in 0..i {
+            assert_ne!(hashes[i], hashes[j], "programs {i} and {j}");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// max8 is the sorted-descending top 8 of each row; find_index8 of that output gives 8
+    /// distinct positions holding exactly those values.
+    #[test]
+    fn max8_is_the_sorted_top_8_and_find_index8_locates_it(
+        p in 1usize..5,
+        n in 8usize..300,
+        seed in any::<u64>(),
+        levels in 2u32..40,
+    ) {
+        let mut s = seed | 1;
+        let x: Vec<f32> = (0..p * n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                match s % 50 {
+                    0 => NEG_INF,
+                    _ => ((s >> 8) % levels as u64) as f32 * 0.25 - 3.0,
+                }
+            })
+            .collect();
+        let mut nc = nc();
+        let src = load(&mut nc, "src", Dtype::F32, &[p as u64, n as u64], &x);
+        let v = tile(&mut nc, "v", Dtype::F32, &[p as u64, 8]);
+        let i = tile(&mut nc, "i", Dtype::I32, &[p as u64, 8]);
+        nc.max8(v, src).unwrap();
+        nc.find_index8(i, src, v).unwrap();
+        let (vals, idx) = (read(&mut nc, v), read(&mut nc, i));
+        for (q, row) in x.chunks(n).enumerate() {
+            let mut sorted = row.to_vec();
+            sorted.sort_by(|a, b| b.partial_cmp(a).unwrap());
+            prop_assert_eq!(&vals[q * 8..q * 8 + 8], &sorted[..8], "partition {}", q);
+            let at: Vec<usize> = idx[q * 8..q * 8 + 8].iter().map(|&j| j as usize).collect();
+            for (k, &j) in at.iter().enumerate() {
+                prop_assert!(j < n, "index {} of partition {}", j, q);
+                prop_assert_eq!(row[j], vals[q * 8 + k]);
+                prop_assert!(!at[..k].contains(&j), "position {} twice", j);
+            }
+        }
+    }
+}
