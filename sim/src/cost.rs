@@ -150,3 +150,9 @@ pub fn find_index8(n: u64) -> u64 {
 pub fn match_replace8(min_ii: u64, n: u64) -> u64 {
     min_ii.max(n)
 }
+
+/// `tensor_copy_predicated` (§2.3): `max(MIN_II, N)` when the source and the predicate are
+/// split between SBUF and PSUM, else (both in SBUF) `max(MIN_II, 2N)`.
+pub fn tensor_copy_predicated(min_ii: u64, n: u64, split: bool) -> u64 {
+    min_ii.max(if split { n } else { 2 * n })
+}

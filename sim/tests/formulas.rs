@@ -868,3 +868,29 @@ fn match_replace8_is_max_min_ii_n_reading_the_printed_min_as_max() {
         }
     }
 }
+
+#[test]
+fn tensor_copy_predicated_is_1n_split_between_sbuf_and_psum_else_2n() {
+    // §2.3 tensor_copy_predicated: max(MIN_II, N) when src and predicate are split between
+    // SBUF and PSUM (either way round), max(MIN_II, 2N) when both are in SBUF. N = 20: the
+    // floor either way; 40: 2N = 80 above the floor, N = 40 on it; 300 above it either way.
+    for n in [20u64, 40, 300] {
+        for (src_psum, pred_psum, passes) in [(false, false, 2), (true, false, 1), (false, true, 1)]
+        {
+            let mut nc = nc();
+            let mut at = |psum_side: bool, dt: Dtype| {
+                if psum_side {
+                    psum(&mut nc, dt, &[128, n])
+                } else {
+                    sbuf(&mut nc, dt, &[128, n])
+                }
+            };
+            let (src, pred) = (at(src_psum, Dtype::F32), at(pred_psum, Dtype::I32));
+            let dst = sbuf(&mut nc, Dtype::F32, &[128, n + 1]).cols(0..n);
+            nc.tensor_copy_predicated(dst, src, pred).unwrap();
+            let want = MIN_II.max(passes * n);
+            let what = format!("N={n} src in PSUM {src_psum}, predicate in PSUM {pred_psum}");
+            assert_eq!(cycles(&mut nc, Engine::Vector), want, "{what}");
+        }
+    }
+}

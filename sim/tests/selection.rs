@@ -294,12 +294,14 @@ fn each_selection_and_its_immediates_hash_apart() {
             3 => nc.match_replace8(a, a, b, NEG_INF, None),
             4 => nc.match_replace8(a, a, b, 0.0, None),
             5 => nc.match_replace8(a, a, b, NEG_INF, Some(iv)),
-            _ => nc.match_replace8(a, b, a, NEG_INF, None),
+            6 => nc.match_replace8(a, b, a, NEG_INF, None),
+            7 => nc.tensor_copy_predicated(a, b, i),
+            _ => unreachable!(),
         }
         .unwrap();
         nc.program_hash()
     };
-    let hashes: Vec<String> = (0..7).map(hash).collect();
+    let hashes: Vec<String> = (0..8).map(hash).collect();
     for i in 0..hashes.len() {
         for j in 0..i {
             assert_ne!(hashes[i], hashes[j], "programs {i} and {j}");
@@ -350,4 +352,78 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn tensor_copy_predicated_copies_where_the_predicate_is_nonzero() {
+    // nki.isa.tensor_copy_predicated: where the predicate is true (nonzero: 1, -1, 7), dst
+    // takes src; elsewhere dst is unmodified. A predicate from PSUM works the same.
+    let src: Vec<f32> = (0..12).map(|i| i as f32 + 0.5).collect();
+    let pred = [1.0, 0.0, -1.0, 0.0, 7.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0];
+    for pred_in_psum in [false, true] {
+        let mut nc = nc();
+        let s = load(&mut nc, "src", Dtype::F32, &[2, 6], &src);
+        let mut p = load(&mut nc, "pred", Dtype::I32, &[2, 6], &pred);
+        if pred_in_psum {
+            let ps = nc.psum_pool("ps", 1);
+            let q = nc.tile_named(ps, "pred_psum", Dtype::I32, &[2, 6]).unwrap();
+            nc.tensor_copy(q, p).unwrap();
+            p = q;
+        }
+        let d = tile(&mut nc, "dst", Dtype::F32, &[2, 6]);
+        nc.memset(d, -9.0).unwrap();
+        nc.tensor_copy_predicated(d, s, p).unwrap();
+        let k = -9.0;
+        let want = [0.5, k, 2.5, k, 4.5, 5.5, k, k, 8.5, k, 10.5, k];
+        assert_eq!(read(&mut nc, d), want, "predicate in PSUM: {pred_in_psum}");
+    }
+}
+
+#[test]
+fn tensor_copy_predicated_writes_nothing_where_the_predicate_is_false() {
+    // The elements not copied stay unwritten: reading them is the usual unwritten read.
+    let mut nc = nc();
+    let s = load(&mut nc, "src", Dtype::F32, &[1, 8], &[1.0; 8]);
+    let p = load(&mut nc, "pred", Dtype::I32, &[1, 8], &[1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0]);
+    let d = tile(&mut nc, "dst", Dtype::F32, &[1, 8]);
+    nc.tensor_copy_predicated(d, s, p).unwrap();
+    let h = nc.hbm("h", Dtype::F32, &[1, 8]).unwrap();
+    let e = nc.dma(h, d).expect_err("element 3 was never written");
+    assert_eq!(e.kind.name(), "unwritten_read", "{e}");
+    assert!(e.to_string().contains("element 3"), "{e}");
+    let h3 = nc.hbm("h3", Dtype::F32, &[1, 3]).unwrap();
+    nc.dma(h3, d.cols(0..3)).unwrap();
+    assert_eq!(nc.read_hbm(h3).unwrap(), [1.0; 3]);
+}
+
+#[test]
+fn tensor_copy_predicated_rules_name_the_operand_and_the_rule() {
+    let mut nc = nc();
+    let ps = nc.psum_pool("ps", 1);
+    let src_ps = nc.tile_named(ps, "src_ps", Dtype::F32, &[128, 64]).unwrap();
+    let pred_ps = nc.tile_named(ps, "pred_ps", Dtype::I32, &[128, 64]).unwrap();
+    let src = tile(&mut nc, "src", Dtype::F32, &[128, 64]);
+    let pred = tile(&mut nc, "pred", Dtype::I32, &[128, 64]);
+    let fpred = tile(&mut nc, "fpred", Dtype::F32, &[128, 64]);
+    let dst = tile(&mut nc, "dst", Dtype::F32, &[128, 64]);
+    let dst16 = tile(&mut nc, "dst16", Dtype::Bf16, &[128, 64]);
+    let e = nc.tensor_copy_predicated(dst, src_ps, pred_ps).unwrap_err();
+    assert_eq!(e.kind.name(), "memory_not_allowed", "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("predicate is in PSUM") && msg.contains("cannot both be in PSUM"),
+        "{msg}"
+    );
+    let e = nc.tensor_copy_predicated(dst, src, fpred).unwrap_err();
+    assert_eq!(e.kind.name(), "dtype_not_allowed", "{e}");
+    assert!(
+        e.to_string().contains("float32 for predicate") && e.to_string().contains("uint8"),
+        "{e}"
+    );
+    let e = nc.tensor_copy_predicated(dst16, src, pred).unwrap_err();
+    assert_eq!(e.kind.name(), "dtype_not_allowed", "{e}");
+    assert!(e.to_string().contains("dst") && e.to_string().contains("same data type"), "{e}");
+    let e = nc.tensor_copy_predicated(dst, src, pred.cols(0..32)).unwrap_err();
+    assert_eq!(e.kind.name(), "shape_mismatch", "{e}");
+    assert!(e.to_string().contains("predicate is [128 x [32]]"), "{e}");
 }

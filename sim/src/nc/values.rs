@@ -127,6 +127,32 @@ impl Nc {
         self.scratch = starts;
     }
 
+    /// Write the values of `[np][free]` `vals` whose `keep` flag is set into a tile view,
+    /// rounding to its dtype, in [`Nc::scatter_tile`]'s order; the other elements keep their
+    /// contents, and stay unwritten if they were (a predicated copy writes only where its
+    /// predicate holds).
+    pub(super) fn scatter_tile_where(&mut self, v: &TileView, vals: &[f32], keep: &[bool]) {
+        let mut starts = std::mem::take(&mut self.scratch);
+        let run = runs(&v.free, v.offset, &mut starts) as usize;
+        let dt = v.tile.dtype;
+        let b = &mut self.bufs[v.tile.buf as usize];
+        let mut k = 0;
+        for p in v.p0..v.p0 + v.np {
+            let base = p as u64 * b.pstride;
+            for &o in &starts {
+                let i = (base + o as u64) as usize;
+                for j in 0..run {
+                    if keep[k + j] {
+                        b.data[i + j] = dt.round(vals[k + j]);
+                        b.written.set_range((i + j) as u64, (i + j) as u64 + 1);
+                    }
+                }
+                k += run;
+            }
+        }
+        self.scratch = starts;
+    }
+
     pub(super) fn gather_hbm(
         &mut self,
         operand: &'static str,
