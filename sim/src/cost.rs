@@ -156,3 +156,9 @@ pub fn match_replace8(min_ii: u64, n: u64) -> u64 {
 pub fn tensor_copy_predicated(min_ii: u64, n: u64, split: bool) -> u64 {
     min_ii.max(if split { n } else { 2 * n })
 }
+
+/// `range_select` and `select_reduce` (§2.3): `max(MIN_II, N)`, with or without the max
+/// reduction.
+pub fn select(min_ii: u64, n: u64) -> u64 {
+    min_ii.max(n)
+}

@@ -894,3 +894,30 @@ fn tensor_copy_predicated_is_1n_split_between_sbuf_and_psum_else_2n() {
         }
     }
 }
+
+#[test]
+fn range_select_and_select_reduce_are_max_min_ii_n_with_or_without_the_reduce() {
+    // §2.3 range_select (NeuronCore-v3+, so on trn2, whose VectorE MIN_II and access start
+    // are trn1's), select_reduce: max(MIN_II, N), the max reduction included.
+    use neuron_sim::Cmp;
+    for n in [20u64, 64, 500] {
+        for reduce in [false, true] {
+            for range in [true, false] {
+                let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+                let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
+                let d = sbuf(&mut nc, Dtype::F32, &[128, n + 1]).cols(0..n);
+                let col = sbuf(&mut nc, Dtype::F32, &[128, 2]);
+                let pred = sbuf(&mut nc, Dtype::I32, &[128, n]);
+                let r = reduce.then(|| (Alu::Max, col.cols(1..2)));
+                if range {
+                    let b = [(Cmp::Ge, col.cols(0..1)), (Cmp::Lt, col.cols(0..1))];
+                    nc.range_select(d, x, b, 0, r).unwrap();
+                } else {
+                    nc.select_reduce(d, pred, x, -1.0, false, r).unwrap();
+                }
+                let what = format!("range_select {range} N={n} reduce={reduce}");
+                assert_eq!(cycles(&mut nc, Engine::Vector), MIN_II.max(n), "{what}");
+            }
+        }
+    }
+}

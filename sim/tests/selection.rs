@@ -280,12 +280,14 @@ fn shape_rules_name_the_operand_and_the_rule() {
 
 #[test]
 fn each_selection_and_its_immediates_hash_apart() {
+    use neuron_sim::{Alu, Cmp};
     let hash = |k: usize| {
         let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
         let p = nc.sbuf_pool("p", 1);
         let a = nc.tile_named(p, "a", Dtype::F32, &[128, 8]).unwrap();
         let b = nc.tile_named(p, "b", Dtype::F32, &[128, 8]).unwrap();
         let i = nc.tile_named(p, "i", Dtype::I32, &[128, 8]).unwrap();
+        let r = nc.tile_named(p, "r", Dtype::F32, &[128, 1]).unwrap();
         let iv: TileView = i.into();
         match k {
             0 => nc.max8(a, b),
@@ -296,12 +298,24 @@ fn each_selection_and_its_immediates_hash_apart() {
             5 => nc.match_replace8(a, a, b, NEG_INF, Some(iv)),
             6 => nc.match_replace8(a, b, a, NEG_INF, None),
             7 => nc.tensor_copy_predicated(a, b, i),
+            8 => nc.select_reduce(a, i, b, 0.0, false, None),
+            9 => nc.select_reduce(a, i, b, 0.0, true, None),
+            10 => nc.select_reduce(a, i, b, 1.0, false, None),
+            11 => nc.select_reduce(a, i, b, r, false, None),
+            12 => nc.select_reduce(a, i, b, 0.0, false, Some((Alu::Max, r.view()))),
+            13 => nc.range_select(a, b, [(Cmp::Ge, r.view()), (Cmp::Lt, r.view())], 0, None),
+            14 => nc.range_select(a, b, [(Cmp::Gt, r.view()), (Cmp::Lt, r.view())], 0, None),
+            15 => nc.range_select(a, b, [(Cmp::Ge, r.view()), (Cmp::Lt, r.view())], 3, None),
+            16 => {
+                let red = Some((Alu::Max, r.view()));
+                nc.range_select(a, b, [(Cmp::Ge, r.view()), (Cmp::Lt, r.view())], 0, red)
+            }
             _ => unreachable!(),
         }
         .unwrap();
         nc.program_hash()
     };
-    let hashes: Vec<String> = (0..8).map(hash).collect();
+    let hashes: Vec<String> = (0..17).map(hash).collect();
     for i in 0..hashes.len() {
         for j in 0..i {
             assert_ne!(hashes[i], hashes[j], "programs {i} and {j}");
@@ -426,4 +440,166 @@ fn tensor_copy_predicated_rules_name_the_operand_and_the_rule() {
     let e = nc.tensor_copy_predicated(dst, src, pred.cols(0..32)).unwrap_err();
     assert_eq!(e.kind.name(), "shape_mismatch", "{e}");
     assert!(e.to_string().contains("predicate is [128 x [32]]"), "{e}");
+}
+
+#[test]
+fn range_select_keeps_the_elements_whose_index_is_in_bounds() {
+    // nki.isa.range_select: i = range_start + free index (range_start = 2, 10 elements);
+    // keep where i cmp0 bound0 and i cmp1 bound1, else FP32_MIN; reduce_res the max of the
+    // result. Bounds by partition: [4, 8], [9, 11], [100, 100] (the last keeps nothing, its
+    // max is FP32_MIN). Worked by hand, the kept free indices j for each operator pair:
+    use neuron_sim::{Alu, Cmp};
+    type Kept = [std::ops::Range<usize>; 3];
+    let cases: [((Cmp, Cmp), Kept); 3] = [
+        ((Cmp::Ge, Cmp::Lt), [2..6, 7..9, 0..0]), // 4 <= i < 8, 9 <= i < 11
+        ((Cmp::Gt, Cmp::Le), [3..7, 8..10, 0..0]), // 4 < i <= 8, 9 < i <= 11
+        ((Cmp::Eq, Cmp::Le), [2..3, 7..8, 0..0]), // i == 4, i == 9
+    ];
+    let x: Vec<f32> = (0..30).map(|k| (k % 10) as f32 * 1.5 - 3.0 + (k / 10) as f32).collect();
+    for ((c0, c1), kept) in cases {
+        let mut nc = nc();
+        let on_true = load(&mut nc, "x", Dtype::F32, &[3, 10], &x);
+        let lo = load(&mut nc, "lo", Dtype::F32, &[3, 1], &[4.0, 9.0, 100.0]);
+        let hi = load(&mut nc, "hi", Dtype::F32, &[3, 1], &[8.0, 11.0, 100.0]);
+        let d = tile(&mut nc, "d", Dtype::F32, &[3, 10]);
+        let d16 = tile(&mut nc, "d16", Dtype::Bf16, &[3, 10]);
+        let r = tile(&mut nc, "r", Dtype::F32, &[3, 1]);
+        let b = [(c0, lo.view()), (c1, hi.view())];
+        nc.range_select(d, on_true, b, 2, Some((Alu::Max, r.view()))).unwrap();
+        nc.range_select(d16, on_true, b, 2, None).unwrap();
+        let (out, out16, red) = (read(&mut nc, d), read(&mut nc, d16), read(&mut nc, r));
+        for q in 0..3 {
+            let mut max = f32::MIN;
+            for j in 0..10 {
+                let v = x[q * 10 + j];
+                // FP32_MIN rounds to -inf in a 16-bit dst (the page's numerical note).
+                let (want, want16) =
+                    if kept[q].contains(&j) { (v, v) } else { (f32::MIN, NEG_INF) };
+                assert_eq!(out[q * 10 + j], want, "{c0:?} {c1:?} [{q}, {j}]");
+                assert_eq!(out16[q * 10 + j], want16, "bf16 {c0:?} {c1:?} [{q}, {j}]");
+                if kept[q].contains(&j) {
+                    max = max.max(v);
+                }
+            }
+            assert_eq!(red[q], max, "{c0:?} {c1:?} max of partition {q}");
+        }
+    }
+}
+
+#[test]
+fn range_select_is_refused_before_neuroncore_v3_naming_the_chip() {
+    use neuron_sim::Cmp;
+    let mut inf2 = Chip::trn1();
+    inf2.name = "inf2".into();
+    for chip in [Chip::trn1(), inf2] {
+        let name = chip.name.clone();
+        let mut nc = Nc::new(chip, ExecMode::FUNCTIONAL);
+        let x = tile(&mut nc, "x", Dtype::F32, &[128, 64]);
+        let b = tile(&mut nc, "b", Dtype::F32, &[128, 1]);
+        let e = nc.range_select(x, x, [(Cmp::Ge, b.view()), (Cmp::Le, b.view())], 0, None);
+        let e = e.unwrap_err();
+        assert_eq!(e.instruction, "range_select");
+        let msg = e.to_string();
+        assert!(msg.contains(&format!("{name} is NeuronCore-v2")), "{msg}");
+        assert!(msg.contains("NeuronCore-v3+"), "{msg}");
+    }
+}
+
+#[test]
+fn select_reduce_picks_on_true_or_on_false_by_predicate_and_takes_the_max() {
+    // nki.isa.select_reduce: np.where(predicate, on_true, on_false), the predicate negated
+    // with reverse_pred; on_false an immediate or a [P, 1] column; reduce_res the row max.
+    use neuron_sim::Alu;
+    let x = [1.0, -2.0, 3.0, 7.0, -5.0, 6.0, 0.5, -1.5, 2.5, -8.0, 4.0, -0.5];
+    let pred = [1.0, 0.0, 2.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0];
+    let mut nc = nc();
+    let on_true = load(&mut nc, "x", Dtype::F32, &[2, 6], &x);
+    let p = load(&mut nc, "p", Dtype::I32, &[2, 6], &pred);
+    let col = load(&mut nc, "col", Dtype::F32, &[2, 1], &[-10.0, 20.0]);
+    let (d0, d1) =
+        (tile(&mut nc, "d0", Dtype::F32, &[2, 6]), tile(&mut nc, "d1", Dtype::F32, &[2, 6]));
+    let (r0, r1) =
+        (tile(&mut nc, "r0", Dtype::F32, &[2, 1]), tile(&mut nc, "r1", Dtype::F32, &[2, 1]));
+    nc.select_reduce(d0, p, on_true, NEG_INF, false, Some((Alu::Max, r0.view()))).unwrap();
+    nc.select_reduce(d1, p, on_true, col, true, Some((Alu::Max, r1.view()))).unwrap();
+    let m = NEG_INF;
+    assert_eq!(read(&mut nc, d0), [1.0, m, 3.0, m, -5.0, 6.0, m, m, 2.5, m, m, m]);
+    assert_eq!(read(&mut nc, r0), [6.0, 2.5]);
+    #[rustfmt::skip]
+    let want1 = [-10.0, -2.0, -10.0, 7.0, -10.0, -10.0, 0.5, -1.5, 20.0, -8.0, 4.0, -0.5];
+    assert_eq!(read(&mut nc, d1), want1);
+    assert_eq!(read(&mut nc, r1), [7.0, 20.0]);
+}
+
+#[test]
+fn range_select_and_select_reduce_rules_name_the_operand_and_the_rule() {
+    use neuron_sim::{Alu, Cmp};
+    let mut nc = nc();
+    let x = tile(&mut nc, "x", Dtype::F32, &[128, 64]);
+    let xi = tile(&mut nc, "xi", Dtype::I32, &[128, 64]);
+    let b = tile(&mut nc, "b", Dtype::F32, &[128, 1]);
+    let b16 = tile(&mut nc, "b16", Dtype::Bf16, &[128, 1]);
+    let ri = tile(&mut nc, "ri", Dtype::I32, &[128, 1]);
+    let ps = nc.psum_pool("ps", 1);
+    let x_ps = nc.tile_named(ps, "x_ps", Dtype::F32, &[128, 64]).unwrap();
+    let p_ps = nc.tile_named(ps, "p_ps", Dtype::I32, &[128, 64]).unwrap();
+    let bounds = |b0: Tile| [(Cmp::Ge, b0.view()), (Cmp::Lt, b.view())];
+    let says = |e: neuron_sim::SimError, name: &str, words: &[&str]| {
+        assert_eq!(e.kind.name(), name, "{e}");
+        for w in words {
+            assert!(e.to_string().contains(w), "{e} should say {w:?}");
+        }
+    };
+    let max_only = ["reduce with max only", "neuroncore.md §2.3"];
+    says(
+        nc.range_select(x, x, bounds(b), 0, Some((Alu::Add, b.view()))).unwrap_err(),
+        "reduce_op_not_allowed",
+        &max_only,
+    );
+    says(
+        nc.select_reduce(x, xi, x, 0.0, false, Some((Alu::Min, b.view()))).unwrap_err(),
+        "reduce_op_not_allowed",
+        &max_only,
+    );
+    says(
+        nc.range_select(x, x, bounds(b16), 0, None).unwrap_err(),
+        "dtype_not_allowed",
+        &["bound0", "fp32"],
+    );
+    says(
+        nc.range_select(xi, xi, bounds(b), 0, None).unwrap_err(),
+        "dtype_not_allowed",
+        &["on_true"],
+    );
+    says(
+        nc.range_select(x, x, [(Cmp::Ge, b.view()), (Cmp::Lt, x.cols(0..2))], 0, None).unwrap_err(),
+        "shape_mismatch",
+        &["bound1 must be [128 x 1]"],
+    );
+    says(nc.range_select(x, x, bounds(b), (1 << 24) - 10, None).unwrap_err(), "invalid", &["2^24"]);
+    says(
+        nc.select_reduce(x, p_ps, x_ps, 0.0, false, None).unwrap_err(),
+        "memory_not_allowed",
+        &["predicate is in PSUM", "cannot both be in PSUM"],
+    );
+    says(
+        nc.select_reduce(x, x, x, 0.0, false, None).unwrap_err(),
+        "dtype_not_allowed",
+        &["predicate", "int8"],
+    );
+    says(
+        nc.select_reduce(xi, xi, xi, 0.0, false, None).unwrap_err(),
+        "dtype_not_allowed",
+        &["on_true", "int32"],
+    );
+    says(
+        nc.select_reduce(x, xi, x, 0.0, false, Some((Alu::Max, ri.view()))).unwrap_err(),
+        "dtype_not_allowed",
+        &["reduce_res", "float type"],
+    );
+    says(
+        nc.select_reduce(x, xi, x, x.cols(0..2), false, None).unwrap_err(),
+        "shape_mismatch",
+        &["on_false must be [128 x 1]"],
+    );
 }

@@ -1,5 +1,6 @@
 //! VectorE's selection instructions: the top-k steps `max8`, `nc_find_index8` and
-//! `nc_match_replace8`, and the predicated copy `tensor_copy_predicated`.
+//! `nc_match_replace8`, the predicated copy `tensor_copy_predicated`, and the selects
+//! with a max reduction `range_select` (by free index) and `select_reduce` (by predicate).
 //!
 //! They live apart from [`vector`](super::vector)'s element-wise family because what they
 //! write depends on *which* elements of a partition they pick — by rank, by value or by
@@ -9,10 +10,11 @@
 //! (with -inf, say) so that the next `max8` finds the next 8. Costs are neuroncore.md §2.3's
 //! rows ([`cost`]); no performance mode is documented for any of them, so none applies.
 
-use super::{Nc, VResult};
+use super::{Nc, Scalar, VResult};
 use crate::cost;
 use crate::error::{SimResult, SourceLoc, ViolationKind as V};
-use crate::isa::Engine;
+use crate::isa::{Alu, Cmp, Engine};
+use crate::timing::Region;
 use crate::view::*;
 use std::panic::Location;
 
@@ -25,6 +27,11 @@ const MAX_ELEMS: u64 = 16_384;
 /// does not hold: all ones, 0xFFFFFFFF as NKI's uint32 (SDK 2.32 page), which the
 /// simulator's int32 holds as -1.
 pub const INDEX_NOT_FOUND: f32 = -1.0;
+/// What `range_select` writes where it does not select: FP32_MIN, whatever
+/// `on_false_value` NKI is given (nki.isa.range_select, SDK 2.32).
+const RANGE_SELECT_FILL: f32 = f32::MIN;
+/// `range_select` compares `range_start + index` in fp32, exact up to 2^24.
+const FP32_EXACT: i64 = 1 << 24;
 
 impl Nc {
     /// `max8` on VectorE: the 8 largest of each partition's free elements of `src` (8 to
@@ -153,6 +160,268 @@ impl Nc {
         let (reads, writes) = ([(&s, rs), (&p, rp)], [(&d, rd)]);
         let loc = SourceLoc::from_location(loc);
         self.schedule(INSTRUCTION, Engine::Vector, cycles, &reads, &writes, loc)
+    }
+
+    /// `range_select` on VectorE, NeuronCore-v3 and later: for each element of `on_true`
+    /// (a floating-point tile), with `i = range_start + ` its position among the partition's
+    /// free elements (read as one row), `dst = on_true` where `i cmp0 bound0` and
+    /// `i cmp1 bound1` both hold, else FP32_MIN (which a 16-bit or fp8 `dst` rounds to
+    /// -inf). `bounds` are `[P, 1]` fp32 columns; the comparison runs in fp32, so every `i`
+    /// must lie within ±2^24. With `reduce = Some((Alu::Max, reduce_res))`, `reduce_res`
+    /// `[P, 1]` gets each partition's max of the selected values (before `dst`'s rounding);
+    /// max is the only reduction. NKI's `on_false_value` and `reduce_cmd` are ignored by the
+    /// hardware (always FP32_MIN and reset-then-reduce), so they are not taken. Cost
+    /// `max(MIN_II, N)` (nki.isa.range_select; neuroncore.md §2.3).
+    #[track_caller]
+    pub fn range_select(
+        &mut self,
+        dst: impl Into<TileView>,
+        on_true: impl Into<TileView>,
+        bounds: [(Cmp, TileView); 2],
+        range_start: i64,
+        reduce: Option<(Alu, TileView)>,
+    ) -> SimResult<()> {
+        let (d, x) = (dst.into(), on_true.into());
+        self.issue("range_select", |nc, loc| {
+            nc.exec_range_select(d, x, bounds, range_start, reduce, loc)
+        })
+    }
+
+    /// `select_reduce` on VectorE: `dst = on_true` where `predicate` is nonzero (zero with
+    /// `reverse_pred`), else `on_false` — an fp32 immediate or a `[P, 1]` column — and, with
+    /// `reduce = Some((Alu::Max, reduce_res))`, each partition's max of the result (before
+    /// `dst`'s rounding) into `reduce_res` `[P, 1]` of a float dtype; max is the only
+    /// reduction. `dst`, `predicate` and `on_true` have one shape; `on_true` is not int32;
+    /// `predicate` is an integer tile (NKI: 8- or 16-bit; the simulator's int32 stands in);
+    /// `on_true` and `predicate` may not both be in PSUM. NKI's `reduce_cmd` (the
+    /// accumulator registers across instructions) is not modelled: each instruction reduces
+    /// its own result. Cost `max(MIN_II, N)` (nki.isa.select_reduce; neuroncore.md §2.3).
+    #[track_caller]
+    pub fn select_reduce(
+        &mut self,
+        dst: impl Into<TileView>,
+        predicate: impl Into<TileView>,
+        on_true: impl Into<TileView>,
+        on_false: impl Into<Scalar>,
+        reverse_pred: bool,
+        reduce: Option<(Alu, TileView)>,
+    ) -> SimResult<()> {
+        let (d, p, x, f) = (dst.into(), predicate.into(), on_true.into(), on_false.into());
+        self.issue("select_reduce", |nc, loc| {
+            nc.exec_select_reduce(d, p, x, f, reverse_pred, reduce, loc)
+        })
+    }
+
+    /// Executes `range_select`: checks, hash, values, schedule (see [`Nc::issue`]).
+    fn exec_range_select(
+        &mut self,
+        d: TileView,
+        x: TileView,
+        [(cmp0, b0), (cmp1, b1)]: [(Cmp, TileView); 2],
+        range_start: i64,
+        reduce: Option<(Alu, TileView)>,
+        loc: &'static Location<'static>,
+    ) -> VResult<()> {
+        const INSTRUCTION: &str = "range_select";
+        if self.chip.neuroncore_version < 3 {
+            return Err(V::Invalid(format!(
+                "range_select is a NeuronCore-v3+ instruction; {} is NeuronCore-v{} \
+                 (nki.isa.range_select; neuroncore.md §2.3)",
+                self.chip.name, self.chip.neuroncore_version
+            )));
+        }
+        let rx = self.check_tile("on_true", &x)?;
+        let rd = self.check_tile("dst", &d)?;
+        self.check_free_size("on_true", &x)?;
+        self.check_free_size("dst", &d)?;
+        self.same_shape("dst", &d, "on_true", &x)?;
+        Self::check_float_data(INSTRUCTION, "on_true", &x)?;
+        let mut rb = [Region::default(); 2];
+        for (r, (name, b)) in rb.iter_mut().zip([("bound0", &b0), ("bound1", &b1)]) {
+            *r = self.check_column(name, b, x.np)?;
+            if b.tile.dtype != crate::Dtype::F32 {
+                return Err(V::DtypeNotAllowed {
+                    engine: "VectorE",
+                    operand: name,
+                    dtype: b.tile.dtype,
+                    rule: "range_select's bounds are fp32 (nki.isa.range_select; \
+                           neuroncore.md §2.3)",
+                });
+            }
+        }
+        let n = x.free.elems();
+        let last = range_start.checked_add(n as i64 - 1);
+        if range_start.abs() > FP32_EXACT || last.is_none_or(|l| l.abs() > FP32_EXACT) {
+            return Err(V::Invalid(format!(
+                "range_select compares range_start + index in fp32: range_start {range_start} \
+                 with {n} elements per partition leaves ±2^24 (nki.isa.range_select)"
+            )));
+        }
+        let reduce = self.check_reduce(INSTRUCTION, reduce, x.np, false)?;
+        self.h_op(&[54, cmp0 as u8, cmp1 as u8, reduce.is_some() as u8], &[&d, &x, &b0, &b1]);
+        self.h64(range_start as u64);
+        if let Some((r, _)) = &reduce {
+            self.h_tile(r);
+        }
+        if self.mode.functional {
+            let (mut v, mut lo, mut hi) = (self.take_vals(), self.take_vals(), self.take_vals());
+            self.gather_tile("on_true", &x, &mut v)?;
+            self.gather_tile("bound0", &b0, &mut lo)?;
+            self.gather_tile("bound1", &b1, &mut hi)?;
+            let mut red = Vec::with_capacity(x.np as usize);
+            for ((row, &lo), &hi) in v.chunks_mut(n as usize).zip(&lo).zip(&hi) {
+                for (j, e) in row.iter_mut().enumerate() {
+                    let i = (range_start + j as i64) as f32;
+                    if !(holds(cmp0, i, lo) && holds(cmp1, i, hi)) {
+                        *e = RANGE_SELECT_FILL;
+                    }
+                }
+                red.push(row_max(row));
+            }
+            self.scatter_tile(&d, &v);
+            if let Some((r, _)) = &reduce {
+                self.scatter_tile(r, &red);
+            }
+            self.give_vals([v, lo, hi]);
+        }
+        let cycles = cost::select(self.min_ii(Engine::Vector), Self::n_with_stride(&[&x, &d]));
+        let reads = [(&x, rx), (&b0, rb[0]), (&b1, rb[1])];
+        let mut writes = vec![(&d, rd)];
+        writes.extend(reduce.iter().map(|(r, rr)| (r, *rr)));
+        let loc = SourceLoc::from_location(loc);
+        self.schedule(INSTRUCTION, Engine::Vector, cycles, &reads, &writes, loc)
+    }
+
+    /// Executes `select_reduce`: checks, hash, values, schedule (see [`Nc::issue`]).
+    #[allow(clippy::too_many_arguments)]
+    fn exec_select_reduce(
+        &mut self,
+        d: TileView,
+        p: TileView,
+        x: TileView,
+        on_false: Scalar,
+        reverse_pred: bool,
+        reduce: Option<(Alu, TileView)>,
+        loc: &'static Location<'static>,
+    ) -> VResult<()> {
+        const INSTRUCTION: &str = "select_reduce";
+        let mut regions = [Region::default(); 3];
+        for (r, (name, v)) in
+            regions.iter_mut().zip([("predicate", &p), ("on_true", &x), ("dst", &d)])
+        {
+            *r = self.check_tile(name, v)?;
+            self.check_free_size(name, v)?;
+        }
+        let [rp, rx, rd] = regions;
+        self.same_shape("predicate", &p, "on_true", &x)?;
+        self.same_shape("dst", &d, "on_true", &x)?;
+        Self::check_float_data(INSTRUCTION, "on_true", &x)?;
+        Self::check_predicate(INSTRUCTION, &p)?;
+        Self::not_both_psum(
+            "predicate",
+            &x,
+            &p,
+            "on_true and predicate cannot both be in PSUM (nki.isa.select_reduce; \
+             neuroncore.md §2.3)",
+        )?;
+        let col = match &on_false {
+            Scalar::Imm(_) => None,
+            Scalar::Col(c) => Some((*c, self.check_column("on_false", c, x.np)?)),
+        };
+        let reduce = self.check_reduce(INSTRUCTION, reduce, x.np, true)?;
+        self.h_op(&[55, reverse_pred as u8, reduce.is_some() as u8], &[&d, &p, &x]);
+        self.h_scalar(&on_false);
+        if let Some((r, _)) = &reduce {
+            self.h_tile(r);
+        }
+        if self.mode.functional {
+            let (mut v, mut q, mut f) = (self.take_vals(), self.take_vals(), self.take_vals());
+            self.gather_tile("predicate", &p, &mut q)?;
+            self.gather_tile("on_true", &x, &mut v)?;
+            self.gather_scalar("on_false", &on_false, x.np, &mut f)?;
+            let n = x.free.elems() as usize;
+            let mut red = Vec::with_capacity(x.np as usize);
+            for ((row, q), &f) in v.chunks_mut(n).zip(q.chunks(n)).zip(&f) {
+                for (e, &q) in row.iter_mut().zip(q) {
+                    if (q != 0.0) == reverse_pred {
+                        *e = f;
+                    }
+                }
+                red.push(row_max(row));
+            }
+            self.scatter_tile(&d, &v);
+            if let Some((r, _)) = &reduce {
+                self.scatter_tile(r, &red);
+            }
+            self.give_vals([v, q, f]);
+        }
+        let n = Self::n_with_stride(&[&x, &p, &d]);
+        let cycles = cost::select(self.min_ii(Engine::Vector), n);
+        let mut reads = vec![(&p, rp), (&x, rx)];
+        reads.extend(col.iter().map(|(c, r)| (c, *r)));
+        let mut writes = vec![(&d, rd)];
+        writes.extend(reduce.iter().map(|(r, rr)| (r, *rr)));
+        let loc = SourceLoc::from_location(loc);
+        self.schedule(INSTRUCTION, Engine::Vector, cycles, &reads, &writes, loc)
+    }
+
+    /// The optional max reduction of `range_select` and `select_reduce`: max only, into a
+    /// `[np, 1]` column (of a float dtype for `select_reduce`, `float_res`). Gives the
+    /// column and its region.
+    fn check_reduce(
+        &self,
+        instruction: &'static str,
+        reduce: Option<(Alu, TileView)>,
+        np: u32,
+        float_res: bool,
+    ) -> VResult<Option<(TileView, Region)>> {
+        let Some((op, r)) = reduce else { return Ok(None) };
+        if op != Alu::Max {
+            return Err(V::ReduceOpNotAllowed {
+                instruction,
+                engine: "VectorE",
+                op,
+                rule: "the selects reduce with max only (neuroncore.md §2.3)",
+            });
+        }
+        let region = self.check_column("reduce_res", &r, np)?;
+        if float_res && !r.tile.dtype.is_float() {
+            return Err(V::DtypeNotAllowed {
+                engine: "VectorE",
+                operand: "reduce_res",
+                dtype: r.tile.dtype,
+                rule: "select_reduce's reduce_res is of a float type (nki.isa.select_reduce; \
+                       neuroncore.md §2.3)",
+            });
+        }
+        Ok(Some((r, region)))
+    }
+
+    /// The data the selects copy is floating-point (`range_select`: an FP dtype;
+    /// `select_reduce`: any but int32, uint32 and tfloat32).
+    fn check_float_data(
+        instruction: &'static str,
+        operand: &'static str,
+        v: &TileView,
+    ) -> VResult<()> {
+        if !v.tile.dtype.is_float() {
+            return Err(V::DtypeNotAllowed {
+                engine: "VectorE",
+                operand,
+                dtype: v.tile.dtype,
+                rule: match instruction {
+                    "range_select" => {
+                        "on_true_tile must be of a floating-point dtype (nki.isa.range_select; \
+                         neuroncore.md §2.3)"
+                    }
+                    _ => {
+                        "on_true may not be int32, uint32 or tfloat32 (nki.isa.select_reduce; \
+                         neuroncore.md §2.3)"
+                    }
+                },
+            });
+        }
+        Ok(())
     }
 
     /// Executes `max8`: checks, hash, values, schedule (see [`Nc::issue`]).
@@ -341,6 +610,22 @@ impl Nc {
         }
         Ok(())
     }
+}
+
+/// `a cmp b`, in fp32 (`range_select`'s index against a bound).
+fn holds(cmp: Cmp, a: f32, b: f32) -> bool {
+    match cmp {
+        Cmp::Ge => a >= b,
+        Cmp::Gt => a > b,
+        Cmp::Le => a <= b,
+        Cmp::Lt => a < b,
+        Cmp::Eq => a == b,
+    }
+}
+
+/// A row's max as the VectorE max folds it (NaN dropped, -inf for a row of NaN).
+fn row_max(row: &[f32]) -> f32 {
+    row.iter().fold(Alu::Max.reduce_init(), |m, &v| Alu::Max.apply(m, v))
 }
 
 /// The 8 largest of `row` in descending order; of equal values the earlier comes first. NaN
