@@ -100,7 +100,40 @@ pub enum Act {
     Abs,
     /// −1, 0 or 1 by the sign of `x`.
     Sign,
+    // The variants below were added after the ones above; each variant's program-hash code
+    // is its position, so new ones go at the end and older programs keep their hashes.
+    /// The error function `erf x = (2/√π)∫₀ˣ e^(−t²) dt` (NKI `erf`), from `libm`'s `erff`;
+    /// ±1 at ±∞, NaN for NaN.
+    Erf,
+    /// GELU's sigmoid approximation, `x·sigmoid(1.702x)` (NKI `gelu_apprx_sigmoid`). NKI's
+    /// page gives no formula; 1.702 is the constant of the GELU paper's sigmoid form
+    /// (Hendrycks & Gimpel, as MLX's `gelu_fast_approx` documents it) **(assumed)**. 0 at
+    /// −∞ (the limit, not ∞·0), NaN for NaN.
+    GeluApprxSigmoid,
+    /// `x·tanh(softplus x)` (Mish, NKI `mish`); softplus as [`Act::Softplus`], so no
+    /// overflow for large `x`; 0 at −∞, NaN for NaN.
+    Mish,
+    /// `arctan x` in radians, in (−π/2, π/2) (NKI `arctan`, "similar to numpy.arctan");
+    /// ±π/2 at ±∞.
+    Arctan,
+    /// GELU's derivative, `Φ(x) + x·φ(x) = ½(1 + erf(x/√2)) + x·e^(−x²/2)/√(2π)` (NKI
+    /// `gelu_dx`, "derivative of GELU", GELU being the exact [`Act::Gelu`]); 0 at −∞, 1 at
+    /// ∞, NaN for NaN.
+    GeluDx,
+    /// SiLU's derivative, `σ(x)·(1 + x·(1 − σ(x)))` with `σ` the sigmoid (NKI `silu_dx`);
+    /// 0 at −∞, 1 at ∞, NaN for NaN.
+    SiluDx,
+    /// erf's derivative, `(2/√π)·e^(−x²)` (NKI `erf_dx`); 0 at ±∞, NaN for NaN.
+    ErfDx,
+    /// The derivative of [`Act::GeluApprxSigmoid`], `σ(kx) + kx·σ(kx)(1 − σ(kx))` with
+    /// `k = 1.702` (NKI `gelu_apprx_sigmoid_dx`; the constant is assumed as there); 0 at
+    /// −∞, 1 at ∞, NaN for NaN.
+    GeluApprxSigmoidDx,
 }
+
+/// The constant of GELU's sigmoid approximation `x·sigmoid(1.702x)` (see
+/// [`Act::GeluApprxSigmoid`]).
+const GELU_SIGMOID_K: f32 = 1.702;
 
 impl Act {
     /// Apply the function to `x` (fp32, as the engine does; the hardware uses piecewise
@@ -137,24 +170,81 @@ impl Act {
                     0.0
                 }
             }
+            Act::Erf => libm::erff(x),
+            // At −∞ the products below are ∞·0: the limits (0, and 1 or 0 for the
+            // derivatives) are returned instead of NaN.
+            _ if x == f32::NEG_INFINITY && self.is_zero_at_neg_inf() => 0.0,
+            Act::GeluApprxSigmoid => x * sigmoid(GELU_SIGMOID_K * x),
+            Act::Mish => x * Act::Softplus.apply(x).tanh(),
+            Act::Arctan => x.atan(),
+            Act::GeluDx | Act::SiluDx | Act::GeluApprxSigmoidDx if x == f32::INFINITY => 1.0,
+            Act::GeluDx => {
+                let pdf = (-0.5 * x * x).exp() / (2.0 * std::f32::consts::PI).sqrt();
+                0.5 * (1.0 + erf(x / std::f32::consts::SQRT_2)) + x * pdf
+            }
+            Act::SiluDx => {
+                let s = sigmoid(x);
+                s * (1.0 + x * (1.0 - s))
+            }
+            Act::ErfDx => std::f32::consts::FRAC_2_SQRT_PI * (-x * x).exp(),
+            Act::GeluApprxSigmoidDx => {
+                let kx = GELU_SIGMOID_K * x;
+                let s = sigmoid(kx);
+                s + kx * s * (1.0 - s)
+            }
         }
     }
+
+    /// The functions written as a product that is ∞·0 at −∞ and whose limit there is 0.
+    fn is_zero_at_neg_inf(self) -> bool {
+        matches!(
+            self,
+            Act::GeluApprxSigmoid | Act::Mish | Act::GeluDx | Act::SiluDx | Act::GeluApprxSigmoidDx
+        )
+    }
+
+    /// Every function, in program-hash code order.
+    pub const ALL: [Act; 25] = [
+        Act::Copy,
+        Act::Square,
+        Act::Exp,
+        Act::Log,
+        Act::Sqrt,
+        Act::Rsqrt,
+        Act::Reciprocal,
+        Act::Relu,
+        Act::Sigmoid,
+        Act::Silu,
+        Act::Gelu,
+        Act::GeluTanh,
+        Act::Tanh,
+        Act::Softplus,
+        Act::Sin,
+        Act::Abs,
+        Act::Sign,
+        Act::Erf,
+        Act::GeluApprxSigmoid,
+        Act::Mish,
+        Act::Arctan,
+        Act::GeluDx,
+        Act::SiluDx,
+        Act::ErfDx,
+        Act::GeluApprxSigmoidDx,
+    ];
 
     pub(crate) fn code(self) -> u8 {
         self as u8
     }
 }
 
-/// The error function, Abramowitz–Stegun 7.1.26 (|error| < 1.5e-7). Written here because
-/// `f32::erf` is not in stable std and one polynomial does not justify a dependency.
+/// The error function (`libm`'s `erff`: `f32::erf` is not in stable std).
 fn erf(x: f32) -> f32 {
-    let t = 1.0 / (1.0 + 0.327_591_1 * x.abs());
-    let y = 1.0
-        - (((((1.061_405_4 * t - 1.453_152_1) * t) + 1.421_413_8) * t - 0.284_496_74) * t
-            + 0.254_829_6)
-            * t
-            * (-x * x).exp();
-    y.copysign(x)
+    libm::erff(x)
+}
+
+/// The logistic sigmoid `1/(1 + e⁻ˣ)`.
+fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
 }
 
 /// Binary ALU operations of Vector/GpSimd (and ScalarE `tensor_scalar`) (§2.2).
@@ -264,6 +354,96 @@ mod tests {
         for (x, want) in [(0.5f32, 0.520_499_9), (1.0, 0.842_700_8), (2.0, 0.995_322_3)] {
             assert!((erf(x) - want).abs() < 2e-7, "erf({x})");
             assert!((erf(-x) + want).abs() < 2e-7, "erf(-{x})");
+        }
+    }
+
+    fn close(got: f32, want: f64, tol: f64, what: &str) {
+        assert!((got as f64 - want).abs() <= tol, "{what}: got {got}, want {want}");
+    }
+
+    /// erf against a table (Abramowitz–Stegun table 7.1), odd symmetry, the limits, NaN.
+    #[test]
+    fn erf_act_matches_the_table() {
+        let table = [(0.5, 0.520_499_877_8), (1.0, 0.842_700_792_9), (2.0, 0.995_322_265_0)];
+        for (x, want) in table.into_iter().chain([(3.0, 0.999_977_909_5)]) {
+            close(Act::Erf.apply(x as f32), want, 2e-7, "erf");
+            close(Act::Erf.apply(-x as f32), -want, 2e-7, "erf(-x)");
+        }
+        assert_eq!(Act::Erf.apply(f32::INFINITY), 1.0);
+        assert_eq!(Act::Erf.apply(f32::NEG_INFINITY), -1.0);
+        assert!(Act::Erf.apply(f32::NAN).is_nan());
+    }
+
+    /// The closed forms, evaluated in f64 here, and known values.
+    #[test]
+    fn new_activations_match_their_closed_forms() {
+        for x in [-6.0f64, -2.5, -1.0, -0.3, 0.0, 0.4, 1.0, 3.0, 7.0] {
+            let xf = x as f32;
+            let gs = x / (1.0 + (-1.702 * x).exp());
+            close(Act::GeluApprxSigmoid.apply(xf), gs, 1e-5, "gelu_apprx_sigmoid");
+            let mish = x * (1.0 + x.exp()).ln().tanh();
+            close(Act::Mish.apply(xf), mish, 1e-5, "mish");
+            close(Act::Arctan.apply(xf), x.atan(), 1e-6, "arctan");
+            let sg = 1.0 / (1.0 + (-x).exp());
+            close(Act::SiluDx.apply(xf), sg * (1.0 + x * (1.0 - sg)), 1e-5, "silu_dx");
+            let erf_dx = 2.0 / std::f64::consts::PI.sqrt() * (-x * x).exp();
+            close(Act::ErfDx.apply(xf), erf_dx, 1e-6, "erf_dx");
+            let (k, s) = (1.702 * x, 1.0 / (1.0 + (-1.702 * x).exp()));
+            close(Act::GeluApprxSigmoidDx.apply(xf), s + k * s * (1.0 - s), 1e-5, "gas_dx");
+        }
+        // mish(1) = tanh(ln(1 + e)) = 0.8650983883; arctan(1) = π/4.
+        close(Act::Mish.apply(1.0), 0.865_098_388_3, 1e-6, "mish(1)");
+        close(Act::Arctan.apply(1.0), std::f64::consts::FRAC_PI_4, 1e-7, "arctan(1)");
+        // gelu'(x) = Φ(x) + xφ(x): gelu'(0) = ½, gelu'(±1) = 0.8413447461 ± 0.2419707245.
+        close(Act::GeluDx.apply(0.0), 0.5, 1e-7, "gelu_dx(0)");
+        close(Act::GeluDx.apply(1.0), 0.841_344_746_1 + 0.241_970_724_5, 1e-6, "gelu_dx(1)");
+        close(Act::GeluDx.apply(-1.0), 0.158_655_253_9 - 0.241_970_724_5, 1e-6, "gelu_dx(-1)");
+        // erf'(1) = (2/√π)/e.
+        close(Act::ErfDx.apply(1.0), 0.415_107_497_4, 1e-7, "erf_dx(1)");
+    }
+
+    /// Each derivative is its function's slope: a central difference of the function.
+    #[test]
+    fn derivatives_are_the_slopes_of_their_functions() {
+        let pairs = [
+            (Act::GeluDx, Act::Gelu),
+            (Act::SiluDx, Act::Silu),
+            (Act::ErfDx, Act::Erf),
+            (Act::GeluApprxSigmoidDx, Act::GeluApprxSigmoid),
+        ];
+        for (dx, f) in pairs {
+            for x in [-4.0f32, -1.5, -0.5, 0.0, 0.25, 1.0, 2.5] {
+                let h = 1e-2f32;
+                let slope = (f.apply(x + h) - f.apply(x - h)) / (2.0 * h);
+                close(dx.apply(x), slope as f64, 1e-3, &format!("{dx:?}({x})"));
+            }
+        }
+    }
+
+    /// Limits at the infinities rather than ∞·0 = NaN, and NaN stays NaN.
+    #[test]
+    fn new_activations_at_infinity_and_nan() {
+        use Act::*;
+        for (f, at_neg, at_pos) in [
+            (GeluApprxSigmoid, 0.0, f32::INFINITY),
+            (Mish, 0.0, f32::INFINITY),
+            (Arctan, -std::f32::consts::FRAC_PI_2, std::f32::consts::FRAC_PI_2),
+            (GeluDx, 0.0, 1.0),
+            (SiluDx, 0.0, 1.0),
+            (ErfDx, 0.0, 0.0),
+            (GeluApprxSigmoidDx, 0.0, 1.0),
+        ] {
+            assert_eq!(f.apply(f32::NEG_INFINITY), at_neg, "{f:?}(-inf)");
+            assert_eq!(f.apply(f32::INFINITY), at_pos, "{f:?}(inf)");
+            assert!(f.apply(f32::NAN).is_nan(), "{f:?}(NaN)");
+        }
+    }
+
+    /// `Act::ALL` lists each function once, at its code.
+    #[test]
+    fn act_all_is_in_code_order() {
+        for (i, f) in Act::ALL.iter().enumerate() {
+            assert_eq!(f.code() as usize, i, "{f:?}");
         }
     }
 

@@ -14,6 +14,7 @@ fn simulator_depends_only_on_math_and_data_crates() {
         "serde_json",     // the trace
         "toml",           // chips from TOML text
         "half",           // bf16 / fp16 rounding
+        "libm",           // erf (f32::erf is not in stable std) for the activation functions
         "matrixmultiply", // the functional matmul
         "xxhash-rust",    // the program hash
         "rustc-hash",     // fast maps on the hot path
