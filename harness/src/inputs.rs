@@ -35,6 +35,9 @@ pub fn make_inputs(specs: &[TensorSpec], seed: u64, dist: Distribution) -> Vec<V
                             }
                         }
                     };
+                    // An integer input gets the drawn value rounded and saturated as
+                    // `Dtype::round` converts (an unsigned one clamps negatives to 0); a
+                    // kernel wanting a wider spread of integers scales with `init_scale`.
                     s.dtype.round(v as f32 * s.init_scale)
                 })
                 .collect()

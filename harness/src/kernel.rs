@@ -83,7 +83,10 @@ impl TensorSpec {
 /// (docs/neuroncore.md §5: bf16 `atol=1e-2, rtol=2e-2`; fp32 matmul `atol=1e-4, rtol=1e-2`).
 pub fn tolerance_for(d: Dtype) -> Tolerance {
     match d {
-        Dtype::F32 | Dtype::I32 => Tolerance::FP32,
+        // An integer output is held to fp32's tolerance: below 2^24 its values are exact.
+        Dtype::F32 | Dtype::I32 | Dtype::U8 | Dtype::I8 | Dtype::U16 | Dtype::I16 | Dtype::U32 => {
+            Tolerance::FP32
+        }
         Dtype::Bf16 | Dtype::F16 => Tolerance::BF16,
         Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => Tolerance::FP8,
     }
@@ -95,7 +98,7 @@ pub fn tolerance_for(d: Dtype) -> Tolerance {
 /// do. A kernel with no output gets fp32's.
 pub fn default_tolerance(tensors: &[TensorSpec]) -> Tolerance {
     let rank = |d: Dtype| match d {
-        Dtype::F32 | Dtype::I32 => 0,
+        Dtype::F32 | Dtype::I32 | Dtype::U8 | Dtype::I8 | Dtype::U16 | Dtype::I16 | Dtype::U32 => 0,
         Dtype::Bf16 | Dtype::F16 => 1,
         Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => 2,
     };

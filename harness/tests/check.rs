@@ -256,6 +256,11 @@ fn the_default_tolerance_is_the_output_dtypes_so_an_fp32_kernel_off_by_1_5_perce
     assert_eq!(of(&[Dtype::F32, Dtype::Bf16]), tolerance_for(Dtype::Bf16));
     assert_eq!(of(&[Dtype::Fp8E4m3, Dtype::F32]), tolerance_for(Dtype::Fp8E4m3));
     assert_eq!(of(&[]), tolerance_for(Dtype::F32));
+    // Integer outputs are exact below 2^24: held to fp32's, and never the loosest.
+    for int in [Dtype::I32, Dtype::U8, Dtype::I8, Dtype::U16, Dtype::I16, Dtype::U32] {
+        assert_eq!(tolerance_for(int), tolerance_for(Dtype::F32), "{int}");
+        assert_eq!(of(&[int, Dtype::Bf16]), tolerance_for(Dtype::Bf16), "{int}");
+    }
 }
 
 #[test]

@@ -25,15 +25,30 @@ pub enum Dtype {
     /// int32. Stored as `f32` in the functional model, so integers beyond ±2^24 lose
     /// precision; the kernels here use int32 only for indices (iota) well below that.
     I32,
+    // The integer types below were added after the ones above; a dtype's program-hash code
+    // is its position, so new ones go at the end and older programs keep their hashes.
+    // Every integer dtype converts as [`Dtype::round`] says: round half to even, saturate,
+    // NaN to 0 (assumed: neuroncore.md §2.2).
+    /// uint8 (also NKI's `bool_`, which is stored as uint8), 0..=255.
+    U8,
+    /// int8, −128..=127.
+    I8,
+    /// uint16, 0..=65535.
+    U16,
+    /// int16, −32768..=32767.
+    I16,
+    /// uint32, 0..=2^32 − 1. Stored as `f32` like [`Dtype::I32`], so integers beyond 2^24
+    /// lose precision, and the saturated maximum is 2^32 (the f32 nearest to 2^32 − 1).
+    U32,
 }
 
 impl Dtype {
     /// Size of one element in bytes.
     pub const fn size(self) -> usize {
         match self {
-            Dtype::F32 | Dtype::I32 => 4,
-            Dtype::Bf16 | Dtype::F16 => 2,
-            Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => 1,
+            Dtype::F32 | Dtype::I32 | Dtype::U32 => 4,
+            Dtype::Bf16 | Dtype::F16 | Dtype::U16 | Dtype::I16 => 2,
+            Dtype::Fp8E4m3 | Dtype::Fp8E5m2 | Dtype::U8 | Dtype::I8 => 1,
         }
     }
 
@@ -46,11 +61,52 @@ impl Dtype {
             Dtype::Fp8E4m3 => "float8_e4m3",
             Dtype::Fp8E5m2 => "float8_e5m2",
             Dtype::I32 => "int32",
+            Dtype::U8 => "uint8",
+            Dtype::I8 => "int8",
+            Dtype::U16 => "uint16",
+            Dtype::I16 => "int16",
+            Dtype::U32 => "uint32",
         }
     }
 
+    /// Every dtype, in program-hash code order.
+    pub const ALL: [Dtype; 11] = [
+        Dtype::F32,
+        Dtype::Bf16,
+        Dtype::F16,
+        Dtype::Fp8E4m3,
+        Dtype::Fp8E5m2,
+        Dtype::I32,
+        Dtype::U8,
+        Dtype::I8,
+        Dtype::U16,
+        Dtype::I16,
+        Dtype::U32,
+    ];
+
+    /// A floating-point type (not one of the integer types).
     pub const fn is_float(self) -> bool {
-        !matches!(self, Dtype::I32)
+        self.int_range().is_none()
+    }
+
+    /// The 16-bit float types (bf16, fp16), the ones VectorE's and ScalarE's performance
+    /// modes speed up (neuroncore.md §1.5); the 16-bit integers are not among them.
+    pub const fn is_16bit_float(self) -> bool {
+        matches!(self, Dtype::Bf16 | Dtype::F16)
+    }
+
+    /// An integer type's smallest and largest values as `f32` (int32's and uint32's upper
+    /// bounds round to 2^31 and 2^32), or `None` for a float type.
+    pub const fn int_range(self) -> Option<(f32, f32)> {
+        match self {
+            Dtype::I32 => Some((i32::MIN as f32, i32::MAX as f32)),
+            Dtype::U8 => Some((0.0, u8::MAX as f32)),
+            Dtype::I8 => Some((i8::MIN as f32, i8::MAX as f32)),
+            Dtype::U16 => Some((0.0, u16::MAX as f32)),
+            Dtype::I16 => Some((i16::MIN as f32, i16::MAX as f32)),
+            Dtype::U32 => Some((0.0, u32::MAX as f32)),
+            Dtype::F32 | Dtype::Bf16 | Dtype::F16 | Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => None,
+        }
     }
 
     /// Stable small code for program hashing.
@@ -58,8 +114,11 @@ impl Dtype {
         self as u8
     }
 
-    /// Round an fp32 value to this dtype (round-to-nearest-even; int32 rounds half to
-    /// even and saturates, NaN becomes 0 as a float→int conversion does on the engines).
+    /// Round an fp32 value to this dtype. Float types round to nearest, ties to even.
+    /// Integer types round half to even, saturate at their bounds (uint8: 255.5 → 255,
+    /// 300 → 255, −1 → 0) and take NaN to 0, and never give −0. NKI documents no rounding,
+    /// overflow or NaN rule for float → integer conversion, so this one is **assumed**
+    /// (docs/neuroncore.md §2.2).
     #[inline]
     pub fn round(self, x: f32) -> f32 {
         match self {
@@ -68,11 +127,13 @@ impl Dtype {
             Dtype::F16 => half::f16::from_f32(x).to_f32(),
             Dtype::Fp8E4m3 => round_minifloat(x, 3, -6, 240.0, true),
             Dtype::Fp8E5m2 => round_minifloat(x, 2, -14, 57344.0, true),
-            Dtype::I32 => {
+            Dtype::I32 | Dtype::U8 | Dtype::I8 | Dtype::U16 | Dtype::I16 | Dtype::U32 => {
+                let (lo, hi) = self.int_range().expect("an integer type");
                 if x.is_nan() {
                     0.0
                 } else {
-                    x.round_ties_even().clamp(i32::MIN as f32, i32::MAX as f32)
+                    // `+ 0.0` turns −0 (from −0.4, say) into +0.
+                    x.round_ties_even().clamp(lo, hi) + 0.0
                 }
             }
         }
@@ -169,6 +230,7 @@ fn round_minifloat(x: f32, mant: i32, emin: i32, max: f32, has_inf: bool) -> f32
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::strategy::Strategy;
 
     #[test]
     fn bf16_rounds_to_nearest_even() {
@@ -235,8 +297,7 @@ mod tests {
     #[test]
     fn round_slice_rounds_each_element() {
         let src: Vec<f32> = (0..300).map(|i| (i as f32 - 150.0) * 1.0371 + 1e-3).collect();
-        for dt in [Dtype::F32, Dtype::Bf16, Dtype::F16, Dtype::Fp8E4m3, Dtype::Fp8E5m2, Dtype::I32]
-        {
+        for dt in Dtype::ALL {
             let mut dst = vec![0.0; src.len()];
             dt.round_slice(&src, &mut dst);
             for (x, y) in src.iter().zip(&dst) {
@@ -280,5 +341,98 @@ mod tests {
         assert_eq!(Dtype::I32.round(2.5), 2.0);
         assert_eq!(Dtype::I32.round(-3.5), -4.0);
         assert_eq!(Dtype::I32.round(f32::NAN), 0.0);
+    }
+
+    /// Round half to even, saturate at the bounds, NaN → 0, no −0, for each integer type.
+    #[test]
+    fn integer_types_round_half_even_and_saturate() {
+        use Dtype::*;
+        let cases: &[(Dtype, f32, f32)] = &[
+            (U8, 255.5, 255.0), // the tie rounds to 256, then saturates
+            (U8, 254.5, 254.0), // tie to even
+            (U8, 253.5, 254.0),
+            (U8, 300.0, 255.0),
+            (U8, -1.0, 0.0),
+            (U8, -0.4, 0.0),
+            (U8, f32::INFINITY, 255.0),
+            (U8, f32::NEG_INFINITY, 0.0),
+            (U8, f32::NAN, 0.0),
+            (I8, 127.5, 127.0),
+            (I8, -128.5, -128.0),
+            (I8, -129.0, -128.0),
+            (I8, -2.5, -2.0),
+            (I8, 1000.0, 127.0),
+            (I8, f32::NAN, 0.0),
+            (U16, 65535.4, 65535.0),
+            (U16, 65536.0, 65535.0),
+            (U16, 0.5, 0.0),
+            (U16, 1.5, 2.0),
+            (U16, -7.0, 0.0),
+            (I16, 32767.5, 32767.0),
+            (I16, -32769.0, -32768.0),
+            (I16, -3.5, -4.0),
+            (U32, -1.0, 0.0),
+            (U32, 4_000_000_000.0, 4_000_000_000.0),
+            (U32, 1e12, 4_294_967_296.0),
+            (U32, 16_777_217.0, 16_777_216.0), // not an f32: the input already rounded
+            (U32, 2.5, 2.0),
+            (U32, f32::NAN, 0.0),
+        ];
+        for &(dt, x, want) in cases {
+            let got = dt.round(x);
+            assert_eq!(got.to_bits(), want.to_bits(), "{dt}: {x} → {got}, want {want}");
+        }
+        for dt in Dtype::ALL {
+            assert_eq!(dt.is_float(), dt.int_range().is_none());
+        }
+        assert_eq!([U8.size(), I8.size(), U16.size(), I16.size(), U32.size()], [1, 1, 2, 2, 4]);
+        assert_eq!(
+            [U8.name(), I8.name(), U16.name(), I16.name(), U32.name()],
+            ["uint8", "int8", "uint16", "int16", "uint32"]
+        );
+    }
+
+    /// `Dtype::ALL` lists each dtype once, at its code.
+    #[test]
+    fn dtype_all_is_in_code_order() {
+        for (i, dt) in Dtype::ALL.iter().enumerate() {
+            assert_eq!(dt.code() as usize, i, "{dt}");
+        }
+    }
+
+    fn int_dtypes() -> impl proptest::strategy::Strategy<Value = Dtype> {
+        use Dtype::*;
+        proptest::sample::select(vec![I32, U8, I8, U16, I16, U32])
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(5_000))]
+        /// Converting to an integer type twice is converting once, and conversion keeps
+        /// order (x ≤ y ⇒ round(x) ≤ round(y)), over every f32 bit pattern (NaN aside in
+        /// the order) and over values near the types' ranges.
+        #[test]
+        fn integer_conversion_is_idempotent_and_monotone(
+            dt in int_dtypes(),
+            a in proptest::prelude::prop_oneof![
+                proptest::prelude::any::<u32>().prop_map(f32::from_bits),
+                -70_000.0f32..70_000.0,
+                -300.0f32..300.0,
+            ],
+            b in proptest::prelude::prop_oneof![
+                proptest::prelude::any::<u32>().prop_map(f32::from_bits),
+                -70_000.0f32..70_000.0,
+                -300.0f32..300.0,
+            ],
+        ) {
+            use proptest::prelude::*;
+            let (ra, rb) = (dt.round(a), dt.round(b));
+            prop_assert_eq!(dt.round(ra).to_bits(), ra.to_bits());
+            let (lo, hi) = dt.int_range().unwrap();
+            prop_assert!(ra >= lo && ra <= hi && ra.fract() == 0.0, "{} {} → {}", dt, a, ra);
+            if !a.is_nan() && !b.is_nan() {
+                let (x, y, rx, ry) = if a <= b { (a, b, ra, rb) } else { (b, a, rb, ra) };
+                prop_assert!(rx <= ry, "{}: {} ≤ {} but {} > {}", dt, x, y, rx, ry);
+            }
+        }
     }
 }

@@ -52,11 +52,11 @@ impl Nc {
         self.check_free_size("src", &s)?;
         self.check_free_size("dst", &d)?;
         self.same_shape("dst", &d, "src", &s)?;
-        if s.tile.dtype == Dtype::I32 {
+        if !s.tile.dtype.is_float() {
             return Err(V::DtypeNotAllowed {
                 engine: eng.doc_name(),
                 operand: "src",
-                dtype: Dtype::I32,
+                dtype: s.tile.dtype,
                 rule: "the activation table takes floating-point inputs (neuroncore.md §2.2)",
             });
         }
@@ -183,11 +183,11 @@ impl Nc {
         self.check_free_size("src", &s)?;
         self.check_free_size("dst", &d)?;
         self.same_shape("dst", &d, "src", &s)?;
-        if s.tile.dtype == Dtype::I32 {
+        if !s.tile.dtype.is_float() {
             return Err(V::DtypeNotAllowed {
                 engine: eng.doc_name(),
                 operand: "src",
-                dtype: Dtype::I32,
+                dtype: s.tile.dtype,
                 rule: "the activation table takes floating-point inputs (neuroncore.md §2.2)",
             });
         }

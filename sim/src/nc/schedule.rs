@@ -230,7 +230,7 @@ impl Nc {
     /// on v3+ 4x when both sides are 16-bit, SBUF and contiguous in their innermost dim, 2x
     /// when one side is PSUM or strided there; ScalarE on v4 2x for 16-bit.
     pub(super) fn copy_speedup(&self, eng: Engine, s: &TileView, d: &TileView) -> u64 {
-        let sixteen = s.tile.dtype.size() == 2 && d.tile.dtype.size() == 2;
+        let sixteen = s.tile.dtype.is_16bit_float() && d.tile.dtype.is_16bit_float();
         if !sixteen {
             return 1;
         }

@@ -59,11 +59,12 @@ impl Nc {
         let (rm, n) = self.check_view_elems("moving", m, true)?;
         let (rd, d_elems) = self.check_view_elems("dst", d, true)?;
         let multipliable = |name, v: &TileView| match v.tile.dtype {
-            Dtype::I32 => Err(V::DtypeNotAllowed {
+            dt if !dt.is_float() => Err(V::DtypeNotAllowed {
                 engine: "TensorE",
                 operand: name,
-                dtype: v.tile.dtype,
-                rule: "the PE array multiplies fp8, bf16, fp16, tf32 or fp32 (neuroncore.md §2.3)",
+                dtype: dt,
+                rule: "the PE array multiplies fp8, bf16, fp16, tf32 or fp32, no integer type \
+                       (neuroncore.md §2.3); convert with tensor_copy first",
             }),
             _ => Ok(()),
         };
@@ -368,12 +369,13 @@ impl Nc {
         let (rm, n) = self.check_view_elems("moving", m, true)?;
         let (rd, d_elems) = self.check_view_elems("dst", d, true)?;
         let dt = s.tile.dtype;
-        if dt == Dtype::I32 {
+        if !dt.is_float() {
             return Err(V::DtypeNotAllowed {
                 engine: "TensorE",
                 operand: "stationary",
                 dtype: dt,
-                rule: "the PE array moves fp8, bf16, fp16, tf32 or fp32 (neuroncore.md §2.3)",
+                rule: "the PE array moves fp8, bf16, fp16, tf32 or fp32, no integer type \
+                       (neuroncore.md §2.3)",
             });
         }
         for (name, v) in [("moving", m), ("dst", d)] {

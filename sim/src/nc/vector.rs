@@ -48,12 +48,13 @@ impl Nc {
         )?;
         if eng == Engine::Vector {
             for (name, v) in [("a", &a), ("b", &b), ("dst", &d)] {
-                if v.tile.dtype == Dtype::I32 {
+                // 32-bit integers: int32 as §2.3 says, uint32 assumed alike.
+                if matches!(v.tile.dtype, Dtype::I32 | Dtype::U32) {
                     return Err(V::DtypeNotAllowed {
                         engine: "VectorE",
                         operand: name,
-                        dtype: Dtype::I32,
-                        rule: "int32 tensor_tensor runs on GpSimd (neuroncore.md §2.3)",
+                        dtype: v.tile.dtype,
+                        rule: "32-bit integer tensor_tensor runs on GpSimd (neuroncore.md §2.3)",
                     });
                 }
             }
@@ -80,7 +81,7 @@ impl Nc {
         let split = sb(&a) != sb(&b);
         let bf16_fast = [&a, &b, &d].iter().all(|v| sb(v) && bf(v) && Self::is_contig(v))
             && matches!(op, Alu::Add | Alu::Multiply | Alu::Subtract);
-        let sixteen = [&a, &b, &d].iter().all(|v| v.tile.dtype.size() == 2);
+        let sixteen = [&a, &b, &d].iter().all(|v| v.tile.dtype.is_16bit_float());
         // NeuronCore-v3+ VectorE performance mode: 2x with both inputs in SBUF, all 16-bit (§1.5).
         let speedup = if eng == Engine::Vector
             && self.chip.vector.perf_mode_16bit > 1
