@@ -278,6 +278,37 @@ pub enum Alu {
     IsLe,
     /// Return the first operand (useful as the second op of tensor_scalar).
     Bypass,
+    // The variants below were added after the ones above; each variant's program-hash code
+    // is its position, so new ones go at the end and older programs keep their hashes.
+    //
+    // The bitwise operators (NKI `bitwise_and`, `bitwise_or`, `bitwise_xor`, `left_shift`,
+    // `right_shift`) take integer operands only; an instruction applying one to a tile of
+    // a float dtype is refused (`DtypeNotAllowed`). They work on the operands' integer
+    // values (each rounded half to even, NaN as 0, as an immediate may be any fp32) in
+    // two's complement, so they need no dtype; the destination's conversion (round,
+    // saturate, `Dtype::round`) then applies to the result as to any other.
+    /// `a & b` on the integer values (two's complement: −1 is all ones).
+    BitwiseAnd,
+    /// `a | b` on the integer values.
+    BitwiseOr,
+    /// `a ^ b` on the integer values.
+    BitwiseXor,
+    /// `a · 2ᵇ`: `a` shifted left by `b` bits, `b` clamped to 0..=32 (NKI `left_shift`,
+    /// "similar to numpy.left_shift"). Bits shifted past the destination's width are not
+    /// dropped: the write saturates (uint8: 200 << 1 → 255), as the assumed conversion
+    /// does **(assumed**; numpy would wrap).
+    LeftShift,
+    /// `⌊a / 2ᵇ⌋`: `a` shifted right by `b` bits, `b` clamped to 0..=32, arithmetic
+    /// (sign-propagating) for a negative `a`: numpy's `right_shift` (arithmetic for signed
+    /// types, logical for unsigned ones, whose values are never negative, so the two agree
+    /// here), which NKI's shift operators say they follow.
+    RightShift,
+    /// 1.0 where `a ≠ b`, else 0.0 (a mask; NaN ≠ NaN is 1).
+    NotEqual,
+    /// `a mod b` with the sign of the divisor, Python's `%` (NKI `mod`: "the remainder
+    /// complementary to the floor_divide function"); NaN for `b = 0` (0 once written to an
+    /// integer type).
+    Mod,
 }
 
 impl Alu {
@@ -298,8 +329,56 @@ impl Alu {
             Alu::IsLt => (a < b) as u8 as f32,
             Alu::IsLe => (a <= b) as u8 as f32,
             Alu::Bypass => a,
+            Alu::BitwiseAnd => (int(a) & int(b)) as f32,
+            Alu::BitwiseOr => (int(a) | int(b)) as f32,
+            Alu::BitwiseXor => (int(a) ^ int(b)) as f32,
+            // i128: a saturated i64 shifted by 32 bits still fits.
+            Alu::LeftShift => ((int(a) as i128) << shift_count(b)) as f32,
+            Alu::RightShift => (int(a) >> shift_count(b)) as f32,
+            Alu::NotEqual => (a != b) as u8 as f32,
+            Alu::Mod => {
+                let r = a % b;
+                if r != 0.0 && (r < 0.0) != (b < 0.0) {
+                    r + b
+                } else {
+                    r
+                }
+            }
         }
     }
+
+    /// A bitwise operator (and, or, xor, the shifts), defined on integer operands only.
+    pub fn is_bitwise(self) -> bool {
+        matches!(
+            self,
+            Alu::BitwiseAnd | Alu::BitwiseOr | Alu::BitwiseXor | Alu::LeftShift | Alu::RightShift
+        )
+    }
+
+    /// Every operator, in program-hash code order.
+    pub const ALL: [Alu; 21] = [
+        Alu::Add,
+        Alu::Subtract,
+        Alu::Multiply,
+        Alu::Divide,
+        Alu::Max,
+        Alu::Min,
+        Alu::Pow,
+        Alu::AbsMax,
+        Alu::IsEqual,
+        Alu::IsGt,
+        Alu::IsGe,
+        Alu::IsLt,
+        Alu::IsLe,
+        Alu::Bypass,
+        Alu::BitwiseAnd,
+        Alu::BitwiseOr,
+        Alu::BitwiseXor,
+        Alu::LeftShift,
+        Alu::RightShift,
+        Alu::NotEqual,
+        Alu::Mod,
+    ];
 
     /// Legal as a reduction operator (§2.2 "reduction-legal").
     pub fn is_reduction(self) -> bool {
@@ -319,6 +398,21 @@ impl Alu {
     pub(crate) fn code(self) -> u8 {
         self as u8
     }
+}
+
+/// A bitwise operand's integer value: rounded half to even, NaN as 0, saturated to i64.
+fn int(x: f32) -> i64 {
+    if x.is_nan() {
+        0
+    } else {
+        x.round_ties_even() as i64
+    }
+}
+
+/// A shift count: the operand's integer value clamped to 0..=32 (a 32-bit value shifted by
+/// 32 has no bits left of where it was).
+fn shift_count(b: f32) -> u32 {
+    int(b).clamp(0, 32) as u32
 }
 
 /// Comparison of an affine expression with zero, for `affine_select`.
@@ -445,6 +539,89 @@ mod tests {
         for (i, f) in Act::ALL.iter().enumerate() {
             assert_eq!(f.code() as usize, i, "{f:?}");
         }
+    }
+
+    /// The bitwise operators on known bit patterns, two's complement for negatives.
+    #[test]
+    fn bitwise_operators_on_known_bit_patterns() {
+        use Alu::*;
+        let cases = [
+            (BitwiseAnd, 0b1100, 0b1010, 0b1000),
+            (BitwiseOr, 0b1100, 0b1010, 0b1110),
+            (BitwiseXor, 0b1100, 0b1010, 0b0110),
+            (BitwiseAnd, 0xF0F0, 0x0FF0, 0x00F0),
+            (BitwiseOr, 0xF000, 0x000F, 0xF00F),
+            (BitwiseXor, 0xFFFF, 0x00FF, 0xFF00),
+            (BitwiseAnd, -1, 0x5A, 0x5A),  // −1 is all ones
+            (BitwiseAnd, -16, 0xFF, 0xF0), // …11110000
+            (BitwiseOr, -16, 0x0F, -1),
+            (BitwiseXor, -1, 0x0F, -16),
+            (BitwiseXor, 4_000_000, 4_000_000, 0),
+        ];
+        for (op, a, b, want) in cases {
+            assert_eq!(op.apply(a as f32, b as f32), want as f32, "{op:?}({a:#x}, {b:#x})");
+        }
+    }
+
+    /// Shifts: left multiplies by 2ᵇ, right floor-divides (sign-propagating), counts clamp
+    /// to 0..=32.
+    #[test]
+    fn shifts_multiply_and_floor_divide_by_powers_of_two() {
+        use Alu::*;
+        let cases = [
+            (LeftShift, 1.0, 4.0, 16.0),
+            (LeftShift, 0b1011 as f32, 3.0, 0b101_1000 as f32),
+            (LeftShift, -3.0, 2.0, -12.0),
+            (LeftShift, 1.0, 31.0, 2_147_483_648.0),
+            (LeftShift, 1.0, 40.0, 4_294_967_296.0), // count clamped to 32
+            (LeftShift, 5.0, -2.0, 5.0),             // negative count clamped to 0
+            (RightShift, 64.0, 2.0, 16.0),
+            (RightShift, 0b1011_0110 as f32, 4.0, 0b1011 as f32),
+            (RightShift, 7.0, 1.0, 3.0),
+            (RightShift, -7.0, 1.0, -4.0), // arithmetic: ⌊−3.5⌋
+            (RightShift, -1.0, 5.0, -1.0),
+            (RightShift, -128.0, 3.0, -16.0),
+            (RightShift, 4_000_000_000.0, 31.0, 1.0), // a uint32 value: logical = arithmetic
+            (RightShift, 12345.0, 32.0, 0.0),
+            (RightShift, -12345.0, 99.0, -1.0),
+        ];
+        for (op, a, b, want) in cases {
+            assert_eq!(op.apply(a, b), want, "{op:?}({a}, {b})");
+        }
+        // Non-integer operands (an fp32 immediate) count as their rounded values; NaN as 0.
+        assert_eq!(LeftShift.apply(2.5, 1.0), 4.0);
+        assert_eq!(BitwiseOr.apply(f32::NAN, 6.0), 6.0);
+    }
+
+    #[test]
+    fn not_equal_and_mod() {
+        use Alu::*;
+        assert_eq!(NotEqual.apply(1.0, 2.0), 1.0);
+        assert_eq!(NotEqual.apply(2.0, 2.0), 0.0);
+        assert_eq!(NotEqual.apply(f32::NAN, f32::NAN), 1.0);
+        // Python's %: the result takes the divisor's sign.
+        for (a, b, want) in [
+            (7.0f32, 3.0f32, 1.0f32),
+            (-7.0, 3.0, 2.0),
+            (7.0, -3.0, -2.0),
+            (-7.0, -3.0, -1.0),
+            (6.0, 3.0, 0.0),
+            (5.5, 2.0, 1.5),
+            (-0.5, 2.0, 1.5),
+        ] {
+            assert_eq!(Mod.apply(a, b), want, "{a} mod {b}");
+        }
+        assert!(Mod.apply(1.0, 0.0).is_nan());
+    }
+
+    #[test]
+    fn alu_all_is_in_code_order_and_knows_the_bitwise_ones() {
+        for (i, op) in Alu::ALL.iter().enumerate() {
+            assert_eq!(op.code() as usize, i, "{op:?}");
+        }
+        let bitwise: Vec<Alu> = Alu::ALL.into_iter().filter(|op| op.is_bitwise()).collect();
+        use Alu::*;
+        assert_eq!(bitwise, [BitwiseAnd, BitwiseOr, BitwiseXor, LeftShift, RightShift]);
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! first instruction set (neuroncore.md §2.2): what the functional model computes through
 //! real instructions, what it refuses, and that the program hash tells them apart.
 
-use neuron_sim::{Act, ActArgs, Alu, Chip, Dtype, Engine, ExecMode, Nc, ViolationKind as V};
+use neuron_sim::{
+    Act, ActArgs, Alu, Chip, Dtype, Engine, ExecMode, Nc, Scalar, Tile, ViolationKind as V,
+};
 
 fn nc() -> Nc {
     Nc::new(Chip::trn2(), ExecMode::FUNCTIONAL)
@@ -190,6 +192,173 @@ fn programs_differing_only_in_the_dtype_hash_apart() {
     for i in 0..hashes.len() {
         for j in 0..i {
             assert_ne!(hashes[i], hashes[j], "{} and {}", Dtype::ALL[i], Dtype::ALL[j]);
+        }
+    }
+}
+
+/// `vals` in an SBUF tile of `dt` (one partition), through HBM.
+fn load(nc: &mut Nc, name: &str, dt: Dtype, vals: &[f32]) -> Tile {
+    let n = vals.len() as u64;
+    let h = nc.hbm_input(name, dt, &[1, n], vals).unwrap();
+    let pool = nc.sbuf_pool(&format!("in_{name}"), 1);
+    let t = nc.tile(pool, dt, &[1, n]).unwrap();
+    nc.dma(t, h).unwrap();
+    t
+}
+
+/// The values of an SBUF tile, through an fp32 HBM tensor.
+fn fetch(nc: &mut Nc, t: Tile, n: u64) -> Vec<f32> {
+    let h = nc.hbm("out", Dtype::F32, &[1, n]).unwrap();
+    nc.dma(h, t).unwrap();
+    nc.read_hbm(h).unwrap().to_vec()
+}
+
+/// Bitwise and, or, xor on uint8 tiles on VectorE and on int32 tiles on GpSimd, against
+/// the bit patterns worked out here; the result is written through the dtype.
+#[test]
+fn tensor_tensor_bitwise_ops_on_integer_tiles() {
+    let a = [0b1100_1010u8, 0xFF, 0x0F, 0];
+    let b = [0b1010_0110u8, 0x81, 0xF0, 0x55];
+    let expect = |f: fn(u8, u8) -> u8| -> Vec<f32> {
+        a.iter().zip(&b).map(|(&x, &y)| f(x, y) as f32).collect()
+    };
+    let (af, bf): (Vec<f32>, Vec<f32>) =
+        a.iter().zip(&b).map(|(&x, &y)| (x as f32, y as f32)).unzip();
+    for (op, want) in [
+        (Alu::BitwiseAnd, expect(|x, y| x & y)),
+        (Alu::BitwiseOr, expect(|x, y| x | y)),
+        (Alu::BitwiseXor, expect(|x, y| x ^ y)),
+    ] {
+        for (dt, eng) in [(Dtype::U8, Engine::Vector), (Dtype::I32, Engine::GpSimd)] {
+            let mut nc = nc();
+            let (x, y) = (load(&mut nc, "a", dt, &af), load(&mut nc, "b", dt, &bf));
+            nc.on(eng).tensor_tensor(x, x, y, op).unwrap();
+            assert_eq!(fetch(&mut nc, x, 4), want, "{op:?} on {dt}");
+        }
+    }
+    // Negative int16 values in two's complement: −16 & 0x7F = 0x70, −16 ^ 0x7F = 0b…1000_1111
+    // = −113, −16 ^ −1 = 15.
+    let mut nc = nc();
+    let (x, y) = (
+        load(&mut nc, "a", Dtype::I16, &[-16.0, -16.0]),
+        load(&mut nc, "b", Dtype::I16, &[127.0, -1.0]),
+    );
+    let z = load(&mut nc, "z", Dtype::I16, &[0.0, 0.0]);
+    nc.tensor_tensor(z, x, y, Alu::BitwiseAnd).unwrap();
+    assert_eq!(fetch(&mut nc, z, 2), [112.0, -16.0]);
+    nc.tensor_tensor(z, x, y, Alu::BitwiseXor).unwrap();
+    assert_eq!(fetch(&mut nc, z, 2), [-113.0, 15.0]);
+}
+
+/// Shifts by immediates through `tensor_scalar`: right shifts floor-divide (arithmetic for
+/// the negative int16 values), left shifts multiply, and a left shift past uint8's range
+/// saturates on the write (the assumed conversion, not numpy's wrap).
+#[test]
+fn tensor_scalar_shifts_and_their_saturation() {
+    let mut nc = nc();
+    let x = load(&mut nc, "x", Dtype::I16, &[96.0, -96.0, 7.0, -7.0, 1.0]);
+    let y = load(&mut nc, "y", Dtype::I16, &[0.0; 5]);
+    nc.tensor_scalar(y, x, (Alu::RightShift, Scalar::Imm(2.0)), None).unwrap();
+    assert_eq!(fetch(&mut nc, y, 5), [24.0, -24.0, 1.0, -2.0, 0.0]);
+    nc.tensor_scalar(y, x, (Alu::LeftShift, Scalar::Imm(3.0)), None).unwrap();
+    assert_eq!(fetch(&mut nc, y, 5), [768.0, -768.0, 56.0, -56.0, 8.0]);
+    // Two ops: (x << 12) >> 12 keeps in-range values and saturates out-of-range ones only
+    // on the write, since the value in between is not written.
+    nc.tensor_scalar(
+        y,
+        x,
+        (Alu::LeftShift, Scalar::Imm(12.0)),
+        Some((Alu::RightShift, Scalar::Imm(12.0))),
+    )
+    .unwrap();
+    assert_eq!(fetch(&mut nc, y, 5), [96.0, -96.0, 7.0, -7.0, 1.0]);
+
+    let mut nc = self::nc();
+    let x = load(&mut nc, "x", Dtype::U8, &[200.0, 100.0, 1.0]);
+    nc.tensor_scalar(x, x, (Alu::LeftShift, Scalar::Imm(1.0)), None).unwrap();
+    assert_eq!(fetch(&mut nc, x, 3), [255.0, 200.0, 2.0]);
+}
+
+/// NotEqual and Mod run on float tiles too (neither is bitwise).
+#[test]
+fn not_equal_and_mod_through_tensor_tensor() {
+    let mut nc = nc();
+    let a = load(&mut nc, "a", Dtype::F32, &[7.0, -7.0, 2.0, 5.5]);
+    let b = load(&mut nc, "b", Dtype::F32, &[3.0, 3.0, 2.0, -2.0]);
+    let d = load(&mut nc, "d", Dtype::F32, &[0.0; 4]);
+    nc.tensor_tensor(d, a, b, Alu::Mod).unwrap();
+    assert_eq!(fetch(&mut nc, d, 4), [1.0, 2.0, 0.0, -0.5]);
+    nc.tensor_tensor(d, a, b, Alu::NotEqual).unwrap();
+    assert_eq!(fetch(&mut nc, d, 4), [1.0, 1.0, 0.0, 1.0]);
+}
+
+/// A bitwise operator with a float input is a typed error naming the operand and its
+/// dtype, in every instruction that takes ALU operators on tensors.
+#[test]
+fn bitwise_ops_on_float_operands_are_refused_naming_the_operand() {
+    for op in [Alu::BitwiseAnd, Alu::BitwiseOr, Alu::BitwiseXor, Alu::LeftShift, Alu::RightShift] {
+        let mut nc = nc();
+        let sb = nc.sbuf_pool("sb", 1);
+        let i = nc.tile(sb, Dtype::I16, &[128, 8]).unwrap();
+        let f = nc.tile(sb, Dtype::Bf16, &[128, 8]).unwrap();
+        nc.memset(i, 1.0).unwrap();
+        nc.memset(f, 1.0).unwrap();
+        let refused = |e: neuron_sim::SimError, operand: &str, dtype: Dtype| {
+            assert!(
+                matches!(e.kind, V::DtypeNotAllowed { operand: o, dtype: d, .. } if o == operand && d == dtype),
+                "{op:?}: {e}"
+            );
+            assert!(e.to_string().contains("integer operands"), "{e}");
+        };
+        refused(nc.tensor_tensor(i, i, f, op).unwrap_err(), "b", Dtype::Bf16);
+        refused(nc.tensor_tensor(i, f, i, op).unwrap_err(), "a", Dtype::Bf16);
+        let imm = (op, Scalar::Imm(1.0));
+        refused(nc.tensor_scalar(i, f, imm, None).unwrap_err(), "src", Dtype::Bf16);
+        let add = (Alu::Add, Scalar::Imm(1.0));
+        refused(nc.tensor_scalar(i, f, add, Some(imm)).unwrap_err(), "src", Dtype::Bf16);
+        refused(nc.scalar_tensor_tensor(i, i, add, op, f).unwrap_err(), "in1", Dtype::Bf16);
+        refused(nc.scalar_tensor_tensor(i, f, imm, Alu::Add, i).unwrap_err(), "data", Dtype::Bf16);
+        refused(
+            nc.tensor_tensor_scan(i, f, i, 0.0, op, Alu::Add).unwrap_err(),
+            "data0",
+            Dtype::Bf16,
+        );
+        // With integer inputs each is accepted (a float dst is only the written type).
+        nc.tensor_tensor(f, i, i, op).unwrap();
+        nc.tensor_scalar(i, i, imm, None).unwrap();
+        nc.scalar_tensor_tensor(i, i, add, op, i).unwrap();
+        nc.tensor_tensor_scan(i, i, i, 0.0, op, Alu::Add).unwrap();
+    }
+}
+
+/// Bitwise operators are not reductions (the reduce-legal list of tensor_scalar_reduce and
+/// tensor_reduce is unchanged).
+#[test]
+fn bitwise_ops_are_not_reduction_operators() {
+    let mut nc = nc();
+    let sb = nc.sbuf_pool("sb", 1);
+    let i = nc.tile(sb, Dtype::I32, &[128, 8]).unwrap();
+    let r = nc.tile(sb, Dtype::I32, &[128, 1]).unwrap();
+    nc.on(Engine::GpSimd).memset(i, 1.0).unwrap();
+    assert!(nc.tensor_reduce(r, i, Alu::BitwiseXor, false).is_err());
+}
+
+/// Programs that differ only in the ALU operator hash differently, for every pair.
+#[test]
+fn programs_differing_only_in_the_operator_hash_apart() {
+    let hashes: Vec<String> = Alu::ALL
+        .iter()
+        .map(|&op| {
+            let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+            let sb = nc.sbuf_pool("sb", 1);
+            let t = nc.tile(sb, Dtype::I32, &[128, 64]).unwrap();
+            nc.on(Engine::GpSimd).tensor_tensor(t, t, t, op).unwrap();
+            nc.program_hash()
+        })
+        .collect();
+    for i in 0..hashes.len() {
+        for j in 0..i {
+            assert_ne!(hashes[i], hashes[j], "{:?} and {:?}", Alu::ALL[i], Alu::ALL[j]);
         }
     }
 }

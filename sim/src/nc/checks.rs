@@ -6,11 +6,41 @@
 
 use super::{Nc, VResult};
 use crate::error::{Extent, ViolationKind as V};
-use crate::isa::Engine;
+use crate::isa::{Alu, Engine};
 use crate::timing::Region;
 use crate::view::*;
 
+/// The rule a float operand of a bitwise operator breaks, naming the operator.
+fn bitwise_rule(op: Alu) -> &'static str {
+    match op {
+        Alu::BitwiseAnd => "bitwise_and takes integer operands (neuroncore.md §2.2)",
+        Alu::BitwiseOr => "bitwise_or takes integer operands (neuroncore.md §2.2)",
+        Alu::BitwiseXor => "bitwise_xor takes integer operands (neuroncore.md §2.2)",
+        Alu::LeftShift => "left_shift takes integer operands (neuroncore.md §2.2)",
+        _ => "right_shift takes integer operands (neuroncore.md §2.2)",
+    }
+}
+
 impl Nc {
+    /// A bitwise operator among `ops` (and, or, xor, the shifts) takes integer operands:
+    /// the first of `inputs` with a float dtype is refused, by name (neuroncore.md §2.2).
+    pub(super) fn check_bitwise_inputs(
+        eng: Engine,
+        ops: &[Alu],
+        inputs: &[(&'static str, &TileView)],
+    ) -> VResult<()> {
+        let Some(op) = ops.iter().find(|op| op.is_bitwise()) else { return Ok(()) };
+        match inputs.iter().find(|(_, v)| v.tile.dtype.is_float()) {
+            Some((name, v)) => Err(V::DtypeNotAllowed {
+                engine: eng.doc_name(),
+                operand: name,
+                dtype: v.tile.dtype,
+                rule: bitwise_rule(*op),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Check a view used by a compute engine (all rules, including §1.8 start partitions).
     #[inline(always)]
     pub(super) fn check_tile(&self, operand: &'static str, v: &TileView) -> VResult<Region> {

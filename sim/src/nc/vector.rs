@@ -46,6 +46,7 @@ impl Nc {
             [("a", &a), ("b", &b), ("dst", &d)],
             "tensor_tensor inputs cannot both be in PSUM (neuroncore.md §2.3)",
         )?;
+        Self::check_bitwise_inputs(eng, &[op], &[("a", &a), ("b", &b)])?;
         if eng == Engine::Vector {
             for (name, v) in [("a", &a), ("b", &b), ("dst", &d)] {
                 // 32-bit integers: int32 as §2.3 says, uint32 assumed alike.
@@ -181,6 +182,11 @@ impl Nc {
         self.check_free_size("src", &s)?;
         self.check_free_size("dst", &d)?;
         self.same_shape("dst", &d, "src", &s)?;
+        Self::check_bitwise_inputs(
+            eng,
+            &[op0.0, op1.map_or(Alu::Bypass, |o| o.0)],
+            &[("src", &s)],
+        )?;
         let mut cols: Vec<(TileView, Region)> = Vec::new();
         for (name, (_, sc)) in
             [("scalar0", &op0)].into_iter().chain(op1.as_ref().map(|o| ("scalar1", o)))
@@ -594,6 +600,7 @@ impl Nc {
             [("data", &a), ("in1", &b), ("dst", &d)],
             "scalar_tensor_tensor's data and in1 cannot both be in PSUM (neuroncore.md §2.3)",
         )?;
+        Self::check_bitwise_inputs(eng, &[op0.0, op1], &[("data", &a), ("in1", &b)])?;
         let col = self.check_scalar_col("scalar0", &op0.1, a.np)?;
         self.h_op(&[18, op0.0.code(), op1.code()], &[&d, &a, &b]);
         self.h_scalar(&op0.1);
@@ -659,6 +666,7 @@ impl Nc {
             [("data0", &a), ("data1", &b), ("dst", &d)],
             "tensor_tensor_scan's data0 and data1 cannot both be in PSUM (neuroncore.md §2.3)",
         )?;
+        Self::check_bitwise_inputs(eng, &[op0, op1], &[("data0", &a), ("data1", &b)])?;
         let col = self.check_scalar_col("initial", &init, a.np)?;
         self.h_op(&[19, op0.code(), op1.code()], &[&d, &a, &b]);
         self.h_scalar(&init);
