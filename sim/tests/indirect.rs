@@ -113,7 +113,7 @@ fn the_index_must_be_an_sbuf_int32_column() {
     let psum_idx = nc.tile(ps, Dtype::I32, &[2, 1]).unwrap();
     let err = |nc: &mut Nc, idx: Tile| nc.dma_gather(rows, tab.view(), idx).unwrap_err();
     let m = err(&mut nc, float_idx).to_string();
-    assert!(m.contains("index") && m.contains("int32"), "{m}");
+    assert!(m.contains("index") && m.contains("integer tile"), "{m}");
     let m = err(&mut nc, wide_idx).to_string();
     assert!(m.contains("index must be one column, [P, 1]"), "{m}");
     let m = err(&mut nc, psum_idx).to_string();

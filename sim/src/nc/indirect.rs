@@ -24,7 +24,6 @@ use super::dma::{shift_dims, Transfer};
 use super::{Access, Nc, VResult};
 use crate::error::{SimResult, SourceLoc, ViolationKind as V};
 use crate::view::*;
-use crate::Dtype;
 use std::panic::Location;
 
 /// Which side of an indirect copy the index addresses.
@@ -40,8 +39,9 @@ impl Nc {
     /// Indirect load (a gather): `dst[p, …] = src[index[p], …]` for every partition `p` of
     /// `dst`. `src` is an HBM view whose dim 0 is indexed (each index picks one of its rows,
     /// the row being the view's other dims); `dst` is an SBUF tile view, or an HBM view whose
-    /// dim 0 has one row per index; `index` is an SBUF `[P, 1]` view of int32 holding row
-    /// numbers of `src`. NKI: `nisa.dma_copy` with dynamic indices (swdge).
+    /// dim 0 has one row per index; `index` is an SBUF `[P, 1]` view holding the row
+    /// numbers of `src` (any integer dtype). NKI: `nisa.dma_copy` with dynamic indices
+    /// (swdge).
     ///
     /// ```
     /// use neuron_sim::{Chip, Dtype, ExecMode, Nc, Affine};
@@ -103,7 +103,7 @@ impl Nc {
             (Indexed::Dst, Access::Hbm(d), s) => (*d, "dst", *s, "src"),
             _ => unreachable!("the public methods give the indexed side as HBM"),
         };
-        // The index: an SBUF [P, 1] column of int32.
+        // The index: an SBUF [P, 1] column of integers.
         let ri = self.check_tile("index", &index)?;
         if index.tile.mem != Mem::Sbuf {
             return Err(V::MemoryNotAllowed {
@@ -113,13 +113,13 @@ impl Nc {
                        dma_copy)",
             });
         }
-        if index.tile.dtype != Dtype::I32 {
+        if index.tile.dtype.is_float() {
             return Err(V::DtypeNotAllowed {
                 engine: "DMA",
                 operand: "index",
                 dtype: index.tile.dtype,
-                rule: "an indirect DMA's row numbers are integers, int32 (neuroncore.md §2.3 \
-                       dma_copy)",
+                rule: "an indirect DMA's row numbers are an integer tile (int32 in NKI's \
+                       examples; neuroncore.md §2.3 dma_copy)",
             });
         }
         if index.free.elems() != 1 {
