@@ -78,5 +78,7 @@ pub use view::{Hbm, HbmView, Mem, Pool, Tile, TileView, MAX_FREE_DIMS, MAX_HBM_D
 /// DMA engine serves its queues round-robin, docs/dma.md; model6: a transfer's rows go to the
 /// engines owning their partitions, 8 each, and chunks of unequal size are not pooled; the
 /// bf16 performance mode needs only the innermost dimension contiguous; a contiguous
-/// HBM-to-HBM copy takes a descriptor per engine block, not per row).
-pub const SIM_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+model6");
+/// HBM-to-HBM copy takes a descriptor per engine block, not per row; model7, no time
+/// changed: the verdict judges short DMA runs by the share of bytes they move and names DMA
+/// start latency on a DMA-bound critical path, and stored profiles hold the verdict).
+pub const SIM_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+model7");

@@ -316,7 +316,12 @@ impl Nc {
                 }
             }),
         };
-        p.bottleneck = verdict(&p, &crit, self.timing.is_some(), &chip);
+        let short_runs = ShortRuns {
+            bytes: self.stats.dma_short_run_bytes,
+            total: self.stats.dma_bytes,
+            run_bytes_weighted: self.stats.dma_short_run_weighted,
+        };
+        p.bottleneck = verdict(&p, &crit, self.timing.is_some(), &chip, short_runs);
         p
     }
 }
@@ -375,7 +380,16 @@ fn tensor_advice(p: &Profile, chip: &Chip) -> String {
 
 /// Decide the bottleneck from the critical path (which work the end time waited for) and
 /// back it with utilization numbers.
-fn verdict(p: &Profile, crit: &[u32; 10], timed: bool, chip: &Chip) -> Verdict {
+/// The bytes the DMAs moved in contiguous runs (descriptors) shorter than 2 KiB, the size
+/// below which the per-descriptor cost dominates (§1.7 [DMABW]), out of all bytes moved,
+/// and the sum of each such run's size times its bytes (for their byte-weighted mean run).
+struct ShortRuns {
+    bytes: u64,
+    total: u64,
+    run_bytes_weighted: f64,
+}
+
+fn verdict(p: &Profile, crit: &[u32; 10], timed: bool, chip: &Chip, short: ShortRuns) -> Verdict {
     if !timed || p.kernel_time_us == 0.0 {
         return Verdict {
             kind: "Unknown".into(),
@@ -397,7 +411,12 @@ fn verdict(p: &Profile, crit: &[u32; 10], timed: bool, chip: &Chip) -> Verdict {
         }
     }
     let engine_names = ["Tensor", "Vector", "Scalar", "GpSimd"];
-    let bpp = p.dma_average_bytes_per_partition;
+    // Short runs matter in proportion to the bytes they move: a column of indices loaded
+    // beside 2 KiB rows is many small descriptors but few bytes, and is not what the
+    // transfers are made of (a mean per transfer or per descriptor would say it is).
+    let short_share = if short.total > 0 { short.bytes as f64 / short.total as f64 } else { 0.0 };
+    let short_run =
+        if short.bytes > 0 { short.run_bytes_weighted / short.bytes as f64 } else { 0.0 };
     let mut evidence = vec![format!(
         "critical path: {}",
         CRIT_CATEGORIES
@@ -427,7 +446,7 @@ fn verdict(p: &Profile, crit: &[u32; 10], timed: bool, chip: &Chip) -> Verdict {
         ));
     }
     let mut advice = Vec::new();
-    let small = bpp > 0.0 && bpp < 2048.0;
+    let small = short_share >= 0.25;
     let (kind, summary) = if p.launch_overhead_us > 2.0 * p.kernel_time_us {
         advice.push("the kernel is shorter than its launch: fuse it with its neighbours or batch more work per launch".into());
         (
@@ -457,10 +476,19 @@ fn verdict(p: &Profile, crit: &[u32; 10], timed: bool, chip: &Chip) -> Verdict {
         };
         if small {
             s.push_str(&format!(
-                "; transfers average {bpp:.0} B per partition, below the 2 KiB the hardware needs"
+                "; {:.0}% of the bytes move in contiguous runs of {short_run:.0} B on average, below the 2 KiB the hardware needs",
+                100.0 * short_share
             ));
             advice.push(format!(
-                "load larger tiles: {bpp:.0} B per partition per DMA pays the per-descriptor cost on every row; aim for ≥ 2 KiB (more free-axis elements per transfer)"
+                "load larger tiles: runs of {short_run:.0} B pay the per-descriptor cost on every run; aim for contiguous runs of ≥ 2 KiB per partition (more free-axis elements per transfer, or a layout whose rows are contiguous)"
+            ));
+        }
+        // Start latency on the critical path as well: transfers wait for each other's fixed
+        // cost (a chain of dependent DMAs, or too few in flight).
+        if share(CAT_DMA_FIXED) >= 25.0 {
+            advice.push(format!(
+                "{:.0}% of the critical path is DMA start latency (~1.3 µs per transfer, §1.7): keep more transfers in flight (raise bufs, issue loads a tile earlier) or hoist small dependent loads out of the loop",
+                share(CAT_DMA_FIXED)
             ));
         }
         if p.roofline_side == "memory" && p.matmul_instruction_count == 0 {

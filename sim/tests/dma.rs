@@ -149,6 +149,73 @@ fn the_verdict_names_the_dma_resource_waited_for() {
     assert!(advice.contains("so each byte feeds more matmuls"), "{advice}");
 }
 
+/// "Load larger tiles" is advised by the share of bytes moved in runs under 2 KiB (§1.7:
+/// below that the per-descriptor cost dominates), not by a mean per transfer: 2 KiB rows
+/// gathered beside a `[128, 1]` column of 4-byte indices per block (half the transfers and
+/// half the descriptors are 4 B, a mean per transfer of about 1 KiB) are not small
+/// transfers; the same rows loaded as 256 B runs are. A chain of dependent loads, each
+/// waiting for the last, is told about its start latency.
+#[test]
+fn the_short_transfer_advice_weighs_runs_by_the_bytes_they_move() {
+    let advice_of = |run_elems: u64| {
+        let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+        // Rows of 512 fp32 (2 KiB), read in runs of `run_elems`, each followed by a gap.
+        let runs = 512 / run_elems;
+        let x = nc.hbm_input("x", Dtype::F32, &[64, 128, runs, 2 * run_elems], &[]).unwrap();
+        let ids = nc.hbm_input("ids", Dtype::I32, &[64, 128, 1], &[]).unwrap();
+        let (pool, id_pool) = (nc.sbuf_pool("io", 4), nc.sbuf_pool("ids", 4));
+        for i in 0..64 {
+            let it = nc.tile(id_pool, Dtype::I32, &[128, 1]).unwrap();
+            nc.dma(it, ids.view().index(0, i)).unwrap();
+            let t = nc.tile(pool, Dtype::F32, &[128, runs, run_elems]).unwrap();
+            let src = x.view().index(0, i).slice(&[0..128, 0..runs, 0..run_elems]);
+            nc.dma(t, src).unwrap();
+        }
+        let p = nc.profile();
+        assert_eq!(p.bottleneck.kind, "DMA-bound", "{:?}", p.bottleneck);
+        (
+            p.dma_average_bytes_per_partition,
+            p.bottleneck.summary.clone(),
+            p.bottleneck.advice.join(" | "),
+        )
+    };
+    let (mean, summary, advice) = advice_of(512);
+    assert!(mean < 1100.0, "a mean per transfer would call these small: {mean}");
+    assert!(!advice.contains("load larger tiles"), "2 KiB rows: {summary} | {advice}");
+    let (_, summary, advice) = advice_of(64);
+    assert!(summary.contains("100% of the bytes move in contiguous runs of 256 B"), "{summary}");
+    assert!(advice.contains("load larger tiles: runs of 256 B"), "{advice}");
+    assert!(!advice.contains("DMA start latency"), "loads in flight together: {advice}");
+}
+
+/// A DMA-bound kernel whose transfers wait for each other's start latency (each block loads
+/// its indices, gathers the rows they name, stores them: three dependent transfers, two
+/// blocks in flight) is told so, beside what its transfers are waiting for.
+#[test]
+fn a_dma_bound_chain_of_dependent_transfers_is_told_about_start_latency() {
+    let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+    let table = nc.hbm_input("table", Dtype::Bf16, &[8192, 1024], &[]).unwrap();
+    let ids = nc.hbm_input("ids", Dtype::I32, &[128 * 64, 1], &[]).unwrap();
+    let out = nc.hbm("out", Dtype::Bf16, &[128 * 64, 1024]).unwrap();
+    let (rows, idx) = (nc.sbuf_pool("rows", 2), nc.sbuf_pool("ids", 2));
+    for b in 0..64 {
+        let r = b * 128..(b + 1) * 128;
+        let it = nc.tile(idx, Dtype::I32, &[128, 1]).unwrap();
+        nc.dma(it, ids.rows(r.clone())).unwrap();
+        let t = nc.tile(rows, Dtype::Bf16, &[128, 1024]).unwrap();
+        nc.dma_gather(t, table.view(), it).unwrap();
+        nc.dma(out.rows(r), t).unwrap();
+    }
+    let p = nc.profile();
+    let fixed = 100.0 * p.critical_path_us["dma_fixed"] / p.kernel_time_us;
+    assert_eq!(p.bottleneck.kind, "DMA-bound", "{:?}", p.bottleneck);
+    assert!(fixed >= 25.0, "start latency {fixed:.0}% of the path: {:?}", p.bottleneck);
+    let advice = p.bottleneck.advice.join(" | ");
+    assert!(advice.contains("% of the critical path is DMA start latency"), "{advice}");
+    // 2 KiB rows beside 4-byte indices: not short transfers.
+    assert!(!advice.contains("load larger tiles"), "{advice}");
+}
+
 /// One DMA slice of the trace: its operands, engine (0–15), start and end in ns, and bytes.
 #[derive(Clone, Debug, PartialEq)]
 struct Span {

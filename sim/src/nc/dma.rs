@@ -196,6 +196,10 @@ impl Nc {
         let run_bytes = run * elem;
         let per_run = run_bytes.div_ceil(self.chip.dma.max_descriptor_bytes).max(1);
         let desc_pp = df.div_ceil(run) * per_run;
+        if run_bytes < 2048 {
+            self.stats.dma_short_run_bytes += total;
+            self.stats.dma_short_run_weighted += (run_bytes * total) as f64;
+        }
         let flat = t.flat;
         let max_desc = self.chip.dma.max_descriptor_bytes;
         let block_descriptors = |rows: u64| {

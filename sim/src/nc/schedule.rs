@@ -26,6 +26,10 @@ pub(crate) struct Stats {
     pub dma_descriptors: u64,
     pub dma_partition_rows: u64,
     pub dma_bytes_per_partition_sum: f64,
+    /// Bytes moved in contiguous runs shorter than 2 KiB, and the sum of run size × bytes
+    /// over them (the verdict's measure of short transfers, `profile.rs`).
+    pub dma_short_run_bytes: u64,
+    pub dma_short_run_weighted: f64,
     /// Work per engine, port and DMA queue, for the lower bound (timing on or off).
     pub serial: crate::timing::SerialWork,
     /// Per source line: time and instruction count, in first-seen order.
