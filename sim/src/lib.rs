@@ -64,7 +64,8 @@ pub use error::{
 };
 pub use isa::{Act, Alu, Cmp, Engine};
 pub use nc::{
-    Access, Act2Args, ActArgs, Affine, ExecMode, Nc, On, Scalar, INDEX_NOT_FOUND, SHUFFLE_KEEP,
+    Access, Act2Args, ActArgs, Affine, ExecMode, Nc, On, Scalar, INDEX_NOT_FOUND_U16,
+    INDEX_NOT_FOUND_U32, SHUFFLE_KEEP,
 };
 pub use profile::{EngineProfile, LineProfile, LowerBound, Profile, Scheduling, Verdict};
 pub use timing::{CRIT_CATEGORIES, WINDOW_INSTRUCTIONS, WINDOW_ITERATIONS};

@@ -840,7 +840,7 @@ fn max8_and_find_index8_are_n_without_a_floor() {
         let mut nc = self::nc();
         let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
         let vals = sbuf(&mut nc, Dtype::F32, &[128, 8]);
-        let idx = sbuf(&mut nc, Dtype::I32, &[128, 8]);
+        let idx = sbuf(&mut nc, Dtype::U32, &[128, 8]);
         nc.on(Engine::GpSimd).memset(x, 1.0).unwrap();
         nc.on(Engine::GpSimd).memset(vals, 1.0).unwrap();
         nc.find_index8(idx, x, vals).unwrap();
@@ -858,7 +858,7 @@ fn match_replace8_is_max_min_ii_n_reading_the_printed_min_as_max() {
             let mut nc = nc();
             let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
             let vals = sbuf(&mut nc, Dtype::F32, &[128, 8]);
-            let idx = sbuf(&mut nc, Dtype::I32, &[128, 8]);
+            let idx = sbuf(&mut nc, Dtype::U32, &[128, 8]);
             nc.on(Engine::GpSimd).memset(x, 1.0).unwrap();
             nc.on(Engine::GpSimd).memset(vals, 1.0).unwrap();
             let idx = with_idx.then(|| idx.view());
@@ -885,7 +885,7 @@ fn tensor_copy_predicated_is_1n_split_between_sbuf_and_psum_else_2n() {
                     sbuf(&mut nc, dt, &[128, n])
                 }
             };
-            let (src, pred) = (at(src_psum, Dtype::F32), at(pred_psum, Dtype::I32));
+            let (src, pred) = (at(src_psum, Dtype::F32), at(pred_psum, Dtype::U8));
             let dst = sbuf(&mut nc, Dtype::F32, &[128, n + 1]).cols(0..n);
             nc.tensor_copy_predicated(dst, src, pred).unwrap();
             let want = MIN_II.max(passes * n);
@@ -907,7 +907,7 @@ fn range_select_and_select_reduce_are_max_min_ii_n_with_or_without_the_reduce() 
                 let x = sbuf(&mut nc, Dtype::F32, &[128, n]);
                 let d = sbuf(&mut nc, Dtype::F32, &[128, n + 1]).cols(0..n);
                 let col = sbuf(&mut nc, Dtype::F32, &[128, 2]);
-                let pred = sbuf(&mut nc, Dtype::I32, &[128, n]);
+                let pred = sbuf(&mut nc, Dtype::U8, &[128, n]);
                 let r = reduce.then(|| (Alu::Max, col.cols(1..2)));
                 if range {
                     let b = [(Cmp::Ge, col.cols(0..1)), (Cmp::Lt, col.cols(0..1))];

@@ -2,7 +2,9 @@
 //! values worked out by hand or by a naive reference written here, the shape rules they
 //! refuse, and their program hash (nki.isa pages; neuroncore.md §2.3).
 
-use neuron_sim::{Chip, Dtype, ExecMode, Nc, Tile, TileView, INDEX_NOT_FOUND};
+use neuron_sim::{
+    Chip, Dtype, ExecMode, Nc, Tile, TileView, INDEX_NOT_FOUND_U16, INDEX_NOT_FOUND_U32,
+};
 use proptest::prelude::*;
 
 const NEG_INF: f32 = f32::NEG_INFINITY;
@@ -80,7 +82,8 @@ fn max8_reads_every_free_dim_and_rounds_to_dst() {
 fn find_index8_gives_first_occurrences_and_successive_ones_for_repeats() {
     // nki.isa.nc_find_index8: the first occurrence of each value; a value repeated in vals
     // takes successive occurrences in ascending order (SDK 2.32 page); a value absent, NaN
-    // included, gives the all-ones sentinel, -1 in the simulator's int32.
+    // included, gives the all-ones sentinel of the index dtype: 0xFFFF for uint16, and for
+    // uint32 0xFFFFFFFF as an f32 holds it, 2^32 (the uint32 conversion's saturated maximum).
     #[rustfmt::skip]
     let data = [
         1.0, 2.0, 3.0, 4.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 0.0,
@@ -91,19 +94,24 @@ fn find_index8_gives_first_occurrences_and_successive_ones_for_repeats() {
         3.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0,
         9.0, 5.0, NEG_INF, 5.0, 4.0, f32::NAN, 42.0, 5.0,
     ];
-    let mut nc = nc();
-    let d = load(&mut nc, "data", Dtype::F32, &[2, 12], &data);
-    let v = load(&mut nc, "vals", Dtype::F32, &[2, 8], &vals);
-    let idx = tile(&mut nc, "idx", Dtype::I32, &[2, 8]);
-    nc.find_index8(idx, d, v).unwrap();
-    let nf = INDEX_NOT_FOUND;
-    #[rustfmt::skip]
-    let want = [
-        2.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0,
-        6.0, 0.0, 1.0, 2.0, 11.0, nf, nf, nf,
-    ];
-    assert_eq!(read(&mut nc, idx), want);
-    assert_eq!(nf, -1.0);
+    assert_eq!(INDEX_NOT_FOUND_U32, 4_294_967_296.0);
+    assert_eq!(INDEX_NOT_FOUND_U16, 65_535.0);
+    for (dt, nf) in [(Dtype::U32, INDEX_NOT_FOUND_U32), (Dtype::U16, INDEX_NOT_FOUND_U16)] {
+        // The sentinel is what a write of all ones into the dtype stores (neuroncore.md §2.2).
+        assert_eq!(dt.round(nf), nf, "{dt}");
+        assert_eq!(dt.round(u32::MAX as f32), dt.int_range().unwrap().1, "{dt}");
+        let mut nc = nc();
+        let d = load(&mut nc, "data", Dtype::F32, &[2, 12], &data);
+        let v = load(&mut nc, "vals", Dtype::F32, &[2, 8], &vals);
+        let idx = tile(&mut nc, "idx", dt, &[2, 8]);
+        nc.find_index8(idx, d, v).unwrap();
+        #[rustfmt::skip]
+        let want = [
+            2.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0,
+            6.0, 0.0, 1.0, 2.0, 11.0, nf, nf, nf,
+        ];
+        assert_eq!(read(&mut nc, idx), want, "{dt}");
+    }
 }
 
 #[test]
@@ -111,7 +119,8 @@ fn match_replace8_replaces_first_occurrences_and_pairs_repeats_from_the_last_col
     // nki.isa.nc_match_replace8 (SDK 2.32 page's example): data [1, 2, 3, 4, 8 x 7],
     // vals [3, 8 x 7]: positions 2 and 4..=10 replaced, dst_idx [2, 10, 9, ..., 4]. Second
     // partition: the first 5 of three 5s and the first 1 replaced by the immediate, a value
-    // absent replaces nothing (index -1, assumed), other elements unchanged.
+    // absent replaces nothing (index: find_index8's all-ones sentinel, assumed), other
+    // elements unchanged.
     #[rustfmt::skip]
     let data = [
         1.0, 2.0, 3.0, 4.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0,
@@ -126,7 +135,7 @@ fn match_replace8_replaces_first_occurrences_and_pairs_repeats_from_the_last_col
     let d = load(&mut nc, "data", Dtype::F32, &[2, 11], &data);
     let v = load(&mut nc, "vals", Dtype::F32, &[2, 8], &vals);
     let out = tile(&mut nc, "out", Dtype::F32, &[2, 11]);
-    let idx = tile(&mut nc, "idx", Dtype::I32, &[2, 8]);
+    let idx = tile(&mut nc, "idx", Dtype::U32, &[2, 8]);
     nc.match_replace8(out, d, v, NEG_INF, Some(idx.view())).unwrap();
     let m = NEG_INF;
     #[rustfmt::skip]
@@ -138,7 +147,7 @@ fn match_replace8_replaces_first_occurrences_and_pairs_repeats_from_the_last_col
     #[rustfmt::skip]
     let want_idx = [
         2.0, 10.0, 9.0, 8.0, 7.0, 6.0, 5.0, 4.0,
-        0.0, 1.0, 6.0, 7.0, 8.0, 9.0, 4.0, -1.0,
+        0.0, 1.0, 6.0, 7.0, 8.0, 9.0, 4.0, INDEX_NOT_FOUND_U32,
     ];
     assert_eq!(read(&mut nc, idx), want_idx);
 }
@@ -170,7 +179,7 @@ fn a_top_16_loop_gives_the_16_largest_values_and_their_positions() {
     for round in 0..2 {
         let data = if round == 0 { src } else { rest };
         let v = tile(&mut nc, &format!("v{round}"), Dtype::F32, &[p as u64, 8]);
-        let i = tile(&mut nc, &format!("i{round}"), Dtype::I32, &[p as u64, 8]);
+        let i = tile(&mut nc, &format!("i{round}"), Dtype::U32, &[p as u64, 8]);
         nc.max8(v, data).unwrap();
         nc.find_index8(i, data, v).unwrap();
         if round == 0 {
@@ -192,7 +201,9 @@ fn shape_rules_name_the_operand_and_the_rule() {
     let mut nc = nc();
     let x = tile(&mut nc, "x", Dtype::F32, &[128, 16_385]);
     let eight = tile(&mut nc, "eight", Dtype::F32, &[128, 8]);
-    let idx = tile(&mut nc, "idx", Dtype::I32, &[128, 8]);
+    let idx = tile(&mut nc, "idx", Dtype::U32, &[128, 8]);
+    let idx_i32 = tile(&mut nc, "idx_i32", Dtype::I32, &[128, 8]);
+    let idx_u8 = tile(&mut nc, "idx_u8", Dtype::U8, &[128, 8]);
     nc.memset(x, 1.0).unwrap();
     nc.memset(eight, 1.0).unwrap();
     let check = |r: neuron_sim::SimResult<()>, instruction: &str, name: &str, says: &[&str]| {
@@ -263,13 +274,23 @@ fn shape_rules_name_the_operand_and_the_rule() {
         "shape_mismatch",
         &["dst is [128 x [99]] but data is [128 x [100]]"],
     );
-    // Indices are integers.
-    check(
-        nc.find_index8(eight, x100, eight),
-        "nc_find_index8",
-        "dtype_not_allowed",
-        &["dst", "uint32"],
-    );
+    // Indices are uint32 or uint16 (nki.isa.nc_find_index8): not a float, not int32 (the
+    // simulator's stand-in before it had unsigned dtypes), not uint8.
+    let index_rule = ["uint32 or uint16", "nki.isa.nc_find_index8", "neuroncore.md §2.3"];
+    for (bad, dtype) in [(eight, "float32"), (idx_i32, "int32"), (idx_u8, "uint8")] {
+        check(
+            nc.find_index8(bad, x100, eight),
+            "nc_find_index8",
+            "dtype_not_allowed",
+            &[&[&format!("{dtype} for dst:") as &str], &index_rule[..]].concat(),
+        );
+        check(
+            nc.match_replace8(x100, x100, eight, 0.0, Some(bad.view())),
+            "nc_match_replace8",
+            "dtype_not_allowed",
+            &[&[&format!("{dtype} for dst_idx:") as &str], &index_rule[..]].concat(),
+        );
+    }
     check(
         nc.match_replace8(x100, x100, eight, 0.0, Some(eight.view())),
         "nc_match_replace8",
@@ -286,7 +307,8 @@ fn each_selection_and_its_immediates_hash_apart() {
         let p = nc.sbuf_pool("p", 1);
         let a = nc.tile_named(p, "a", Dtype::F32, &[128, 8]).unwrap();
         let b = nc.tile_named(p, "b", Dtype::F32, &[128, 8]).unwrap();
-        let i = nc.tile_named(p, "i", Dtype::I32, &[128, 8]).unwrap();
+        // uint16: an index dtype and a predicate dtype of both predicated instructions.
+        let i = nc.tile_named(p, "i", Dtype::U16, &[128, 8]).unwrap();
         let r = nc.tile_named(p, "r", Dtype::F32, &[128, 1]).unwrap();
         let iv: TileView = i.into();
         match k {
@@ -350,7 +372,7 @@ proptest! {
         let mut nc = nc();
         let src = load(&mut nc, "src", Dtype::F32, &[p as u64, n as u64], &x);
         let v = tile(&mut nc, "v", Dtype::F32, &[p as u64, 8]);
-        let i = tile(&mut nc, "i", Dtype::I32, &[p as u64, 8]);
+        let i = tile(&mut nc, "i", Dtype::U32, &[p as u64, 8]);
         nc.max8(v, src).unwrap();
         nc.find_index8(i, src, v).unwrap();
         let (vals, idx) = (read(&mut nc, v), read(&mut nc, i));
@@ -370,17 +392,17 @@ proptest! {
 
 #[test]
 fn tensor_copy_predicated_copies_where_the_predicate_is_nonzero() {
-    // nki.isa.tensor_copy_predicated: where the predicate is true (nonzero: 1, -1, 7), dst
+    // nki.isa.tensor_copy_predicated: where the predicate is true (nonzero: 1, 255, 7), dst
     // takes src; elsewhere dst is unmodified. A predicate from PSUM works the same.
     let src: Vec<f32> = (0..12).map(|i| i as f32 + 0.5).collect();
-    let pred = [1.0, 0.0, -1.0, 0.0, 7.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0];
+    let pred = [1.0, 0.0, 255.0, 0.0, 7.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0];
     for pred_in_psum in [false, true] {
         let mut nc = nc();
         let s = load(&mut nc, "src", Dtype::F32, &[2, 6], &src);
-        let mut p = load(&mut nc, "pred", Dtype::I32, &[2, 6], &pred);
+        let mut p = load(&mut nc, "pred", Dtype::U8, &[2, 6], &pred);
         if pred_in_psum {
             let ps = nc.psum_pool("ps", 1);
-            let q = nc.tile_named(ps, "pred_psum", Dtype::I32, &[2, 6]).unwrap();
+            let q = nc.tile_named(ps, "pred_psum", Dtype::U8, &[2, 6]).unwrap();
             nc.tensor_copy(q, p).unwrap();
             p = q;
         }
@@ -398,7 +420,7 @@ fn tensor_copy_predicated_writes_nothing_where_the_predicate_is_false() {
     // The elements not copied stay unwritten: reading them is the usual unwritten read.
     let mut nc = nc();
     let s = load(&mut nc, "src", Dtype::F32, &[1, 8], &[1.0; 8]);
-    let p = load(&mut nc, "pred", Dtype::I32, &[1, 8], &[1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0]);
+    let p = load(&mut nc, "pred", Dtype::U32, &[1, 8], &[1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0]);
     let d = tile(&mut nc, "dst", Dtype::F32, &[1, 8]);
     nc.tensor_copy_predicated(d, s, p).unwrap();
     let h = nc.hbm("h", Dtype::F32, &[1, 8]).unwrap();
@@ -415,10 +437,9 @@ fn tensor_copy_predicated_rules_name_the_operand_and_the_rule() {
     let mut nc = nc();
     let ps = nc.psum_pool("ps", 1);
     let src_ps = nc.tile_named(ps, "src_ps", Dtype::F32, &[128, 64]).unwrap();
-    let pred_ps = nc.tile_named(ps, "pred_ps", Dtype::I32, &[128, 64]).unwrap();
+    let pred_ps = nc.tile_named(ps, "pred_ps", Dtype::U8, &[128, 64]).unwrap();
     let src = tile(&mut nc, "src", Dtype::F32, &[128, 64]);
-    let pred = tile(&mut nc, "pred", Dtype::I32, &[128, 64]);
-    let fpred = tile(&mut nc, "fpred", Dtype::F32, &[128, 64]);
+    let pred = tile(&mut nc, "pred", Dtype::U16, &[128, 64]);
     let dst = tile(&mut nc, "dst", Dtype::F32, &[128, 64]);
     let dst16 = tile(&mut nc, "dst16", Dtype::Bf16, &[128, 64]);
     let e = nc.tensor_copy_predicated(dst, src_ps, pred_ps).unwrap_err();
@@ -428,12 +449,28 @@ fn tensor_copy_predicated_rules_name_the_operand_and_the_rule() {
         msg.contains("predicate is in PSUM") && msg.contains("cannot both be in PSUM"),
         "{msg}"
     );
-    let e = nc.tensor_copy_predicated(dst, src, fpred).unwrap_err();
-    assert_eq!(e.kind.name(), "dtype_not_allowed", "{e}");
-    assert!(
-        e.to_string().contains("float32 for predicate") && e.to_string().contains("uint8"),
-        "{e}"
-    );
+    // The predicate is uint8, uint16 or uint32, in every NKI version's page (2.26 to 2.33):
+    // not int32 (the simulator's stand-in before it had unsigned dtypes), a float or int8.
+    for (dt, name) in [(Dtype::F32, "float32"), (Dtype::I32, "int32"), (Dtype::I8, "int8")] {
+        let bad = tile(&mut nc, &format!("pred_{name}"), dt, &[128, 64]);
+        let e = nc.tensor_copy_predicated(dst, src, bad).unwrap_err();
+        assert_eq!(e.kind.name(), "dtype_not_allowed", "{e}");
+        let msg = e.to_string();
+        for want in [
+            &format!("{name} for predicate:") as &str,
+            "uint8, uint16 or uint32",
+            "nki.isa.tensor_copy_predicated",
+            "neuroncore.md §2.3",
+        ] {
+            assert!(msg.contains(want), "{msg} should say {want:?}");
+        }
+    }
+    for dt in [Dtype::U8, Dtype::U32] {
+        let ok = tile(&mut nc, &format!("pred_ok_{dt}"), dt, &[128, 64]);
+        nc.memset(ok, 1.0).unwrap();
+        nc.memset(src, 2.0).unwrap();
+        nc.tensor_copy_predicated(dst, src, ok).unwrap();
+    }
     let e = nc.tensor_copy_predicated(dst16, src, pred).unwrap_err();
     assert_eq!(e.kind.name(), "dtype_not_allowed", "{e}");
     assert!(e.to_string().contains("dst") && e.to_string().contains("same data type"), "{e}");
@@ -514,7 +551,7 @@ fn select_reduce_picks_on_true_or_on_false_by_predicate_and_takes_the_max() {
     let pred = [1.0, 0.0, 2.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0];
     let mut nc = nc();
     let on_true = load(&mut nc, "x", Dtype::F32, &[2, 6], &x);
-    let p = load(&mut nc, "p", Dtype::I32, &[2, 6], &pred);
+    let p = load(&mut nc, "p", Dtype::I8, &[2, 6], &pred);
     let col = load(&mut nc, "col", Dtype::F32, &[2, 1], &[-10.0, 20.0]);
     let (d0, d1) =
         (tile(&mut nc, "d0", Dtype::F32, &[2, 6]), tile(&mut nc, "d1", Dtype::F32, &[2, 6]));
@@ -542,7 +579,8 @@ fn range_select_and_select_reduce_rules_name_the_operand_and_the_rule() {
     let ri = tile(&mut nc, "ri", Dtype::I32, &[128, 1]);
     let ps = nc.psum_pool("ps", 1);
     let x_ps = nc.tile_named(ps, "x_ps", Dtype::F32, &[128, 64]).unwrap();
-    let p_ps = nc.tile_named(ps, "p_ps", Dtype::I32, &[128, 64]).unwrap();
+    let p_ps = nc.tile_named(ps, "p_ps", Dtype::U8, &[128, 64]).unwrap();
+    let pu8 = tile(&mut nc, "pu8", Dtype::U8, &[128, 64]);
     let bounds = |b0: Tile| [(Cmp::Ge, b0.view()), (Cmp::Lt, b.view())];
     let says = |e: neuron_sim::SimError, name: &str, words: &[&str]| {
         assert_eq!(e.kind.name(), name, "{e}");
@@ -557,7 +595,7 @@ fn range_select_and_select_reduce_rules_name_the_operand_and_the_rule() {
         &max_only,
     );
     says(
-        nc.select_reduce(x, xi, x, 0.0, false, Some((Alu::Min, b.view()))).unwrap_err(),
+        nc.select_reduce(x, pu8, x, 0.0, false, Some((Alu::Min, b.view()))).unwrap_err(),
         "reduce_op_not_allowed",
         &max_only,
     );
@@ -582,24 +620,52 @@ fn range_select_and_select_reduce_rules_name_the_operand_and_the_rule() {
         "memory_not_allowed",
         &["predicate is in PSUM", "cannot both be in PSUM"],
     );
+    // The predicate is int8, uint8, int16 or uint16 (nki.isa.select_reduce): not a float,
+    // not int32 (the simulator's stand-in before it had them), not uint32.
+    let xu32 = tile(&mut nc, "xu32", Dtype::U32, &[128, 64]);
+    let pred_rule = ["int8, uint8, int16 or uint16", "nki.isa.select_reduce", "neuroncore.md §2.3"];
+    for (bad, dtype) in [
+        (x, "float32 for predicate:"),
+        (xi, "int32 for predicate:"),
+        (xu32, "uint32 for predicate:"),
+    ] {
+        says(
+            nc.select_reduce(x, bad, x, 0.0, false, None).unwrap_err(),
+            "dtype_not_allowed",
+            &[&[dtype], &pred_rule[..]].concat(),
+        );
+    }
+    // on_true: any dtype but int32 and uint32 (and tfloat32).
+    for (bad, dtype) in [(xi, "int32 for on_true:"), (xu32, "uint32 for on_true:")] {
+        says(
+            nc.select_reduce(x, pu8, bad, 0.0, false, None).unwrap_err(),
+            "dtype_not_allowed",
+            &[dtype, "int32, uint32 and tfloat32", "nki.isa.select_reduce"],
+        );
+    }
     says(
-        nc.select_reduce(x, x, x, 0.0, false, None).unwrap_err(),
-        "dtype_not_allowed",
-        &["predicate", "int8"],
-    );
-    says(
-        nc.select_reduce(xi, xi, xi, 0.0, false, None).unwrap_err(),
-        "dtype_not_allowed",
-        &["on_true", "int32"],
-    );
-    says(
-        nc.select_reduce(x, xi, x, 0.0, false, Some((Alu::Max, ri.view()))).unwrap_err(),
+        nc.select_reduce(x, pu8, x, 0.0, false, Some((Alu::Max, ri.view()))).unwrap_err(),
         "dtype_not_allowed",
         &["reduce_res", "float type"],
     );
     says(
-        nc.select_reduce(x, xi, x, x.cols(0..2), false, None).unwrap_err(),
+        nc.select_reduce(x, pu8, x, x.cols(0..2), false, None).unwrap_err(),
         "shape_mismatch",
         &["on_false must be [128 x 1]"],
     );
+}
+
+#[test]
+fn select_reduce_takes_the_8_and_16_bit_integers_as_on_true() {
+    // nki.isa.select_reduce excludes only int32, uint32 and tfloat32 from on_true: an int16
+    // or uint8 on_true selects as a float one does (dst of the same dtype, on_false rounded
+    // there on write).
+    for (dt, on_false, want_false) in [(Dtype::I16, -7.0, -7.0), (Dtype::U8, -7.0, 0.0)] {
+        let mut nc = nc();
+        let x = load(&mut nc, "x", dt, &[1, 4], &[1.0, 2.0, 3.0, 4.0]);
+        let p = load(&mut nc, "p", Dtype::U8, &[1, 4], &[1.0, 0.0, 0.0, 1.0]);
+        let d = tile(&mut nc, "d", dt, &[1, 4]);
+        nc.select_reduce(d, p, x, on_false, false, None).unwrap();
+        assert_eq!(read(&mut nc, d), [1.0, want_false, want_false, 4.0], "{dt}");
+    }
 }

@@ -51,7 +51,7 @@ use memory::{Buf, HbmTensor, Logical, PoolState, TileKey};
 pub use operands::{Access, Act2Args, ActArgs, Affine, Scalar};
 use rustc_hash::FxHashMap;
 pub(crate) use schedule::Stats;
-pub use select::INDEX_NOT_FOUND;
+pub use select::{INDEX_NOT_FOUND_U16, INDEX_NOT_FOUND_U32};
 pub use shuffle::SHUFFLE_KEEP;
 use std::panic::Location;
 

@@ -12,6 +12,7 @@
 
 use super::{Nc, Scalar, VResult};
 use crate::cost;
+use crate::dtype::Dtype;
 use crate::error::{SimResult, SourceLoc, ViolationKind as V};
 use crate::isa::{Alu, Cmp, Engine};
 use crate::timing::Region;
@@ -23,10 +24,17 @@ use std::panic::Location;
 const MIN_ELEMS: u64 = 8;
 /// The elements per partition the selection instructions read at most (neuroncore.md §2.3).
 const MAX_ELEMS: u64 = 16_384;
-/// What `nc_find_index8` (and `nc_match_replace8`'s `dst_idx`) writes for a value the data
-/// does not hold: all ones, 0xFFFFFFFF as NKI's uint32 (SDK 2.32 page), which the
-/// simulator's int32 holds as -1.
-pub const INDEX_NOT_FOUND: f32 = -1.0;
+/// What `nc_find_index8` (and `nc_match_replace8`'s `dst_idx`) writes into a uint32 index for
+/// a value the data does not hold. NKI writes all ones, 0xFFFFFFFF (SDK 2.32 page); the
+/// functional model stores values as `f32`, which cannot hold 2^32 − 1, so this is the
+/// value a uint32 write of 0xFFFFFFFF stores, its saturated maximum 2^32 (= `u32::MAX as
+/// f32`, `Dtype::U32.round` of 2^32 − 1; neuroncore.md §2.2). It is above every position
+/// (at most 16,383), so a kernel testing `index >= rows` sees it as not found, and it reaches
+/// HBM as 2^32, what an fp32 reading of NKI's uint32 sentinel gives too.
+pub const INDEX_NOT_FOUND_U32: f32 = u32::MAX as f32;
+/// What `nc_find_index8` writes into a uint16 index for a value the data does not hold: all
+/// ones, 0xFFFF = 65,535 (SDK 2.32 page), exact in `f32`.
+pub const INDEX_NOT_FOUND_U16: f32 = u16::MAX as f32;
 /// What `range_select` writes where it does not select: FP32_MIN, whatever
 /// `on_false_value` NKI is given (nki.isa.range_select, SDK 2.32).
 const RANGE_SELECT_FILL: f32 = f32::MIN;
@@ -48,10 +56,11 @@ impl Nc {
 
     /// `nc_find_index8` on VectorE: for each partition, the position (from 0, in `data`'s
     /// free elements read as one row) of the first occurrence of each of the 8 values of
-    /// `vals` `[P, 8]`, into `dst` `[P, 8]` of an integer dtype (NKI: uint32 or uint16; the
-    /// simulator's int32). A value repeated in `vals` takes successive occurrences, in
+    /// `vals` `[P, 8]`, into `dst` `[P, 8]` of uint32 or uint16 (NKI's two index dtypes; any
+    /// other is refused). A value repeated in `vals` takes successive occurrences, in
     /// ascending order across its columns, so the 8 values `max8` gave map to 8 distinct
-    /// positions; a value not in the data (NaN never is) gives [`INDEX_NOT_FOUND`]. `data`
+    /// positions; a value not in the data (NaN never is) gives the all-ones sentinel,
+    /// [`INDEX_NOT_FOUND_U32`] or [`INDEX_NOT_FOUND_U16`] (as stored in `f32`). `data`
     /// has 8 to 16,384 elements per partition. Values compare in fp32, as stored. Cost `N`
     /// (nki.isa.nc_find_index8; neuroncore.md §2.3).
     #[track_caller]
@@ -67,11 +76,12 @@ impl Nc {
 
     /// `nc_match_replace8` on VectorE: `dst` is `data` (at most 16,384 elements per
     /// partition) with the first occurrence of each of the 8 values of `vals` `[P, 8]`
-    /// replaced by `imm`, and, given `dst_idx` `[P, 8]` (an integer dtype), the positions
+    /// replaced by `imm`, and, given `dst_idx` `[P, 8]` (uint32 or uint16), the positions
     /// replaced. A value repeated in `vals` replaces as many occurrences, each column pairing
     /// with its own: `vals` is walked from column 7 down to 0, so the first occurrence goes to
     /// the last of the duplicates' columns (SDK 2.32 page). A value not found replaces
-    /// nothing and its index is [`INDEX_NOT_FOUND`] **(assumed: NKI leaves it undefined)**.
+    /// nothing and its index is `nc_find_index8`'s all-ones sentinel for `dst_idx`'s dtype
+    /// **(assumed: NKI leaves it undefined)**.
     /// `dst` may be `data` itself. Cost `max(MIN_II, N)`: the reference prints
     /// `min(MIN_II, N)`, taken as a typo (neuroncore.md §2.3).
     #[track_caller]
@@ -91,8 +101,8 @@ impl Nc {
 
     /// `tensor_copy_predicated` on VectorE: `dst = src` where `predicate` is nonzero; elsewhere
     /// `dst` keeps what it held (and stays unwritten if it was). `src`, `predicate` and `dst`
-    /// have one shape; `src` and `dst` one dtype; `predicate` an integer dtype (NKI: uint8,
-    /// uint16 or uint32; the simulator's int32 until it has those); `src` and `predicate` may
+    /// have one shape; `src` and `dst` one dtype; `predicate` uint8, uint16 or uint32, as NKI
+    /// requires (int32, the signed and the float dtypes are refused); `src` and `predicate` may
     /// not both be in PSUM. Cost `max(MIN_II, N)` when `src` and `predicate` are split
     /// between SBUF and PSUM, `max(MIN_II, 2N)` when both are in SBUF
     /// (nki.isa.tensor_copy_predicated; neuroncore.md §2.3). NKI's scalar `src` and
@@ -191,8 +201,9 @@ impl Nc {
     /// `reverse_pred`), else `on_false` — an fp32 immediate or a `[P, 1]` column — and, with
     /// `reduce = Some((Alu::Max, reduce_res))`, each partition's max of the result (before
     /// `dst`'s rounding) into `reduce_res` `[P, 1]` of a float dtype; max is the only
-    /// reduction. `dst`, `predicate` and `on_true` have one shape; `on_true` is not int32;
-    /// `predicate` is an integer tile (NKI: 8- or 16-bit; the simulator's int32 stands in);
+    /// reduction. `dst`, `predicate` and `on_true` have one shape; `on_true` is any dtype but
+    /// int32 and uint32 (NKI also excludes tfloat32, which the simulator lacks); `predicate`
+    /// is int8, uint8, int16 or uint16, as NKI requires;
     /// `on_true` and `predicate` may not both be in PSUM. NKI's `reduce_cmd` (the
     /// accumulator registers across instructions) is not modelled: each instruction reduces
     /// its own result. Cost `max(MIN_II, N)` (nki.isa.select_reduce; neuroncore.md §2.3).
@@ -235,7 +246,7 @@ impl Nc {
         self.check_free_size("on_true", &x)?;
         self.check_free_size("dst", &d)?;
         self.same_shape("dst", &d, "on_true", &x)?;
-        Self::check_float_data(INSTRUCTION, "on_true", &x)?;
+        Self::check_on_true(INSTRUCTION, "on_true", &x)?;
         let mut rb = [Region::default(); 2];
         for (r, (name, b)) in rb.iter_mut().zip([("bound0", &b0), ("bound1", &b1)]) {
             *r = self.check_column(name, b, x.np)?;
@@ -315,7 +326,7 @@ impl Nc {
         let [rp, rx, rd] = regions;
         self.same_shape("predicate", &p, "on_true", &x)?;
         self.same_shape("dst", &d, "on_true", &x)?;
-        Self::check_float_data(INSTRUCTION, "on_true", &x)?;
+        Self::check_on_true(INSTRUCTION, "on_true", &x)?;
         Self::check_predicate(INSTRUCTION, &p)?;
         Self::not_both_psum(
             "predicate",
@@ -397,29 +408,28 @@ impl Nc {
         Ok(Some((r, region)))
     }
 
-    /// The data the selects copy is floating-point (`range_select`: an FP dtype;
-    /// `select_reduce`: any but int32, uint32 and tfloat32).
-    fn check_float_data(
+    /// The data the selects copy: `range_select`'s is of a floating-point dtype;
+    /// `select_reduce`'s any dtype but int32 and uint32 (and tfloat32, not modelled).
+    fn check_on_true(
         instruction: &'static str,
         operand: &'static str,
         v: &TileView,
     ) -> VResult<()> {
-        if !v.tile.dtype.is_float() {
-            return Err(V::DtypeNotAllowed {
-                engine: "VectorE",
-                operand,
-                dtype: v.tile.dtype,
-                rule: match instruction {
-                    "range_select" => {
-                        "on_true_tile must be of a floating-point dtype (nki.isa.range_select; \
-                         neuroncore.md §2.3)"
-                    }
-                    _ => {
-                        "on_true may not be int32, uint32 or tfloat32 (nki.isa.select_reduce; \
-                         neuroncore.md §2.3)"
-                    }
-                },
-            });
+        let dt = v.tile.dtype;
+        let (ok, rule) = match instruction {
+            "range_select" => (
+                dt.is_float(),
+                "on_true_tile must be of a floating-point dtype (nki.isa.range_select; \
+                 neuroncore.md §2.3)",
+            ),
+            _ => (
+                !matches!(dt, Dtype::I32 | Dtype::U32),
+                "on_true may be any dtype but int32, uint32 and tfloat32 \
+                 (nki.isa.select_reduce; neuroncore.md §2.3)",
+            ),
+        };
+        if !ok {
+            return Err(V::DtypeNotAllowed { engine: "VectorE", operand, dtype: dt, rule });
         }
         Ok(())
     }
@@ -469,17 +479,19 @@ impl Nc {
             Self::check_elems(opcode, "data", &a, if replace.is_some() { 1 } else { MIN_ELEMS })?;
         Self::check_eight(opcode, "vals", &v, a.np)?;
         let mut idx = None;
+        // The sentinel of the index output's dtype (none without one).
+        let mut not_found = INDEX_NOT_FOUND_U32;
         match &replace {
             None => {
                 Self::check_eight(opcode, "dst", &d, a.np)?;
-                Self::check_index_dtype("dst", &d)?;
+                not_found = Self::check_index_dtype("dst", &d)?;
             }
             Some((_, dst_idx)) => {
                 self.same_shape("dst", &d, "data", &a)?;
                 if let Some(di) = dst_idx {
                     let r = self.check_tile("dst_idx", di)?;
                     Self::check_eight(opcode, "dst_idx", di, a.np)?;
-                    Self::check_index_dtype("dst_idx", di)?;
+                    not_found = Self::check_index_dtype("dst_idx", di)?;
                     idx = Some((*di, r));
                 }
             }
@@ -511,7 +523,7 @@ impl Nc {
                         at
                     }
                 };
-                found.extend(at.map(|j| j.map_or(INDEX_NOT_FOUND, |j| j as f32)));
+                found.extend(at.map(|j| j.map_or(not_found, |j| j as f32)));
             }
             match &idx {
                 None if replace.is_none() => self.scatter_tile(&d, &found),
@@ -570,45 +582,50 @@ impl Nc {
         Ok(())
     }
 
-    /// The one check of a predicate's dtype (`tensor_copy_predicated`, `select_reduce`): an
-    /// integer. NKI takes uint8, uint16 or uint32 for `tensor_copy_predicated` and int8,
-    /// uint8, int16 or uint16 for `select_reduce`; the simulator's only integer dtype today
-    /// is int32, which stands in for them. Narrow this to the documented widths when the
-    /// 8- and 16-bit integer dtypes exist.
+    /// A predicate's dtype, as NKI lists it: uint8, uint16 or uint32 for
+    /// `tensor_copy_predicated`; int8, uint8, int16 or uint16 for `select_reduce`. Anything
+    /// else — int32, a float, the other widths — is refused, naming the list.
     fn check_predicate(instruction: &'static str, p: &TileView) -> VResult<()> {
-        if p.tile.dtype.is_float() {
+        use Dtype::*;
+        let dt = p.tile.dtype;
+        let (ok, rule) = match instruction {
+            "select_reduce" => (
+                matches!(dt, I8 | U8 | I16 | U16),
+                "a predicate is int8, uint8, int16 or uint16 (nki.isa.select_reduce; \
+                 neuroncore.md §2.3)",
+            ),
+            _ => (
+                matches!(dt, U8 | U16 | U32),
+                "a predicate is uint8, uint16 or uint32 (nki.isa.tensor_copy_predicated; \
+                 neuroncore.md §2.3)",
+            ),
+        };
+        if !ok {
             return Err(V::DtypeNotAllowed {
                 engine: "VectorE",
                 operand: "predicate",
-                dtype: p.tile.dtype,
-                rule: match instruction {
-                    "select_reduce" => {
-                        "a predicate is an integer tile, int8/uint8/int16/uint16 in NKI \
-                         (nki.isa.select_reduce; neuroncore.md §2.3)"
-                    }
-                    _ => {
-                        "a predicate is an integer tile, uint8/uint16/uint32 in NKI \
-                         (nki.isa.tensor_copy_predicated; neuroncore.md §2.3)"
-                    }
-                },
+                dtype: dt,
+                rule,
             });
         }
         Ok(())
     }
 
-    /// The indices of `nc_find_index8` and `nc_match_replace8` are integers (NKI: uint32 or
-    /// uint16; the simulator's integer dtype).
-    fn check_index_dtype(operand: &'static str, v: &TileView) -> VResult<()> {
-        if v.tile.dtype.is_float() {
-            return Err(V::DtypeNotAllowed {
+    /// The indices of `nc_find_index8` and `nc_match_replace8` are uint32 or uint16, NKI's
+    /// index dtypes (nki.isa.nc_find_index8; `dst_idx` is taken to share them). Gives the
+    /// all-ones sentinel of the dtype, as the functional model stores it.
+    fn check_index_dtype(operand: &'static str, v: &TileView) -> VResult<f32> {
+        match v.tile.dtype {
+            Dtype::U32 => Ok(INDEX_NOT_FOUND_U32),
+            Dtype::U16 => Ok(INDEX_NOT_FOUND_U16),
+            dtype => Err(V::DtypeNotAllowed {
                 engine: "VectorE",
                 operand,
-                dtype: v.tile.dtype,
-                rule: "the 8 indices are written as integers, uint32 or uint16 in NKI \
-                       (nki.isa.nc_find_index8; neuroncore.md §2.3)",
-            });
+                dtype,
+                rule: "the 8 indices are uint32 or uint16 (nki.isa.nc_find_index8; \
+                       neuroncore.md §2.3)",
+            }),
         }
-        Ok(())
     }
 }
 
