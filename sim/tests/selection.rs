@@ -669,3 +669,19 @@ fn select_reduce_takes_the_8_and_16_bit_integers_as_on_true() {
         assert_eq!(read(&mut nc, d), [1.0, want_false, want_false, 4.0], "{dt}");
     }
 }
+
+#[test]
+fn range_select_refuses_any_range_start_beyond_2_pow_24_without_panicking() {
+    // i64::MIN has no absolute value in i64: the ±2^24 check must not overflow on it.
+    use neuron_sim::Cmp;
+    let mut nc = nc();
+    let x = tile(&mut nc, "x", Dtype::F32, &[128, 64]);
+    let b = tile(&mut nc, "b", Dtype::F32, &[128, 1]);
+    for start in [i64::MIN, i64::MIN + 1, -(1 << 24) - 1, (1 << 24) - 62, i64::MAX] {
+        let bounds = [(Cmp::Ge, b.view()), (Cmp::Le, b.view())];
+        let e = nc.range_select(x, x, bounds, start, None).unwrap_err();
+        assert_eq!(e.kind.name(), "invalid", "{e}");
+        let msg = e.to_string();
+        assert!(msg.contains(&format!("range_start {start}")) && msg.contains("2^24"), "{msg}");
+    }
+}

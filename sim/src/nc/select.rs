@@ -39,7 +39,7 @@ pub const INDEX_NOT_FOUND_U16: f32 = u16::MAX as f32;
 /// `on_false_value` NKI is given (nki.isa.range_select, SDK 2.32).
 const RANGE_SELECT_FILL: f32 = f32::MIN;
 /// `range_select` compares `range_start + index` in fp32, exact up to 2^24.
-const FP32_EXACT: i64 = 1 << 24;
+const FP32_EXACT: u64 = 1 << 24;
 
 impl Nc {
     /// `max8` on VectorE: the 8 largest of each partition's free elements of `src` (8 to
@@ -262,7 +262,9 @@ impl Nc {
         }
         let n = x.free.elems();
         let last = range_start.checked_add(n as i64 - 1);
-        if range_start.abs() > FP32_EXACT || last.is_none_or(|l| l.abs() > FP32_EXACT) {
+        // `unsigned_abs`: `i64::MIN.abs()` overflows.
+        let beyond = |i: i64| i.unsigned_abs() > FP32_EXACT;
+        if beyond(range_start) || last.is_none_or(beyond) {
             return Err(V::Invalid(format!(
                 "range_select compares range_start + index in fp32: range_start {range_start} \
                  with {n} elements per partition leaves ±2^24 (nki.isa.range_select)"
