@@ -685,3 +685,26 @@ fn range_select_refuses_any_range_start_beyond_2_pow_24_without_panicking() {
         assert!(msg.contains(&format!("range_start {start}")) && msg.contains("2^24"), "{msg}");
     }
 }
+
+#[test]
+fn the_top_k_steps_keep_the_psum_free_size_limit() {
+    // A VectorE instruction reads at most 4,096 elements per partition from PSUM
+    // (neuroncore.md §2.1), whatever its own 16,384 maximum: a bf16 PSUM row of 5,000 fits
+    // the bank memory but not the access.
+    let mut nc = nc();
+    let ps = nc.psum_pool("ps", 1);
+    let big = nc.tile_named(ps, "big", Dtype::Bf16, &[128, 5000]).unwrap();
+    let eight = tile(&mut nc, "eight", Dtype::F32, &[128, 8]);
+    let idx = tile(&mut nc, "idx", Dtype::U32, &[128, 8]);
+    let out = tile(&mut nc, "out", Dtype::Bf16, &[128, 5000]);
+    let errs = [
+        nc.max8(eight, big).unwrap_err(),
+        nc.find_index8(idx, big, eight).unwrap_err(),
+        nc.match_replace8(out, big, eight, 0.0, None).unwrap_err(),
+    ];
+    for e in errs {
+        assert_eq!(e.kind.name(), "free_size_too_large", "{e}");
+        let msg = e.to_string();
+        assert!(msg.contains("5000 elements in PSUM") && msg.contains("4096"), "{msg}");
+    }
+}

@@ -445,6 +445,8 @@ impl Nc {
     ) -> VResult<()> {
         let rs = self.check_tile("src", &s)?;
         let rd = self.check_tile("dst", &d)?;
+        // §2.1's per-memory limit (4,096 in PSUM) applies within the instruction's own range.
+        self.check_free_size("src", &s)?;
         let n = Self::check_elems("max8", "src", &s, MIN_ELEMS)?;
         Self::check_eight("max8", "dst", &d, s.np)?;
         self.h_op(&[50], &[&d, &s]);
@@ -476,6 +478,9 @@ impl Nc {
         let ra = self.check_tile("data", &a)?;
         let rv = self.check_tile("vals", &v)?;
         let rd = self.check_tile("dst", &d)?;
+        for (name, v) in [("data", &a), ("dst", &d)] {
+            self.check_free_size(name, v)?;
+        }
         // find_index8 needs the 8 values' room; match_replace8 states only the maximum.
         let n =
             Self::check_elems(opcode, "data", &a, if replace.is_some() { 1 } else { MIN_ELEMS })?;
