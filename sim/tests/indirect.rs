@@ -309,3 +309,46 @@ proptest! {
         prop_assert_eq!(nc.read_hbm(copy).unwrap(), nc.read_hbm(tab).unwrap());
     }
 }
+
+/// The affine loop check still sees an indirect copy's direct side: a gather writing the same
+/// HBM rows in every iteration is a write-after-write across iterations, and a scatter
+/// reading one SBUF tile that every iteration rewrites is not (the tile is the iteration's).
+/// The indexed side alone (each iteration gathering from, or scattering to, one table,
+/// wherever its indices point) is never an error.
+#[test]
+fn the_direct_side_of_an_indirect_copy_is_checked_across_iterations() {
+    use neuron_sim::{Hazard, ViolationKind as V};
+    let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+    let tab = nc.hbm_input("t", Dtype::F32, &[64, 8], &[]).unwrap();
+    let h = nc.hbm_input("idx", Dtype::I32, &[64, 1], &[]).unwrap();
+    let out = nc.hbm("out", Dtype::F32, &[64, 8]).unwrap();
+    let pool = nc.sbuf_pool("sb", 2);
+    let mut line = 0;
+    let e = nc
+        .affine_range(0..4, |nc, i| {
+            let it = nc.tile(pool, Dtype::I32, &[16, 1])?;
+            nc.dma(it, h.rows(i * 16..(i + 1) * 16))?;
+            line = line!() + 1;
+            nc.dma_gather(out.rows(0..16), tab.view(), it)
+        })
+        .unwrap_err();
+    let V::LoopCarriedDependency(d) = &e.kind else { panic!("{e}") };
+    assert_eq!(d.hazard, Hazard::Waw, "{e}");
+    assert_eq!((e.instruction, e.loc.line, d.earlier_loc.line), ("dma_copy", line, line), "{e}");
+    assert!(e.to_string().contains("`out`"), "{e}");
+    // Each iteration its own rows of `out`, and the whole table read or written each time.
+    let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+    let tab = nc.hbm_input("t", Dtype::F32, &[64, 8], &[]).unwrap();
+    let h = nc.hbm_input("idx", Dtype::I32, &[64, 1], &[]).unwrap();
+    let out = nc.hbm("out", Dtype::F32, &[64, 8]).unwrap();
+    let pool = nc.sbuf_pool("sb", 2);
+    nc.affine_range(0..4, |nc, i| {
+        let it = nc.tile(pool, Dtype::I32, &[16, 1])?;
+        nc.dma(it, h.rows(i * 16..(i + 1) * 16))?;
+        nc.dma_gather(out.rows(i * 16..(i + 1) * 16), tab.view(), it)?;
+        let t = nc.tile(pool, Dtype::F32, &[16, 8])?;
+        nc.dma(t, out.rows(i * 16..(i + 1) * 16))?;
+        nc.dma_scatter(tab.view(), t, it)
+    })
+    .unwrap();
+}
