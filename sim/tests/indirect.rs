@@ -6,6 +6,9 @@
 use neuron_sim::{Chip, Dtype, ExecMode, Hbm, Nc, SimError, Tile};
 use proptest::prelude::*;
 
+/// Where every refusal of an indirect copy says its rule is documented.
+const DOC: &str = "neuroncore.md §2.3 dma_copy";
+
 /// A `[rows, cols]` fp32 table whose element (r, c) is `r · 1000 + c`.
 fn table(nc: &mut Nc, rows: u64, cols: u64) -> Hbm {
     let vals: Vec<f32> =
@@ -95,7 +98,7 @@ fn an_index_out_of_bounds_names_the_partition_the_value_and_the_bound() {
         let e = gathered(300, 4, &[1.0, 2.0, bad]).unwrap_err();
         let msg = e.to_string();
         assert_eq!(e.instruction, "dma_copy");
-        for want in ["partition 2", shown, "rows 0..300", "`table`", "oob_mode.error"] {
+        for want in ["partition 2", shown, "rows 0..300", "`table`", "oob_mode.error", DOC] {
             assert!(msg.contains(want), "{want:?} missing from: {msg}");
         }
     }
@@ -115,7 +118,7 @@ fn the_index_must_be_an_sbuf_int32_column() {
     let m = err(&mut nc, float_idx).to_string();
     assert!(m.contains("index") && m.contains("integer tile"), "{m}");
     let m = err(&mut nc, wide_idx).to_string();
-    assert!(m.contains("index must be one column, [P, 1]"), "{m}");
+    assert!(m.contains("index must be one column, [P, 1]") && m.contains(DOC), "{m}");
     let m = err(&mut nc, psum_idx).to_string();
     assert!(m.contains("index is in PSUM") && m.contains("SBUF"), "{m}");
 }
@@ -129,12 +132,13 @@ fn the_direct_side_must_have_one_row_per_index() {
     let three_rows = nc.tile(sb, Dtype::F32, &[3, 4]).unwrap();
     let m = nc.dma_gather(three_rows, tab.view(), it).unwrap_err().to_string();
     assert!(m.contains("dst is [3 x 4]") && m.contains("index has 2 partitions"), "{m}");
+    assert!(m.contains(DOC), "{m}");
     let short_rows = nc.tile(sb, Dtype::F32, &[2, 3]).unwrap();
     let m = nc.dma_gather(short_rows, tab.view(), it).unwrap_err().to_string();
     assert!(m.contains("has 4 elements"), "{m}");
     let flat = nc.hbm_input("flat", Dtype::F32, &[8], &[0.0; 8]).unwrap();
     let m = nc.dma_gather(short_rows, flat.view(), it).unwrap_err().to_string();
-    assert!(m.contains("rank 2 or more"), "{m}");
+    assert!(m.contains("rank 2 or more") && m.contains(DOC), "{m}");
 }
 
 /// The time (ns) of `build`'s program, launch overhead excluded.

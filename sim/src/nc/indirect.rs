@@ -124,7 +124,8 @@ impl Nc {
         }
         if index.free.elems() != 1 {
             return Err(V::ShapeMismatch(format!(
-                "index must be one column, [P, 1] (one row number per partition), not [{} x {}]",
+                "index must be one column, [P, 1] (one row number per partition), not [{} x {}] \
+                 (neuroncore.md §2.3 dma_copy)",
                 index.np,
                 index.free.elems()
             )));
@@ -135,7 +136,7 @@ impl Nc {
         if dims.len() < 2 {
             return Err(V::ShapeMismatch(format!(
                 "{table_operand} is indexed by its dim 0 and needs a row after it: a view of \
-                 rank 2 or more, not shape {:?}",
+                 rank 2 or more, not shape {:?} (neuroncore.md §2.3 dma_copy)",
                 table.dims.shape()
             )));
         }
@@ -148,7 +149,7 @@ impl Nc {
             return Err(V::ShapeMismatch(format!(
                 "indirect dma_copy: {direct_operand} is [{dp} x {df}] but the index has {} \
                  partitions and a row of {table_operand} has {row_elems} elements (partitions \
-                 x free elements)",
+                 x free elements; neuroncore.md §2.3 dma_copy)",
                 index.np
             )));
         }
@@ -197,7 +198,8 @@ impl Nc {
                     let result = Err(V::Invalid(format!(
                         "index of partition {p} is {r}, outside rows 0..{table_rows} of the \
                          indexed {table_operand} (HBM tensor `{name}`); an indirect DMA stops \
-                         on an out-of-bounds index (NKI's default oob_mode.error)"
+                         on an out-of-bounds index (NKI's default oob_mode.error; neuroncore.md §2.3 \
+                         dma_copy)"
                     )));
                     self.give_vals([rows]);
                     return result;
