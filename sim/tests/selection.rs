@@ -708,3 +708,39 @@ fn the_top_k_steps_keep_the_psum_free_size_limit() {
         assert!(msg.contains("5000 elements in PSUM") && msg.contains("4096"), "{msg}");
     }
 }
+
+/// A TIMING run needs no values and gives a BOTH run's time and program hash: the selection
+/// instructions' costs depend on shapes and memories only, never on what they select.
+#[test]
+fn a_timing_run_of_the_selections_needs_no_values_and_matches_a_both_run() {
+    use neuron_sim::{Alu, Cmp};
+    let run = |mode: ExecMode| {
+        let mut nc = Nc::new(Chip::trn2(), mode);
+        let vals: Vec<f32> = (0..128 * 300).map(|i| (i % 97) as f32).collect();
+        let preds: Vec<f32> = (0..128 * 300).map(|i| (i % 3 == 0) as u8 as f32).collect();
+        let values = |v: &[f32]| if mode.functional { v.to_vec() } else { Vec::new() };
+        let hx = nc.hbm_input("x", Dtype::F32, &[128, 300], &values(&vals)).unwrap();
+        let hp = nc.hbm_input("p", Dtype::U8, &[128, 300], &values(&preds)).unwrap();
+        let hb = nc.hbm_input("b", Dtype::F32, &[128, 1], &values(&[10.0; 128])).unwrap();
+        let x = tile(&mut nc, "x", Dtype::F32, &[128, 300]);
+        let p = tile(&mut nc, "p", Dtype::U8, &[128, 300]);
+        let b = tile(&mut nc, "b", Dtype::F32, &[128, 1]);
+        for (t, h) in [(x, hx), (p, hp), (b, hb)] {
+            nc.dma(t, h).unwrap();
+        }
+        let v = tile(&mut nc, "v", Dtype::F32, &[128, 8]);
+        let i = tile(&mut nc, "i", Dtype::U32, &[128, 8]);
+        let d = tile(&mut nc, "d", Dtype::F32, &[128, 300]);
+        let r = tile(&mut nc, "r", Dtype::F32, &[128, 1]);
+        nc.max8(v, x).unwrap();
+        nc.find_index8(i, x, v).unwrap();
+        nc.match_replace8(d, x, v, NEG_INF, Some(i.view())).unwrap();
+        nc.tensor_copy_predicated(d, x, p).unwrap();
+        nc.select_reduce(d, p, x, NEG_INF, true, Some((Alu::Max, r.view()))).unwrap();
+        let bounds = [(Cmp::Ge, b.view()), (Cmp::Lt, b.view())];
+        nc.range_select(d, x, bounds, 0, Some((Alu::Max, r.view()))).unwrap();
+        let prof = nc.profile();
+        (prof.total_time_us, prof.program_hash)
+    };
+    assert_eq!(run(ExecMode::TIMING), run(ExecMode::BOTH));
+}
