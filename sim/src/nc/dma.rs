@@ -87,22 +87,12 @@ impl Nc {
         }
         // Program hash.
         self.h(&[5]);
-        for a in [&dst, &src] {
-            match a {
-                Access::Tile(v) => self.h_tile(v),
-                Access::Hbm(v) => self.h_hbm(v),
-            }
-        }
+        self.h_access(&dst);
+        self.h_access(&src);
         if self.mode.functional {
             let mut vals = self.take_vals();
-            match &src {
-                Access::Tile(v) => self.gather_tile("src", v, &mut vals)?,
-                Access::Hbm(v) => self.gather_hbm("src", v, &mut vals)?,
-            }
-            match &dst {
-                Access::Tile(v) => self.scatter_tile(v, &vals),
-                Access::Hbm(v) => self.scatter_hbm(v, &vals),
-            }
+            self.gather_access("src", &src, &mut vals)?;
+            self.scatter_access(&dst, &vals);
             self.give_vals([vals]);
         }
         let (rr, wr) = if self.timing.is_some() {

@@ -134,6 +134,13 @@ impl Nc {
         let out = self.hash.reserve(3 + 2 * v.free.len());
         tile_words(v, out);
     }
+    /// Either side of a DMA, as [`Nc::h_tile`] or [`Nc::h_hbm`] hashes it.
+    pub(super) fn h_access(&mut self, a: &super::Access) {
+        match a {
+            super::Access::Tile(v) => self.h_tile(v),
+            super::Access::Hbm(v) => self.h_hbm(v),
+        }
+    }
     pub(super) fn h_hbm(&mut self, v: &HbmView) {
         let dims = v.dims.as_slice();
         let out = self.hash.reserve(2 + 2 * dims.len());

@@ -183,12 +183,8 @@ impl Nc {
         // Program hash: its own tag (an indirect copy is not a direct one of the same views).
         self.h(&[60, (indexed == Indexed::Dst) as u8]);
         self.h_tile(&index);
-        for a in [&dst, &src] {
-            match a {
-                Access::Tile(v) => self.h_tile(v),
-                Access::Hbm(v) => self.h_hbm(v),
-            }
-        }
+        self.h_access(&dst);
+        self.h_access(&src);
         if self.mode.functional {
             let mut rows = self.take_vals();
             self.gather_tile("index", &index, &mut rows)?;
@@ -213,16 +209,10 @@ impl Nc {
                         self.gather_hbm("src", &row_view(table, r as u64), &mut row)?;
                         vals.extend_from_slice(&row);
                     }
-                    match &dst {
-                        Access::Tile(v) => self.scatter_tile(v, &vals),
-                        Access::Hbm(v) => self.scatter_hbm(v, &vals),
-                    }
+                    self.scatter_access(&dst, &vals);
                 }
                 Indexed::Dst => {
-                    match &src {
-                        Access::Tile(v) => self.gather_tile("src", v, &mut vals)?,
-                        Access::Hbm(v) => self.gather_hbm("src", v, &mut vals)?,
-                    }
+                    self.gather_access("src", &src, &mut vals)?;
                     let n = row_elems as usize;
                     for (p, &r) in rows.iter().enumerate() {
                         self.scatter_hbm(&row_view(table, r as u64), &vals[p * n..(p + 1) * n]);

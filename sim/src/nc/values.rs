@@ -107,6 +107,28 @@ impl Nc {
         Ok(())
     }
 
+    /// Read either side of a DMA as `[rows][free]` values ([`Nc::gather_tile`],
+    /// [`Nc::gather_hbm`]).
+    pub(super) fn gather_access(
+        &mut self,
+        operand: &'static str,
+        a: &super::Access,
+        out: &mut Vec<f32>,
+    ) -> VResult<()> {
+        match a {
+            super::Access::Tile(v) => self.gather_tile(operand, v, out),
+            super::Access::Hbm(v) => self.gather_hbm(operand, v, out),
+        }
+    }
+
+    /// Write either side of a DMA ([`Nc::scatter_tile`], [`Nc::scatter_hbm`]).
+    pub(super) fn scatter_access(&mut self, a: &super::Access, vals: &[f32]) {
+        match a {
+            super::Access::Tile(v) => self.scatter_tile(v, vals),
+            super::Access::Hbm(v) => self.scatter_hbm(v, vals),
+        }
+    }
+
     /// Write `[np][free]` values into a tile view, rounding to its dtype.
     pub(super) fn scatter_tile(&mut self, v: &TileView, vals: &[f32]) {
         let mut starts = std::mem::take(&mut self.scratch);
