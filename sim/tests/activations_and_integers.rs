@@ -279,6 +279,53 @@ fn tensor_scalar_shifts_and_their_saturation() {
     assert_eq!(fetch(&mut nc, x, 3), [255.0, 200.0, 2.0]);
 }
 
+/// A bitwise operator's scalar is an integer, as its data is (neuroncore.md §2.2): a
+/// `[P,1]` int32 column masks a uint8 tile row by row, where other operators' columns must
+/// be fp32; a float column or a fractional immediate is refused naming the scalar, in
+/// `tensor_scalar` and `scalar_tensor_tensor`.
+#[test]
+fn a_bitwise_operator_takes_an_integer_scalar() {
+    // Two partitions, masked by 0x0F and 0xF0.
+    let mut nc = nc();
+    let xh = nc
+        .hbm_input("x", Dtype::U8, &[2, 2], &[0xAB as f32, 0x5C as f32, 0xAB as f32, 0x5C as f32])
+        .unwrap();
+    let mh = nc.hbm_input("m", Dtype::I32, &[2, 1], &[15.0, 240.0]).unwrap();
+    let fh = nc.hbm_input("f", Dtype::F32, &[2, 1], &[15.0, 240.0]).unwrap();
+    let sb = nc.sbuf_pool("sb", 1);
+    let (x, m, f) = (
+        nc.tile(sb, Dtype::U8, &[2, 2]).unwrap(),
+        nc.tile(sb, Dtype::I32, &[2, 1]).unwrap(),
+        nc.tile(sb, Dtype::F32, &[2, 1]).unwrap(),
+    );
+    nc.dma(x, xh).unwrap();
+    nc.dma(m, mh).unwrap();
+    nc.dma(f, fh).unwrap();
+    let y = nc.tile(sb, Dtype::U8, &[2, 2]).unwrap();
+    nc.tensor_scalar(y, x, (Alu::BitwiseAnd, Scalar::Col(m.view())), None).unwrap();
+    let out = nc.hbm("out", Dtype::F32, &[2, 2]).unwrap();
+    nc.dma(out, y).unwrap();
+    assert_eq!(nc.read_hbm(out).unwrap(), &[0x0B as f32, 0x0C as f32, 0xA0 as f32, 0x50 as f32]);
+    let e = nc.tensor_scalar(y, x, (Alu::BitwiseAnd, Scalar::Col(f.view())), None).unwrap_err();
+    assert!(
+        matches!(e.kind, V::DtypeNotAllowed { operand: "scalar0", dtype: Dtype::F32, .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("bitwise_and takes integer operands"), "{e}");
+    let e = nc.tensor_scalar(y, x, (Alu::BitwiseOr, Scalar::Imm(1.5)), None).unwrap_err();
+    assert!(
+        e.to_string().contains("scalar0 is 1.5") && e.to_string().contains("whole number"),
+        "{e}"
+    );
+    let e = nc
+        .scalar_tensor_tensor(y, x, (Alu::BitwiseXor, Scalar::Col(f.view())), Alu::BitwiseOr, x)
+        .unwrap_err();
+    assert!(matches!(e.kind, V::DtypeNotAllowed { operand: "scalar0", .. }), "{e}");
+    // Not bitwise: the column is fp32, as before.
+    let e = nc.tensor_scalar(y, x, (Alu::Add, Scalar::Col(m.view())), None).unwrap_err();
+    assert!(e.to_string().contains("tensor_scalar operands are fp32"), "{e}");
+}
+
 /// NotEqual and Mod run on float tiles too (neither is bitwise).
 #[test]
 fn not_equal_and_mod_through_tensor_tensor() {

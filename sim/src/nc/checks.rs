@@ -10,18 +10,18 @@ use crate::isa::{Alu, Engine};
 use crate::timing::Region;
 use crate::view::*;
 
-/// The rule a float operand of a bitwise operator breaks, naming the operator.
-fn bitwise_rule(op: Alu) -> &'static str {
-    match op {
-        Alu::BitwiseAnd => "bitwise_and takes integer operands (neuroncore.md §2.2)",
-        Alu::BitwiseOr => "bitwise_or takes integer operands (neuroncore.md §2.2)",
-        Alu::BitwiseXor => "bitwise_xor takes integer operands (neuroncore.md §2.2)",
-        Alu::LeftShift => "left_shift takes integer operands (neuroncore.md §2.2)",
-        _ => "right_shift takes integer operands (neuroncore.md §2.2)",
-    }
-}
-
 impl Nc {
+    /// The rule a float operand of a bitwise operator breaks, naming the operator.
+    pub(super) fn bitwise_rule(op: Alu) -> &'static str {
+        match op {
+            Alu::BitwiseAnd => "bitwise_and takes integer operands (neuroncore.md §2.2)",
+            Alu::BitwiseOr => "bitwise_or takes integer operands (neuroncore.md §2.2)",
+            Alu::BitwiseXor => "bitwise_xor takes integer operands (neuroncore.md §2.2)",
+            Alu::LeftShift => "left_shift takes integer operands (neuroncore.md §2.2)",
+            _ => "right_shift takes integer operands (neuroncore.md §2.2)",
+        }
+    }
+
     /// A bitwise operator among `ops` (and, or, xor, the shifts) takes integer operands:
     /// the first of `inputs` with a float dtype is refused, by name (neuroncore.md §2.2).
     pub(super) fn check_bitwise_inputs(
@@ -35,9 +35,38 @@ impl Nc {
                 engine: eng.doc_name(),
                 operand: name,
                 dtype: v.tile.dtype,
-                rule: bitwise_rule(*op),
+                rule: Self::bitwise_rule(*op),
             }),
             None => Ok(()),
+        }
+    }
+
+    /// The scalar of a bitwise operator is an integer, as its data is: an immediate is a
+    /// whole number, a `[P,1]` column has an integer dtype (neuroncore.md §2.2). Other
+    /// operators' scalars pass.
+    pub(super) fn check_bitwise_scalar(
+        eng: Engine,
+        name: &'static str,
+        op: Alu,
+        scalar: &super::Scalar,
+    ) -> VResult<()> {
+        if !op.is_bitwise() {
+            return Ok(());
+        }
+        match scalar {
+            super::Scalar::Imm(x) if x.fract() != 0.0 || !x.is_finite() => {
+                Err(V::Invalid(format!(
+                    "{name} is {x}, but {}: the immediate must be a whole number",
+                    Self::bitwise_rule(op)
+                )))
+            }
+            super::Scalar::Col(c) if c.tile.dtype.is_float() => Err(V::DtypeNotAllowed {
+                engine: eng.doc_name(),
+                operand: name,
+                dtype: c.tile.dtype,
+                rule: Self::bitwise_rule(op),
+            }),
+            _ => Ok(()),
         }
     }
 

@@ -188,11 +188,14 @@ impl Nc {
             &[("src", &s)],
         )?;
         let mut cols: Vec<(TileView, Region)> = Vec::new();
-        for (name, (_, sc)) in
+        for (name, (op, sc)) in
             [("scalar0", &op0)].into_iter().chain(op1.as_ref().map(|o| ("scalar1", o)))
         {
+            // A bitwise operator's scalar is an integer like its data (neuroncore.md §2.2);
+            // every other operator's is fp32 (§2.3).
+            Self::check_bitwise_scalar(eng, name, *op, sc)?;
             if let Some((c, rc)) = self.check_scalar_col(name, sc, s.np)? {
-                if c.tile.dtype != Dtype::F32 {
+                if !op.is_bitwise() && c.tile.dtype != Dtype::F32 {
                     return Err(V::DtypeNotAllowed {
                         engine: eng.doc_name(),
                         operand: name,
@@ -601,6 +604,7 @@ impl Nc {
             "scalar_tensor_tensor's data and in1 cannot both be in PSUM (neuroncore.md §2.3)",
         )?;
         Self::check_bitwise_inputs(eng, &[op0.0, op1], &[("data", &a), ("in1", &b)])?;
+        Self::check_bitwise_scalar(eng, "scalar0", op0.0, &op0.1)?;
         let col = self.check_scalar_col("scalar0", &op0.1, a.np)?;
         self.h_op(&[18, op0.0.code(), op1.code()], &[&d, &a, &b]);
         self.h_scalar(&op0.1);
