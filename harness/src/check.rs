@@ -193,6 +193,12 @@ fn case(
     }
     let tol = kernel.tolerance(shape);
     let (m, worst_at) = Metrics::compare_located(&run.outputs, &reference, &tol);
+    // An integer output (indices, counts, masks) is right or wrong: it must equal its
+    // reference exactly, whatever the float outputs' tolerance (which, scaled by the
+    // reference's RMS, would let an index be off by one above ~100).
+    if let Some(wrong) = integer_mismatch(&run.outputs, &reference, &outputs) {
+        return Err(Wrong(wrong, Some(m)));
+    }
     if m.passes(&tol) {
         Ok(m)
     } else {
@@ -225,6 +231,35 @@ fn case(
             Some(m),
         ))
     }
+}
+
+/// The first integer output that differs from its reference anywhere, said with its first
+/// differing element and how many differ; `None` when every integer output is exact.
+fn integer_mismatch(
+    outputs: &[Vec<f32>],
+    reference: &[Vec<f32>],
+    specs: &[TensorSpec],
+) -> Option<String> {
+    outputs.iter().zip(reference).zip(specs).find_map(|((o, r), spec)| {
+        if spec.dtype.is_float() {
+            return None;
+        }
+        let differ = |(a, b): (&f32, &f32)| a != b;
+        let first = o.iter().zip(r).position(differ)?;
+        let count = o.iter().zip(r).filter(|&p| differ(p)).count();
+        Some(format!(
+            "{count} of {} elements of the integer output `{}` ({}) differ from the \
+             reference, which an integer output must equal exactly; first: {} of {:?}: got {}, \
+             expected {}",
+            o.len(),
+            spec.name,
+            spec.dtype,
+            at(&spec.name, &index_of(first, &spec.dims)),
+            spec.dims,
+            o[first],
+            r[first]
+        ))
+    })
 }
 
 /// An element's index in a tensor of `dims`, from its row-major position.
@@ -595,6 +630,29 @@ mod tests {
         assert!(all.starts_with("all of `y` ([2, 3]) was never written"), "{all}");
         let both = [vec![nan, 1.0, 1.0, 1.0, 1.0, 1.0]];
         assert_eq!(unwritten(&both, &[vec![nan, 1.0, 1.0, 1.0, 1.0, 1.0]], &specs), None);
+    }
+
+    /// An expert index off by one at 150 is within fp32's tolerance (rtol 1e-2 of 150 is
+    /// 1.5) but wrong: an integer output must be exact, and the message names it.
+    #[test]
+    fn an_integer_output_must_equal_its_reference_exactly() {
+        let specs = [
+            TensorSpec::output("w", Dtype::F32, &[2]),
+            TensorSpec::output("experts", Dtype::U32, &[2, 2]),
+        ];
+        let reference = [vec![0.5, 0.5], vec![3.0, 150.0, 7.0, 9.0]];
+        let off = [vec![0.5, 0.5], vec![3.0, 151.0, 7.0, 9.0]];
+        let tol = neuron_tune_protocol::Tolerance::FP32;
+        assert!(Metrics::compare(&off, &reference, &tol).passes(&tol), "the tolerance lets it by");
+        let said = integer_mismatch(&off, &reference, &specs).expect("a mismatch");
+        assert!(
+            said.starts_with("1 of 4 elements of the integer output `experts` (uint32)"),
+            "{said}"
+        );
+        assert!(said.contains("`experts`[0, 1] of [2, 2]: got 151, expected 150"), "{said}");
+        // Float outputs are left to the tolerance; exact integers pass.
+        let float_off = [vec![0.5, 0.501], reference[1].clone()];
+        assert_eq!(integer_mismatch(&float_off, &reference, &specs), None);
     }
 
     #[test]
