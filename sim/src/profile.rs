@@ -378,8 +378,6 @@ fn tensor_advice(p: &Profile, chip: &Chip) -> String {
     }
 }
 
-/// Decide the bottleneck from the critical path (which work the end time waited for) and
-/// back it with utilization numbers.
 /// The bytes the DMAs moved in contiguous runs (descriptors) shorter than 2 KiB, the size
 /// below which the per-descriptor cost dominates (§1.7 [DMABW]), out of all bytes moved,
 /// and the sum of each such run's size times its bytes (for their byte-weighted mean run).
@@ -389,6 +387,11 @@ struct ShortRuns {
     run_bytes_weighted: f64,
 }
 
+/// Decide the bottleneck from the critical path (which work the end time waited for) and
+/// back it with utilization numbers. Two shares are thresholds a reader should know: "load
+/// larger tiles" when a quarter or more of the bytes move in runs under 2 KiB, and the
+/// start-latency advice of a DMA-bound kernel when a quarter or more of its critical path
+/// is DMA fixed cost (each a cause that is then no minor part of the time).
 fn verdict(p: &Profile, crit: &[u32; 10], timed: bool, chip: &Chip, short: ShortRuns) -> Verdict {
     if !timed || p.kernel_time_us == 0.0 {
         return Verdict {
@@ -487,8 +490,9 @@ fn verdict(p: &Profile, crit: &[u32; 10], timed: bool, chip: &Chip, short: Short
         // cost (a chain of dependent DMAs, or too few in flight).
         if share(CAT_DMA_FIXED) >= 25.0 {
             advice.push(format!(
-                "{:.0}% of the critical path is DMA start latency (~1.3 µs per transfer, §1.7): keep more transfers in flight (raise bufs, issue loads a tile earlier) or hoist small dependent loads out of the loop",
-                share(CAT_DMA_FIXED)
+                "{:.0}% of the critical path is DMA start latency ({:.1} µs per transfer, §1.7): keep more transfers in flight (raise bufs, issue loads a tile earlier) or hoist small dependent loads out of the loop",
+                share(CAT_DMA_FIXED),
+                chip.dma.fixed_ns / 1e3
             ));
         }
         if p.roofline_side == "memory" && p.matmul_instruction_count == 0 {

@@ -340,7 +340,7 @@ fn not_equal_and_mod_through_tensor_tensor() {
 }
 
 /// A bitwise operator with a float input is a typed error naming the operand and its
-/// dtype, in every instruction that takes ALU operators on tensors.
+/// dtype, in every instruction that takes bitwise operators on tensors (a scan takes none).
 #[test]
 fn bitwise_ops_on_float_operands_are_refused_naming_the_operand() {
     for op in [Alu::BitwiseAnd, Alu::BitwiseOr, Alu::BitwiseXor, Alu::LeftShift, Alu::RightShift] {
@@ -365,16 +365,13 @@ fn bitwise_ops_on_float_operands_are_refused_naming_the_operand() {
         refused(nc.tensor_scalar(i, f, add, Some(imm)).unwrap_err(), "src", Dtype::Bf16);
         refused(nc.scalar_tensor_tensor(i, i, add, op, f).unwrap_err(), "in1", Dtype::Bf16);
         refused(nc.scalar_tensor_tensor(i, f, imm, Alu::Add, i).unwrap_err(), "data", Dtype::Bf16);
-        refused(
-            nc.tensor_tensor_scan(i, f, i, 0.0, op, Alu::Add).unwrap_err(),
-            "data0",
-            Dtype::Bf16,
-        );
         // With integer inputs each is accepted (a float dst is only the written type).
         nc.tensor_tensor(f, i, i, op).unwrap();
         nc.tensor_scalar(i, i, imm, None).unwrap();
         nc.scalar_tensor_tensor(i, i, add, op, i).unwrap();
-        nc.tensor_tensor_scan(i, i, i, 0.0, op, Alu::Add).unwrap();
+        // A scan's operators are arithmetic ones, whatever the dtype (neuroncore.md §2.3).
+        let e = nc.tensor_tensor_scan(i, i, i, 0.0, op, Alu::Add).unwrap_err().to_string();
+        assert!(e.contains("arithmetic operators, not"), "{e}");
     }
 }
 
@@ -387,7 +384,17 @@ fn bitwise_ops_are_not_reduction_operators() {
     let i = nc.tile(sb, Dtype::I32, &[128, 8]).unwrap();
     let r = nc.tile(sb, Dtype::I32, &[128, 1]).unwrap();
     nc.on(Engine::GpSimd).memset(i, 1.0).unwrap();
-    assert!(nc.tensor_reduce(r, i, Alu::BitwiseXor, false).is_err());
+    let e = nc.tensor_reduce(r, i, Alu::BitwiseXor, false).unwrap_err().to_string();
+    assert!(e.contains("BitwiseXor is not a reduction operator"), "{e}");
+    // tensor_scalar_reduce: one arithmetic operator, so no bitwise one before the reduce.
+    let e = nc
+        .tensor_scalar_reduce(i, i, (Alu::BitwiseAnd, Scalar::Imm(1.0)), Alu::Add, r)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("tensor_scalar_reduce takes one arithmetic operator, not BitwiseAnd"),
+        "{e}"
+    );
 }
 
 /// Programs that differ only in the ALU operator hash differently, for every pair.

@@ -186,6 +186,16 @@ fn the_short_transfer_advice_weighs_runs_by_the_bytes_they_move() {
     assert!(summary.contains("100% of the bytes move in contiguous runs of 256 B"), "{summary}");
     assert!(advice.contains("load larger tiles: runs of 256 B"), "{advice}");
     assert!(!advice.contains("DMA start latency"), "loads in flight together: {advice}");
+    // A contiguous HBM-to-HBM copy of 1 KiB rows moves each engine's blocks of 8 rows as
+    // 8 KiB runs (docs/dma.md §1): not short runs.
+    let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+    let a = nc.hbm_input("a", Dtype::F32, &[8192, 256], &[]).unwrap();
+    let b = nc.hbm("b", Dtype::F32, &[8192, 256]).unwrap();
+    nc.dma(b, a).unwrap();
+    let p = nc.profile();
+    assert_eq!(p.dma_descriptor_count, 8192 / 8, "one run per engine block");
+    assert_eq!(p.bottleneck.kind, "DMA-bound", "{:?}", p.bottleneck);
+    assert!(!p.bottleneck.advice.join(" ").contains("load larger tiles"), "{:?}", p.bottleneck);
 }
 
 /// A DMA-bound kernel whose transfers wait for each other's start latency (each block loads

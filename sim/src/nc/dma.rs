@@ -186,11 +186,14 @@ impl Nc {
         let run_bytes = run * elem;
         let per_run = run_bytes.div_ceil(self.chip.dma.max_descriptor_bytes).max(1);
         let desc_pp = df.div_ceil(run) * per_run;
-        if run_bytes < 2048 {
-            self.stats.dma_short_run_bytes += total;
-            self.stats.dma_short_run_weighted += (run_bytes * total) as f64;
-        }
         let flat = t.flat;
+        // A flat HBM-to-HBM copy's runs are its engine blocks (below), not its rows.
+        let block_rows = dp.min(self.chip.dma.partitions_per_engine as u64);
+        let run_moved = if flat { block_rows * bytes_pp } else { run_bytes };
+        if run_moved < SHORT_RUN_BYTES {
+            self.stats.dma_short_run_bytes += total;
+            self.stats.dma_short_run_weighted += (run_moved * total) as f64;
+        }
         let max_desc = self.chip.dma.max_descriptor_bytes;
         let block_descriptors = |rows: u64| {
             if flat {
@@ -322,6 +325,11 @@ impl Nc {
         Ok(())
     }
 }
+
+/// Contiguous runs shorter than this pay mostly their per-descriptor cost (neuroncore.md
+/// §1.7 [DMABW]: 2 KiB per partition is the recommended minimum); the verdict advises
+/// longer runs when a quarter of the bytes move in such runs (`profile.rs`).
+pub(crate) const SHORT_RUN_BYTES: u64 = 2048;
 
 /// A DMA's shape, as [`Nc::transfer`] costs it: `partitions` rows of `dst_free` elements
 /// (`src_free` on the source side, equal for a copy), the contiguous `run` in elements of

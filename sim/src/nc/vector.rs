@@ -208,6 +208,14 @@ impl Nc {
         }
         let reduce = match reduce {
             Some((op, r)) => {
+                // One arithmetic operator, then the reduce (neuroncore.md §2.3).
+                if op0.0.is_bitwise() {
+                    return Err(V::Invalid(format!(
+                        "tensor_scalar_reduce takes one arithmetic operator, not {:?} \
+                         (neuroncore.md §2.3)",
+                        op0.0
+                    )));
+                }
                 if !op.is_reduction() {
                     return Err(V::Invalid(format!(
                         "{op:?} is not a reduction operator (neuroncore.md §2.2)"
@@ -670,7 +678,13 @@ impl Nc {
             [("data0", &a), ("data1", &b), ("dst", &d)],
             "tensor_tensor_scan's data0 and data1 cannot both be in PSUM (neuroncore.md §2.3)",
         )?;
-        Self::check_bitwise_inputs(eng, &[op0, op1], &[("data0", &a), ("data1", &b)])?;
+        // "op0 and op1 are any arithmetic operators" (neuroncore.md §2.3): not bitwise ones.
+        if let Some(op) = [op0, op1].into_iter().find(|op| op.is_bitwise()) {
+            return Err(V::Invalid(format!(
+                "tensor_tensor_scan's op0 and op1 are arithmetic operators, not {op:?} \
+                 (neuroncore.md §2.3)"
+            )));
+        }
         let col = self.check_scalar_col("initial", &init, a.np)?;
         self.h_op(&[19, op0.code(), op1.code()], &[&d, &a, &b]);
         self.h_scalar(&init);
