@@ -178,7 +178,7 @@ fn partitions_merged_give_the_result_of_one_run() {
         "{err}"
     );
 
-    // bench: the kernels at their small shapes (8 work items).
+    // bench: the kernels at their small shapes (10 work items).
     let bench = ["bench", "-p", "neuron-fixtures-kernels", "--shape", "small"];
     let mut a = bench.to_vec();
     let whole_results = path(&ws, "bench-whole.json");
@@ -235,9 +235,9 @@ fn partitions_merged_give_the_result_of_one_run() {
     // A merge in JSON gives each variant's event, as the run itself did.
     let (code, merged_json, _) = run(&ws, &["merge", &whole_results], true);
     assert_eq!(code, 0);
-    assert_eq!(events(&merged_json, "bench").len(), 8, "{merged_json}");
+    assert_eq!(events(&merged_json, "bench").len(), 10, "{merged_json}");
     assert_eq!(table(&merged_table), table(&whole_table));
-    assert_eq!(table(&whole_table).len(), 10, "header and 8 variants: {whole_table}");
+    assert_eq!(table(&whole_table).len(), 12, "header and 10 variants: {whole_table}");
     let rows = |file: &str| -> Vec<Value> {
         let v: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
         v["rows"]
@@ -253,7 +253,7 @@ fn partitions_merged_give_the_result_of_one_run() {
     };
     let parts: Vec<Vec<Value>> =
         (1..=3).map(|k| rows(&path(&ws, &format!("bench-{k}.json")))).collect();
-    assert_eq!(parts.iter().map(Vec::len).sum::<usize>(), 8, "each item in one partition");
+    assert_eq!(parts.iter().map(Vec::len).sum::<usize>(), 10, "each item in one partition");
     let mut joined: Vec<Value> = parts.concat();
     let key = |r: &Value| format!("{}{}", r[0]["kernel"], r[0]["params"]);
     joined.sort_by_key(key);
