@@ -68,22 +68,13 @@ impl Nc {
             )));
         }
         if self.loops.active() {
-            let region = |checked: Option<Region>, a: &Access| match (checked, a) {
-                (Some(r), _) => r,
-                (None, Access::Hbm(v)) => self.hbm_region(v),
-                (None, Access::Tile(_)) => unreachable!("access_shape gives every tile its region"),
-            };
-            let (sr, dr) = (region(src_region, &src), region(dst_region, &dst));
+            let (sr, dr) =
+                (self.access_region(src_region, &src), self.access_region(dst_region, &dst));
             let touches =
                 [self.dma_touch(&src, sr, Kind::Read), self.dma_touch(&dst, dr, Kind::Write)];
             // The timing model's regions below are these (an HBM side's is computed once).
             (src_region, dst_region) = (Some(sr), Some(dr));
-            let mut list = std::mem::take(&mut self.touches);
-            list.clear();
-            list.extend(touches.into_iter().flatten());
-            let checked = self.check_loop_carried("dma_copy", &list, SourceLoc::from_location(loc));
-            self.touches = list;
-            checked?;
+            self.check_dma_touches(touches, loc)?;
         }
         // Program hash.
         self.h(&[5]);
@@ -96,14 +87,7 @@ impl Nc {
             self.give_vals([vals]);
         }
         let (rr, wr) = if self.timing.is_some() {
-            let region = |checked: Option<Region>, a: &Access| match (checked, a) {
-                (Some(r), _) => r,
-                (None, Access::Hbm(v)) => self.hbm_region(v),
-                (None, Access::Tile(_)) => {
-                    unreachable!("access_shape gives every tile its region")
-                }
-            };
-            ([region(src_region, &src)], [region(dst_region, &dst)])
+            ([self.access_region(src_region, &src)], [self.access_region(dst_region, &dst)])
         } else {
             Default::default()
         };
@@ -133,6 +117,31 @@ impl Nc {
             format!("dst={} src={}", nc.describe_access(&dst), nc.describe_access(&src))
         };
         self.transfer("dma_copy", transfer, &rr, &wr, SourceLoc::from_location(loc), args)
+    }
+
+    /// The timing model's region of a DMA side: a tile's, which [`Nc::access_shape`]
+    /// computed as it checked it (`checked`), or an HBM view's.
+    pub(super) fn access_region(&self, checked: Option<Region>, a: &Access) -> Region {
+        match (checked, a) {
+            (Some(r), _) => r,
+            (None, Access::Hbm(v)) => self.hbm_region(v),
+            (None, Access::Tile(_)) => unreachable!("access_shape gives every tile its region"),
+        }
+    }
+
+    /// The affine loop check of a DMA's accesses (those [`Nc::dma_touch`] gave), in the
+    /// buffer the builder keeps for it.
+    pub(super) fn check_dma_touches<const N: usize>(
+        &mut self,
+        touches: [Option<super::affine::Touch>; N],
+        loc: &'static Location<'static>,
+    ) -> VResult<()> {
+        let mut list = std::mem::take(&mut self.touches);
+        list.clear();
+        list.extend(touches.into_iter().flatten());
+        let checked = self.check_loop_carried("dma_copy", &list, SourceLoc::from_location(loc));
+        self.touches = list;
+        checked
     }
 
     /// An access as traces name it: a tile view, or `hbm:name[shape]@offset`.

@@ -154,13 +154,11 @@ impl Nc {
             )));
         }
         // The affine loop check: the indexed rows are known only from values (module doc).
-        if self.loops.active() {
-            let table_region = self.hbm_region(&table);
-            let direct_region = match (dregion, &direct) {
-                (Some(r), _) => r,
-                (None, Access::Hbm(v)) => self.hbm_region(v),
-                (None, Access::Tile(_)) => unreachable!("access_shape gives tiles a region"),
-            };
+        // The regions the check and the timing model use (the HBM ones computed once).
+        let needs_regions = self.loops.active() || self.timing.is_some();
+        let regions =
+            needs_regions.then(|| (self.hbm_region(&table), self.access_region(dregion, &direct)));
+        if let (true, Some((table_region, direct_region))) = (self.loops.active(), regions) {
             let (tk, dk) = match indexed {
                 Indexed::Src => (Kind::Read, Kind::Write),
                 Indexed::Dst => (Kind::Write, Kind::Read),
@@ -173,12 +171,7 @@ impl Nc {
                     t
                 }),
             ];
-            let mut list = std::mem::take(&mut self.touches);
-            list.clear();
-            list.extend(touches.into_iter().flatten());
-            let checked = self.check_loop_carried("dma_copy", &list, SourceLoc::from_location(loc));
-            self.touches = list;
-            checked?;
+            self.check_dma_touches(touches, loc)?;
         }
         // Program hash: its own tag (an indirect copy is not a direct one of the same views).
         self.h(&[60, (indexed == Indexed::Dst) as u8]);
@@ -221,19 +214,12 @@ impl Nc {
             }
             self.give_vals([rows, vals, row]);
         }
-        let (reads, writes) = if self.timing.is_some() {
-            let table_region = self.hbm_region(&table);
-            let direct_region = match (dregion, &direct) {
-                (Some(r), _) => r,
-                (None, Access::Hbm(v)) => self.hbm_region(v),
-                (None, Access::Tile(_)) => unreachable!("access_shape gives tiles a region"),
-            };
-            match indexed {
+        let (reads, writes) = match regions {
+            Some((table_region, direct_region)) if self.timing.is_some() => match indexed {
                 Indexed::Src => ([table_region, ri], [direct_region]),
                 Indexed::Dst => ([direct_region, ri], [table_region]),
-            }
-        } else {
-            Default::default()
+            },
+            _ => Default::default(),
         };
         let direct_hbm = matches!(direct, Access::Hbm(_));
         let direct_tile_p0 = match &direct {

@@ -127,6 +127,7 @@ impl Nc {
         loc: &'static Location<'static>,
     ) -> VResult<()> {
         const INSTRUCTION: &str = "tensor_copy_predicated";
+        const RULES: Rules = Rules::CopyPredicated;
         let mut regions = [None; 3];
         for (i, (name, v)) in [("src", &s), ("predicate", &p), ("dst", &d)].into_iter().enumerate()
         {
@@ -145,7 +146,7 @@ impl Nc {
                        (nki.isa.tensor_copy_predicated; neuroncore.md §2.3)",
             });
         }
-        Self::check_predicate(INSTRUCTION, &p)?;
+        Self::check_predicate(RULES, &p)?;
         Self::not_both_psum(
             "predicate",
             &s,
@@ -234,6 +235,7 @@ impl Nc {
         loc: &'static Location<'static>,
     ) -> VResult<()> {
         const INSTRUCTION: &str = "range_select";
+        const RULES: Rules = Rules::RangeSelect;
         if self.chip.neuroncore_version < 3 {
             return Err(V::Invalid(format!(
                 "range_select is a NeuronCore-v3+ instruction; {} is NeuronCore-v{} \
@@ -246,7 +248,7 @@ impl Nc {
         self.check_free_size("on_true", &x)?;
         self.check_free_size("dst", &d)?;
         self.same_shape("dst", &d, "on_true", &x)?;
-        Self::check_on_true(INSTRUCTION, "on_true", &x)?;
+        Self::check_on_true(RULES, "on_true", &x)?;
         let mut rb = [Region::default(); 2];
         for (r, (name, b)) in rb.iter_mut().zip([("bound0", &b0), ("bound1", &b1)]) {
             *r = self.check_column(name, b, x.np)?;
@@ -318,6 +320,7 @@ impl Nc {
         loc: &'static Location<'static>,
     ) -> VResult<()> {
         const INSTRUCTION: &str = "select_reduce";
+        const RULES: Rules = Rules::SelectReduce;
         let mut regions = [Region::default(); 3];
         for (r, (name, v)) in
             regions.iter_mut().zip([("predicate", &p), ("on_true", &x), ("dst", &d)])
@@ -328,8 +331,8 @@ impl Nc {
         let [rp, rx, rd] = regions;
         self.same_shape("predicate", &p, "on_true", &x)?;
         self.same_shape("dst", &d, "on_true", &x)?;
-        Self::check_on_true(INSTRUCTION, "on_true", &x)?;
-        Self::check_predicate(INSTRUCTION, &p)?;
+        Self::check_on_true(RULES, "on_true", &x)?;
+        Self::check_predicate(RULES, &p)?;
         Self::not_both_psum(
             "predicate",
             &x,
@@ -412,19 +415,15 @@ impl Nc {
 
     /// The data the selects copy: `range_select`'s is of a floating-point dtype;
     /// `select_reduce`'s any dtype but int32 and uint32 (and tfloat32, not modelled).
-    fn check_on_true(
-        instruction: &'static str,
-        operand: &'static str,
-        v: &TileView,
-    ) -> VResult<()> {
+    fn check_on_true(rules: Rules, operand: &'static str, v: &TileView) -> VResult<()> {
         let dt = v.tile.dtype;
-        let (ok, rule) = match instruction {
-            "range_select" => (
+        let (ok, rule) = match rules {
+            Rules::RangeSelect => (
                 dt.is_float(),
                 "on_true_tile must be of a floating-point dtype (nki.isa.range_select; \
                  neuroncore.md §2.3)",
             ),
-            _ => (
+            Rules::SelectReduce | Rules::CopyPredicated => (
                 !matches!(dt, Dtype::I32 | Dtype::U32),
                 "on_true may be any dtype but int32, uint32 and tfloat32 \
                  (nki.isa.select_reduce; neuroncore.md §2.3)",
@@ -592,16 +591,16 @@ impl Nc {
     /// A predicate's dtype, as NKI lists it: uint8, uint16 or uint32 for
     /// `tensor_copy_predicated`; int8, uint8, int16 or uint16 for `select_reduce`. Anything
     /// else — int32, a float, the other widths — is refused, naming the list.
-    fn check_predicate(instruction: &'static str, p: &TileView) -> VResult<()> {
+    fn check_predicate(rules: Rules, p: &TileView) -> VResult<()> {
         use Dtype::*;
         let dt = p.tile.dtype;
-        let (ok, rule) = match instruction {
-            "select_reduce" => (
+        let (ok, rule) = match rules {
+            Rules::SelectReduce => (
                 matches!(dt, I8 | U8 | I16 | U16),
                 "a predicate is int8, uint8, int16 or uint16 (nki.isa.select_reduce; \
                  neuroncore.md §2.3)",
             ),
-            _ => (
+            Rules::CopyPredicated | Rules::RangeSelect => (
                 matches!(dt, U8 | U16 | U32),
                 "a predicate is uint8, uint16 or uint32 (nki.isa.tensor_copy_predicated; \
                  neuroncore.md §2.3)",
@@ -697,6 +696,15 @@ fn take_first(row: &[f32], v: f32, taken: &mut [bool]) -> Option<usize> {
     let j = row.iter().zip(taken.iter()).position(|(&x, &t)| !t && x == v)?;
     taken[j] = true;
     Some(j)
+}
+
+/// Whose dtype rules a predicate or `on_true` operand follows: each instruction's own NKI
+/// page (a match on this, not on the instruction's name, so a rename cannot swap them).
+#[derive(Clone, Copy)]
+enum Rules {
+    CopyPredicated,
+    RangeSelect,
+    SelectReduce,
 }
 
 #[cfg(test)]
