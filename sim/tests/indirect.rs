@@ -288,22 +288,26 @@ fn timing_needs_no_index_values_and_gives_the_functional_run_s_time() {
 
 #[test]
 fn an_indirect_copy_is_a_program_of_its_own() {
-    let hash = |indirect: bool| {
+    // (indirect, index column): a gather differs from the direct copy of its operands, and
+    // from the same gather through another index (the hash covers the index view).
+    let hash = |indirect: bool, col: u64| {
         let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
         let tab = nc.hbm_input("t", Dtype::F32, &[128, 64], &[]).unwrap();
-        let h = nc.hbm_input("idx", Dtype::I32, &[128, 1], &[]).unwrap();
+        let h = nc.hbm_input("idx", Dtype::I32, &[128, 2], &[]).unwrap();
         let pool = nc.sbuf_pool("sb", 1);
-        let it = nc.tile(pool, Dtype::I32, &[128, 1]).unwrap();
+        let it = nc.tile(pool, Dtype::I32, &[128, 2]).unwrap();
         nc.dma(it, h).unwrap();
         let t = nc.tile(pool, Dtype::F32, &[128, 64]).unwrap();
         if indirect {
-            nc.dma_gather(t, tab.view(), it).unwrap();
+            nc.dma_gather(t, tab.view(), it.cols(col..col + 1)).unwrap();
         } else {
             nc.dma(t, tab.view()).unwrap();
         }
         nc.profile().program_hash
     };
-    assert_ne!(hash(true), hash(false));
+    assert_ne!(hash(true, 0), hash(false, 0));
+    assert_ne!(hash(true, 0), hash(true, 1));
+    assert_eq!(hash(true, 1), hash(true, 1));
 }
 
 /// In an affine loop, every iteration gathering from one table and scattering into another

@@ -98,8 +98,7 @@ impl Nc {
         let is_hbm = |a: &Access| matches!(a, Access::Hbm(_));
         let transfer = Transfer {
             partitions: dp,
-            dst_free: df,
-            src_free: sf,
+            free: df,
             dst_dtype: ddt,
             src_dtype: sdt,
             run: drun.min(srun),
@@ -170,14 +169,14 @@ impl Nc {
         sloc: SourceLoc,
         args: impl FnOnce(&Nc) -> String,
     ) -> VResult<()> {
-        let (dp, df) = (t.partitions, t.dst_free);
+        let (dp, df) = (t.partitions, t.free);
         self.stats.instructions += 1;
         let elem = t.dst_dtype.size().max(t.src_dtype.size()) as u64;
         let bytes_pp = df * elem;
         let total = dp * bytes_pp;
         let hbm_sides = t.src_hbm as u32 + t.dst_hbm as u32;
         if t.src_hbm {
-            self.stats.hbm_read_bytes += dp * t.src_free * t.src_dtype.size() as u64;
+            self.stats.hbm_read_bytes += dp * df * t.src_dtype.size() as u64;
         }
         if t.dst_hbm {
             self.stats.hbm_write_bytes += dp * df * t.dst_dtype.size() as u64;
@@ -340,15 +339,14 @@ impl Nc {
 /// longer runs when a quarter of the bytes move in such runs (`profile.rs`).
 pub(crate) const SHORT_RUN_BYTES: u64 = 2048;
 
-/// A DMA's shape, as [`Nc::transfer`] costs it: `partitions` rows of `dst_free` elements
-/// (`src_free` on the source side, equal for a copy), the contiguous `run` in elements of
+/// A DMA's shape, as [`Nc::transfer`] costs it: `partitions` rows of `free` elements on
+/// either side (a copy's sides have the same shape), the contiguous `run` in elements of
 /// the less contiguous side, the first partition of its tile side (which DMA engines it
 /// uses), which sides are HBM, and whether an HBM-to-HBM copy is contiguous throughout.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Transfer {
     pub partitions: u64,
-    pub dst_free: u64,
-    pub src_free: u64,
+    pub free: u64,
     pub dst_dtype: Dtype,
     pub src_dtype: Dtype,
     pub run: u64,

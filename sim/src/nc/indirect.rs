@@ -228,8 +228,7 @@ impl Nc {
         };
         let transfer = Transfer {
             partitions: dp,
-            dst_free: df,
-            src_free: df,
+            free: df,
             dst_dtype: if indexed == Indexed::Src { ddt } else { table.tensor.dtype },
             src_dtype: if indexed == Indexed::Src { table.tensor.dtype } else { ddt },
             run: drun.min(row_run),
