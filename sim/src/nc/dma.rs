@@ -5,7 +5,7 @@ use super::affine::Kind;
 use super::schedule::describe;
 use super::{Access, Nc, VResult};
 use crate::error::{SimResult, SourceLoc, ViolationKind as V};
-use crate::timing::{DmaChunk, Meta, Region, Slice};
+use crate::timing::{DmaChunk, Meta, Region, Slice, FULL_RATE};
 use crate::view::*;
 use crate::Dtype;
 use std::panic::Location;
@@ -111,6 +111,7 @@ impl Nc {
             // HBM to HBM with both sides contiguous throughout: consecutive rows are one run,
             // so each engine's block of rows (up to 8, dma.md §1) is one run, not one per row.
             flat: is_hbm(&src) && is_hbm(&dst) && contiguous(&src) && contiguous(&dst),
+            rate_permille: FULL_RATE,
         };
         let args = move |nc: &Nc| {
             format!("dst={} src={}", nc.describe_access(&dst), nc.describe_access(&src))
@@ -246,6 +247,7 @@ impl Nc {
                     engine_queue,
                     descriptors: block_descriptors(ppe),
                     bytes: ppe * bytes_pp,
+                    rate_permille: t.rate_permille,
                 });
             }
         } else {
@@ -273,6 +275,7 @@ impl Nc {
                     engine_queue,
                     descriptors: descriptors_of[e as usize],
                     bytes: rows * bytes_pp,
+                    rate_permille: t.rate_permille,
                 });
             }
         }
@@ -354,6 +357,9 @@ pub(super) struct Transfer {
     pub src_hbm: bool,
     pub dst_hbm: bool,
     pub flat: bool,
+    /// The engines' streaming rate for it, in thousandths ([`FULL_RATE`] but for a DMA
+    /// transpose).
+    pub rate_permille: u16,
 }
 
 pub(super) fn shift_dims(d: &Dims<MAX_HBM_DIMS>) -> [(i64, u64); MAX_HBM_DIMS] {

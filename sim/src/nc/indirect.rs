@@ -237,6 +237,7 @@ impl Nc {
             dst_hbm: indexed == Indexed::Dst || direct_hbm,
             // Rows anywhere in the table: never one run across rows.
             flat: false,
+            rate_permille: crate::timing::FULL_RATE,
         };
         let args = move |nc: &Nc| {
             format!(

@@ -29,6 +29,7 @@
 mod affine;
 mod checks;
 mod dma;
+mod dma_transpose;
 mod gpsimd;
 mod hash;
 mod indirect;

@@ -88,6 +88,12 @@ impl SerialWork {
                 self.dma_ps.resize(i + 1, 0);
             }
             // As `Timing::place_chunks` charges it, but the streaming time rounded down.
+            // (A slower transfer, a DMA transpose, streams at its share of the rate.)
+            let rate = if c.rate_permille == super::FULL_RATE {
+                rate
+            } else {
+                rate * c.rate_permille as f64 / super::FULL_RATE as f64
+            };
             self.dma_ps[i] +=
                 round_u64(c.descriptors as f64 * desc_ps) + (c.bytes as f64 / rate) as u64;
         }

@@ -267,9 +267,27 @@ pub(crate) struct DmaChunk {
     pub engine_queue: u8,
     pub descriptors: u64,
     pub bytes: u64,
+    /// The engine's streaming rate for this transfer, in thousandths of its full rate
+    /// ([`FULL_RATE`]); lower for a DMA transpose (nc/dma_transpose.rs).
+    pub rate_permille: u16,
 }
 
+/// [`DmaChunk::rate_permille`] of an ordinary copy: the engine's whole rate.
+pub(crate) const FULL_RATE: u16 = 1000;
+
 impl Timing {
+    /// The streaming rate (bytes/ps) of chunk `c` on its engine: the engine's rate, scaled
+    /// for a transfer that streams slower (a DMA transpose). The full rate is the engine's
+    /// exactly, not a product, so ordinary copies time bit-identically.
+    #[inline]
+    pub(crate) fn chunk_rate(&self, c: &DmaChunk) -> f64 {
+        if c.rate_permille == FULL_RATE {
+            self.dma_rate
+        } else {
+            self.dma_rate * c.rate_permille as f64 / FULL_RATE as f64
+        }
+    }
+
     /// Schedule a DMA transfer split into `chunks`; `hbm_sides` is how many of its two
     /// sides are in HBM (each HBM side consumes HBM bandwidth). Returns per-chunk
     /// (queue, start, end) through `out`, and the engine time it took in `dma_busy`.
@@ -315,8 +333,8 @@ impl Timing {
         for c in chunks {
             let q = c.queue - 4;
             let bit = 1u64 << q;
-            if (c.descriptors, c.bytes, c.engine_queue)
-                != (first.descriptors, first.bytes, first.engine_queue)
+            if (c.descriptors, c.bytes, c.engine_queue, c.rate_permille)
+                != (first.descriptors, first.bytes, first.engine_queue, first.rate_permille)
                 || engines & bit != 0
                 || self.dma_engines[q].stamp != stamp
             {
@@ -344,7 +362,8 @@ impl Timing {
         let c0 = chunks[0];
         let eq = c0.engine_queue as usize;
         let desc = round_u64(c0.descriptors as f64 * self.dma_desc_ps);
-        let own = ceil_u64(c0.bytes as f64 / self.dma_rate);
+        let chunk_rate = self.chunk_rate(&c0);
+        let own = ceil_u64(c0.bytes as f64 / chunk_rate);
         let e = &self.dma_engines[proto];
         // Summed chunk by chunk, as the general path does, for bit-identical rates (only
         // a transfer touching HBM uses them).
@@ -353,7 +372,7 @@ impl Timing {
             let sides = hbm_sides as u64;
             for _ in chunks {
                 bytes += (c0.bytes * sides) as f64;
-                rate += self.dma_rate * sides as f64;
+                rate += chunk_rate * sides as f64;
             }
         }
         let slot = if hbm_sides > 0 {
@@ -430,10 +449,15 @@ impl Timing {
         let mut costs = [(0u64, 0u64); 64];
         for (i, c) in chunks.iter().enumerate() {
             costs[i] = match i.checked_sub(1).map(|p| &chunks[p]) {
-                Some(p) if (p.descriptors, p.bytes) == (c.descriptors, c.bytes) => costs[i - 1],
+                Some(p)
+                    if (p.descriptors, p.bytes, p.rate_permille)
+                        == (c.descriptors, c.bytes, c.rate_permille) =>
+                {
+                    costs[i - 1]
+                }
                 _ => (
                     round_u64(c.descriptors as f64 * self.dma_desc_ps),
-                    ceil_u64(c.bytes as f64 / self.dma_rate),
+                    ceil_u64(c.bytes as f64 / self.chunk_rate(c)),
                 ),
             };
         }
@@ -490,12 +514,18 @@ impl Timing {
             // (start, longest descriptor time, longest own time, bytes, rate)
             let mut group: Option<(u64, u64, u64, f64, f64)> = None;
             let mut engines = 0u64;
-            let rate = self.dma_rate;
+            let (rate, full) = (self.dma_rate, FULL_RATE as f64);
             let add = |g: &mut (u64, u64, u64, f64, f64), c: &DmaChunk, (desc, own): (u64, u64)| {
                 g.1 = g.1.max(desc);
                 g.2 = g.2.max(own);
                 g.3 += (c.bytes * sides) as f64;
-                g.4 += rate * sides as f64;
+                // As `Timing::chunk_rate`, which `self` cannot be borrowed for here.
+                let chunk_rate = if c.rate_permille == FULL_RATE {
+                    rate
+                } else {
+                    rate * c.rate_permille as f64 / full
+                };
+                g.4 += chunk_rate * sides as f64;
             };
             for (i, c) in chunks.iter().enumerate() {
                 let e = &self.dma_engines[c.queue - 4];
@@ -597,7 +627,7 @@ impl Timing {
         ready: u64,
     ) -> (u64, u64, u64, u64) {
         let sides = hbm_sides as u64;
-        let (bytes, rate) = ((c.bytes * sides) as f64, self.dma_rate * sides as f64);
+        let (bytes, rate) = ((c.bytes * sides) as f64, self.chunk_rate(c) * sides as f64);
         let (q, eq) = (c.queue - 4, c.engine_queue as usize);
         let engine = &self.dma_engines[q];
         let hbm = &mut self.hbm;
@@ -715,7 +745,13 @@ mod tests {
         t.ensure_buffer(0, 1 << 20);
         t.ensure_buffer(1, 1 << 20);
         let region = |id, p0, p1| Region { id, p0, p1, b0: 0, b1: 4096 };
-        let chunk = |queue| DmaChunk { queue, engine_queue: 0, descriptors: 8, bytes: 32 * 1024 };
+        let chunk = |queue| DmaChunk {
+            queue,
+            engine_queue: 0,
+            descriptors: 8,
+            bytes: 32 * 1024,
+            rate_permille: FULL_RATE,
+        };
         let mut out = Vec::new();
         let mut intervals: Vec<Vec<(u64, u64)>> = vec![Vec::new(); 20];
         // Idle engines, chunks 0 and 1 both on queue 4.
@@ -756,7 +792,13 @@ mod tests {
         }
         let whole = |id| Region { id, p0: 0, p1: 128, b0: 0, b1: 4096 };
         let chunks: Vec<_> = (4..20)
-            .map(|queue| DmaChunk { queue, engine_queue: 0, descriptors: 8, bytes: 8 * 4096 })
+            .map(|queue| DmaChunk {
+                queue,
+                engine_queue: 0,
+                descriptors: 8,
+                bytes: 8 * 4096,
+                rate_permille: FULL_RATE,
+            })
             .collect();
         let mut out = Vec::new();
         // A load, then a long computation on what it loaded, then a store of the result.
@@ -850,6 +892,7 @@ mod tests {
                         engine_queue,
                         descriptors: desc,
                         bytes,
+                        rate_permille: FULL_RATE,
                     })
                     .collect();
                 if i >= 10 && next(4) == 0 {
@@ -915,6 +958,7 @@ mod tests {
                         engine_queue,
                         descriptors,
                         bytes: bytes_per_chunk,
+                        rate_permille: FULL_RATE,
                     })
                     .collect();
                 t.dma(&chunks, next(3) as u32, &[src], &[dst], &mut out);

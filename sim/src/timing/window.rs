@@ -797,6 +797,7 @@ mod tests {
                         engine_queue: 0,
                         descriptors: 4,
                         bytes: 4096,
+                        rate_permille: crate::timing::FULL_RATE,
                     }];
                     for t in [&mut kept, &mut general] {
                         t.hold_dma(&chunks, 1, once(r), once(w), Meta::default());
@@ -867,6 +868,7 @@ mod tests {
                     engine_queue: 0,
                     descriptors: 1,
                     bytes: 1 << 22,
+                    rate_permille: crate::timing::FULL_RATE,
                 }];
                 t.hold_dma(
                     &chunks,
@@ -905,7 +907,13 @@ mod tests {
             b1: 1024,
         };
         let chunks: Vec<DmaChunk> = (4..20)
-            .map(|queue| DmaChunk { queue, engine_queue: 0, descriptors: 8, bytes: 8192 })
+            .map(|queue| DmaChunk {
+                queue,
+                engine_queue: 0,
+                descriptors: 8,
+                bytes: 8192,
+                rate_permille: crate::timing::FULL_RATE,
+            })
             .collect();
         let exp = Work::Compute { track: 2, cycles: 512, ghz: 1.2, latency_cycles: 200, ports: 0 };
         let n = 100_000u64;
