@@ -162,3 +162,19 @@ pub fn tensor_copy_predicated(min_ii: u64, n: u64, split: bool) -> u64 {
 pub fn select(min_ii: u64, n: u64) -> u64 {
     min_ii.max(n)
 }
+
+/// `local_gather` on GpSimd (§2.3; nki.isa.local_gather): `GPSIMD_START + (N · e) / C`
+/// with `C = ((28 + t·e) / (t·e)) / min(4 / dtype_size, e)`, `t` = 4, `e` the elements per
+/// index (`num_elem_per_idx`) and `dtype_size` the source's bytes per element. `N` is the
+/// number of valid indices per GpSimd core (`num_valid_indices`, or its default): the eight
+/// cores gather in parallel, so the per-core count is the one the page's formula takes.
+/// Substituting `C`, the term is `N · e · min(4 / dtype_size, e) · t·e / (28 + t·e)`, computed
+/// exactly in integers and rounded **up** to a whole cycle (assumed: the page does not say
+/// how a fraction of a cycle is counted). `4 / dtype_size` is a whole number for every
+/// dtype (1, 2 or 4 bytes).
+pub fn local_gather(start: u64, num_idx: u64, elems_per_idx: u64, dtype_size: u64) -> u64 {
+    const T: u64 = 4;
+    let e = elems_per_idx;
+    let m = (4 / dtype_size).min(e);
+    start + (num_idx * e * m * T * e).div_ceil(28 + T * e)
+}
