@@ -101,12 +101,12 @@ pub struct ComputeEngine {
     pub perf_mode_16bit: u64,
 }
 
-/// GpSimdE parameters (neuroncore.md §2.3 `iota`, `affine_select`).
+/// GpSimdE parameters (neuroncore.md §2.3 `iota`, `affine_select`, `local_gather`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GpSimdEngine {
     pub min_ii_cycles: u64,
-    /// GPSIMD_START, the fixed start of iota/affine_select (§2.3: ≈150).
+    /// GPSIMD_START, the fixed start of iota/affine_select/local_gather (§2.3: ≈150).
     pub start_cycles: u64,
     /// Extra cycles before a dependent instruction sees the result (assumed like VectorE).
     pub latency_cycles: u64,

@@ -24,7 +24,8 @@
 //!   DMAs), [`tensor`] (TensorE),
 //!   [`scalar`] (ScalarE), [`vector`] (VectorE, some also on ScalarE or GpSimd), [`select`]
 //!   (VectorE's selections: top-k steps, predicated and bounded copies), [`shuffle`]
-//!   (VectorE's cross-partition movement), [`gpsimd`].
+//!   (VectorE's cross-partition movement), [`gpsimd`], [`local_gather`] (GpSimd's gather
+//!   within groups of 16 partitions).
 
 mod affine;
 mod checks;
@@ -33,6 +34,7 @@ mod dma_transpose;
 mod gpsimd;
 mod hash;
 mod indirect;
+mod local_gather;
 mod memory;
 mod operands;
 mod scalar;
