@@ -75,6 +75,21 @@ fn hbm_has(tensor: &str, dim: u8, size: u64, tensor_rank: Option<u8>) -> String 
     }
 }
 
+/// The rule and its source a [`ViolationKind::FreeSizeTooLarge`] breaks: the per-memory
+/// limit of a Vector/Scalar instruction, or `bn_stats`' own (neuroncore.md §2.1).
+fn free_size_rule(memory: &str) -> &'static str {
+    match memory {
+        "bn_stats" => {
+            "bn_stats takes at most 512 elements per partition, bn_stats_fmax \
+                       (nki.isa.bn_stats; neuroncore.md §2.1)"
+        }
+        _ => {
+            "a Vector or Scalar instruction covers at most 64K elements of free size for SBUF \
+              operands and 4K for PSUM ones (neuroncore.md §2.1)"
+        }
+    }
+}
+
 fn tile_has(dim: Option<u8>, extent: &Extent, size: u64) -> String {
     match dim {
         None => format!("partitions are {extent}, but the view has {size} partitions"),
@@ -150,7 +165,14 @@ pub enum ViolationKind {
     MemoryNotAllowed { operand: &'static str, memory: &'static str, rule: &'static str },
     #[error("shape mismatch: {0}")]
     ShapeMismatch(String),
-    #[error("{operand} has free size {elems} elements in {memory}, more than the {max} allowed")]
+    /// An operand covering more free elements per partition than one instruction may:
+    /// `memory` is `SBUF` or `PSUM` for the Vector/Scalar limit (64K and 4K), or the
+    /// instruction with a limit of its own (`bn_stats`, 512).
+    #[error(
+        "{operand} has free size {elems} elements in {memory}, more than the {max} allowed \
+         ({})",
+        free_size_rule(memory)
+    )]
     FreeSizeTooLarge { operand: &'static str, elems: u64, memory: &'static str, max: u64 },
     /// An operand whose elements per partition an instruction does not take (e.g. `max8`
     /// reads 8 to 16,384).

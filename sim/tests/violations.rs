@@ -652,14 +652,35 @@ fn a_psum_destination_holds_at_most_its_free_size() {
         matches!(e.kind, V::FreeSizeTooLarge { operand: "dst", elems: 4097, memory: "PSUM", .. }),
         "{e}"
     );
-    check(&e, "tensor_copy", line, &["4097"]);
+    // The message names the rule and where it is written down.
+    let rule = ["4K for PSUM", "64K elements of free size for SBUF", "neuroncore.md §2.1"];
+    check(&e, "tensor_copy", line, &[&["4097"], &rule[..]].concat());
     let (exp, args) = (neuron_sim::Act::Exp, neuron_sim::ActArgs::default());
     let scalar = neuron_sim::Engine::Scalar;
     let (e, line) = (nc.on(scalar).activation(p, s, exp, args).unwrap_err(), line!());
     assert!(matches!(e.kind, V::FreeSizeTooLarge { operand: "dst", .. }), "{e}");
-    check(&e, "activation", line, &["4097"]);
+    check(&e, "activation", line, &["4097", "neuroncore.md §2.1"]);
     // 4096 fits.
     nc.tensor_copy(p.cols(0..4096), s.cols(0..4096)).unwrap();
+}
+
+#[test]
+fn bn_stats_takes_at_most_512_elements_naming_its_rule() {
+    // §2.1: bn_stats is limited to 512 elements per partition (bn_stats_fmax), a limit of
+    // its own rather than the 64K of an SBUF operand.
+    let mut nc = nc();
+    let sb = nc.sbuf_pool("sb", 1);
+    let s = nc.tile(sb, Dtype::F32, &[128, 513]).unwrap();
+    let d = nc.tile(sb, Dtype::F32, &[128, 6]).unwrap();
+    nc.memset(s, 1.0).unwrap();
+    let (e, line) = (nc.bn_stats(d, s).unwrap_err(), line!());
+    assert!(
+        matches!(e.kind, V::FreeSizeTooLarge { operand: "src", elems: 513, max: 512, .. }),
+        "{e}"
+    );
+    check(&e, "bn_stats", line, &["513", "bn_stats_fmax", "nki.isa.bn_stats", "§2.1"]);
+    assert!(!e.to_string().contains("64K"), "{e}");
+    nc.bn_stats(d, s.cols(0..512)).unwrap();
 }
 
 #[test]
