@@ -3,6 +3,7 @@
 //! Values follow `nki.isa` / `nki.language` (neuroncore.md §2.2, §2.3); each enum documents
 //! which engine implements it and how the functional model computes it.
 
+use crate::Dtype;
 use serde::Serialize;
 use std::fmt;
 
@@ -309,6 +310,27 @@ pub enum Alu {
     /// complementary to the floor_divide function"); NaN for `b = 0` (0 once written to an
     /// integer type).
     Mod,
+    /// `~a`, bitwise not (NKI `invert`, "similar to numpy.invert"; SDK 2.33: "implemented as
+    /// XOR with all-ones"), a bitvec operator like [`Alu::BitwiseAnd`]: integer operands
+    /// only, not a reduction. Unary: the second operand is ignored. Its result depends on
+    /// the type's width and signedness, so the instructions apply it with their data
+    /// input's dtype ([`Alu::apply_as`]): the integer value XOR the type's all-ones, `−a − 1`
+    /// for a signed type, `2ʷ − 1 − a` for a `w`-bit unsigned one (uint8: ~5 = 250); the
+    /// data input of an instruction is `a` of `tensor_tensor`, `src` of `tensor_scalar`,
+    /// `data` of `scalar_tensor_tensor`, whichever operator slot invert is in **(assumed)**.
+    /// [`Alu::apply`], with no dtype, gives the signed result.
+    Invert,
+    // The logical operators are arithmetic ones in NKI's operator table (nki.api.shared:
+    // inputs of any dtype, converted to fp32), unlike the bitvec ones: they take float
+    // operands too. A value is true when it is nonzero (NaN included, as numpy's `bool`
+    // takes it) and the result is 1.0 or 0.0 **(assumed**: NKI gives no definition; numpy's
+    // `logical_and` & co., which NKI's functions follow, do this). Each is a legal reduction.
+    /// 1.0 where `a` and `b` are both nonzero, else 0.0 (NKI `logical_and`).
+    LogicalAnd,
+    /// 1.0 where `a` or `b` is nonzero, else 0.0 (NKI `logical_or`).
+    LogicalOr,
+    /// 1.0 where exactly one of `a` and `b` is nonzero, else 0.0 (NKI `logical_xor`).
+    LogicalXor,
 }
 
 impl Alu {
@@ -344,19 +366,41 @@ impl Alu {
                     r
                 }
             }
+            Alu::Invert => !int(a) as f32,
+            Alu::LogicalAnd => (a != 0.0 && b != 0.0) as u8 as f32,
+            Alu::LogicalOr => (a != 0.0 || b != 0.0) as u8 as f32,
+            Alu::LogicalXor => ((a != 0.0) != (b != 0.0)) as u8 as f32,
         }
     }
 
-    /// A bitwise operator (and, or, xor, the shifts), defined on integer operands only.
+    /// [`Alu::apply`] in an instruction whose data input has dtype `dt`: the same for every
+    /// operator but [`Alu::Invert`], which XORs the integer value with the all-ones of `dt`
+    /// (`2ʷ − 1` for a `w`-bit unsigned type, −1 for a signed one), so that ~5 is 250 in
+    /// uint8 and −6 in int8.
+    #[inline]
+    pub fn apply_as(self, a: f32, b: f32, dt: Dtype) -> f32 {
+        match self {
+            Alu::Invert => (int(a) ^ all_ones(dt)) as f32,
+            _ => self.apply(a, b),
+        }
+    }
+
+    /// A bitwise (NKI: bitvec) operator (and, or, xor, the shifts, invert), defined on
+    /// integer operands only.
     pub fn is_bitwise(self) -> bool {
         matches!(
             self,
-            Alu::BitwiseAnd | Alu::BitwiseOr | Alu::BitwiseXor | Alu::LeftShift | Alu::RightShift
+            Alu::BitwiseAnd
+                | Alu::BitwiseOr
+                | Alu::BitwiseXor
+                | Alu::LeftShift
+                | Alu::RightShift
+                | Alu::Invert
         )
     }
 
     /// Every operator, in program-hash code order.
-    pub const ALL: [Alu; 21] = [
+    pub const ALL: [Alu; 25] = [
         Alu::Add,
         Alu::Subtract,
         Alu::Multiply,
@@ -378,19 +422,42 @@ impl Alu {
         Alu::RightShift,
         Alu::NotEqual,
         Alu::Mod,
+        Alu::Invert,
+        Alu::LogicalAnd,
+        Alu::LogicalOr,
+        Alu::LogicalXor,
     ];
 
-    /// Legal as a reduction operator (§2.2 "reduction-legal").
+    /// Legal as a reduction operator (§2.2 "reduction-legal", NKI's operator table): add,
+    /// subtract, multiply, max, min, the bitwise and, or, xor and the logical and, or, xor.
+    /// An instruction may take fewer (`tensor_scalar_reduce`: the arithmetic five).
     pub fn is_reduction(self) -> bool {
+        self.is_arithmetic_reduction()
+            || matches!(
+                self,
+                Alu::BitwiseAnd
+                    | Alu::BitwiseOr
+                    | Alu::BitwiseXor
+                    | Alu::LogicalAnd
+                    | Alu::LogicalOr
+                    | Alu::LogicalXor
+            )
+    }
+
+    /// The reductions of the arithmetic five: add, subtract, multiply, max, min (all that
+    /// `tensor_scalar_reduce` takes).
+    pub fn is_arithmetic_reduction(self) -> bool {
         matches!(self, Alu::Add | Alu::Subtract | Alu::Multiply | Alu::Max | Alu::Min)
     }
 
-    /// Identity element of the reduction.
+    /// Identity element of the reduction (bitwise and: all ones, −1 in two's complement;
+    /// logical and: true).
     pub(crate) fn reduce_init(self) -> f32 {
         match self {
-            Alu::Multiply => 1.0,
+            Alu::Multiply | Alu::LogicalAnd => 1.0,
             Alu::Max => f32::NEG_INFINITY,
             Alu::Min => f32::INFINITY,
+            Alu::BitwiseAnd => -1.0,
             _ => 0.0,
         }
     }
@@ -406,6 +473,18 @@ fn int(x: f32) -> i64 {
         0
     } else {
         x.round_ties_even() as i64
+    }
+}
+
+/// The all-ones bit pattern of `dt` as an integer value: `2ʷ − 1` for a `w`-bit unsigned
+/// type, −1 (two's complement) for a signed one (and a float type, which a bitwise operator
+/// never takes).
+fn all_ones(dt: Dtype) -> i64 {
+    match dt {
+        Dtype::U8 => u8::MAX as i64,
+        Dtype::U16 => u16::MAX as i64,
+        Dtype::U32 => u32::MAX as i64,
+        _ => -1,
     }
 }
 
@@ -621,7 +700,99 @@ mod tests {
         }
         let bitwise: Vec<Alu> = Alu::ALL.into_iter().filter(|op| op.is_bitwise()).collect();
         use Alu::*;
-        assert_eq!(bitwise, [BitwiseAnd, BitwiseOr, BitwiseXor, LeftShift, RightShift]);
+        assert_eq!(bitwise, [BitwiseAnd, BitwiseOr, BitwiseXor, LeftShift, RightShift, Invert]);
+        // NKI's table of legal reductions: the arithmetic five, the bitwise and the logical
+        // and/or/xor; not invert, the shifts, the comparisons.
+        let reductions: Vec<Alu> = Alu::ALL.into_iter().filter(|op| op.is_reduction()).collect();
+        #[rustfmt::skip]
+        let want = [
+            Add, Subtract, Multiply, Max, Min, BitwiseAnd, BitwiseOr, BitwiseXor,
+            LogicalAnd, LogicalOr, LogicalXor,
+        ];
+        assert_eq!(reductions, want);
+        let arith: Vec<Alu> =
+            Alu::ALL.into_iter().filter(|op| op.is_arithmetic_reduction()).collect();
+        assert_eq!(arith, [Add, Subtract, Multiply, Max, Min]);
+    }
+
+    /// Each reduction's initial value is its identity: folding it into any value gives the
+    /// value (for the logical ones, its truth value).
+    #[test]
+    fn reduction_identities() {
+        for op in Alu::ALL.into_iter().filter(|op| op.is_reduction()) {
+            for v in [0.0f32, 1.0, 5.0, -3.0, 255.0, 4_000_000.0] {
+                let want = match op {
+                    Alu::LogicalAnd | Alu::LogicalOr | Alu::LogicalXor => (v != 0.0) as u8 as f32,
+                    Alu::Subtract => -v,
+                    _ => v,
+                };
+                assert_eq!(op.apply(op.reduce_init(), v), want, "{op:?} with {v}");
+            }
+        }
+    }
+
+    /// invert is XOR with the type's all-ones: −a − 1 for signed types, 2ʷ − 1 − a for
+    /// unsigned ones; the second operand is ignored.
+    #[test]
+    fn invert_flips_every_bit_of_the_type() {
+        use Dtype::*;
+        let cases = [
+            (U8, 5.0, 250.0),
+            (U8, 0.0, 255.0),
+            (U8, 255.0, 0.0),
+            (U8, 0b1010_0101 as f32, 0b0101_1010 as f32),
+            (I8, 5.0, -6.0),
+            (I8, -128.0, 127.0),
+            (I8, 0.0, -1.0),
+            (U16, 0x00FF as f32, 0xFF00 as f32),
+            (I16, -1.0, 0.0),
+            (I32, 2_000_000.0, -2_000_001.0),
+            (U32, 0.0, 4_294_967_295.0),
+            (U32, 1.0, 4_294_967_294.0),
+        ];
+        for (dt, a, want) in cases {
+            for b in [0.0, 7.0, f32::NAN] {
+                assert_eq!(Alu::Invert.apply_as(a, b, dt), want, "~{a} in {dt}");
+            }
+        }
+        // Without a dtype, the signed (two's complement) result.
+        assert_eq!(Alu::Invert.apply(5.0, 1.0), -6.0);
+        // Every other operator ignores the dtype.
+        for op in Alu::ALL.into_iter().filter(|&op| op != Alu::Invert) {
+            for dt in [U8, I32, F32] {
+                let (x, y) = (op.apply_as(6.0, 3.0, dt), op.apply(6.0, 3.0));
+                assert!(x == y || (x.is_nan() && y.is_nan()), "{op:?} in {dt}");
+            }
+        }
+    }
+
+    /// The logical operators on truth values: nonzero (NaN and −0.5 included) is true,
+    /// the result 1 or 0.
+    #[test]
+    fn logical_operators_take_nonzero_as_true() {
+        use Alu::*;
+        let t = [1.0f32, -0.5, 7.0, f32::NAN, f32::INFINITY];
+        let f = [0.0f32, -0.0];
+        for &x in &t {
+            for &y in &t {
+                assert_eq!((LogicalAnd.apply(x, y), LogicalOr.apply(x, y)), (1.0, 1.0));
+                assert_eq!(LogicalXor.apply(x, y), 0.0);
+            }
+            for &z in &f {
+                for (a, b) in [(x, z), (z, x)] {
+                    assert_eq!(LogicalAnd.apply(a, b), 0.0, "{a} and {b}");
+                    assert_eq!(LogicalOr.apply(a, b), 1.0, "{a} or {b}");
+                    assert_eq!(LogicalXor.apply(a, b), 1.0, "{a} xor {b}");
+                }
+            }
+        }
+        for &a in &f {
+            for &b in &f {
+                for op in [LogicalAnd, LogicalOr, LogicalXor] {
+                    assert_eq!(op.apply(a, b), 0.0, "{op:?}({a}, {b})");
+                }
+            }
+        }
     }
 
     #[test]

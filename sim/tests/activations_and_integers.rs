@@ -343,7 +343,7 @@ fn not_equal_and_mod_through_tensor_tensor() {
 /// dtype, in every instruction that takes bitwise operators on tensors (a scan takes none).
 #[test]
 fn bitwise_ops_on_float_operands_are_refused_naming_the_operand() {
-    for op in [Alu::BitwiseAnd, Alu::BitwiseOr, Alu::BitwiseXor, Alu::LeftShift, Alu::RightShift] {
+    for op in Alu::ALL.into_iter().filter(|op| op.is_bitwise()) {
         let mut nc = nc();
         let sb = nc.sbuf_pool("sb", 1);
         let i = nc.tile(sb, Dtype::I16, &[128, 8]).unwrap();
@@ -375,17 +375,19 @@ fn bitwise_ops_on_float_operands_are_refused_naming_the_operand() {
     }
 }
 
-/// Bitwise operators are not reductions (the reduce-legal list of tensor_scalar_reduce and
-/// tensor_reduce is unchanged).
+/// The shifts and invert are not reductions (NKI's table: and, or, xor are); and
+/// tensor_scalar_reduce reduces with the arithmetic five only, after an arithmetic operator.
 #[test]
-fn bitwise_ops_are_not_reduction_operators() {
+fn shifts_and_invert_are_not_reduction_operators() {
     let mut nc = nc();
     let sb = nc.sbuf_pool("sb", 1);
     let i = nc.tile(sb, Dtype::I32, &[128, 8]).unwrap();
     let r = nc.tile(sb, Dtype::I32, &[128, 1]).unwrap();
     nc.on(Engine::GpSimd).memset(i, 1.0).unwrap();
-    let e = nc.tensor_reduce(r, i, Alu::BitwiseXor, false).unwrap_err().to_string();
-    assert!(e.contains("BitwiseXor is not a reduction operator"), "{e}");
+    for op in [Alu::LeftShift, Alu::RightShift, Alu::Invert] {
+        let e = nc.tensor_reduce(r, i, op, false).unwrap_err().to_string();
+        assert!(e.contains(&format!("{op:?} is not a reduction operator")), "{e}");
+    }
     // tensor_scalar_reduce: one arithmetic operator, so no bitwise one before the reduce.
     let e = nc
         .tensor_scalar_reduce(i, i, (Alu::BitwiseAnd, Scalar::Imm(1.0)), Alu::Add, r)
@@ -395,6 +397,17 @@ fn bitwise_ops_are_not_reduction_operators() {
         e.contains("tensor_scalar_reduce takes one arithmetic operator, not BitwiseAnd"),
         "{e}"
     );
+    // Nor a bitwise or logical reduction, which its page does not list.
+    for op in [Alu::BitwiseOr, Alu::BitwiseXor, Alu::LogicalAnd, Alu::LogicalOr] {
+        let e = nc
+            .tensor_scalar_reduce(i, i, (Alu::Add, Scalar::Imm(1.0)), op, r)
+            .unwrap_err()
+            .to_string();
+        let want = format!(
+            "tensor_scalar_reduce reduces with add, subtract, multiply, max or min, not {op:?}"
+        );
+        assert!(e.contains(&want), "{e}");
+    }
 }
 
 /// Programs that differ only in the ALU operator hash differently, for every pair.
@@ -413,6 +426,259 @@ fn programs_differing_only_in_the_operator_hash_apart() {
     for i in 0..hashes.len() {
         for j in 0..i {
             assert_ne!(hashes[i], hashes[j], "{:?} and {:?}", Alu::ALL[i], Alu::ALL[j]);
+        }
+    }
+}
+
+/// invert is XOR with the input type's all-ones: 255 − a in uint8, −a − 1 in int16 and in
+/// int32 (on GpSimd); unary, so tensor_tensor's b and tensor_scalar's scalar do nothing, and
+/// its width stays the data input's after another operator.
+#[test]
+fn invert_flips_the_bits_of_the_input_type() {
+    let a = [0.0, 5.0, 0b1010_0101 as f32, 255.0];
+    let mut nc = nc();
+    let x = load(&mut nc, "x", Dtype::U8, &a);
+    let y = load(&mut nc, "y", Dtype::U8, &[9.0; 4]);
+    let z = load(&mut nc, "z", Dtype::U8, &[0.0; 4]);
+    nc.tensor_tensor(z, x, y, Alu::Invert).unwrap();
+    assert_eq!(fetch(&mut nc, z, 4), [255.0, 250.0, 0b0101_1010 as f32, 0.0]);
+    // (~x) & 0x0F: 0xFF, 0xFA, 0x5A, 0x00 masked.
+    let mask = Some((Alu::BitwiseAnd, Scalar::Imm(15.0)));
+    nc.tensor_scalar(z, x, (Alu::Invert, Scalar::Imm(0.0)), mask).unwrap();
+    assert_eq!(fetch(&mut nc, z, 4), [15.0, 10.0, 10.0, 0.0]);
+    // ~(x + 1) in uint8's width: ~1 = 254, ~6 = 249, ~166 = 89.
+    let (z3, x3) = (z.cols(0..3), x.cols(0..3));
+    let inv = Some((Alu::Invert, Scalar::Imm(0.0)));
+    nc.tensor_scalar(z3, x3, (Alu::Add, Scalar::Imm(1.0)), inv).unwrap();
+    assert_eq!(fetch(&mut nc, z, 4), [254.0, 249.0, 89.0, 0.0]);
+    // scalar_tensor_tensor: (~data) & in1.
+    let w = load(&mut nc, "w", Dtype::U8, &[240.0; 4]);
+    nc.scalar_tensor_tensor(z, x, (Alu::Invert, Scalar::Imm(0.0)), Alu::BitwiseAnd, w).unwrap();
+    assert_eq!(fetch(&mut nc, z, 4), [240.0, 240.0, 80.0, 0.0]);
+
+    let mut nc = self::nc();
+    let x = load(&mut nc, "x", Dtype::I16, &[-16.0, 0.0, 32767.0, -32768.0]);
+    nc.tensor_tensor(x, x, x, Alu::Invert).unwrap();
+    assert_eq!(fetch(&mut nc, x, 4), [15.0, -1.0, -32768.0, 32767.0]);
+    let x = load(&mut nc, "x32", Dtype::I32, &[5.0, -6.0, 2_000_000.0]);
+    nc.on(Engine::GpSimd).tensor_tensor(x, x, x, Alu::Invert).unwrap();
+    assert_eq!(fetch(&mut nc, x, 3), [-6.0, 5.0, -2_000_001.0]);
+}
+
+/// The logical operators are arithmetic ones in NKI's table: float tiles are accepted,
+/// nonzero is true and the result 1 or 0; with an immediate, `x or 0` is x's truth value
+/// and `x xor 1` its negation.
+#[test]
+fn logical_operators_on_float_and_integer_tiles() {
+    let (a, b) = ([0.0, 2.5, -1.0, 0.0], [0.0, 0.0, 3.0, -7.0]);
+    for (dt, eng) in [(Dtype::F32, Engine::Vector), (Dtype::Bf16, Engine::Vector)]
+        .into_iter()
+        .chain([(Dtype::I32, Engine::GpSimd), (Dtype::F32, Engine::GpSimd)])
+    {
+        let mut nc = nc();
+        let to = |v: [f32; 4]| v.map(|x| if dt.is_float() { x } else { x.trunc() });
+        let (x, y) = (load(&mut nc, "a", dt, &to(a)), load(&mut nc, "b", dt, &to(b)));
+        let z = load(&mut nc, "z", dt, &[9.0; 4]);
+        for (op, want) in [
+            (Alu::LogicalAnd, [0.0, 0.0, 1.0, 0.0]),
+            (Alu::LogicalOr, [0.0, 1.0, 1.0, 1.0]),
+            (Alu::LogicalXor, [0.0, 1.0, 0.0, 1.0]),
+        ] {
+            nc.on(eng).tensor_tensor(z, x, y, op).unwrap();
+            assert_eq!(fetch(&mut nc, z, 4), want, "{op:?} on {dt} ({eng:?})");
+        }
+    }
+    let mut nc = nc();
+    let x = load(&mut nc, "x", Dtype::F32, &a);
+    let z = load(&mut nc, "z", Dtype::F32, &[9.0; 4]);
+    nc.tensor_scalar(z, x, (Alu::LogicalOr, Scalar::Imm(0.0)), None).unwrap();
+    assert_eq!(fetch(&mut nc, z, 4), [0.0, 1.0, 1.0, 0.0]);
+    nc.tensor_scalar(z, x, (Alu::LogicalXor, Scalar::Imm(1.0)), None).unwrap();
+    assert_eq!(fetch(&mut nc, z, 4), [1.0, 0.0, 0.0, 1.0]);
+    nc.tensor_scalar(z, x, (Alu::LogicalAnd, Scalar::Imm(0.0)), None).unwrap();
+    assert_eq!(fetch(&mut nc, z, 4), [0.0; 4]);
+    // tensor_scalar_reduce counts a row's nonzeros: (x or 0), summed.
+    let r = load(&mut nc, "r", Dtype::F32, &[0.0]);
+    nc.tensor_scalar_reduce(z, x, (Alu::LogicalOr, Scalar::Imm(0.0)), Alu::Add, r).unwrap();
+    assert_eq!(fetch(&mut nc, r, 1), [2.0]);
+    // An arithmetic operator's column is fp32, as for add (the bitwise ones take integers).
+    let sb = nc.sbuf_pool("cols", 1);
+    let c = nc.tile(sb, Dtype::I32, &[1, 1]).unwrap();
+    let e = nc.tensor_scalar(z, x, (Alu::LogicalAnd, Scalar::Col(c.view())), None).unwrap_err();
+    assert!(e.to_string().contains("tensor_scalar operands are fp32"), "{e}");
+}
+
+/// tensor_reduce with the bitwise and logical reductions (NKI's table lists them as legal):
+/// and/or/xor of the bit patterns of integer rows, and/or/xor of the truth values of any
+/// rows, against values worked out by hand.
+#[test]
+fn tensor_reduce_with_bitwise_and_logical_operators() {
+    let mut nc = nc();
+    #[rustfmt::skip]
+    let u = [
+        12.0, 10.0, 15.0, 8.0,    // 0b1100, 0b1010, 0b1111, 0b1000
+        255.0, 15.0, 240.0, 60.0, // 0xFF, 0x0F, 0xF0, 0x3C
+    ];
+    let h = nc.hbm_input("u", Dtype::U8, &[2, 4], &u).unwrap();
+    let sb = nc.sbuf_pool("sb", 1);
+    let x = nc.tile(sb, Dtype::U8, &[2, 4]).unwrap();
+    let r = nc.tile(sb, Dtype::U8, &[2, 1]).unwrap();
+    nc.dma(x, h).unwrap();
+    let out = |nc: &mut Nc, r: Tile, n: u64| {
+        let o = nc.hbm("o", Dtype::F32, &[n, 1]).unwrap();
+        nc.dma(o, r).unwrap();
+        nc.read_hbm(o).unwrap().to_vec()
+    };
+    for (op, want) in [
+        (Alu::BitwiseAnd, [8.0, 0.0]),
+        (Alu::BitwiseOr, [15.0, 255.0]),
+        (Alu::BitwiseXor, [1.0, 60.0]),
+    ] {
+        nc.tensor_reduce(r, x, op, false).unwrap();
+        assert_eq!(out(&mut nc, r, 2), want, "{op:?}");
+    }
+    // Negative int16 values in two's complement: −1 & −16 & 0x7F = 0x70; −1 ^ −16 ^ 0x7F = 0x70.
+    let mut nc = self::nc();
+    let x = load(&mut nc, "x", Dtype::I16, &[-1.0, -16.0, 127.0]);
+    let r = load(&mut nc, "r", Dtype::I16, &[0.0]);
+    for (op, want) in [(Alu::BitwiseAnd, 112.0), (Alu::BitwiseOr, -1.0), (Alu::BitwiseXor, 112.0)] {
+        nc.tensor_reduce(r, x, op, false).unwrap();
+        assert_eq!(fetch(&mut nc, r, 1), [want], "{op:?}");
+    }
+    // Logical reductions of fp32 rows, negatable (they are arithmetic operators).
+    let mut nc = self::nc();
+    let v = [1.5, -2.0, 0.0, 0.0, 0.0, 3.0, 1.0, 1.0, 1.0];
+    let h = nc.hbm_input("v", Dtype::F32, &[3, 3], &v).unwrap();
+    let sb = nc.sbuf_pool("sb", 1);
+    let x = nc.tile(sb, Dtype::F32, &[3, 3]).unwrap();
+    let r = nc.tile(sb, Dtype::F32, &[3, 1]).unwrap();
+    nc.dma(x, h).unwrap();
+    for (op, want) in [
+        (Alu::LogicalAnd, [0.0, 0.0, 1.0]),
+        (Alu::LogicalOr, [1.0, 1.0, 1.0]),
+        (Alu::LogicalXor, [0.0, 1.0, 1.0]),
+    ] {
+        nc.tensor_reduce(r, x, op, false).unwrap();
+        assert_eq!(out(&mut nc, r, 3), want, "{op:?}");
+    }
+    nc.tensor_reduce(r, x, Alu::LogicalXor, true).unwrap();
+    assert_eq!(out(&mut nc, r, 3), [0.0, -1.0, -1.0]);
+}
+
+/// A bitwise reduction reads and writes bit patterns: a float src or dst is refused naming
+/// it, and so is `negate`, which is for arithmetic reductions.
+#[test]
+fn bitwise_reductions_take_integer_tiles_and_no_negate() {
+    let mut nc = nc();
+    let sb = nc.sbuf_pool("sb", 1);
+    let (i, ir) =
+        (nc.tile(sb, Dtype::I16, &[128, 8]).unwrap(), nc.tile(sb, Dtype::I16, &[128, 1]).unwrap());
+    let (f, fr) =
+        (nc.tile(sb, Dtype::F32, &[128, 8]).unwrap(), nc.tile(sb, Dtype::F32, &[128, 1]).unwrap());
+    nc.memset(i, 3.0).unwrap();
+    nc.memset(f, 3.0).unwrap();
+    for op in [Alu::BitwiseAnd, Alu::BitwiseOr, Alu::BitwiseXor] {
+        let e = nc.tensor_reduce(ir, f, op, false).unwrap_err();
+        assert!(
+            matches!(e.kind, V::DtypeNotAllowed { operand: "src", dtype: Dtype::F32, .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("integer operands"), "{e}");
+        let e = nc.tensor_reduce(fr, i, op, false).unwrap_err();
+        assert!(
+            matches!(e.kind, V::DtypeNotAllowed { operand: "dst", dtype: Dtype::F32, .. }),
+            "{e}"
+        );
+        let e = nc.tensor_reduce(ir, i, op, true).unwrap_err().to_string();
+        assert!(e.contains(&format!("negates arithmetic reductions only, not {op:?}")), "{e}");
+        nc.tensor_reduce(ir, i, op, false).unwrap();
+    }
+    // The logical reductions take floats, and negate.
+    nc.tensor_reduce(fr, f, Alu::LogicalOr, true).unwrap();
+}
+
+/// A truth function of two truth values.
+type BoolOp = fn(bool, bool) -> bool;
+/// A random draw's value in a type and that value's `!`, both as i64.
+type NotOf = fn(u64) -> (i64, i64);
+/// A binary operator on int16 values.
+type I16Op = fn(i16, i16) -> i16;
+
+/// A fresh single-partition tile of `dt` holding `vals`, through HBM.
+fn int_tile(nc: &mut Nc, name: &str, dt: Dtype, vals: &[i64]) -> Tile {
+    let v: Vec<f32> = vals.iter().map(|&x| x as f32).collect();
+    load(nc, name, dt, &v)
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+
+    /// The logical operators equal their definitions (nonzero is true, result 1/0) on random
+    /// int16 tiles, through tensor_tensor.
+    #[test]
+    fn logical_operators_are_their_definitions(
+        ab in proptest::collection::vec((-3i64..4, -3i64..4), 1..40),
+    ) {
+        let (a, b): (Vec<i64>, Vec<i64>) = ab.into_iter().unzip();
+        let n = a.len() as u64;
+        let mut nc = nc();
+        let (x, y) = (int_tile(&mut nc, "a", Dtype::I16, &a), int_tile(&mut nc, "b", Dtype::I16, &b));
+        let z = int_tile(&mut nc, "z", Dtype::I16, &vec![9; a.len()]);
+        let defs: [(Alu, BoolOp); 3] = [
+            (Alu::LogicalAnd, |p, q| p && q),
+            (Alu::LogicalOr, |p, q| p || q),
+            (Alu::LogicalXor, |p, q| p != q),
+        ];
+        for (op, def) in defs {
+            nc.tensor_tensor(z, x, y, op).unwrap();
+            let want: Vec<f32> =
+                a.iter().zip(&b).map(|(&p, &q)| def(p != 0, q != 0) as u8 as f32).collect();
+            proptest::prop_assert_eq!(fetch(&mut nc, z, n), want, "{:?}", op);
+        }
+    }
+
+    /// invert is Rust's `!` in the tile's own type, for every integer dtype VectorE takes.
+    #[test]
+    fn invert_is_the_types_not(seed in proptest::prelude::any::<u64>(), len in 1usize..40) {
+        let mut s = seed | 1;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let cases: [(Dtype, NotOf); 4] = [
+            (Dtype::U8, |r| (r as u8 as i64, !(r as u8) as i64)),
+            (Dtype::I8, |r| (r as i8 as i64, !(r as i8) as i64)),
+            (Dtype::U16, |r| (r as u16 as i64, !(r as u16) as i64)),
+            (Dtype::I16, |r| (r as i16 as i64, !(r as i16) as i64)),
+        ];
+        for (dt, not) in cases {
+            let (vals, want): (Vec<i64>, Vec<i64>) = (0..len).map(|_| not(next())).unzip();
+            let mut nc = nc();
+            let x = int_tile(&mut nc, "x", dt, &vals);
+            nc.tensor_tensor(x, x, x, Alu::Invert).unwrap();
+            let want: Vec<f32> = want.iter().map(|&w| w as f32).collect();
+            proptest::prop_assert_eq!(fetch(&mut nc, x, len as u64), want, "{}", dt);
+        }
+    }
+
+    /// The bitwise reductions of tensor_reduce are the folds of Rust's `&`, `|`, `^` over
+    /// each row of a random int16 tile.
+    #[test]
+    fn bitwise_reductions_are_folds(vals in proptest::collection::vec(-32768i64..32768, 1..30)) {
+        let mut nc = nc();
+        let x = int_tile(&mut nc, "x", Dtype::I16, &vals);
+        let r = int_tile(&mut nc, "r", Dtype::I16, &[0]);
+        let folds: [(Alu, i16, I16Op); 3] = [
+            (Alu::BitwiseAnd, -1, |p, q| p & q),
+            (Alu::BitwiseOr, 0, |p, q| p | q),
+            (Alu::BitwiseXor, 0, |p, q| p ^ q),
+        ];
+        for (op, init, f) in folds {
+            nc.tensor_reduce(r, x, op, false).unwrap();
+            let want = vals.iter().fold(init, |acc, &v| f(acc, v as i16));
+            proptest::prop_assert_eq!(fetch(&mut nc, r, 1), vec![want as f32], "{:?}", op);
         }
     }
 }

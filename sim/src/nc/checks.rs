@@ -18,11 +18,12 @@ impl Nc {
             Alu::BitwiseOr => "bitwise_or takes integer operands (neuroncore.md §2.2)",
             Alu::BitwiseXor => "bitwise_xor takes integer operands (neuroncore.md §2.2)",
             Alu::LeftShift => "left_shift takes integer operands (neuroncore.md §2.2)",
-            _ => "right_shift takes integer operands (neuroncore.md §2.2)",
+            Alu::RightShift => "right_shift takes integer operands (neuroncore.md §2.2)",
+            _ => "invert takes integer operands (neuroncore.md §2.2)",
         }
     }
 
-    /// A bitwise operator among `ops` (and, or, xor, the shifts) takes integer operands:
+    /// A bitwise operator among `ops` (and, or, xor, the shifts, invert) takes integer operands:
     /// the first of `inputs` with a float dtype is refused, by name (neuroncore.md §2.2).
     pub(super) fn check_bitwise_inputs(
         eng: Engine,

@@ -70,8 +70,9 @@ impl Nc {
             let (mut x, mut y) = (self.take_vals(), self.take_vals());
             self.gather_tile("a", &a, &mut x)?;
             self.gather_tile("b", &b, &mut y)?;
+            let dt = a.tile.dtype;
             for (u, v) in x.iter_mut().zip(&y) {
-                *u = op.apply(*u, *v);
+                *u = op.apply_as(*u, *v, dt);
             }
             self.scatter_tile(&d, &x);
             self.give_vals([x, y]);
@@ -221,6 +222,13 @@ impl Nc {
                         "{op:?} is not a reduction operator (neuroncore.md §2.2)"
                     )));
                 }
+                // Its page lists the arithmetic five, not the bitwise or logical reductions.
+                if !op.is_arithmetic_reduction() {
+                    return Err(V::Invalid(format!(
+                        "tensor_scalar_reduce reduces with add, subtract, multiply, max or min, \
+                         not {op:?} (nki.isa.tensor_scalar_reduce; neuroncore.md §2.3)"
+                    )));
+                }
                 Some((op, r, self.check_column("reduce_res", &r, s.np)?))
             }
             None => None,
@@ -242,12 +250,12 @@ impl Nc {
             if let Some((_, sc)) = &op1 {
                 self.gather_scalar("scalar1", sc, s.np, &mut s1)?;
             }
-            let f = s.free.elems() as usize;
+            let (f, dt) = (s.free.elems() as usize, s.tile.dtype);
             for p in 0..s.np as usize {
                 for v in &mut x[p * f..(p + 1) * f] {
-                    *v = op0.0.apply(*v, s0[p]);
+                    *v = op0.0.apply_as(*v, s0[p], dt);
                     if let Some((op, _)) = &op1 {
-                        *v = op.apply(*v, s1[p]);
+                        *v = op.apply_as(*v, s1[p], dt);
                     }
                 }
             }
@@ -307,6 +315,17 @@ impl Nc {
             return Err(V::Invalid(format!(
                 "{op:?} is not a reduction operator (neuroncore.md §2.2)"
             )));
+        }
+        if op.is_bitwise() {
+            // Bitvec reductions read and write bit patterns: integer types on both sides,
+            // and no negation, which is for arithmetic reductions (nki.isa.tensor_reduce).
+            Self::check_bitwise_inputs(Engine::Vector, &[op], &[("src", &s), ("dst", &d)])?;
+            if negate {
+                return Err(V::Invalid(format!(
+                    "tensor_reduce negates arithmetic reductions only, not {op:?} \
+                     (nki.isa.tensor_reduce; neuroncore.md §2.3)"
+                )));
+            }
         }
         let inner = *s.free.as_slice().last().map(|(_, n)| n).unwrap_or(&1);
         let outer = s.free.elems() / inner;
@@ -621,9 +640,9 @@ impl Nc {
             self.gather_tile("data", &a, &mut x)?;
             self.gather_tile("in1", &b, &mut y)?;
             self.gather_scalar("scalar0", &op0.1, a.np, &mut s0)?;
-            let f = a.free.elems() as usize;
+            let (f, dt) = (a.free.elems() as usize, a.tile.dtype);
             for (i, (u, v)) in x.iter_mut().zip(&y).enumerate() {
-                *u = op1.apply(op0.0.apply(*u, s0[i / f]), *v);
+                *u = op1.apply_as(op0.0.apply_as(*u, s0[i / f], dt), *v, dt);
             }
             self.scatter_tile(&d, &x);
         }
