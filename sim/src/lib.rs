@@ -64,7 +64,7 @@ pub use error::{
 };
 pub use isa::{Act, Alu, Cmp, Engine};
 pub use nc::{
-    Access, Act2Args, ActArgs, Affine, ExecMode, Nc, On, Scalar, INDEX_NOT_FOUND_U16,
+    Access, Act2Args, ActArgs, Affine, CopySrc, ExecMode, Nc, On, Scalar, INDEX_NOT_FOUND_U16,
     INDEX_NOT_FOUND_U32, SHUFFLE_KEEP,
 };
 pub use profile::{EngineProfile, LineProfile, LowerBound, Profile, Scheduling, Verdict};

@@ -887,10 +887,45 @@ fn tensor_copy_predicated_is_1n_split_between_sbuf_and_psum_else_2n() {
             };
             let (src, pred) = (at(src_psum, Dtype::F32), at(pred_psum, Dtype::U8));
             let dst = sbuf(&mut nc, Dtype::F32, &[128, n + 1]).cols(0..n);
-            nc.tensor_copy_predicated(dst, src, pred).unwrap();
+            nc.tensor_copy_predicated(dst, src, pred, false).unwrap();
             let want = MIN_II.max(passes * n);
             let what = format!("N={n} src in PSUM {src_psum}, predicate in PSUM {pred_psum}");
             assert_eq!(cycles(&mut nc, Engine::Vector), want, "{what}");
+        }
+    }
+}
+
+#[test]
+fn tensor_copy_predicated_with_a_scalar_src_is_one_pass() {
+    // A scalar src leaves the predicate the one tensor read: max(MIN_II, N) wherever the
+    // predicate is (assumed: §2.3's split row, one pass), with or without reverse_pred.
+    for n in [20u64, 40, 300] {
+        for (pred_psum, reverse) in [(false, false), (false, true), (true, false)] {
+            let mut nc = nc();
+            let pred = if pred_psum {
+                psum(&mut nc, Dtype::U8, &[128, n])
+            } else {
+                sbuf(&mut nc, Dtype::U8, &[128, n])
+            };
+            let dst = sbuf(&mut nc, Dtype::F32, &[128, n + 1]).cols(0..n);
+            nc.tensor_copy_predicated(dst, 1.5, pred, reverse).unwrap();
+            let what = format!("N={n} predicate in PSUM {pred_psum} reverse_pred {reverse}");
+            assert_eq!(cycles(&mut nc, Engine::Vector), MIN_II.max(n), "{what}");
+        }
+    }
+}
+
+#[test]
+fn the_new_reductions_cost_tensor_reduces_n() {
+    // An operator does not change an instruction's cost: tensor_reduce with a bitwise or
+    // logical reduction is N (§2.3; the N/2 row is for bf16 add and max).
+    for op in [Alu::BitwiseAnd, Alu::BitwiseOr, Alu::BitwiseXor, Alu::LogicalAnd, Alu::LogicalOr] {
+        for n in [64u64, 300] {
+            let mut nc = nc();
+            let src = sbuf(&mut nc, Dtype::I16, &[128, n]);
+            let dst = sbuf(&mut nc, Dtype::I16, &[128, 1]);
+            nc.tensor_reduce(dst, src, op, false).unwrap();
+            assert_eq!(cycles(&mut nc, Engine::Vector), n, "{op:?} N={n}");
         }
     }
 }

@@ -319,7 +319,7 @@ fn each_selection_and_its_immediates_hash_apart() {
             4 => nc.match_replace8(a, a, b, 0.0, None),
             5 => nc.match_replace8(a, a, b, NEG_INF, Some(iv)),
             6 => nc.match_replace8(a, b, a, NEG_INF, None),
-            7 => nc.tensor_copy_predicated(a, b, i),
+            7 => nc.tensor_copy_predicated(a, b, i, false),
             8 => nc.select_reduce(a, i, b, 0.0, false, None),
             9 => nc.select_reduce(a, i, b, 0.0, true, None),
             10 => nc.select_reduce(a, i, b, 1.0, false, None),
@@ -332,12 +332,19 @@ fn each_selection_and_its_immediates_hash_apart() {
                 let red = Some((Alu::Max, r.view()));
                 nc.range_select(a, b, [(Cmp::Ge, r.view()), (Cmp::Lt, r.view())], 0, red)
             }
+            // A scalar src: its value, its kind (float or int) and reverse_pred.
+            17 => nc.tensor_copy_predicated(a, 1.0, i, false),
+            18 => nc.tensor_copy_predicated(a, 2.0, i, false),
+            19 => nc.tensor_copy_predicated(a, 1.0, i, true),
+            20 => nc.tensor_copy_predicated(i, 1, i, false),
+            21 => nc.tensor_copy_predicated(i, 1, i, true),
+            22 => nc.tensor_copy_predicated(i, 2, i, false),
             _ => unreachable!(),
         }
         .unwrap();
         nc.program_hash()
     };
-    let hashes: Vec<String> = (0..17).map(hash).collect();
+    let hashes: Vec<String> = (0..23).map(hash).collect();
     for i in 0..hashes.len() {
         for j in 0..i {
             assert_ne!(hashes[i], hashes[j], "programs {i} and {j}");
@@ -408,7 +415,7 @@ fn tensor_copy_predicated_copies_where_the_predicate_is_nonzero() {
         }
         let d = tile(&mut nc, "dst", Dtype::F32, &[2, 6]);
         nc.memset(d, -9.0).unwrap();
-        nc.tensor_copy_predicated(d, s, p).unwrap();
+        nc.tensor_copy_predicated(d, s, p, false).unwrap();
         let k = -9.0;
         let want = [0.5, k, 2.5, k, 4.5, 5.5, k, k, 8.5, k, 10.5, k];
         assert_eq!(read(&mut nc, d), want, "predicate in PSUM: {pred_in_psum}");
@@ -422,7 +429,7 @@ fn tensor_copy_predicated_writes_nothing_where_the_predicate_is_false() {
     let s = load(&mut nc, "src", Dtype::F32, &[1, 8], &[1.0; 8]);
     let p = load(&mut nc, "pred", Dtype::U32, &[1, 8], &[1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0]);
     let d = tile(&mut nc, "dst", Dtype::F32, &[1, 8]);
-    nc.tensor_copy_predicated(d, s, p).unwrap();
+    nc.tensor_copy_predicated(d, s, p, false).unwrap();
     let h = nc.hbm("h", Dtype::F32, &[1, 8]).unwrap();
     let e = nc.dma(h, d).expect_err("element 3 was never written");
     assert_eq!(e.kind.name(), "unwritten_read", "{e}");
@@ -442,7 +449,7 @@ fn tensor_copy_predicated_rules_name_the_operand_and_the_rule() {
     let pred = tile(&mut nc, "pred", Dtype::U16, &[128, 64]);
     let dst = tile(&mut nc, "dst", Dtype::F32, &[128, 64]);
     let dst16 = tile(&mut nc, "dst16", Dtype::Bf16, &[128, 64]);
-    let e = nc.tensor_copy_predicated(dst, src_ps, pred_ps).unwrap_err();
+    let e = nc.tensor_copy_predicated(dst, src_ps, pred_ps, false).unwrap_err();
     assert_eq!(e.kind.name(), "memory_not_allowed", "{e}");
     let msg = e.to_string();
     assert!(
@@ -453,7 +460,7 @@ fn tensor_copy_predicated_rules_name_the_operand_and_the_rule() {
     // not int32 (the simulator's stand-in before it had unsigned dtypes), a float or int8.
     for (dt, name) in [(Dtype::F32, "float32"), (Dtype::I32, "int32"), (Dtype::I8, "int8")] {
         let bad = tile(&mut nc, &format!("pred_{name}"), dt, &[128, 64]);
-        let e = nc.tensor_copy_predicated(dst, src, bad).unwrap_err();
+        let e = nc.tensor_copy_predicated(dst, src, bad, false).unwrap_err();
         assert_eq!(e.kind.name(), "dtype_not_allowed", "{e}");
         let msg = e.to_string();
         for want in [
@@ -469,12 +476,12 @@ fn tensor_copy_predicated_rules_name_the_operand_and_the_rule() {
         let ok = tile(&mut nc, &format!("pred_ok_{dt}"), dt, &[128, 64]);
         nc.memset(ok, 1.0).unwrap();
         nc.memset(src, 2.0).unwrap();
-        nc.tensor_copy_predicated(dst, src, ok).unwrap();
+        nc.tensor_copy_predicated(dst, src, ok, false).unwrap();
     }
-    let e = nc.tensor_copy_predicated(dst16, src, pred).unwrap_err();
+    let e = nc.tensor_copy_predicated(dst16, src, pred, false).unwrap_err();
     assert_eq!(e.kind.name(), "dtype_not_allowed", "{e}");
     assert!(e.to_string().contains("dst") && e.to_string().contains("same data type"), "{e}");
-    let e = nc.tensor_copy_predicated(dst, src, pred.cols(0..32)).unwrap_err();
+    let e = nc.tensor_copy_predicated(dst, src, pred.cols(0..32), false).unwrap_err();
     assert_eq!(e.kind.name(), "shape_mismatch", "{e}");
     assert!(e.to_string().contains("predicate is [128 x [32]]"), "{e}");
 }
@@ -735,7 +742,8 @@ fn a_timing_run_of_the_selections_needs_no_values_and_matches_a_both_run() {
         nc.max8(v, x).unwrap();
         nc.find_index8(i, x, v).unwrap();
         nc.match_replace8(d, x, v, NEG_INF, Some(i.view())).unwrap();
-        nc.tensor_copy_predicated(d, x, p).unwrap();
+        nc.tensor_copy_predicated(d, x, p, false).unwrap();
+        nc.tensor_copy_predicated(d, NEG_INF, p, true).unwrap();
         nc.select_reduce(d, p, x, NEG_INF, true, Some((Alu::Max, r.view()))).unwrap();
         let bounds = [(Cmp::Ge, b.view()), (Cmp::Lt, b.view())];
         nc.range_select(d, x, bounds, 0, Some((Alu::Max, r.view()))).unwrap();
@@ -743,4 +751,127 @@ fn a_timing_run_of_the_selections_needs_no_values_and_matches_a_both_run() {
         (prof.total_time_us, prof.program_hash)
     };
     assert_eq!(run(ExecMode::TIMING), run(ExecMode::BOTH));
+}
+
+#[test]
+fn tensor_copy_predicated_copies_a_scalar_where_the_predicate_selects() {
+    // SDK 2.33: a scalar src is copied where the predicate is true; with reverse_pred where
+    // it is false. A float scalar is written in dst's float dtype (2.7 in bf16 is 2.703125:
+    // 1 + 45/128 times 2), an int one in dst's integer dtype.
+    let pred = [1.0, 0.0, 255.0, 0.0, 7.0, 0.0];
+    let k = -9.0;
+    for (reverse, want) in [
+        (false, [2.703125, k, 2.703125, k, 2.703125, k]),
+        (true, [k, 2.703125, k, 2.703125, k, 2.703125]),
+    ] {
+        let mut nc = nc();
+        let p = load(&mut nc, "pred", Dtype::U16, &[2, 3], &pred);
+        let d = tile(&mut nc, "dst", Dtype::Bf16, &[2, 3]);
+        nc.memset(d, k).unwrap();
+        nc.tensor_copy_predicated(d, 2.7, p, reverse).unwrap();
+        assert_eq!(read(&mut nc, d), want, "reverse_pred {reverse}");
+    }
+    let mut nc = nc();
+    let p = load(&mut nc, "pred", Dtype::U8, &[1, 4], &[0.0, 1.0, 0.0, 1.0]);
+    let d = load(&mut nc, "dst", Dtype::I8, &[1, 4], &[1.0, 2.0, 3.0, 4.0]);
+    nc.tensor_copy_predicated(d, -5, p, false).unwrap();
+    assert_eq!(read(&mut nc, d), [1.0, -5.0, 3.0, -5.0]);
+    nc.tensor_copy_predicated(d, 100i64, p, true).unwrap();
+    assert_eq!(read(&mut nc, d), [100.0, -5.0, 100.0, -5.0]);
+    // Materialized in dst's dtype: an int beyond int8 saturates, as every integer write
+    // does in the simulator (assumed conversion, neuroncore.md §2.2).
+    nc.tensor_copy_predicated(d, 300, p, false).unwrap();
+    assert_eq!(read(&mut nc, d), [100.0, 127.0, 100.0, 127.0]);
+}
+
+#[test]
+fn tensor_copy_predicated_scalar_and_reverse_pred_rules() {
+    let mut nc = nc();
+    let pred = tile(&mut nc, "pred", Dtype::U8, &[128, 64]);
+    let src = tile(&mut nc, "src", Dtype::F32, &[128, 64]);
+    let dst = tile(&mut nc, "dst", Dtype::F32, &[128, 64]);
+    let dsti = tile(&mut nc, "dsti", Dtype::I32, &[128, 64]);
+    nc.memset(pred, 1.0).unwrap();
+    nc.memset(src, 2.0).unwrap();
+    // reverse_pred takes a scalar src only (SDK 2.33).
+    let e = nc.tensor_copy_predicated(dst, src, pred, true).unwrap_err();
+    assert_eq!(e.kind.name(), "invalid", "{e}");
+    assert!(e.to_string().contains("reverse_pred can only be set with a scalar src"), "{e}");
+    // Only the kind must match: a float for a float dst, an int for an integer one.
+    let e = nc.tensor_copy_predicated(dsti, 1.0, pred, false).unwrap_err();
+    assert_eq!(e.kind.name(), "dtype_not_allowed", "{e}");
+    assert!(e.to_string().contains("int32 for dst: a float scalar src needs a float dst"), "{e}");
+    let e = nc.tensor_copy_predicated(dst, 1, pred, false).unwrap_err();
+    assert_eq!(e.kind.name(), "dtype_not_allowed", "{e}");
+    assert!(e.to_string().contains("float32 for dst: an int scalar src needs an integer"), "{e}");
+    nc.tensor_copy_predicated(dsti, 1, pred, true).unwrap();
+    nc.tensor_copy_predicated(dst, 1.0, pred, true).unwrap();
+    // The predicate's rules and the shape hold with a scalar src too.
+    let bad = tile(&mut nc, "bad", Dtype::I32, &[128, 64]);
+    let e = nc.tensor_copy_predicated(dst, 1.0, bad, false).unwrap_err();
+    assert!(e.to_string().contains("int32 for predicate: a predicate is uint8"), "{e}");
+    let e = nc.tensor_copy_predicated(dst.cols(0..32), 1.0, pred, false).unwrap_err();
+    assert_eq!(e.kind.name(), "shape_mismatch", "{e}");
+}
+
+#[test]
+fn tensor_copy_predicated_takes_at_most_three_free_dims() {
+    // SDK 2.33: dst, predicate and a tensor src have at most three free dimensions (rank
+    // 4). Three work, values and all; a fourth is refused naming the operand.
+    let vals: Vec<f32> = (0..24).map(|i| i as f32).collect();
+    let preds: Vec<f32> = (0..24).map(|i| (i % 3 == 0) as u8 as f32).collect();
+    let mut nc = nc();
+    let s3 = load(&mut nc, "s3", Dtype::F32, &[2, 2, 3, 2], &vals);
+    let p3 = load(&mut nc, "p3", Dtype::U8, &[2, 2, 3, 2], &preds);
+    let d3 = tile(&mut nc, "d3", Dtype::F32, &[2, 2, 3, 2]);
+    nc.memset(d3, -1.0).unwrap();
+    nc.tensor_copy_predicated(d3, s3, p3, false).unwrap();
+    let want: Vec<f32> = (0..24).map(|i| if i % 3 == 0 { i as f32 } else { -1.0 }).collect();
+    assert_eq!(read(&mut nc, d3), want);
+    let four = [2u64, 2, 3, 1, 2];
+    let s4 = tile(&mut nc, "s4", Dtype::F32, &four);
+    let p4 = tile(&mut nc, "p4", Dtype::U8, &four);
+    let d4 = tile(&mut nc, "d4", Dtype::F32, &four);
+    let refused = |e: neuron_sim::SimError, operand: &str| {
+        assert_eq!(e.kind.name(), "bad_access_pattern", "{e}");
+        let msg = e.to_string();
+        let want = format!("{operand} has 4 free dims [2, 3, 1, 2], but tensor_copy_predicated");
+        assert!(msg.contains(&want) && msg.contains("at most 3"), "{msg}");
+    };
+    refused(nc.tensor_copy_predicated(d3, s4, p3, false).unwrap_err(), "src");
+    refused(nc.tensor_copy_predicated(d3, s3, p4, false).unwrap_err(), "predicate");
+    refused(nc.tensor_copy_predicated(d4, s3, p3, false).unwrap_err(), "dst");
+    refused(nc.tensor_copy_predicated(d4, 1.0, p3, true).unwrap_err(), "dst");
+    refused(nc.tensor_copy_predicated(d3, 1.0, p4, true).unwrap_err(), "predicate");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// reverse_pred is the copy with the predicate negated: a scalar copied with
+    /// `reverse_pred` equals it copied under `predicate == 0` (computed by VectorE), and both
+    /// equal the definition.
+    #[test]
+    fn reverse_pred_is_the_copy_under_the_negated_predicate(
+        preds in proptest::collection::vec(prop_oneof![Just(0u8), Just(1), any::<u8>()], 1..60),
+        value in -1000i32..1000,
+        p in 1u64..4,
+    ) {
+        let n = preds.len() as u64;
+        let q: Vec<f32> = (0..p * n).map(|i| preds[(i % n) as usize] as f32).collect();
+        let base: Vec<f32> = (0..p * n).map(|i| i as f32 * 0.5).collect();
+        let mut nc = nc();
+        let pred = load(&mut nc, "pred", Dtype::U8, &[p, n], &q);
+        let neg = tile(&mut nc, "neg", Dtype::U8, &[p, n]);
+        nc.tensor_scalar(neg, pred, (neuron_sim::Alu::IsEqual, 0.0.into()), None).unwrap();
+        let a = load(&mut nc, "a", Dtype::F32, &[p, n], &base);
+        let b = load(&mut nc, "b", Dtype::F32, &[p, n], &base);
+        nc.tensor_copy_predicated(a, value as f32, pred, true).unwrap();
+        nc.tensor_copy_predicated(b, value as f32, neg, false).unwrap();
+        let (ra, rb) = (read(&mut nc, a), read(&mut nc, b));
+        prop_assert_eq!(&ra, &rb);
+        let want: Vec<f32> =
+            q.iter().zip(&base).map(|(&q, &x)| if q == 0.0 { value as f32 } else { x }).collect();
+        prop_assert_eq!(ra, want);
+    }
 }

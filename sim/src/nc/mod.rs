@@ -51,7 +51,7 @@ use crate::timing::{DmaChunk, Timing};
 use crate::Chip;
 use hash::{chip_toml, ProgramHasher};
 use memory::{Buf, HbmTensor, Logical, PoolState, TileKey};
-pub use operands::{Access, Act2Args, ActArgs, Affine, Scalar};
+pub use operands::{Access, Act2Args, ActArgs, Affine, CopySrc, Scalar};
 use rustc_hash::FxHashMap;
 pub(crate) use schedule::Stats;
 pub use select::{INDEX_NOT_FOUND_U16, INDEX_NOT_FOUND_U32};

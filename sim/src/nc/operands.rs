@@ -28,6 +28,45 @@ impl From<Tile> for Scalar {
     }
 }
 
+/// The source of [`Nc::tensor_copy_predicated`](crate::Nc::tensor_copy_predicated): a
+/// tile, or a scalar written in `dst`'s dtype wherever the predicate selects. NKI takes a
+/// Python float or int there, and only its kind must match `dst`'s: a float (`Float`) needs
+/// a float `dst`, an int (`Int`) an integer one; the widths need not match (an int goes
+/// into an int8, rounded and saturated as any write). `3.0` converts to `Float`, `3` to
+/// `Int`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CopySrc {
+    Tile(TileView),
+    Float(f32),
+    Int(i64),
+}
+
+impl From<TileView> for CopySrc {
+    fn from(v: TileView) -> Self {
+        CopySrc::Tile(v)
+    }
+}
+impl From<Tile> for CopySrc {
+    fn from(v: Tile) -> Self {
+        CopySrc::Tile(v.view())
+    }
+}
+impl From<f32> for CopySrc {
+    fn from(v: f32) -> Self {
+        CopySrc::Float(v)
+    }
+}
+impl From<i32> for CopySrc {
+    fn from(v: i32) -> Self {
+        CopySrc::Int(v as i64)
+    }
+}
+impl From<i64> for CopySrc {
+    fn from(v: i64) -> Self {
+        CopySrc::Int(v)
+    }
+}
+
 /// Options of [`Nc::activation`](crate::Nc::activation): `dst = func(src * scale + bias)`, optionally
 /// `reduce = reduce_op(dst)` along the free axis (neuroncore.md §1.5 ScalarE pipeline).
 /// `reduce_op` is NKI's `reduce_op`: ScalarE's accumulator registers can only add, so any

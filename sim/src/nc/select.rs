@@ -10,7 +10,7 @@
 //! (with -inf, say) so that the next `max8` finds the next 8. Costs are neuroncore.md §2.3's
 //! rows ([`cost`]); no performance mode is documented for any of them, so none applies.
 
-use super::{Nc, Scalar, VResult};
+use super::{CopySrc, Nc, Scalar, VResult};
 use crate::cost;
 use crate::dtype::Dtype;
 use crate::error::{SimResult, SourceLoc, ViolationKind as V};
@@ -99,40 +99,53 @@ impl Nc {
         })
     }
 
-    /// `tensor_copy_predicated` on VectorE: `dst = src` where `predicate` is nonzero; elsewhere
-    /// `dst` keeps what it held (and stays unwritten if it was). `src`, `predicate` and `dst`
-    /// have one shape; `src` and `dst` one dtype; `predicate` uint8, uint16 or uint32, as NKI
-    /// requires (int32, the signed and the float dtypes are refused); `src` and `predicate` may
-    /// not both be in PSUM. Cost `max(MIN_II, N)` when `src` and `predicate` are split
-    /// between SBUF and PSUM, `max(MIN_II, 2N)` when both are in SBUF
-    /// (nki.isa.tensor_copy_predicated; neuroncore.md §2.3). NKI's scalar `src` and
-    /// `reverse_pred` are not modelled.
+    /// `tensor_copy_predicated` on VectorE: `dst = src` where `predicate` is nonzero (zero
+    /// with `reverse_pred`); elsewhere `dst` keeps what it held (and stays unwritten if it
+    /// was). `src` is a tile ([`CopySrc::Tile`]) or a scalar ([`CopySrc::Float`] for a
+    /// float `dst`, [`CopySrc::Int`] for an integer one), written in `dst`'s dtype.
+    /// `predicate`, `dst` and a tile `src` have one shape, at most three free dims; `src` and
+    /// `dst` one dtype; `predicate` uint8, uint16 or uint32, as NKI requires (int32, the
+    /// signed and the float dtypes are refused); `src` and `predicate` may not both be in
+    /// PSUM; `reverse_pred` takes a scalar `src` only (SDK 2.33 page). Cost `max(MIN_II, N)`
+    /// when `src` and `predicate` are split between SBUF and PSUM, `max(MIN_II, 2N)` when
+    /// both are in SBUF (nki.isa.tensor_copy_predicated; neuroncore.md §2.3); with a scalar
+    /// `src` the predicate is the one tensor read: `max(MIN_II, N)` **(assumed**: no row
+    /// for it).
     #[track_caller]
     pub fn tensor_copy_predicated(
         &mut self,
         dst: impl Into<TileView>,
-        src: impl Into<TileView>,
+        src: impl Into<CopySrc>,
         predicate: impl Into<TileView>,
+        reverse_pred: bool,
     ) -> SimResult<()> {
         let (d, s, p) = (dst.into(), src.into(), predicate.into());
-        self.issue("tensor_copy_predicated", |nc, loc| nc.exec_copy_predicated(d, s, p, loc))
+        self.issue("tensor_copy_predicated", |nc, loc| {
+            nc.exec_copy_predicated(d, s, p, reverse_pred, loc)
+        })
     }
 
     /// Executes `tensor_copy_predicated`: checks, hash, values, schedule (see [`Nc::issue`]).
     fn exec_copy_predicated(
         &mut self,
         d: TileView,
-        s: TileView,
+        src: CopySrc,
         p: TileView,
+        reverse_pred: bool,
         loc: &'static Location<'static>,
     ) -> VResult<()> {
         const INSTRUCTION: &str = "tensor_copy_predicated";
         const RULES: Rules = Rules::CopyPredicated;
+        let s = match src {
+            CopySrc::Tile(s) => s,
+            scalar => return self.exec_copy_predicated_scalar(d, scalar, p, reverse_pred, loc),
+        };
         let mut regions = [None; 3];
         for (i, (name, v)) in [("src", &s), ("predicate", &p), ("dst", &d)].into_iter().enumerate()
         {
             regions[i] = Some(self.check_tile(name, v)?);
             self.check_free_size(name, v)?;
+            Self::check_copy_predicated_dims(name, v)?;
         }
         let [rs, rp, rd] = regions.map(|r| r.expect("checked above"));
         self.same_shape("predicate", &p, "src", &s)?;
@@ -154,6 +167,13 @@ impl Nc {
             "src and predicate cannot both be in PSUM (nki.isa.tensor_copy_predicated; \
              neuroncore.md §2.3)",
         )?;
+        if reverse_pred {
+            return Err(V::Invalid(
+                "reverse_pred can only be set with a scalar src, not a tile \
+                 (nki.isa.tensor_copy_predicated, SDK 2.33; neuroncore.md §2.3)"
+                    .into(),
+            ));
+        }
         self.h_op(&[53], &[&d, &s, &p]);
         if self.mode.functional {
             let (mut x, mut q) = (self.take_vals(), self.take_vals());
@@ -171,6 +191,79 @@ impl Nc {
         let (reads, writes) = ([(&s, rs), (&p, rp)], [(&d, rd)]);
         let loc = SourceLoc::from_location(loc);
         self.schedule(INSTRUCTION, Engine::Vector, cycles, &reads, &writes, loc)
+    }
+
+    /// Executes `tensor_copy_predicated` with a scalar `src` (`CopySrc::Float` or `Int`).
+    fn exec_copy_predicated_scalar(
+        &mut self,
+        d: TileView,
+        src: CopySrc,
+        p: TileView,
+        reverse_pred: bool,
+        loc: &'static Location<'static>,
+    ) -> VResult<()> {
+        const INSTRUCTION: &str = "tensor_copy_predicated";
+        let mut regions = [Region::default(); 2];
+        for (r, (name, v)) in regions.iter_mut().zip([("predicate", &p), ("dst", &d)]) {
+            *r = self.check_tile(name, v)?;
+            self.check_free_size(name, v)?;
+            Self::check_copy_predicated_dims(name, v)?;
+        }
+        let [rp, rd] = regions;
+        self.same_shape("dst", &d, "predicate", &p)?;
+        Self::check_predicate(Rules::CopyPredicated, &p)?;
+        let (value, kind, bits) = match src {
+            CopySrc::Float(x) => (x, 0u8, x.to_bits() as u64),
+            CopySrc::Int(i) => (i as f32, 1, i as u64),
+            CopySrc::Tile(_) => unreachable!("a tile src takes exec_copy_predicated's path"),
+        };
+        // Only the kind must match: the scalar is materialized in dst's dtype (SDK 2.33).
+        if (kind == 0) != d.tile.dtype.is_float() {
+            return Err(V::DtypeNotAllowed {
+                engine: "VectorE",
+                operand: "dst",
+                dtype: d.tile.dtype,
+                rule: if kind == 0 {
+                    "a float scalar src needs a float dst (nki.isa.tensor_copy_predicated, \
+                     SDK 2.33; neuroncore.md §2.3)"
+                } else {
+                    "an int scalar src needs an integer dst (nki.isa.tensor_copy_predicated, \
+                     SDK 2.33; neuroncore.md §2.3)"
+                },
+            });
+        }
+        // Tag 63: the scalar-source form, apart from the tile form's 53.
+        self.h_op(&[63, reverse_pred as u8, kind], &[&d, &p]);
+        self.h64(bits);
+        if self.mode.functional {
+            let (mut x, mut q) = (self.take_vals(), self.take_vals());
+            self.gather_tile("predicate", &p, &mut q)?;
+            let keep: Vec<bool> = q.iter().map(|&v| (v != 0.0) != reverse_pred).collect();
+            x.resize(q.len(), value);
+            self.scatter_tile_where(&d, &x, &keep);
+            self.give_vals([x, q]);
+        }
+        // One tensor input, so one pass: §2.3's split row (assumed, see the builder).
+        let n = Self::n_with_stride(&[&p, &d]);
+        let cycles = cost::tensor_copy_predicated(self.min_ii(Engine::Vector), n, true);
+        let (reads, writes) = ([(&p, rp)], [(&d, rd)]);
+        let loc = SourceLoc::from_location(loc);
+        self.schedule(INSTRUCTION, Engine::Vector, cycles, &reads, &writes, loc)
+    }
+
+    /// `tensor_copy_predicated`'s operands have at most three free dims, rank 4 with the
+    /// partitions (nki.isa.tensor_copy_predicated, SDK 2.33).
+    fn check_copy_predicated_dims(operand: &'static str, v: &TileView) -> VResult<()> {
+        if v.free.len() > 3 {
+            return Err(V::BadAccessPattern(format!(
+                "{operand} has {} free dims {:?}, but tensor_copy_predicated takes at most 3 \
+                 (rank 4 with the partitions; nki.isa.tensor_copy_predicated, SDK 2.33; \
+                 neuroncore.md §2.3)",
+                v.free.len(),
+                v.free.shape()
+            )));
+        }
+        Ok(())
     }
 
     /// `range_select` on VectorE, NeuronCore-v3 and later: for each element of `on_true`
