@@ -248,7 +248,11 @@ fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
 }
 
-/// Binary ALU operations of Vector/GpSimd (and ScalarE `tensor_scalar`) (§2.2).
+/// ALU operations of Vector/GpSimd (and ScalarE `tensor_scalar`) (§2.2): binary, but for
+/// [`Alu::Invert`], which ignores its second operand. NKI's table (nki.api.shared) sorts
+/// them into bitvec operators ([`Alu::is_bitwise`]: integer operands, bit patterns) and
+/// arithmetic ones (any dtype, computed in fp32), and marks the legal reductions
+/// ([`Alu::is_reduction`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Alu {
     /// `a + b`.

@@ -120,8 +120,9 @@ impl Nc {
     }
 
     /// `tensor_scalar_reduce` on VectorE: `dst = src op0 s0` as [`Nc::tensor_scalar`] with
-    /// one operator, and `reduce_res[p] = reduce_op` over all free elements of partition `p`
-    /// of the result, into a `[P,1]` tile (neuroncore.md §2.3).
+    /// one arithmetic (not bitwise) operator, and `reduce_res[p] = reduce_op` over all free
+    /// elements of partition `p` of the result, into a `[P,1]` tile; `reduce_op` is add,
+    /// subtract, multiply, max or min (neuroncore.md §2.3).
     #[track_caller]
     pub fn tensor_scalar_reduce(
         &mut self,
@@ -285,7 +286,10 @@ impl Nc {
     }
 
     /// `tensor_reduce` on VectorE: reduce the last free dim of `src` into `dst`
-    /// (`[P, N] → [P, 1]`, `[P, B, N] → [P, B]`), optionally negated.
+    /// (`[P, N] → [P, 1]`, `[P, B, N] → [P, B]`), optionally negated. `op` is a legal
+    /// reduction ([`Alu::is_reduction`]): add, subtract, multiply, max, min, the logical
+    /// and/or/xor, or the bitwise and/or/xor, which need integer `src` and `dst` and take no
+    /// `negate` (nki.isa.tensor_reduce; neuroncore.md §2.2).
     #[track_caller]
     pub fn tensor_reduce(
         &mut self,
