@@ -719,8 +719,8 @@ mod tests {
         assert_eq!(arith, [Add, Subtract, Multiply, Max, Min]);
     }
 
-    /// Each reduction's initial value is its identity: folding it into any value gives the
-    /// value (for the logical ones, its truth value).
+    /// Each reduction's initial value is its identity: folding a value into it gives the
+    /// value (for the logical ones its truth value; subtract folds as `0 − v`).
     #[test]
     fn reduction_identities() {
         for op in Alu::ALL.into_iter().filter(|op| op.is_reduction()) {
