@@ -399,7 +399,9 @@ fn roofline_bound_is_the_larger_of_the_compute_and_memory_sides() {
 /// One step of a lower-bound program.
 #[derive(Clone, Copy, Debug)]
 enum Step {
-    /// `kind` 0 load, 1 store, 2 SBUF→SBUF copy, 3 HBM→HBM copy; partitions `p0..p0 + np`
+    /// `kind` 0 load, 1 store, 2 SBUF→SBUF copy, 3 HBM→HBM copy, 4 and 5 a DMA transpose
+    /// from HBM and from SBUF into `np` partitions of a bf16 tile (a plain copy on trn1,
+    /// which has none); partitions `p0..p0 + np`
     /// of tile `tile` (a copy's source: tile `other` from `q0`), HBM rows from `row`,
     /// columns `block`, the HBM side transposed in 8 × 8 when `strided`.
     Dma {
@@ -429,7 +431,7 @@ enum Step {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        4 => (0u8..4, 0usize..4, 0usize..4, 0u32..128, 0u32..128, 1u32..=256, 0u64..256, 0u64..4, any::<bool>())
+        4 => (0u8..6, 0usize..4, 0usize..4, 0u32..128, 0u32..128, 1u32..=256, 0u64..256, 0u64..4, any::<bool>())
             .prop_map(|(kind, tile, other, p0, q0, np, row, block, strided)| Step::Dma { kind, tile, other, p0, q0, np, row, block, strided }),
         3 => op().prop_map(Step::Compute),
         1 => (1u64..6, 0u32..128, 1u32..=128, 0u8..4, 0usize..3, any::<bool>())
@@ -461,6 +463,13 @@ fn run_steps(steps: &[Step], chip: Chip, mode: ExecMode) -> (Profile, neuron_sim
         nc.dma(*t, x.slice(&[0..128, i as u64 * F..(i as u64 + 1) * F])).unwrap();
     }
     nc.matmul(acc, tiles[0], tiles[1], false).unwrap();
+    // The DMA transposes' bf16 source and tiles (steps of kind 4 and 5).
+    let xb = nc.hbm_input("xb", Dtype::Bf16, &[256, 256], &[]).unwrap();
+    let tb = nc.tile_named(sb, "tb", Dtype::Bf16, &[128, 128]).unwrap();
+    let tb2 = nc.tile_named(sb, "tb2", Dtype::Bf16, &[128, 128]).unwrap();
+    nc.dma(tb, xb.slice(&[0..128, 0..128])).unwrap();
+    nc.dma(tb2, xb.slice(&[128..256, 0..128])).unwrap();
+    let has_dma_transpose = nc.chip().neuroncore_version >= 3;
     // An HBM side of `n` rows from `row` (wrapping within 256) and one column block.
     let side = |h: Hbm, row: u64, n: u64, block: u64, strided: bool| {
         let row = row.min(256 - n);
@@ -484,6 +493,17 @@ fn run_steps(steps: &[Step], chip: Chip, mode: ExecMode) -> (Profile, neuron_sim
                     0 => nc.dma(t, side(x, row, n, block, strided)),
                     1 => nc.dma(side(y, row, n, block, strided), t),
                     2 => nc.dma(t, tiles[other].parts(q0..q0 + np)),
+                    // [128 rows, np columns] of xb into np partitions of tb (or tb2).
+                    4 | 5 => {
+                        let dst = [tb, tb2][tile % 2].parts(p0..p0 + np);
+                        let row = row.min(128);
+                        let cols = block * 32..block * 32 + n;
+                        match (has_dma_transpose, kind) {
+                            (true, 4) => nc.dma_transpose(dst, xb.slice(&[row..row + 128, cols])),
+                            (true, _) => nc.dma_transpose(dst, [tb2, tb][tile % 2].cols(0..n)),
+                            (false, _) => nc.dma(dst, xb.slice(&[row..row + n, 0..128])),
+                        }
+                    }
                     // Whole rows (contiguous: one descriptor per engine's block) or a block.
                     _ if block == 0 => {
                         let row = row.min(256 - n);
