@@ -9,33 +9,8 @@ use proptest::prelude::*;
 
 const NEG_INF: f32 = f32::NEG_INFINITY;
 
-fn nc() -> Nc {
-    Nc::new(Chip::trn2(), ExecMode::FUNCTIONAL)
-}
-
-/// A fresh SBUF tile of `shape` named `name` (its own pool, so no two share a buffer).
-fn tile(nc: &mut Nc, name: &str, dt: Dtype, shape: &[u64]) -> Tile {
-    let pool = nc.sbuf_pool(name, 1);
-    nc.tile_named(pool, name, dt, shape).unwrap()
-}
-
-/// A tile holding `vals` (row-major `shape`), loaded from HBM.
-fn load(nc: &mut Nc, name: &str, dt: Dtype, shape: &[u64], vals: &[f32]) -> Tile {
-    let h = nc.hbm_input(&format!("{name}_in"), dt, shape, vals).unwrap();
-    let t = tile(nc, name, dt, shape);
-    nc.dma(t, h).unwrap();
-    t
-}
-
-/// The values of a whole tile, through HBM.
-fn read(nc: &mut Nc, t: Tile) -> Vec<f32> {
-    static OUTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let k = OUTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let shape = [t.partitions() as u64, t.free_elems()];
-    let h = nc.hbm(&format!("out{k}"), t.dtype(), &shape).unwrap();
-    nc.dma(h, t).unwrap();
-    nc.read_hbm(h).unwrap().to_vec()
-}
+mod common;
+use common::{load, nc, read, tile};
 
 /// The reference top k of a row: positions ordered by value, largest first, the earlier of
 /// equal values first (NaN never taken).
