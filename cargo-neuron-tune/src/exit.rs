@@ -66,10 +66,16 @@ impl Exit {
     /// columns, within which clap leaves a line alone on an 80-column terminal (a longer
     /// line it wraps back to the margin, under the codes).
     pub fn help_table() -> String {
+        format!("Exit codes:\n{}", Exit::help_rows(&Exit::ALL))
+    }
+
+    /// The rows of [`Exit::help_table`] for `codes` (a command's own help lists those it can
+    /// give).
+    pub fn help_rows(codes: &[Exit]) -> String {
         const WIDTH: usize = 78;
         const INDENT: usize = 7;
-        let mut s = String::from("Exit codes:\n");
-        for e in Exit::ALL {
+        let mut s = String::new();
+        for &e in codes {
             let mut line = format!("  {:<3} ", e.code());
             for word in e.meaning().split(' ') {
                 if line.len() + 1 + word.len() > WIDTH && line.trim_end().len() > INDENT {

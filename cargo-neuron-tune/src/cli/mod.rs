@@ -12,6 +12,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 mod goal;
+mod help;
 pub use goal::{parse_goal, Goal};
 
 /// Tune NeuronCore kernels on a simulator: every variant (kernel × params × shape × chip) is a
@@ -202,6 +203,12 @@ impl Grid {
     }
 }
 
+/// `replay`'s `--budget`: the search flags are `tune`'s, whose text speaks of simulations.
+const REPLAY_BUDGET_HELP: &str = "Evaluations: configurations looked up in the landscape \
+    (those it records as failed count, as invalid ones)";
+/// `replay`'s `--time`.
+const REPLAY_TIME_HELP: &str = "Stop proposing after this many seconds [default: no limit]";
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// List kernels (parameters, spaces, shapes) and models of the selected crates.
@@ -228,6 +235,7 @@ pub enum Command {
     /// Check variants against the CPU reference with property-based tests (functional model):
     /// `--cases` random small shapes and inputs per parameter set, shrunk to the smallest
     /// failing case. With `--shape`, one seeded case at each named shape instead, at full size.
+    #[command(after_help = help::after("check"))]
     Check {
         #[command(flatten)]
         cargo: CargoFlags,
@@ -246,6 +254,7 @@ pub enum Command {
         seed: Option<u64>,
     },
     /// Benchmark variants on the timing model; unchanged programs are served from the store.
+    #[command(after_help = help::after("bench"))]
     Bench {
         #[command(flatten)]
         cargo: CargoFlags,
@@ -271,6 +280,7 @@ pub enum Command {
         parts: PartitionOpts,
     },
     /// Profile one variant: where the time goes, the bottleneck and what to do about it.
+    #[command(after_help = help::after("profile"))]
     Profile {
         #[command(flatten)]
         cargo: CargoFlags,
@@ -303,7 +313,7 @@ pub enum Command {
     },
     /// Search each selected kernel's space at each selected shape for the fastest correct
     /// variant; the winners go into the crate's `neuron-tune.tuned.toml`.
-    #[command(mut_arg("shapes", |a| a.help(TUNE_SHAPE_HELP)))]
+    #[command(mut_arg("shapes", |a| a.help(TUNE_SHAPE_HELP)), after_help = help::after("tune"))]
     Tune {
         #[command(flatten)]
         cargo: CargoFlags,
@@ -418,7 +428,10 @@ pub enum Command {
     #[command(
         mut_arg("resume", |a| a.hide(true)),
         mut_arg("objective", |a| a.hide(true)),
-        mut_arg("proposer", |a| a.hide(true))
+        mut_arg("proposer", |a| a.hide(true)),
+        mut_arg("budget", |a| a.help(REPLAY_BUDGET_HELP)),
+        mut_arg("time", |a| a.help(REPLAY_TIME_HELP)),
+        after_help = help::after("replay")
     )]
     Replay {
         /// The landscape file.

@@ -146,6 +146,9 @@ pub fn run_replay(cache: &Path, opts: &SearchOpts, out: &Reporter) -> Result<Exi
     ));
     out.result(format!("  convergence (best so far, {unit}): {}", curve(&result.best_so_far)));
     out.result(format!("  {}", crate::convergence::describe(&convergence)));
+    if let Some(note) = valid_share_note(&landscape, convergence.whole_space) {
+        out.result(format!("  {note}"));
+    }
     for d in &diagnoses {
         for line in crate::convergence::diagnosis_lines(d) {
             out.result(format!("  {line}"));
@@ -162,6 +165,21 @@ fn whole_space(landscape: &Landscape, history: &[neuron_tune_search::Trial]) -> 
     let tried: std::collections::HashSet<&neuron_tune_search::Config> =
         history.iter().map(|t| &t.config).filter(|c| landscape.is_valid(c)).collect();
     (tried.len() == landscape.valid_values().len()).then(|| landscape.space().len() as u64)
+}
+
+/// When a run tried the whole space of a landscape most of which is invalid (a truncated
+/// cache's unreached configurations, or a space mostly refused by its restrictions), how
+/// few were valid: "the whole space" alone would read as 10,240 configurations measured.
+fn valid_share_note(landscape: &Landscape, whole_space: Option<u64>) -> Option<String> {
+    let space = whole_space?;
+    let valid = landscape.valid_values().len() as u64;
+    (valid < space).then(|| {
+        format!(
+            "{valid} of the {space} configurations are valid ({:.2} %); the landscape refuses \
+             the rest before evaluation, so the run evaluated only those {valid}",
+            100.0 * valid as f64 / space as f64
+        )
+    })
 }
 
 /// `v` to 5 significant digits, whatever its scale (a landscape's unit may be seconds or
@@ -224,6 +242,10 @@ mod tests {
             ..crate::convergence::analyze(&[Some(3.0), Some(2.0), Some(1.5)], 0, 0, 0)
         };
         assert!(crate::convergence::describe(&c).starts_with("searched the whole space (4 "));
+        // Of the 4, 3 are valid: said, since "the whole space" alone reads as 4 measured.
+        let note = super::valid_share_note(&landscape, c.whole_space).unwrap();
+        assert!(note.starts_with("3 of the 4 configurations are valid (75.00 %)"), "{note}");
+        assert_eq!(super::valid_share_note(&landscape, None), None);
         // Stopped before the last valid one: not the whole space.
         let two = replay(2);
         assert_eq!(two.len(), 2);

@@ -133,9 +133,10 @@ pub(super) fn tune_one(
             _ => String::new(),
         };
         ctx.out.status(format!(
-            "   Resuming {} from {} journaled evaluations{shorter}",
+            "   Resuming {} from {} journaled evaluation{}{shorter}",
             job.kernel,
-            replayed.len()
+            replayed.len(),
+            if replayed.len() == 1 { "" } else { "s" },
         ));
     }
     // The default, measured like any proposal (never pruned: there is no incumbent).
