@@ -88,6 +88,73 @@ pub fn failure() -> Failure {
     )
 }
 
+/// The command line that continues this `tune` run: its own arguments, as typed after
+/// `cargo neuron-tune`, with `--resume` and the run's `--seed` added where missing (a shell
+/// word quoted where it needs it).
+pub fn resume_command(seed: u64) -> String {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    resume_command_of(&args, seed)
+}
+
+fn resume_command_of(args: &[String], seed: u64) -> String {
+    // cargo runs `cargo-neuron-tune neuron-tune …`; run directly, the binary has no such word.
+    let args = match args.first() {
+        Some(a) if a == "neuron-tune" => &args[1..],
+        _ => args,
+    };
+    let has = |flag: &str| {
+        args.iter().any(|a| a == flag || a.strip_prefix(flag).is_some_and(|r| r.starts_with('=')))
+    };
+    let mut words: Vec<String> = args.iter().map(|a| shell_word(a)).collect();
+    if !has("--resume") {
+        words.push("--resume".into());
+    }
+    if !has("--seed") {
+        words.extend(["--seed".into(), seed.to_string()]);
+    }
+    format!("cargo neuron-tune {}", words.join(" "))
+}
+
+/// `w` as one shell word: as is when it holds only characters no shell treats specially,
+/// else single-quoted.
+fn shell_word(w: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-=,./:@%+".contains(c);
+    if !w.is_empty() && w.chars().all(plain) {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod resume_tests {
+    fn args(s: &[&str]) -> Vec<String> {
+        s.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn the_resume_command_is_the_run_s_own_with_resume_and_its_seed() {
+        let cmd = |a: &[&str]| super::resume_command_of(&args(a), 42);
+        assert_eq!(
+            cmd(&["neuron-tune", "tune", "-k", "gemm", "--shape", "small"]),
+            "cargo neuron-tune tune -k gemm --shape small --resume --seed 42"
+        );
+        // Run as the binary itself; a seed and --resume already given are kept as given.
+        assert_eq!(
+            cmd(&["tune", "--seed=7", "--resume", "-k", "gemm"]),
+            "cargo neuron-tune tune --seed=7 --resume -k gemm"
+        );
+        assert_eq!(
+            cmd(&["neuron-tune", "tune", "--proposer", "python3 p.py", "--seed", "9"]),
+            "cargo neuron-tune tune --proposer 'python3 p.py' --seed 9 --resume"
+        );
+        assert_eq!(
+            cmd(&["tune", "--params", "a='x'"]),
+            "cargo neuron-tune tune --params 'a='\\''x'\\''' --resume --seed 42"
+        );
+    }
+}
+
 #[cfg(all(test, unix))]
 mod tests {
     use std::os::unix::process::ExitStatusExt;

@@ -95,6 +95,13 @@ fn sighup_stops_a_tuning_run_that_resumes_as_if_never_stopped() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(Exit::Interrupted.code().into()), "{err}");
     assert!(err.contains("interrupted") && err.contains("--resume"), "{err}");
+    // The command that continues it is the run's own, with --resume (its seed given).
+    let resume = err.lines().find(|l| l.trim_start().starts_with("cargo neuron-tune tune"));
+    let resume = resume.unwrap_or_else(|| panic!("no resume command in: {err}"));
+    assert!(
+        resume.contains(&format!("--seed {seed}")) && resume.ends_with(" --resume"),
+        "{resume}"
+    );
     let kept = journal_lines(&journal);
     assert!((1..24).contains(&kept.len()), "{} evaluations kept", kept.len());
     let mut distinct = numbers(&kept);

@@ -274,248 +274,256 @@ pub fn run(
     let mut run_spent = conv::Spent { build_s, ..Default::default() };
     // For the closing summary event: evaluations, invalid ones and faults over every target.
     let (mut evaluated, mut invalid, mut kernel_faults) = (0, 0, 0);
-    for (ti, t) in targets.iter().enumerate() {
-        let (before, rest) = ws.crates.split_at_mut(t.krate);
-        let (c, after) = rest.split_first_mut().expect("a target's crate is in the workspace");
-        let k = &t.kernel;
-        let shape_name = &t.shape_name;
-        // The journal is `tune-{key}.jsonl`.
-        let key = format!("{}{seed}", &journal_prefix(t)["tune-".len()..]);
-        // The crate's tuned database: its record of this target is a known answer.
-        let db = match &mut dbs[t.krate] {
-            Some(db) => db,
-            slot => {
-                let dir = c
-                    .krate
-                    .manifest_path
-                    .parent()
-                    .map(std::path::PathBuf::from)
-                    .unwrap_or_default();
-                slot.insert(TunedDb::load(&dir)?)
+    // The targets' loop, in a closure so that an interruption (`?` out of a search) still
+    // reaches the lines below that say what was recorded.
+    let looped = (|| -> Result<(), Failure> {
+        for (ti, t) in targets.iter().enumerate() {
+            let (before, rest) = ws.crates.split_at_mut(t.krate);
+            let (c, after) = rest.split_first_mut().expect("a target's crate is in the workspace");
+            let k = &t.kernel;
+            let shape_name = &t.shape_name;
+            // The journal is `tune-{key}.jsonl`.
+            let key = format!("{}{seed}", &journal_prefix(t)["tune-".len()..]);
+            // The crate's tuned database: its record of this target is a known answer.
+            let db = match &mut dbs[t.krate] {
+                Some(db) => db,
+                slot => {
+                    let dir = c
+                        .krate
+                        .manifest_path
+                        .parent()
+                        .map(std::path::PathBuf::from)
+                        .unwrap_or_default();
+                    slot.insert(TunedDb::load(&dir)?)
+                }
+            };
+            let recorded = db.find(&k.name, &chip.name, &t.shape).map(|r| r.params.clone());
+            let job = Job {
+                recorded: recorded.as_ref(),
+                kernel: &k.name,
+                package: &packages[t.krate],
+                shape_name,
+                shape: &t.shape,
+                chip: &chip,
+                store: &store,
+                sim_version: &c.list.sim_version,
+                harness_hash: &harness_hashes[t.krate],
+                seed,
+                pinned: s.params.as_deref(),
+                opts,
+                bar: &bar,
+                out: &ctx.out,
+                goal,
+                key_shapes: &t.key_shapes,
+            };
+            let mut check = model_check::ModelCheck {
+                users: &users[ti],
+                kernel: &k.name,
+                shape: &t.shape,
+                chip: &chip,
+                store: &store,
+                tuned: ws.tuned.get()?,
+                out: &ctx.out,
+                fresh: &fresh,
+                skipped: Default::default(),
+                runs: Default::default(),
+                own: t.krate,
+                own_sim_version: &c.list.sim_version,
+                own_manifest: &c.krate.manifest_path,
+            };
+            let mut models = |pool: &mut Pool, candidate: &Params, replaced: Option<&Params>| {
+                check.run(pool, before, after, candidate, replaced)
+            };
+            let mut result =
+                tune_one(&mut c.pool, &k.space, &k.defaults, &job, &key, ctx, &mut models)?;
+            prefer_dominating(&mut c.pool, &job, &mut result)?;
+            // The bar counts simulations, `--budget` per target: a target that ended short of
+            // its budget (early stop, goal met, space or proposal cap exhausted) hands the rest
+            // over, so the bar's position and ETA stay right for the next one.
+            bar.inc(opts.budget.saturating_sub(charged(result.evaluations, result.pruned)) as u64);
+            if goal.validates() {
+                bar.suspend(|| {
+                    if users[ti].is_empty() {
+                        out.status(unchecked_by_models(&k.name, shape_name, &selected_models));
+                    }
+                    for why in &check.skipped {
+                        out.note(format!("warning: left out of the validation: model {why}"));
+                    }
+                });
             }
-        };
-        let recorded = db.find(&k.name, &chip.name, &t.shape).map(|r| r.params.clone());
-        let job = Job {
-            recorded: recorded.as_ref(),
-            kernel: &k.name,
-            package: &packages[t.krate],
-            shape_name,
-            shape: &t.shape,
-            chip: &chip,
-            store: &store,
-            sim_version: &c.list.sim_version,
-            harness_hash: &harness_hashes[t.krate],
-            seed,
-            pinned: s.params.as_deref(),
-            opts,
-            bar: &bar,
-            out: &ctx.out,
-            goal,
-            key_shapes: &t.key_shapes,
-        };
-        let mut check = model_check::ModelCheck {
-            users: &users[ti],
-            kernel: &k.name,
-            shape: &t.shape,
-            chip: &chip,
-            store: &store,
-            tuned: ws.tuned.get()?,
-            out: &ctx.out,
-            fresh: &fresh,
-            skipped: Default::default(),
-            runs: Default::default(),
-            own: t.krate,
-            own_sim_version: &c.list.sim_version,
-            own_manifest: &c.krate.manifest_path,
-        };
-        let mut models = |pool: &mut Pool, candidate: &Params, replaced: Option<&Params>| {
-            check.run(pool, before, after, candidate, replaced)
-        };
-        let mut result =
-            tune_one(&mut c.pool, &k.space, &k.defaults, &job, &key, ctx, &mut models)?;
-        prefer_dominating(&mut c.pool, &job, &mut result)?;
-        // The bar counts simulations, `--budget` per target: a target that ended short of
-        // its budget (early stop, goal met, space or proposal cap exhausted) hands the rest
-        // over, so the bar's position and ETA stay right for the next one.
-        bar.inc(opts.budget.saturating_sub(charged(result.evaluations, result.pruned)) as u64);
-        if goal.validates() {
-            bar.suspend(|| {
-                if users[ti].is_empty() {
-                    out.status(unchecked_by_models(&k.name, shape_name, &selected_models));
-                }
-                for why in &check.skipped {
-                    out.note(format!("warning: left out of the validation: model {why}"));
-                }
-            });
-        }
-        // Each target is charged its share of the shared build.
-        result.build_s = build_s / targets.len() as f64;
-        run_spent.check_s += result.check_s;
-        run_spent.total_s += result.total_s;
-        (evaluated, invalid) = (evaluated + result.evaluations, invalid + result.invalid);
-        kernel_faults += result.faults;
-        // What the reproducers printed for this target carry of the run.
-        let model_package =
-            t.model_krate.filter(|&m| m != t.krate).map(|m| packages[m].name.as_str());
-        let replay =
-            Replay { cargo, package: &packages[t.krate].name, model_package, chip: &s.chip };
-        bar.suspend(|| warn_faults(&out, t, &chip.name, &replay, &result));
-        if let Some((params, why)) = &result.no_valid {
-            // Not even the default is recorded: it is not in the space the user asked for.
-            empty.push(format!(
-                "{} at {shape_name}: the kernel's rule refuses every configuration of its \
+            // Each target is charged its share of the shared build.
+            result.build_s = build_s / targets.len() as f64;
+            run_spent.check_s += result.check_s;
+            run_spent.total_s += result.total_s;
+            (evaluated, invalid) = (evaluated + result.evaluations, invalid + result.invalid);
+            kernel_faults += result.faults;
+            // What the reproducers printed for this target carry of the run.
+            let model_package =
+                t.model_krate.filter(|&m| m != t.krate).map(|m| packages[m].name.as_str());
+            let replay =
+                Replay { cargo, package: &packages[t.krate].name, model_package, chip: &s.chip };
+            bar.suspend(|| warn_faults(&out, t, &chip.name, &replay, &result));
+            if let Some((params, why)) = &result.no_valid {
+                // Not even the default is recorded: it is not in the space the user asked for.
+                empty.push(format!(
+                    "{} at {shape_name}: the kernel's rule refuses every configuration of its \
                  space (e.g. {params}: {why}); nothing searched, nothing recorded (`cargo \
                  neuron-tune list` counts the valid ones)",
-                k.name
-            ));
-            continue;
-        }
-        bar.suspend(|| warn_failed_checks(&out, t, &chip.name, &replay, &result));
-        reproducers.extend(reproduce::failures(t, &replay, &result));
-        // Faults of the kernel (exit 4, the winners still recorded): code that panicked,
-        // crashed or hung, and variants — the default too, when another one stands — that
-        // failed their correctness check with a failing case.
-        let code_faults = result
-            .history
-            .iter()
-            .filter(|e| e.status == "invalid" && conv::is_fault(&e.status, e.error.as_deref()))
-            .count();
-        let wrong = result.faults - code_faults;
-        let default_wrong = result.best.is_some()
-            && result
-                .default_check
-                .as_ref()
-                .is_some_and(|f| conv::is_fault("failed_check", Some(&f.journal_error())));
-        let mut what = Vec::new();
-        if code_faults > 0 {
-            what.push(format!("{} panicked, crashed or hung", conv::count(code_faults, "variant")));
-        }
-        if wrong > 0 {
-            let their = if wrong == 1 { "its" } else { "their" };
-            what.push(format!(
-                "{} failed {their} correctness check",
-                conv::count(wrong, "variant")
-            ));
-        }
-        if default_wrong {
-            what.push("the default parameters failed their correctness check".into());
-        }
-        if !what.is_empty() {
-            faults.push(format!(
-                "{} at {shape_name}: {} (the journal {} has every one, with its error)",
-                k.name,
-                what.join("; "),
-                result.journal.display()
-            ));
-        }
-        let Some(best) = result.best.clone() else {
-            if result.default_fails_check {
-                // Nothing correct to record: the file keeps what it had, and the run fails.
-                failed.push(format!(
-                    "{} at {shape_name}: no variant passed its correctness check, the default \
+                    k.name
+                ));
+                continue;
+            }
+            bar.suspend(|| warn_failed_checks(&out, t, &chip.name, &replay, &result));
+            reproducers.extend(reproduce::failures(t, &replay, &result));
+            // Faults of the kernel (exit 4, the winners still recorded): code that panicked,
+            // crashed or hung, and variants — the default too, when another one stands — that
+            // failed their correctness check with a failing case.
+            let code_faults = result
+                .history
+                .iter()
+                .filter(|e| e.status == "invalid" && conv::is_fault(&e.status, e.error.as_deref()))
+                .count();
+            let wrong = result.faults - code_faults;
+            let default_wrong = result.best.is_some()
+                && result
+                    .default_check
+                    .as_ref()
+                    .is_some_and(|f| conv::is_fault("failed_check", Some(&f.journal_error())));
+            let mut what = Vec::new();
+            if code_faults > 0 {
+                what.push(format!(
+                    "{} panicked, crashed or hung",
+                    conv::count(code_faults, "variant")
+                ));
+            }
+            if wrong > 0 {
+                let their = if wrong == 1 { "its" } else { "their" };
+                what.push(format!(
+                    "{} failed {their} correctness check",
+                    conv::count(wrong, "variant")
+                ));
+            }
+            if default_wrong {
+                what.push("the default parameters failed their correctness check".into());
+            }
+            if !what.is_empty() {
+                faults.push(format!(
+                    "{} at {shape_name}: {} (the journal {} has every one, with its error)",
+                    k.name,
+                    what.join("; "),
+                    result.journal.display()
+                ));
+            }
+            let Some(best) = result.best.clone() else {
+                if result.default_fails_check {
+                    // Nothing correct to record: the file keeps what it had, and the run fails.
+                    failed.push(format!(
+                        "{} at {shape_name}: no variant passed its correctness check, the default \
                      included; nothing recorded",
-                    k.name
-                ));
-            } else if let Some(why) = nothing_valid(t, &chip.name, &result) {
-                // Every variant tried and the default refused: nothing valid to run, as
-                // `bench` says of such variants (exit 2), with the rules that refused them.
-                empty.push(why);
-            } else {
-                out.note(format!("note: {} at {shape_name}: no valid variant found", k.name));
-            }
-            if let Some(g) = &goal.goal {
-                missed.push(format!(
-                    "{} at {shape_name}: goal {g} not met: no valid variant found",
-                    k.name
-                ));
-            }
-            continue;
-        };
-        bar.suspend(|| report(&out, t, &chip, &replay, &result, &best, seed, opts, &mut table));
-        if let Some(why) = &result.default_refused {
-            // A default the kernel's own rule refuses is what every untuned call (another
-            // chip or shape, a model without this record) would run: said, not only a "-"
-            // in the table's default column.
-            out.note(format!(
-                "warning: {} at {shape_name}: the default parameters {} are not valid here \
+                        k.name
+                    ));
+                } else if let Some(why) = nothing_valid(t, &chip.name, &result) {
+                    // Every variant tried and the default refused: nothing valid to run, as
+                    // `bench` says of such variants (exit 2), with the rules that refused them.
+                    empty.push(why);
+                } else {
+                    out.note(format!("note: {} at {shape_name}: no valid variant found", k.name));
+                }
+                if let Some(g) = &goal.goal {
+                    missed.push(format!(
+                        "{} at {shape_name}: goal {g} not met: no valid variant found",
+                        k.name
+                    ));
+                }
+                continue;
+            };
+            bar.suspend(|| report(&out, t, &chip, &replay, &result, &best, seed, opts, &mut table));
+            if let Some(why) = &result.default_refused {
+                // A default the kernel's own rule refuses is what every untuned call (another
+                // chip or shape, a model without this record) would run: said, not only a "-"
+                // in the table's default column.
+                out.note(format!(
+                    "warning: {} at {shape_name}: the default parameters {} are not valid here \
                  ({why}); this run's winner is recorded, but elsewhere the default is what \
                  runs: set a valid one (`default = {{ ... }}` in the kernel's configuration)",
-                k.name, t.kernel.defaults
-            ));
-        }
-        winners.push((ti, best.params.clone(), best.time_us));
-        // The goal is judged on what the tuned file holds after the run: a kept record,
-        // faster than this run's best, stands for the kernel.
-        match (&result.goal, &result.record) {
-            (Some(g), Some((r, _))) if g.met_by_record => bar.suspend(|| {
-                out.status(format!(
+                    k.name, t.kernel.defaults
+                ));
+            }
+            winners.push((ti, best.params.clone(), best.time_us));
+            // The goal is judged on what the tuned file holds after the run: a kept record,
+            // faster than this run's best, stands for the kernel.
+            match (&result.goal, &result.record) {
+                (Some(g), Some((r, _))) if g.met_by_record => bar.suspend(|| {
+                    out.status(format!(
                     "   Goal {} met by the tuned record kept for {} {shape_name}: {} ({:.1} µs; \
                      this run's own best {:.1} µs does not meet it)",
                     g.goal, k.name, r.params, r.time_us, best.time_us
                 ))
-            }),
-            (Some(g), record) if !g.met => {
-                let kept = record.as_ref().map_or(&best, |r| &r.0);
-                let mut why = goal_miss(&k.name, shape_name, g, kept, result.whole_space);
-                if let Some((r, _)) = record {
-                    why.push_str(&format!(
-                        "\n    (that best is the tuned record kept, {}; this run's own best \
+                }),
+                (Some(g), record) if !g.met => {
+                    let kept = record.as_ref().map_or(&best, |r| &r.0);
+                    let mut why = goal_miss(&k.name, shape_name, g, kept, result.whole_space);
+                    if let Some((r, _)) = record {
+                        why.push_str(&format!(
+                            "\n    (that best is the tuned record kept, {}; this run's own best \
                          takes {:.2} µs)",
-                        r.params, best.time_us
-                    ));
+                            r.params, best.time_us
+                        ));
+                    }
+                    missed.push(why);
                 }
-                missed.push(why);
+                _ => {}
             }
-            _ => {}
-        }
-        let db = dbs[t.krate].as_mut().expect("loaded before the search");
-        // The file's record stands when this run found nothing faster (it is refreshed:
-        // its time and program as measured today).
-        let (best, validated) = match &result.record {
-            Some((r, validated)) => {
-                bar.suspend(|| {
+            let db = dbs[t.krate].as_mut().expect("loaded before the search");
+            // The file's record stands when this run found nothing faster (it is refreshed:
+            // its time and program as measured today).
+            let (best, validated) = match &result.record {
+                Some((r, validated)) => {
+                    bar.suspend(|| {
                     out.status(format!(
                         "   Kept the recorded {} {shape_name}: {} ({:.1} µs; this run's best {:.1} µs is \
                          not faster)",
                         k.name, r.params, r.time_us, best.time_us
                     ))
                 });
-                (r.clone(), validated.clone())
-            }
-            None => (best, result.validated.clone()),
-        };
-        let (validated_shapes, validated_models) = validated.unwrap_or_default();
-        let record = TunedRecord {
-            kernel: k.name.clone(),
-            chip: chip.name.clone(),
-            shape: shape_name.clone(),
-            dims: t.shape.clone(),
-            params: best.params.clone(),
-            time_us: best.time_us,
-            program_hash: best.program_hash.clone(),
-            tool_version: env!("CARGO_PKG_VERSION").into(),
-            sim_version: c.list.sim_version.clone(),
-            validated_shapes,
-            validated_models,
-        };
-        written_params.push((ti, record.params.clone()));
-        fresh.push((c.krate.manifest_path.clone(), record.entry(None)));
-        let change = db.record(record);
-        let before = match written.iter().any(|w| w.path.as_path() == db.path()) {
-            true => None,
-            false => std::fs::read(db.path()).ok(),
-        };
-        // Saved after every kernel: an interrupted run keeps the winners it found.
-        let path = db.save()?;
-        let i = match written.iter().position(|w| w.path == path) {
-            Some(i) => i,
-            None => {
-                written.push(Written::new(path, before));
-                written.len() - 1
-            }
-        };
-        written[i].count(change);
-    }
+                    (r.clone(), validated.clone())
+                }
+                None => (best, result.validated.clone()),
+            };
+            let (validated_shapes, validated_models) = validated.unwrap_or_default();
+            let record = TunedRecord {
+                kernel: k.name.clone(),
+                chip: chip.name.clone(),
+                shape: shape_name.clone(),
+                dims: t.shape.clone(),
+                params: best.params.clone(),
+                time_us: best.time_us,
+                program_hash: best.program_hash.clone(),
+                tool_version: env!("CARGO_PKG_VERSION").into(),
+                sim_version: c.list.sim_version.clone(),
+                validated_shapes,
+                validated_models,
+            };
+            written_params.push((ti, record.params.clone()));
+            fresh.push((c.krate.manifest_path.clone(), record.entry(None)));
+            let change = db.record(record);
+            let before = match written.iter().any(|w| w.path.as_path() == db.path()) {
+                true => None,
+                false => std::fs::read(db.path()).ok(),
+            };
+            // Saved after every kernel: an interrupted run keeps the winners it found.
+            let path = db.save()?;
+            let i = match written.iter().position(|w| w.path == path) {
+                Some(i) => i,
+                None => {
+                    written.push(Written::new(path, before));
+                    written.len() - 1
+                }
+            };
+            written[i].count(change);
+        }
+        Ok(())
+    })();
     bar.finish_and_clear();
     for w in &written {
         out.status(w.line());
@@ -523,6 +531,27 @@ pub fn run(
     if !table.is_empty() {
         out.result("");
         out.table(&table, "  ");
+    }
+    if let Err(f) = looped {
+        if f.exit != Exit::Interrupted {
+            return Err(f);
+        }
+        // What finished is recorded (above); the rest continues from its journal.
+        let finished = match written_params.len() {
+            0 => String::new(),
+            n => format!(
+                "the winners of the {} finished are recorded; ",
+                conv::count(n, "kernel shape")
+            ),
+        };
+        return Err(fail(
+            Exit::Interrupted,
+            format!(
+                "interrupted: {finished}every evaluation of the search under way is in its \
+                 journal; continue with\n  {}",
+                crate::interrupt::resume_command(seed)
+            ),
+        ));
     }
     // Judged once over the run: charged to each target, a cold build made every one "slow".
     if let Some(d) = conv::slow_build(&run_spent, targets.len()) {
