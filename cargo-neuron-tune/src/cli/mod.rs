@@ -80,7 +80,9 @@ impl ColorWhen {
 /// `replay`, `init`, `new`, `merge`, `baseline show`).
 #[derive(Debug, Args, Clone, Copy)]
 pub struct WorkerOpts {
-    /// Parallel harness workers (default: the number of CPUs).
+    /// Parallel harness workers, each simulating one variant at a time (default: the number
+    /// of CPUs). Unlike cargo's `-j`, not the build's jobs: cargo builds the harness with
+    /// its own default (`CARGO_BUILD_JOBS` sets that).
     #[arg(short = 'j', long, value_name = "N", value_parser = positive::<usize>,
           allow_negative_numbers = true)]
     pub jobs: Option<usize>,
