@@ -245,6 +245,32 @@ pub fn parse_journal(text: &str) -> JournalRead {
     read
 }
 
+/// Move the lines numbered `rejected` (1-based, as [`JournalRead::rejected`] gives them) out
+/// of the journal at `path` into `<path>.rejected` (appended), so that the next read of the
+/// journal does not warn about them again, while nothing is destroyed: a damaged line may
+/// still be worth a look. The `.rejected` file is written first and the journal then
+/// replaced atomically, so a crash between the two leaves a line in both, never in
+/// neither. Returns the `.rejected` file's path. The caller holds the store's lock (no
+/// other process appends to the journal meanwhile).
+pub fn set_aside_journal_lines(path: &Path, rejected: &[usize]) -> Result<PathBuf> {
+    let text = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = String::from_utf8_lossy(&text);
+    let (mut kept, mut moved) = (String::new(), String::new());
+    for (i, line) in text.lines().enumerate() {
+        let to = if rejected.contains(&(i + 1)) { &mut moved } else { &mut kept };
+        to.push_str(line);
+        to.push('\n');
+    }
+    let mut aside = path.as_os_str().to_owned();
+    aside.push(".rejected");
+    let aside = PathBuf::from(aside);
+    let mut f = OpenOptions::new().create(true).append(true).open(&aside)?;
+    f.write_all(moved.as_bytes())?;
+    f.sync_data()?;
+    write_atomic(path, kept.as_bytes())?;
+    Ok(aside)
+}
+
 /// Why [`write_atomic`] could not write `path`, found before any work is done, so that a
 /// typo in an output flag is refused up front (exit 2) instead of after the build and the
 /// simulation: `path` is a directory, or its nearest existing ancestor (the directory
@@ -422,5 +448,16 @@ mod tests {
         assert!(read.rejected[1].1.contains("not JSON"), "{:?}", read.rejected);
         // A missing journal is an empty one.
         assert!(read_journal(&dir.path().join("nope.jsonl")).unwrap().lines.is_empty());
+        // Set aside, the rejected lines leave the journal for `.rejected`, whole and in
+        // order; what stays reads back with nothing rejected, and appends go on after it.
+        let edited = lines[1].replace("\"a\":2", "\"a\":7");
+        let aside = set_aside_journal_lines(&p, &[2, 3]).unwrap();
+        assert_eq!(aside, p.with_file_name("run.jsonl.rejected"));
+        assert_eq!(fs::read_to_string(&aside).unwrap(), format!("{edited}\n{torn}\n"));
+        assert_eq!(fs::read_to_string(&p).unwrap(), format!("{}\n", lines[0]));
+        store.append_journal("run", &serde_json::json!({"a": 4})).unwrap();
+        let read = read_journal(&p).unwrap();
+        assert_eq!(read.lines, [1, 4].map(|a| serde_json::json!({ "a": a })));
+        assert!(read.rejected.is_empty(), "{:?}", read.rejected);
     }
 }

@@ -400,6 +400,13 @@ fn every_fault_exits_with_its_code_says_why_and_keeps_what_was_stored() {
         (&result["best_params"], &result["best_time"]),
         "the damaged evaluation was made again, to the same end"
     );
+    // The damaged line was set aside, not lost: the journal no longer holds it (a second
+    // resume does not warn again), the `.rejected` file does.
+    let aside = PathBuf::from(format!("{}.rejected", journal.display()));
+    assert_eq!(std::fs::read_to_string(&aside).unwrap(), format!("{}\n", text[1]));
+    let (code, _, err) = run(&resume, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("not used"), "warned again: {err}");
     kinds += 1;
 
     let db = Path::new(mine).with_file_name("neuron-tune.tuned.toml");

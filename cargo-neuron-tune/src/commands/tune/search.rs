@@ -103,6 +103,17 @@ pub(super) fn tune_one(
                 journal_path.display()
             ));
         }
+        // Set aside, so that the next resume (and `report`) does not warn about them again.
+        if !read.rejected.is_empty() {
+            let numbers: Vec<usize> = read.rejected.iter().map(|(n, _)| *n).collect();
+            let aside = crate::store::set_aside_journal_lines(&journal_path, &numbers)
+                .map_err(|e| fail(Exit::Internal, format!("{e:#}")))?;
+            ctx.out.note(format!(
+                "note: moved {} to {}",
+                crate::convergence::count(numbers.len(), "unusable line"),
+                aside.display()
+            ));
+        }
         JournalLines::of(read.lines)
     } else {
         // Replaced, but only once the run is sure to go ahead (below): a run refused
