@@ -92,7 +92,9 @@ pub fn failure() -> Failure {
 /// `cargo neuron-tune`, with `--resume` and the run's `--seed` added where missing (a shell
 /// word quoted where it needs it).
 pub fn resume_command(seed: u64) -> String {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // `args_os`: an argument that is not UTF-8 (a path) must not panic the interrupted run.
+    let args: Vec<String> =
+        std::env::args_os().skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
     resume_command_of(&args, seed)
 }
 

@@ -253,21 +253,25 @@ pub fn parse_journal(text: &str) -> JournalRead {
 /// neither. Returns the `.rejected` file's path. The caller holds the store's lock (no
 /// other process appends to the journal meanwhile).
 pub fn set_aside_journal_lines(path: &Path, rejected: &[usize]) -> Result<PathBuf> {
-    let text = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let text = String::from_utf8_lossy(&text);
-    let (mut kept, mut moved) = (String::new(), String::new());
-    for (i, line) in text.lines().enumerate() {
-        let to = if rejected.contains(&(i + 1)) { &mut moved } else { &mut kept };
-        to.push_str(line);
-        to.push('\n');
+    let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    // Byte for byte, each line with its own ending (a `\r` kept, a torn last line given its
+    // newline), numbered as `str::lines` numbers them for `parse_journal`.
+    let (mut kept, mut moved) = (Vec::new(), Vec::new());
+    let body = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+    if !bytes.is_empty() {
+        for (i, line) in body.split(|&b| b == b'\n').enumerate() {
+            let to = if rejected.contains(&(i + 1)) { &mut moved } else { &mut kept };
+            to.extend_from_slice(line);
+            to.push(b'\n');
+        }
     }
     let mut aside = path.as_os_str().to_owned();
     aside.push(".rejected");
     let aside = PathBuf::from(aside);
     let mut f = OpenOptions::new().create(true).append(true).open(&aside)?;
-    f.write_all(moved.as_bytes())?;
+    f.write_all(&moved)?;
     f.sync_data()?;
-    write_atomic(path, kept.as_bytes())?;
+    write_atomic(path, &kept)?;
     Ok(aside)
 }
 

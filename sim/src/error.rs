@@ -84,8 +84,9 @@ fn free_size_rule(memory: &str) -> &'static str {
                        (nki.isa.bn_stats; neuroncore.md §2.1)"
         }
         _ => {
-            "a Vector or Scalar instruction covers at most 64K elements of free size for SBUF \
-              operands and 4K for PSUM ones (neuroncore.md §2.1)"
+            "the chip's max_free_elems_sbuf / max_free_elems_psum: 64K and 4K on the built-in \
+              chips, the Vector/Scalar instruction limit of neuroncore.md §2.1, applied to \
+              every engine's instructions"
         }
     }
 }

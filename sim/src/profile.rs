@@ -148,8 +148,9 @@ pub struct LowerBound {
     /// HBM bytes / per-core HBM bandwidth).
     pub roofline_us: f64,
     /// The DMA fixed latency plus the most engine time one queue of one DMA engine is given:
-    /// per chunk, its descriptors at `descriptor_ns` and its bytes at `engine_gbps`
-    /// (docs/dma.md §1–3; 0 without DMA).
+    /// per chunk, its descriptors at `descriptor_ns` and its bytes at `engine_gbps` (at the
+    /// chunk's share of it, `DmaChunk::rate_permille`, for a DMA transpose; docs/dma.md
+    /// §1–3; 0 without DMA).
     pub dma_queue_us: f64,
     /// The most time one compute engine (or a NeuronCore-v2 shared port) is given: its
     /// instructions' costs, fixed cycles included, one after another.

@@ -238,11 +238,16 @@ fn each_rule_is_refused_naming_the_operand_and_the_rule() {
     );
     // Partitions a multiple of 16.
     let p8 = |t: Tile| t.view().parts(0..8);
+    let parts8 = |t: Tile| t.view().parts(8..24);
     check(
         nc.local_gather(p8(dst), p8(src), p8(idx), 2, None),
         "shape_mismatch",
         &["src_buffer has 8 partitions", "multiple of 16"],
     );
+    // Groups are the cores' own 16 partitions: a view from partition 8, which would span
+    // two cores, is refused by the engines' start-partition rule.
+    let e = nc.local_gather(parts8(dst), parts8(src), parts8(idx), 2, None).unwrap_err();
+    assert_eq!(e.kind.name(), "bad_start_partition", "{e}");
     // The same partitions for index and dst.
     let parts = |t: Tile, a: u32, b: u32| t.view().parts(a..b);
     check(

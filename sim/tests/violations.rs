@@ -653,7 +653,11 @@ fn a_psum_destination_holds_at_most_its_free_size() {
         "{e}"
     );
     // The message names the rule and where it is written down.
-    let rule = ["4K for PSUM", "64K elements of free size for SBUF", "neuroncore.md §2.1"];
+    let rule = [
+        "max_free_elems_psum: 64K and 4K",
+        "Vector/Scalar instruction limit",
+        "neuroncore.md §2.1",
+    ];
     check(&e, "tensor_copy", line, &[&["4097"], &rule[..]].concat());
     let (exp, args) = (neuron_sim::Act::Exp, neuron_sim::ActArgs::default());
     let scalar = neuron_sim::Engine::Scalar;

@@ -32,7 +32,15 @@ pub fn after(command: &str) -> String {
                     "cargo neuron-tune tune --model qwen3 --shape tiny",
                 ),
             ],
-            &[Exit::Ok, Exit::Config, Exit::Build, Exit::Check, Exit::GoalNotMet, Exit::Interrupted],
+            &[
+                Exit::Ok,
+                Exit::Internal,
+                Exit::Config,
+                Exit::Build,
+                Exit::Check,
+                Exit::GoalNotMet,
+                Exit::Interrupted,
+            ],
         ),
         "bench" => (
             &[
@@ -53,7 +61,7 @@ pub fn after(command: &str) -> String {
                     "cargo neuron-tune bench --model qwen3 --shape prefill_16k",
                 ),
             ],
-            &[Exit::Ok, Exit::Config, Exit::Build, Exit::Check, Exit::Interrupted],
+            &[Exit::Ok, Exit::Internal, Exit::Config, Exit::Build, Exit::Check, Exit::Interrupted],
         ),
         "check" => (
             &[
@@ -70,7 +78,7 @@ pub fn after(command: &str) -> String {
                     "cargo neuron-tune check -k gemm --tuned --shape medium",
                 ),
             ],
-            &[Exit::Ok, Exit::Config, Exit::Build, Exit::Check, Exit::Interrupted],
+            &[Exit::Ok, Exit::Internal, Exit::Config, Exit::Build, Exit::Check, Exit::Interrupted],
         ),
         "profile" => (
             &[
@@ -96,7 +104,7 @@ pub fn after(command: &str) -> String {
                     "cargo neuron-tune replay --strategy bayes --cache my_kernel_cache.json",
                 ),
             ],
-            &[Exit::Ok, Exit::Config, Exit::Interrupted],
+            &[Exit::Ok, Exit::Internal, Exit::Config, Exit::Interrupted],
         ),
         _ => return String::new(),
     };
@@ -141,6 +149,8 @@ mod tests {
                 }
             }
             assert!(text.contains("\n  0    success\n"), "{command}: {text}");
+            // Every command that reads or writes files can fail on them (exit 1).
+            assert!(text.contains("\n  1    internal error"), "{command}: {text}");
             // Within the 100 columns clap wraps help at, so no example breaks mid-command.
             for line in text.lines() {
                 assert!(line.len() <= 98, "{command}: too wide to stay whole: {line}");

@@ -173,7 +173,7 @@ fn whole_space(landscape: &Landscape, history: &[neuron_tune_search::Trial]) -> 
 fn valid_share_note(landscape: &Landscape, whole_space: Option<u64>) -> Option<String> {
     let space = whole_space?;
     let valid = landscape.valid_values().len() as u64;
-    (valid < space).then(|| {
+    (valid > 0 && valid < space).then(|| {
         format!(
             "{valid} of the {space} configurations are valid ({:.2} %); the landscape refuses \
              the rest before evaluation, so the run evaluated only those {valid}",

@@ -74,7 +74,7 @@ impl Nc {
                 [self.dma_touch(&src, sr, Kind::Read), self.dma_touch(&dst, dr, Kind::Write)];
             // The timing model's regions below are these (an HBM side's is computed once).
             (src_region, dst_region) = (Some(sr), Some(dr));
-            self.check_dma_touches(touches, loc)?;
+            self.check_dma_touches("dma_copy", touches, loc)?;
         }
         // Program hash.
         self.h(&[5]);
@@ -133,13 +133,14 @@ impl Nc {
     /// buffer the builder keeps for it.
     pub(super) fn check_dma_touches<const N: usize>(
         &mut self,
+        instruction: &'static str,
         touches: [Option<super::affine::Touch>; N],
         loc: &'static Location<'static>,
     ) -> VResult<()> {
         let mut list = std::mem::take(&mut self.touches);
         list.clear();
         list.extend(touches.into_iter().flatten());
-        let checked = self.check_loop_carried("dma_copy", &list, SourceLoc::from_location(loc));
+        let checked = self.check_loop_carried(instruction, &list, SourceLoc::from_location(loc));
         self.touches = list;
         checked
     }

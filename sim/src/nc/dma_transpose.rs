@@ -1,7 +1,7 @@
 //! `dma_transpose`: a 2-D transpose done by the DMA engines while they copy, NKI's
 //! `nisa.dma_transpose` (and `nl.load_transpose2d`): `dst[j, i] = src[i, j]`, from HBM or
 //! SBUF into SBUF. It is how a kernel gets a K^T or an A^T without spending TensorE time and
-//! a PSUM bank on a transpose by identity, at the price of slower DMA (docs/dma.md §4).
+//! a PSUM bank on a transpose by identity, at the price of slower DMA (docs/dma.md §1).
 //!
 //! What is modelled, and what is not:
 //! * **Values**: the exact transpose; the dtype is kept (2-byte dtypes only, the one case
@@ -120,7 +120,7 @@ impl Nc {
                 self.dma_touch(&src, src_region, Kind::Read),
                 self.dma_touch(&dst_access, dst_region, Kind::Write),
             ];
-            self.check_dma_touches(touches, loc)?;
+            self.check_dma_touches("dma_transpose", touches, loc)?;
         }
         // Program hash: its own tag (a transpose is not a copy of the same views).
         self.h(&[61]);

@@ -171,7 +171,7 @@ impl Nc {
                     t
                 }),
             ];
-            self.check_dma_touches(touches, loc)?;
+            self.check_dma_touches("dma_copy", touches, loc)?;
         }
         // Program hash: its own tag (an indirect copy is not a direct one of the same views).
         self.h(&[60, (indexed == Indexed::Dst) as u8]);

@@ -176,6 +176,10 @@ impl Nc {
             });
         }
         let np = s.np as u64;
+        // Groups are the cores' own 16 partitions (core 0 wired to partitions 0..16, …): a
+        // view's start is always a multiple of 16, since every engine access of 32 or fewer
+        // partitions starts at 0, 32, 64 or 96, and a larger one at 0 or 64 (the start rule
+        // of `check_tile`, which refuses a view from partition 8 before this).
         if !np.is_multiple_of(LOCAL_GATHER_GROUP) {
             return Err(V::ShapeMismatch(format!(
                 "src_buffer has {np} partitions, but local_gather works on whole groups of \

@@ -16,7 +16,8 @@
 //!   port are serialized the same way, `end ≥ Σ dur` over them.
 //! * **A DMA queue of one engine** (docs/dma.md §2–3). Let a chunk cost
 //!   `own = round(descriptors × descriptor_ps) + ⌊bytes / rate⌋` (the model charges the same
-//!   descriptor time and `⌈bytes / rate⌉` of streaming; `⌊⌋` absorbs the HBM timeline's
+//!   descriptor time and `⌈bytes / rate⌉` of streaming, `rate` being the chunk's own,
+//!   [`Timing::chunk_rate`](super::Timing::chunk_rate); `⌊⌋` absorbs the HBM timeline's
 //!   floating-point sums). For every chunk `c`, placed at `start_c` and ending at `end_c`:
 //!   1. `start_c ≥ ready ≥ fixed_ps`: a transfer is ready `fixed_ps` after its dependencies
 //!      (`Timing::dma`), and every placement starts at or after `ready`.

@@ -274,8 +274,9 @@ pub fn run(
     let mut run_spent = conv::Spent { build_s, ..Default::default() };
     // For the closing summary event: evaluations, invalid ones and faults over every target.
     let (mut evaluated, mut invalid, mut kernel_faults) = (0, 0, 0);
-    // The targets' loop, in a closure so that an interruption (`?` out of a search) still
-    // reaches the lines below that say what was recorded.
+    // The targets' loop, in a closure so that a run stopped early (an interruption, or
+    // any other failure `?` takes out of a search) still says what it recorded: the
+    // tuned-database lines and the table of the targets that finished, below.
     let looped = (|| -> Result<(), Failure> {
         for (ti, t) in targets.iter().enumerate() {
             let (before, rest) = ws.crates.split_at_mut(t.krate);
