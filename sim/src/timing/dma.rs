@@ -781,6 +781,38 @@ mod tests {
         assert_eq!(intervals[4].len(), 3, "queue 4 moved its three chunks");
     }
 
+    /// Chunks of one transfer at different rates (the builder never mixes them, but the
+    /// uniform shortcut and the cost cache must not take one chunk's rate for another's):
+    /// on idle engines, without HBM, each takes its own descriptors and its bytes at its
+    /// own share of the rate.
+    #[test]
+    fn chunks_at_different_rates_each_take_their_own_time() {
+        let chip = crate::Chip::trn2();
+        let mut t = Timing::new(&chip, 16, false);
+        t.ensure_buffer(0, 1 << 20);
+        t.ensure_buffer(1, 1 << 20);
+        let chunks: Vec<DmaChunk> = (0..16)
+            .map(|i| DmaChunk {
+                queue: 4 + i,
+                engine_queue: 0,
+                descriptors: 8,
+                bytes: 8 * 2048,
+                rate_permille: if i % 2 == 0 { FULL_RATE } else { 500 },
+            })
+            .collect();
+        assert!(t.uniform_engine(&chunks).is_none(), "two rates: not uniform");
+        let region = |id| Region { id, p0: 0, p1: 128, b0: 0, b1: 2048 };
+        let mut out = Vec::new();
+        t.dma(&chunks, 0, &[region(0)], &[region(1)], &mut out);
+        let desc = round_u64(8.0 * t.dma_desc_ps);
+        for (c, &(q, start, end)) in chunks.iter().zip(&out) {
+            // `Timing::chunk_rate`'s expression: the engine's rate, scaled by the share.
+            let rate = t.dma_rate * c.rate_permille as f64 / FULL_RATE as f64;
+            let own = ceil_u64(c.bytes as f64 / rate);
+            assert_eq!((q, end - start), (c.queue, desc + own), "{c:?}");
+        }
+    }
+
     /// A load issued behind a store that waits on compute fills the idle gap before the
     /// store on all 16 engines at once (their busy lists are identical), sharing HBM.
     #[test]
