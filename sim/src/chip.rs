@@ -384,6 +384,13 @@ impl Chip {
         128.0 * 128.0 * 2.0 * self.clocks.tensor_ghz * 1e9
     }
 
+    /// Whether the chip's DMA transpose (`Nc::dma_transpose`) can be simulated: its rate is
+    /// published from NeuronCore-v3 (Trn2) on; NeuronCore-v2's is only "much lower
+    /// bandwidth" (docs/neuroncore.md §1.7, §2.5). Kernels choose their transpose path by it.
+    pub fn has_dma_transpose(&self) -> bool {
+        self.neuroncore_version >= 3
+    }
+
     /// Effective DMA efficiency for transfers of `bytes_per_descriptor`: the fraction of
     /// an engine's streaming rate left after the per-descriptor cost.
     pub fn dma_efficiency(&self, bytes_per_descriptor: u64) -> f64 {

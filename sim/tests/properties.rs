@@ -469,7 +469,7 @@ fn run_steps(steps: &[Step], chip: Chip, mode: ExecMode) -> (Profile, neuron_sim
     let tb2 = nc.tile_named(sb, "tb2", Dtype::Bf16, &[128, 128]).unwrap();
     nc.dma(tb, xb.slice(&[0..128, 0..128])).unwrap();
     nc.dma(tb2, xb.slice(&[128..256, 0..128])).unwrap();
-    let has_dma_transpose = nc.chip().neuroncore_version >= 3;
+    let has_dma_transpose = nc.chip().has_dma_transpose();
     // An HBM side of `n` rows from `row` (wrapping within 256) and one column block.
     let side = |h: Hbm, row: u64, n: u64, block: u64, strided: bool| {
         let row = row.min(256 - n);

@@ -66,7 +66,7 @@ impl Nc {
         src: Access,
         loc: &'static Location<'static>,
     ) -> VResult<()> {
-        if self.chip.neuroncore_version < 3 {
+        if !self.chip.has_dma_transpose() {
             return Err(V::Invalid(format!(
                 "dma_transpose has a published throughput only from NeuronCore-v3 (Trn2) on; {} \
                  is NeuronCore-v{}, whose DMA transpose is documented only as \"much lower \
@@ -113,7 +113,7 @@ impl Nc {
                  tensor_copy first; nki.isa.dma_transpose)"
             )));
         }
-        let src_region = src_region.unwrap_or_else(|| self.access_region(None, &src));
+        let src_region = self.access_region(src_region, &src);
         let dst_region = self.access_region(dst_region, &dst_access);
         if self.loops.active() {
             let touches = [

@@ -17,7 +17,7 @@
 //! * **A DMA queue of one engine** (docs/dma.md §2–3). Let a chunk cost
 //!   `own = round(descriptors × descriptor_ps) + ⌊bytes / rate⌋` (the model charges the same
 //!   descriptor time and `⌈bytes / rate⌉` of streaming, `rate` being the chunk's own,
-//!   [`Timing::chunk_rate`](super::Timing::chunk_rate); `⌊⌋` absorbs the HBM timeline's
+//!   [`DmaChunk::rate`](super::DmaChunk::rate); `⌊⌋` absorbs the HBM timeline's
 //!   floating-point sums). For every chunk `c`, placed at `start_c` and ending at `end_c`:
 //!   1. `start_c ≥ ready ≥ fixed_ps`: a transfer is ready `fixed_ps` after its dependencies
 //!      (`Timing::dma`), and every placement starts at or after `ready`.
@@ -90,13 +90,8 @@ impl SerialWork {
             }
             // As `Timing::place_chunks` charges it, but the streaming time rounded down.
             // (A slower transfer, a DMA transpose, streams at its share of the rate.)
-            let rate = if c.rate_permille == super::FULL_RATE {
-                rate
-            } else {
-                rate * c.rate_permille as f64 / super::FULL_RATE as f64
-            };
             self.dma_ps[i] +=
-                round_u64(c.descriptors as f64 * desc_ps) + (c.bytes as f64 / rate) as u64;
+                round_u64(c.descriptors as f64 * desc_ps) + (c.bytes as f64 / c.rate(rate)) as u64;
         }
     }
 

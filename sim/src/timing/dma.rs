@@ -275,17 +275,26 @@ pub(crate) struct DmaChunk {
 /// [`DmaChunk::rate_permille`] of an ordinary copy: the engine's whole rate.
 pub(crate) const FULL_RATE: u16 = 1000;
 
+impl DmaChunk {
+    /// The chunk's streaming rate on an engine whose own rate is `engine_rate`: scaled for
+    /// a transfer that streams slower (a DMA transpose). The full rate is the engine's
+    /// exactly, not a product, so ordinary copies time bit-identically. The one place the
+    /// placement, its tests and the lower bound (`bound.rs`) take a chunk's rate from.
+    #[inline]
+    pub(crate) fn rate(&self, engine_rate: f64) -> f64 {
+        if self.rate_permille == FULL_RATE {
+            engine_rate
+        } else {
+            engine_rate * self.rate_permille as f64 / FULL_RATE as f64
+        }
+    }
+}
+
 impl Timing {
-    /// The streaming rate (bytes/ps) of chunk `c` on its engine: the engine's rate, scaled
-    /// for a transfer that streams slower (a DMA transpose). The full rate is the engine's
-    /// exactly, not a product, so ordinary copies time bit-identically.
+    /// The streaming rate (bytes/ps) of chunk `c` on its engine ([`DmaChunk::rate`]).
     #[inline]
     pub(crate) fn chunk_rate(&self, c: &DmaChunk) -> f64 {
-        if c.rate_permille == FULL_RATE {
-            self.dma_rate
-        } else {
-            self.dma_rate * c.rate_permille as f64 / FULL_RATE as f64
-        }
+        c.rate(self.dma_rate)
     }
 
     /// Schedule a DMA transfer split into `chunks`; `hbm_sides` is how many of its two
@@ -514,18 +523,12 @@ impl Timing {
             // (start, longest descriptor time, longest own time, bytes, rate)
             let mut group: Option<(u64, u64, u64, f64, f64)> = None;
             let mut engines = 0u64;
-            let (rate, full) = (self.dma_rate, FULL_RATE as f64);
+            let rate = self.dma_rate;
             let add = |g: &mut (u64, u64, u64, f64, f64), c: &DmaChunk, (desc, own): (u64, u64)| {
                 g.1 = g.1.max(desc);
                 g.2 = g.2.max(own);
                 g.3 += (c.bytes * sides) as f64;
-                // As `Timing::chunk_rate`, which `self` cannot be borrowed for here.
-                let chunk_rate = if c.rate_permille == FULL_RATE {
-                    rate
-                } else {
-                    rate * c.rate_permille as f64 / full
-                };
-                g.4 += chunk_rate * sides as f64;
+                g.4 += c.rate(rate) * sides as f64;
             };
             for (i, c) in chunks.iter().enumerate() {
                 let e = &self.dma_engines[c.queue - 4];

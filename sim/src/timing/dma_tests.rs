@@ -68,7 +68,7 @@ fn chunks_at_different_rates_each_take_their_own_time() {
     t.dma(&chunks, 0, &[region(0)], &[region(1)], &mut out);
     let desc = round_u64(8.0 * t.dma_desc_ps);
     for (c, &(q, start, end)) in chunks.iter().zip(&out) {
-        // `Timing::chunk_rate`'s expression: the engine's rate, scaled by the share.
+        // The engine's rate scaled by the share, as `DmaChunk::rate` computes it.
         let rate = t.dma_rate * c.rate_permille as f64 / FULL_RATE as f64;
         let own = ceil_u64(c.bytes as f64 / rate);
         assert_eq!((q, end - start), (c.queue, desc + own), "{c:?}");
