@@ -66,6 +66,12 @@ pub struct CargoFlags {
     /// Build the harness with this profile [default: release].
     #[arg(long, value_name = "PROFILE-NAME", help_heading = "Cargo options")]
     pub profile: Option<String>,
+    /// Parallel jobs of cargo's build of the harnesses, passed to it as `--jobs N`
+    /// (default: cargo's own, `CARGO_BUILD_JOBS` or the number of CPUs). Not `-j`, which
+    /// sets the harness workers.
+    #[arg(long, value_name = "N", help_heading = "Cargo options",
+          value_parser = crate::cli::positive::<u32>, allow_negative_numbers = true)]
+    pub build_jobs: Option<u32>,
     /// Directory for all generated artifacts (and the variant store).
     #[arg(long, value_name = "DIRECTORY", help_heading = "Cargo options")]
     pub target_dir: Option<PathBuf>,
@@ -370,6 +376,9 @@ impl CargoFlags {
         if let Some(t) = &self.target_dir {
             cmd.arg("--target-dir").arg(t);
         }
+        if let Some(n) = self.build_jobs {
+            cmd.arg("--jobs").arg(n.to_string());
+        }
         cmd
     }
 
@@ -582,6 +591,26 @@ mod tests {
         let json = args(CargoOutput { collect_diagnostics: true, ..Default::default() });
         assert!(json.contains(&"--message-format=json".into()), "{json:?}");
         assert!(!json.contains(&"--message-format=json-render-diagnostics".into()), "{json:?}");
+    }
+
+    /// `--build-jobs N` reaches cargo as its own `--jobs N`; without it cargo keeps its
+    /// default (no `--jobs`, nor the harness workers' `-j`).
+    #[test]
+    fn build_jobs_reach_cargo_as_its_jobs() {
+        let krate = KernelCrate {
+            package: "k".into(),
+            manifest_path: "k/Cargo.toml".into(),
+            harness: "harness".into(),
+            harness_is_bench: false,
+        };
+        let args = |flags: CargoFlags| -> Vec<String> {
+            let cmd = flags.harness_command(&krate, &CargoOutput::default());
+            cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect()
+        };
+        let plain = args(CargoFlags::default());
+        assert!(!plain.iter().any(|a| a == "--jobs" || a == "-j"), "{plain:?}");
+        let two = args(CargoFlags { build_jobs: Some(2), ..Default::default() });
+        assert!(two.windows(2).any(|w| w == ["--jobs", "2"]), "{two:?}");
     }
 
     /// `-p` and `--exclude` take `*` globs, as cargo's do; `-p` without `--workspace`

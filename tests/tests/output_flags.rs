@@ -134,3 +134,18 @@ fn verbose_says_what_runs_and_where_and_passes_v_to_cargo() {
     let (_, _, err) = bench_panic(&[], &[]);
     assert!(!err.contains("Running `") && !err.contains("Fresh "), "{err}");
 }
+
+/// `--build-jobs N` is cargo's `--jobs N` on the harness build (shown by `-v`), not the
+/// workers' `-j`; a count below 1 is refused before anything is built (exit 2).
+#[test]
+fn build_jobs_reach_cargo_and_nothing_else() {
+    let (code, _, err) = bench_panic(&["-v", "--build-jobs", "1", "-j", "2"], &[]);
+    assert_eq!(code, 4, "{err}");
+    let running = err.lines().find(|l| l.contains("Running `")).unwrap_or_else(|| panic!("{err}"));
+    assert!(running.contains(" --jobs 1"), "{running}");
+    assert!(!running.contains(" -j ") && !running.contains("--jobs 2"), "{running}");
+    let (code, _, err) = bench_panic(&["--build-jobs", "0"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("invalid value '0' for '--build-jobs <N>'"), "{err}");
+    assert!(!err.contains("Building"), "refused before the build: {err}");
+}

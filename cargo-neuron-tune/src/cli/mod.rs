@@ -81,8 +81,7 @@ impl ColorWhen {
 #[derive(Debug, Args, Clone, Copy)]
 pub struct WorkerOpts {
     /// Parallel harness workers, each simulating one variant at a time (default: the number
-    /// of CPUs). Unlike cargo's `-j`, not the build's jobs: cargo builds the harness with
-    /// its own default (`CARGO_BUILD_JOBS` sets that).
+    /// of CPUs). Unlike cargo's `-j`, not the build's jobs: `--build-jobs` sets those.
     #[arg(short = 'j', long, value_name = "N", value_parser = positive::<usize>,
           allow_negative_numbers = true)]
     pub jobs: Option<usize>,
@@ -502,7 +501,7 @@ impl Command {
 /// on a command that builds nothing; they are still accepted, so one set of cargo flags
 /// serves every CI step.
 fn hide_build_flags(a: clap::Arg) -> clap::Arg {
-    const BUILD_FLAGS: [&str; 8] = [
+    const BUILD_FLAGS: [&str; 9] = [
         "packages",
         "workspace",
         "exclude",
@@ -511,6 +510,7 @@ fn hide_build_flags(a: clap::Arg) -> clap::Arg {
         "no_default_features",
         "release",
         "profile",
+        "build_jobs",
     ];
     match BUILD_FLAGS.contains(&a.get_id().as_str()) {
         true => a.hide(true),
@@ -731,7 +731,7 @@ pub const DEFAULT_CHECK_CASES: u32 = 32;
 /// A count that must be at least 1.
 /// A whole number of at least 1 (counts, seconds): `0` and negative numbers are said to be
 /// too small, rather than clap's range or "unexpected argument '-3'".
-fn positive<T>(text: &str) -> Result<T, String>
+pub(crate) fn positive<T>(text: &str) -> Result<T, String>
 where
     T: std::str::FromStr<Err = std::num::ParseIntError> + PartialEq + From<u8>,
 {

@@ -39,6 +39,8 @@ fn counts_and_seeds_say_what_they_take() {
         (&["--budget", "0"], "invalid value '0' for '--budget <BUDGET>': must be at least 1"),
         (&["--budget", "x"], "for '--budget <BUDGET>': not a whole number"),
         (&["-j", "-2"], "invalid value '-2' for '--jobs <N>': must be at least 1"),
+        (&["--build-jobs", "0"], "invalid value '0' for '--build-jobs <N>': must be at least 1"),
+        (&["--build-jobs", "x"], "for '--build-jobs <N>': not a whole number"),
         (&["--timeout", "0"], "invalid value '0' for '--timeout <SECS>': must be at least 1"),
         (
             &["--seed", "-1"],
@@ -219,9 +221,35 @@ fn each_command_offers_only_the_flags_it_uses() {
     for path in runs_none {
         assert!(!offers(path, "jobs") && !offers(path, "timeout"), "{path:?}");
     }
+    // Every command that builds harnesses takes cargo's build jobs, as `--build-jobs`.
+    for path in runs_kernels {
+        assert!(offers(path, "build-jobs"), "{path:?}");
+        let mut args = vec!["cargo-neuron-tune"];
+        args.extend_from_slice(path);
+        if path == &["profile"] {
+            args.push("gemm");
+        }
+        args.extend_from_slice(&["--build-jobs", "2", "-j", "3"]);
+        let cli = Cli::try_parse_from(&args).unwrap();
+        let cargo = match cli.command {
+            Command::List { cargo, .. }
+            | Command::Build { cargo, .. }
+            | Command::Check { cargo, .. }
+            | Command::Bench { cargo, .. }
+            | Command::Profile { cargo, .. }
+            | Command::Tune { cargo, .. }
+            | Command::Gate { cargo, .. }
+            | Command::Report { cargo, .. }
+            | Command::Baseline { action: BaselineAction::Save { cargo, .. } } => cargo,
+            other => panic!("{path:?} parsed as {other:?}"),
+        };
+        assert_eq!(cargo.build_jobs, Some(2), "{path:?}");
+    }
     // Commands that build nothing offer no flag that chooses a build.
     for path in [&["merge"][..], &["baseline", "show"], &["chip"], &["replay"]] {
-        for flag in ["package", "features", "profile", "release", "workspace", "exclude"] {
+        for flag in
+            ["package", "features", "profile", "release", "workspace", "exclude", "build-jobs"]
+        {
             assert!(!offers(path, flag), "{path:?} --{flag}");
         }
     }
