@@ -41,6 +41,11 @@ pub struct Convergence {
     /// Faults: the kernel code panicked, crashed or hung ([`is_fault`]); not in
     /// `invalid_fraction`.
     pub fault_fraction: f64,
+    /// The default configuration itself was refused (a hardware rule, the kernel's own
+    /// rule or error). It is no evaluation of the search, so `invalid_fraction` does not
+    /// count it, and a bare "0 % invalid" would hide it: [`describe`] says it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub default_invalid: bool,
     /// The size of the space when the search tried all of it (every configuration
     /// evaluated, or refused by the kernel's rule before evaluation): its best is the
     /// space's best, so the figures above judge nothing ([`describe`] leaves them out and
@@ -83,6 +88,7 @@ pub fn analyze(
         pruned_fraction: share(pruned),
         invalid_fraction: share(invalid),
         fault_fraction: share(faults),
+        default_invalid: false,
         whole_space: None,
     }
 }
@@ -144,11 +150,14 @@ pub fn describe(c: &Convergence) -> String {
         ),
         _ => String::new(),
     };
-    let shares = format!(
-        "{:.0} % pruned, {:.0} % invalid{faults}",
-        100.0 * c.pruned_fraction,
-        100.0 * c.invalid_fraction
-    );
+    // The default is no evaluation of the search: when it was refused, the share of
+    // invalid evaluations alone (0 % when nothing else was) would say nothing was.
+    let invalid = match (c.default_invalid, c.invalid_fraction) {
+        (false, f) => format!("{:.0} % invalid", 100.0 * f),
+        (true, 0.0) => "none invalid but the default itself".to_string(),
+        (true, f) => format!("{:.0} % invalid and the default itself", 100.0 * f),
+    };
+    let shares = format!("{:.0} % pruned, {invalid}{faults}", 100.0 * c.pruned_fraction);
     if let Some(n) = c.whole_space {
         return format!("searched the whole space ({}); {shares}", count(n as usize, "variant"));
     }
@@ -644,6 +653,20 @@ mod tests {
             describe(&whole),
             "searched the whole space (9 variants); 20 % pruned, 10 % invalid"
         );
+        // A default that was itself refused is no evaluation of the search, so it is not in
+        // the share; it is said rather than hidden behind "0 % invalid".
+        let clean = analyze(&c, 2, 0, 0);
+        assert!(describe(&clean).ends_with("20 % pruned, 0 % invalid"), "{}", describe(&clean));
+        let refused_default = Convergence { default_invalid: true, ..clean };
+        assert!(
+            describe(&refused_default)
+                .ends_with("20 % pruned, none invalid but the default itself"),
+            "{}",
+            describe(&refused_default)
+        );
+        assert!(!describe(&refused_default).contains("0 % invalid"));
+        let both = Convergence { default_invalid: true, ..a.clone() };
+        assert!(describe(&both).ends_with("20 % pruned, 10 % invalid and the default itself"));
         // Flat over the window: converged.
         let mut flat = c.clone();
         flat[6] = Some(50.0);

@@ -338,4 +338,16 @@ fn body(nc: &mut Nc, p: &Params, sh: &Shape, x: Hbm, y: Hbm) -> SimResult<()> {
         "{err}"
     );
     assert!(err.contains("set a valid one (`default = { ... }`"), "{err}");
+    // The search's figures do not count the default (no evaluation of theirs): its line
+    // says the default was invalid rather than a bare "0 % invalid".
+    let figures = out
+        .lines()
+        .find(|l| l.starts_with("  double small: ") && l.contains("% pruned, "))
+        .unwrap_or_else(|| panic!("no figures line: {out}"));
+    assert!(figures.contains("the default itself"), "{figures}");
+    assert!(!figures.ends_with(" 0 % invalid"), "{figures}");
+    let (code, json, err) = run(&[&args[..], &["--message-format", "json"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let tuned = events(&json, "tune").pop().unwrap_or_else(|| panic!("no tune event: {json}"));
+    assert_eq!(tuned["convergence"]["default_invalid"], true, "{tuned}");
 }

@@ -275,6 +275,7 @@ pub(super) fn report(
     let k = &t.kernel;
     let convergence = conv::Convergence {
         whole_space: result.whole_space,
+        default_invalid: result.default_refused.is_some(),
         ..conv::analyze(&result.best_so_far, result.pruned, result.invalid, result.faults)
     };
     // A space of one configuration, the default: there was nothing to search.
