@@ -620,9 +620,23 @@ fn record_history(
     // The lock is released when `_lock` is dropped, or the process ends.
     let _lock = lock_history(store_root, waiting)
         .map_err(|e| fail(Exit::Internal, format!("locking the gate history: {e}")))?;
-    let lines = crate::store::read_journal(&path)
-        .map_err(|e| fail(Exit::Internal, format!("reading the gate history: {e:#}")))?
-        .lines;
+    let read = crate::store::read_journal(&path)
+        .map_err(|e| fail(Exit::Internal, format!("reading the gate history: {e:#}")))?;
+    // The history is never resumed: a line it cannot use (cut short by a killed gate, edited)
+    // would stay in it for good, and `report` would warn of it on every page. Set aside
+    // under the lock, as `tune --resume` sets a journal's aside: said once, kept to look at.
+    if let Some((first, why)) = read.rejected.first() {
+        let numbers: Vec<usize> = read.rejected.iter().map(|(n, _)| *n).collect();
+        let aside = crate::store::set_aside_journal_lines(&path, &numbers)
+            .map_err(|e| fail(Exit::Internal, format!("the gate history: {e:#}")))?;
+        out.note(format!(
+            "warning: {}:{first}: not used ({why}); moved {} to {}",
+            path.display(),
+            crate::convergence::count(numbers.len(), "unusable line"),
+            aside.display()
+        ));
+    }
+    let lines = read.lines;
     if lines.iter().any(|l| l["run"] == run) {
         out.status(format!(
             "   Gate history: run {run} is in {} already (these results were merged before)",
@@ -800,6 +814,31 @@ mod tests {
         }
         record_history(dir.path(), "100-7", &report, &out, || ()).unwrap();
         assert_eq!(lines().len(), 4);
+    }
+
+    /// A line of the history that cannot be used (a gate killed while writing it) is set
+    /// aside by the next recording, under its lock, so that `report` stops warning of it:
+    /// the history is never resumed, and the line would otherwise stay for good. The line
+    /// is kept, whole, in `gate-history.jsonl.rejected`; the lines around it are untouched.
+    #[test]
+    fn an_unusable_history_line_is_set_aside_by_the_next_recording() {
+        let dir = tempfile::tempdir().unwrap();
+        let report = judge(&[item("qwen3", Some(17.6), 18.6)], &cfg(0.0));
+        let out = Reporter::new(true);
+        let history = dir.path().join("journals/gate-history.jsonl");
+        record_history(dir.path(), "100-1", &report, &out, || ()).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(&history).unwrap();
+        std::io::Write::write_all(&mut f, b"{\"run\":\"100-2\",\"mod").unwrap();
+        drop(f);
+        let damage = crate::report::model::gate_history_damage(dir.path());
+        assert!(damage.is_some_and(|d| d.contains("line 2 not used (not JSON")));
+        record_history(dir.path(), "100-3", &report, &out, || ()).unwrap();
+        assert_eq!(crate::report::model::gate_history_damage(dir.path()), None);
+        let read = crate::store::read_journal(&history).unwrap();
+        let runs: Vec<&str> = read.lines.iter().map(|l| l["run"].as_str().unwrap()).collect();
+        assert_eq!(runs, ["100-1", "100-3"]);
+        let aside = std::fs::read_to_string(history.with_extension("jsonl.rejected")).unwrap();
+        assert_eq!(aside, "{\"run\":\"100-2\",\"mod\n");
     }
 
     /// Looking for the run and appending its lines hold the history's lock, so two merges

@@ -391,7 +391,8 @@ pub fn read_gate_history(store_root: &Path) -> Vec<GateSeries> {
 
 /// What the gate history holds that [`read_gate_history`] cannot use — lines that are not
 /// JSON, not sealed, of another schema or edited; a file that cannot be read — said on
-/// stderr as a tune journal's damage is, never left out in silence.
+/// stderr as a tune journal's damage is, never left out in silence. The next gate run sets
+/// such lines aside (the history is never resumed), so this is said only of damage since.
 pub fn gate_history_damage(store_root: &Path) -> Option<String> {
     let path = store_root.join("journals/gate-history.jsonl");
     let j = match crate::store::read_journal(&path) {
@@ -407,7 +408,8 @@ pub fn gate_history_damage(store_root: &Path) -> Option<String> {
         n => format!(", and {} more lines", n - 1),
     };
     Some(format!(
-        "{}: line {first} not used ({why}){more}; the gate history shows the runs it could read",
+        "{}: line {first} not used ({why}){more}; the gate history shows the runs it could \
+         read (the next gate run moves the line aside)",
         path.display()
     ))
 }
