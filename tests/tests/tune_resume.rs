@@ -398,3 +398,63 @@ fn sigterm_to_the_tool_alone_stops_the_harness_build_at_once() {
     assert!(start.elapsed() < Duration::from_secs(20), "waited {:?}: {err}", start.elapsed());
     assert_eq!(out.status.code(), Some(130), "{err}");
 }
+
+/// Ctrl-C (SIGINT to the tool's process group, its workers included, as a terminal sends
+/// it) while `tune` is on its second kernel, after the first finished: the first kernel's
+/// winner stays in the crate's tuned database, its write is said (`Wrote …`) with the table
+/// of what finished, and the command that continues the run is printed; pasted into a
+/// shell, it resumes the first kernel from its journal and tunes the second.
+#[test]
+fn ctrl_c_on_the_second_kernel_keeps_the_first_kernels_winner_and_says_how_to_resume() {
+    use std::os::unix::process::CommandExt;
+    let dir = neuron_tune_tests::two_kernel_crate("interrupt-two-kernels", 3.0);
+    // `triple` sleeps in its body when told to, so the run is surely in it when stopped.
+    let main = dir.join("src/main.rs");
+    let src = std::fs::read_to_string(&main).unwrap();
+    let run = "{ scaled(nc, p, s, t[0], t[1], Scalar::Imm(3.0)) }";
+    assert!(src.contains(run), "the scratch crate's `triple` changed shape");
+    let sleepy = "{ if let Some(ms) = std::env::var(\"TRIPLE_SLEEP_MS\").ok().and_then(|v| \
+                  v.parse().ok()) { std::thread::sleep(std::time::Duration::from_millis(ms)); } \
+                  scaled(nc, p, s, t[0], t[1], Scalar::Imm(3.0)) }";
+    std::fs::write(&main, src.replace(run, sleepy)).unwrap();
+    let manifest = dir.join("Cargo.toml");
+    let db = dir.join("neuron-tune.tuned.toml");
+    let args = ["tune", "--manifest-path", manifest.to_str().unwrap(), "--shape", "small"];
+    let args = [&args[..], &["--budget", "2", "--seed", "7", "-j", "1"]].concat();
+    let child = cli_command(&args)
+        .process_group(0)
+        .env("TRIPLE_SLEEP_MS", "5000")
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `double` comes first (the harness registers it first); its winner is saved before
+    // `triple` starts.
+    let start = Instant::now();
+    while !std::fs::read_to_string(&db).is_ok_and(|t| t.contains("kernel = \"double\"")) {
+        assert!(start.elapsed() < Duration::from_secs(300), "double was never recorded");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    send(-(child.id() as libc::pid_t), libc::SIGINT);
+    let out = child.wait_with_output().unwrap();
+    let (stdout, err) =
+        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(Exit::Interrupted.code().into()), "{stdout}\n{err}");
+    assert!(err.contains(&format!("   Wrote {} (1 record of this run", db.display())), "{err}");
+    assert!(err.contains("the winners of the 1 kernel shape finished are recorded"), "{err}");
+    let table: Vec<&str> = stdout.lines().filter(|l| l.starts_with("  double ")).collect();
+    assert!(!table.is_empty(), "the finished kernel's row: {stdout}");
+    assert!(!stdout.lines().any(|l| l.starts_with("  triple ")), "{stdout}");
+    let text = std::fs::read_to_string(&db).unwrap();
+    assert!(text.contains("kernel = \"double\"") && !text.contains("kernel = \"triple\""));
+    // The command that continues it: the run's own, with --resume.
+    let resume = err.lines().map(str::trim).find(|l| l.starts_with("cargo neuron-tune tune"));
+    let resume = resume.unwrap_or_else(|| panic!("no resume command in: {err}"));
+    assert!(resume.contains("--seed 7") && resume.ends_with(" --resume"), "{resume}");
+    let (code, _, err) = neuron_tune_tests::run_printed(resume);
+    assert_eq!(code, 0, "{resume}\n{err}");
+    assert!(err.contains("Resuming double from "), "double's journal continues: {err}");
+    let text = std::fs::read_to_string(&db).unwrap();
+    assert!(text.contains("kernel = \"double\"") && text.contains("kernel = \"triple\""), "{text}");
+}
