@@ -350,4 +350,15 @@ fn body(nc: &mut Nc, p: &Params, sh: &Shape, x: Hbm, y: Hbm) -> SimResult<()> {
     assert_eq!(code, 0, "{err}");
     let tuned = events(&json, "tune").pop().unwrap_or_else(|| panic!("no tune event: {json}"));
     assert_eq!(tuned["convergence"]["default_invalid"], true, "{tuned}");
+    // The report's run table gives the same figures, from the journal's meta file.
+    let out_dir = dir.join("report");
+    let report = ["report", "--manifest-path", m, "--out", out_dir.to_str().unwrap()];
+    let (code, _, err) = run(&report);
+    assert_eq!(code, 0, "{err}");
+    let html = std::fs::read_to_string(out_dir.join("index.html")).unwrap();
+    assert!(
+        html.contains(" invalid and the default itself</td>")
+            || html.contains("none invalid but the default itself</td>"),
+        "{html}"
+    );
 }

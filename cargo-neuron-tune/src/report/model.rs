@@ -149,6 +149,7 @@ impl TuneRun {
             // A run that searched its whole space: its meta file says so (written at the end;
             // which configurations the kernel's rule refused is not journaled).
             whole_space: self.meta.whole_space,
+            default_invalid: self.meta.default_refused.is_some(),
             ..crate::convergence::analyze(
                 &self.best_so_far(),
                 count(&|s, _| s == "pruned"),
@@ -632,6 +633,14 @@ mod tests {
         assert!(pinned.figures().starts_with("searched the whole space (1 variant);"));
         // Nothing evaluated.
         assert_eq!(TuneRun { entries: vec![], ..only }.figures(), "nothing searched");
+        // A default a rule refused is said, as `tune` said it, not hidden behind "0 %".
+        let mut refused = run(Some(9));
+        refused.meta.default_refused = Some("SBUF capacity exceeded".into());
+        assert_eq!(
+            refused.figures(),
+            "searched the whole space (9 variants); 0 % pruned, none invalid but the default \
+             itself"
+        );
         // Meta files written before the field was recorded read as not known.
         let old: JournalMeta = serde_json::from_value(serde_json::json!({
             "kernel": "k", "shape": "s", "dims": {"n": 4}, "chip": {"name": "trn2"},

@@ -399,6 +399,7 @@ mod tests {
                 sim_version: "v".into(),
                 harness_hash: None,
                 default: None,
+                default_refused: None,
                 front: None,
                 validated: None,
                 diagnoses: Vec::new(),

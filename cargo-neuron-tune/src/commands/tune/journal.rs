@@ -116,6 +116,11 @@ pub struct JournalMeta {
     /// [`Entry::NOT_A_PROPOSAL`].
     #[serde(with = "default_evaluation")]
     pub default: Option<Entry>,
+    /// Why a rule refused the default parameters, when one did (`default` is then `null`;
+    /// `None` too when written before this was recorded): `report` says so in the run's
+    /// figures, as `tune` did, rather than "0 % invalid".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_refused: Option<String>,
     /// `--objective pareto`: the checked front, fastest first (written at the end).
     #[serde(default)]
     pub front: Option<Vec<ParetoPoint>>,

@@ -174,6 +174,7 @@ pub(super) fn tune_one(
         sim_version: job.sim_version.into(),
         harness_hash: Some(job.harness_hash.into()),
         default: default.clone(),
+        default_refused: default_refused.clone(),
         front: None,
         validated: Some(job.goal.validates()),
         diagnoses: Vec::new(),
