@@ -58,6 +58,11 @@ pub struct Item {
     pub base: Option<Side>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_note: Option<String>,
+    /// Wall time spent measuring the item, in seconds: the model's evaluation now and,
+    /// against a base revision, at the base (`None`: not measured, or a results file written
+    /// before this was recorded). The JUnit test case's `time`; nothing is judged by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
 }
 
 impl Item {
@@ -180,6 +185,11 @@ pub struct Comparison {
     /// Calls served from the store / all calls, now.
     pub cached_calls: usize,
     pub calls: usize,
+    /// The item's wall time in seconds ([`Item::seconds`], 0 when not measured), for the
+    /// JUnit report only: it differs from run to run, so the JSON events, which the same
+    /// store must reproduce (a merged run's equal one run's), leave it out.
+    #[serde(skip)]
+    pub seconds: f64,
 }
 
 /// Counts of the verdicts.
@@ -264,6 +274,7 @@ pub fn judge(items: &[Item], cfg: &Config) -> Report {
             moved: Vec::new(),
             cached_calls: 0,
             calls: 0,
+            seconds: item.seconds.unwrap_or(0.0),
         };
         let Some(cur) = &item.current else {
             c.note = Some(item.error.clone().unwrap_or_else(|| "not evaluated".into()));
@@ -624,6 +635,7 @@ pub(crate) mod tests {
             error: None,
             base: base_rope.map(|r| run(model, r, "s1")),
             base_note: None,
+            seconds: None,
         }
     }
 

@@ -140,7 +140,10 @@ pub fn failure_message(r: &Report, c: &crate::gate::Comparison) -> String {
 
 /// JUnit XML: a testsuite `neuron-tune gate`, a testcase per model, shape and chip; a
 /// regression (or, with --strict, a stale tuned entry) a `<failure>`, a model that could not
-/// be evaluated an `<error>`, one without a comparable baseline `<skipped>`.
+/// be evaluated an `<error>`, one without a comparable baseline `<skipped>`. Each test case
+/// has the `time` JUnit readers show (GitHub, Jenkins, nextest's own reports): the seconds
+/// its model took to measure; the suite's and the report's are their sum (a merged run's
+/// partitions ran apart, so the sum is the one figure they share).
 pub fn junit(r: &Report) -> String {
     // The suite's counts are of the elements the test cases get, one each.
     let count = |kind: CaseKind| r.comparisons.iter().filter(|c| case_kind(r, c) == kind).count();
@@ -149,6 +152,7 @@ pub fn junit(r: &Report) -> String {
     let n = r.comparisons.len().to_string();
     let (failures, errors, skipped) =
         (failures.to_string(), errors.to_string(), skipped.to_string());
+    let total = junit_time(r.comparisons.iter().map(|c| c.seconds).sum());
     let mut w = Writer::new_with_indent(Vec::new(), b' ', 2);
     let io = |e: std::io::Error| e;
     let result: std::io::Result<()> = (|| {
@@ -158,6 +162,7 @@ pub fn junit(r: &Report) -> String {
             .with_attribute(("tests", n.as_str()))
             .with_attribute(("failures", failures.as_str()))
             .with_attribute(("errors", errors.as_str()))
+            .with_attribute(("time", total.as_str()))
             .write_inner_content(|w| {
                 w.create_element("testsuite")
                     .with_attribute(("name", "neuron-tune gate"))
@@ -165,6 +170,7 @@ pub fn junit(r: &Report) -> String {
                     .with_attribute(("failures", failures.as_str()))
                     .with_attribute(("errors", errors.as_str()))
                     .with_attribute(("skipped", skipped.as_str()))
+                    .with_attribute(("time", total.as_str()))
                     .write_inner_content(|w| {
                         for c in &r.comparisons {
                             testcase(w, r, c).map_err(io)?;
@@ -182,6 +188,13 @@ pub fn junit(r: &Report) -> String {
     let mut s = without_control_chars(&s);
     s.push('\n');
     s
+}
+
+/// Seconds as JUnit's `time` attribute has them: a decimal, to the millisecond (a negative
+/// or not finite figure, which no clock gives, as 0).
+fn junit_time(seconds: f64) -> String {
+    let s = if seconds.is_finite() && seconds > 0.0 { seconds } else { 0.0 };
+    format!("{s:.3}")
 }
 
 /// What a gate comparison is in JUnit terms: the one element its test case holds.
@@ -253,10 +266,12 @@ fn testcase(
     } else {
         format!("{numbers}\nkernel calls whose time moved most:\n  {}", moved.join("\n  "))
     };
+    let time = junit_time(c.seconds);
     let el = w
         .create_element("testcase")
         .with_attribute(("classname", class.as_str()))
-        .with_attribute(("name", name.as_str()));
+        .with_attribute(("name", name.as_str()))
+        .with_attribute(("time", time.as_str()));
     match case_kind(r, c) {
         CaseKind::Failure if c.verdict == Verdict::Regression => {
             el.write_inner_content(|w| {
@@ -401,6 +416,50 @@ mod tests {
         assert_eq!(xml.matches("<failure").count(), 1, "{xml}");
         assert_eq!(xml.matches("<error").count(), 1, "{xml}");
         assert_eq!(xml.matches("<skipped").count(), 1, "{xml}");
+    }
+
+    /// Every test case has a `time` in seconds (a non-negative decimal) and the suite, and
+    /// the report, the sum of theirs; a model not measured (its evaluation failed before
+    /// any time was taken, a results file without times) takes 0.
+    #[test]
+    fn junit_gives_each_test_case_its_time_and_the_suite_their_sum() {
+        let mut timed = item("qwen3", Some(17.6), 18.6);
+        timed.seconds = Some(1.25);
+        let mut other = item("qwen3_naive", Some(17.6), 17.6);
+        other.seconds = Some(0.5004);
+        let untimed = item("new", None, 18.6);
+        let xml = junit(&judge(&[timed, other, untimed], &cfg(0.0)));
+        let mut reader = Reader::from_str(&xml);
+        let mut times: Vec<(String, String)> = Vec::new();
+        loop {
+            match reader.read_event().unwrap() {
+                X::Eof => break,
+                X::Start(e) | X::Empty(e) => {
+                    let name = e.name().0.to_string();
+                    if ["testsuites", "testsuite", "testcase"].contains(&name.as_str()) {
+                        let a = e.try_get_attribute("time").unwrap();
+                        let a = a.unwrap_or_else(|| panic!("no time on <{name}> in {xml}"));
+                        times.push((name, a.value.into_owned()));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let expected = [
+            ("testsuites", "1.750"),
+            ("testsuite", "1.750"),
+            ("testcase", "1.250"),
+            ("testcase", "0.500"),
+            ("testcase", "0.000"),
+        ];
+        let expected: Vec<(String, String)> =
+            expected.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        assert_eq!(times, expected, "{xml}");
+        for (_, t) in &times {
+            assert!(t.parse::<f64>().is_ok_and(|t| t >= 0.0), "{t}");
+        }
+        assert_eq!(junit_time(-1.0), "0.000");
+        assert_eq!(junit_time(f64::NAN), "0.000");
     }
 
     #[test]

@@ -128,6 +128,8 @@ fn assert_reports(ws: &Path, models: &[Value]) {
     let xml = std::fs::read_to_string(&xml_path).unwrap();
     let mut reader = quick_xml::Reader::from_str(&xml);
     let (mut suites, mut cases, mut failures) = (Vec::new(), Vec::new(), Vec::new());
+    // The `time` of the report, the suite and each test case, in seconds.
+    let mut times: Vec<f64> = Vec::new();
     loop {
         match reader.read_event().unwrap_or_else(|e| panic!("{e}: {xml}")) {
             Event::Eof => break,
@@ -137,6 +139,12 @@ fn assert_reports(ws: &Path, models: &[Value]) {
                         a.normalized_value(quick_xml::XmlVersion::Explicit1_0).unwrap().into_owned()
                     })
                 };
+                if ["testsuites", "testsuite", "testcase"].contains(&e.name().0) {
+                    let time = attr("time").unwrap_or_else(|| panic!("no time: {xml}"));
+                    let time: f64 = time.parse().unwrap_or_else(|_| panic!("time {time}: {xml}"));
+                    assert!(time >= 0.0 && time.is_finite(), "{xml}");
+                    times.push(time);
+                }
                 match e.name().0 {
                     "testsuite" => suites.push((attr("name").unwrap(), attr("failures").unwrap())),
                     "testcase" => cases.push(attr("name").unwrap()),
@@ -155,6 +163,11 @@ fn assert_reports(ws: &Path, models: &[Value]) {
         assert!(msg.contains('%'), "{msg}");
     }
     assert_eq!(failures.len(), 2);
+    // The report's and the suite's time are the sum of the test cases' (to the millisecond
+    // each is written with).
+    assert_eq!(times.len(), 4, "{xml}");
+    let cases_sum: f64 = times[2..].iter().sum();
+    assert!((times[0] - cases_sum).abs() < 0.0025 && times[0] == times[1], "{times:?}");
 }
 
 #[test]

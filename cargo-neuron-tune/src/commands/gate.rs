@@ -114,6 +114,8 @@ pub fn run(
     let mut items = Vec::new();
     for t in &targets {
         ctx.out.status(format!("   Simulating {} at {} on {}", t.model, t.shape_name, chip.name));
+        // The item's wall time (both sides), the JUnit test case's `time`.
+        let started = std::time::Instant::now();
         let current = measure(&mut ws, t, &store, &chip, &ctx.out)?;
         let (base, base_note) = match &mut against {
             Against::File(b) => match b.find(&t.model, &t.shape_name, &chip.name) {
@@ -161,6 +163,7 @@ pub fn run(
             error,
             base,
             base_note,
+            seconds: Some(started.elapsed().as_secs_f64()),
         });
     }
     let (gone, unknown) = gone_from_workspace(&against, &targets, g, &chip.name, parts, cargo);
@@ -322,6 +325,7 @@ fn gone_from_workspace(
         error: Some(what),
         base,
         base_note: None,
+        seconds: None,
     };
     match against {
         Against::File(b) => {
