@@ -391,6 +391,18 @@ impl Chip {
         self.neuroncore_version >= 3
     }
 
+    /// The most programs an [`Nc::spmd`](crate::Nc::spmd) launch may run: the physical
+    /// NeuronCores of one logical core. NKI supports an LNC degree of 1 or 2 on Trn2 and
+    /// Trn3, and trn1 supports only LNC=1 (neuroncore.md §2.1 [LNC, LNCK]); the built-in
+    /// chips run at their default, LNC=2 from NeuronCore-v3 on.
+    pub fn max_programs(&self) -> u32 {
+        if self.neuroncore_version >= 3 {
+            2
+        } else {
+            1
+        }
+    }
+
     /// Effective DMA efficiency for transfers of `bytes_per_descriptor`: the fraction of
     /// an engine's streaming rate left after the per-descriptor cost.
     pub fn dma_efficiency(&self, bytes_per_descriptor: u64) -> f64 {

@@ -211,8 +211,48 @@ pub enum ViolationKind {
     /// earlier iteration (docs/scheduling.md §2); boxed, as it names two instructions.
     #[error("{0}")]
     LoopCarriedDependency(Box<LoopCarried>),
+    /// An [`Nc::spmd`](crate::Nc::spmd) launch of more programs than the chip has physical
+    /// NeuronCores per logical core (neuroncore.md §2.1: LNC=2 on trn2/trn3, 1 on trn1).
+    #[error(
+        "{programs} programs launched on {chip}, which runs at most {max} per logical \
+         NeuronCore: a kernel runs on the physical cores of one logical core, {max} on this \
+         chip (LNC=1 on trn1, LNC=2 on trn2 and trn3; neuroncore.md §2.1 [LNC, LNCK])"
+    )]
+    TooManyPrograms { programs: u32, max: u32, chip: String },
+    /// Two programs of one [`Nc::spmd`](crate::Nc::spmd) launch access the same element of an
+    /// HBM tensor, one of them writing it (boxed, as it names two instructions).
+    #[error("{0}")]
+    SpmdConflict(Box<SpmdConflict>),
     #[error("{0}")]
     Invalid(String),
+}
+
+/// Two programs of one `spmd` launch touching the same HBM element, at least one writing:
+/// the later access (in the simulator's order, program by program) is the [`SimError`]'s
+/// own instruction; this names the earlier one. The programs run at the same time on their
+/// own physical cores with no barrier between them, so the outcome would be a race.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error(
+    "cross-program {hazard} conflict on HBM tensor `{tensor}` at row {row}, element {element}: \
+     program {program} {} it, which `{earlier_instruction}` at {earlier_loc} {} in program \
+     {earlier_program}; the programs of an spmd launch run at the same time on their own \
+     NeuronCores with no barrier between them: give each program its own rows (split by \
+     program_id)",
+    hazard.later_verb(),
+    hazard.earlier_verb(false)
+)]
+pub struct SpmdConflict {
+    pub hazard: Hazard,
+    pub tensor: String,
+    /// The first conflicting element: its row (index in dim 0) and offset in the row.
+    pub row: u64,
+    pub element: u64,
+    /// The program issuing the later access.
+    pub program: u32,
+    /// The earlier access: its program, instruction and source line.
+    pub earlier_program: u32,
+    pub earlier_instruction: &'static str,
+    pub earlier_loc: SourceLoc,
 }
 
 /// A dependency carried across the iterations of an `affine_range` loop: the later
@@ -353,6 +393,8 @@ impl ViolationKind {
             ViolationKind::ReduceOpNotAllowed { .. } => "reduce_op_not_allowed",
             ViolationKind::BadAccessPattern { .. } => "bad_access_pattern",
             ViolationKind::LoopCarriedDependency { .. } => "loop_carried_dependency",
+            ViolationKind::TooManyPrograms { .. } => "too_many_programs",
+            ViolationKind::SpmdConflict { .. } => "spmd_conflict",
             ViolationKind::Invalid(_) => "invalid",
         }
     }

@@ -60,7 +60,8 @@ pub(crate) fn test_rng(mut state: u64) -> impl FnMut(u64) -> u64 {
 pub use chip::{Chip, ChipError, Clocks, ComputeEngine, Dma, GpSimdEngine, Memory, TensorEngine};
 pub use dtype::Dtype;
 pub use error::{
-    Extent, Hazard, LoopCarried, PoolUse, SimError, SimResult, SourceLoc, TileUse, ViolationKind,
+    Extent, Hazard, LoopCarried, PoolUse, SimError, SimResult, SourceLoc, SpmdConflict, TileUse,
+    ViolationKind,
 };
 pub use isa::{Act, Alu, Cmp, Engine};
 pub use nc::{

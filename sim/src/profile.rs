@@ -127,12 +127,26 @@ pub struct Profile {
     /// Only for programs with affine loops (absent from the JSON otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scheduling: Option<Scheduling>,
+    /// The physical NeuronCores the kernel ran on: the most programs of an
+    /// [`Nc::spmd`](crate::Nc::spmd) launch, 1 without one (absent from the JSON then).
+    /// Busy times, instruction counts, FLOPs and bytes are summed over them; the
+    /// `*_active_time_percent` shares, MFU, HFU, MBU and the roofline are against this many
+    /// cores' time, peak and bandwidth.
+    #[serde(skip_serializing_if = "one_core")]
+    pub physical_cores: u32,
+}
+
+fn one_core(cores: &u32) -> bool {
+    *cores == 1
 }
 
 impl Profile {
-    /// Replace the useful-work FLOPs (the kernel's own count) and recompute MFU and TFLOP/s.
+    /// Replace the useful-work FLOPs (the kernel's own count) and recompute MFU and TFLOP/s;
+    /// `peak` is one core's ([`Chip::peak_bf16_flops`]), multiplied here by the
+    /// [`Profile::physical_cores`].
     pub fn set_model_flops(&mut self, flops: f64, peak: f64) {
         self.model_flops = flops;
+        let peak = peak * self.physical_cores as f64;
         let t = self.kernel_time_us * 1e-6;
         self.tflops = if t > 0.0 { flops / t / 1e12 } else { 0.0 };
         self.mfu_estimated_percent = if t > 0.0 { 100.0 * flops / (t * peak) } else { 0.0 };
@@ -184,12 +198,14 @@ impl Nc {
         }
     }
 
-    /// max(hardware FLOPs / PE peak, HBM bytes / per-core HBM bandwidth), in µs.
+    /// max(hardware FLOPs / PE peak, HBM bytes / per-core HBM bandwidth), in µs, the peak
+    /// and bandwidth of every core an [`Nc::spmd`] launch used (at any time, no more run).
     fn roofline_us(&self) -> f64 {
         let (st, chip) = (&self.stats, &self.chip);
+        let cores = self.spmd.cores as f64;
         let hbm_bytes = (st.hbm_read_bytes + st.hbm_write_bytes) as f64;
-        let compute_us = st.hardware_flops / chip.peak_bf16_flops() * 1e6;
-        let memory_us = hbm_bytes / (chip.memory.hbm_gbps_per_core * 1e9) * 1e6;
+        let compute_us = st.hardware_flops / (chip.peak_bf16_flops() * cores) * 1e6;
+        let memory_us = hbm_bytes / (chip.memory.hbm_gbps_per_core * 1e9 * cores) * 1e6;
         compute_us.max(memory_us)
     }
 
@@ -199,14 +215,23 @@ impl Nc {
         let chip = self.chip.clone();
         let hash = self.program_hash();
         let st = &self.stats;
-        let (kernel_ps, tracks, crit) = match &self.timing {
+        let (kernel_ps, mut tracks, crit) = match &self.timing {
             Some(t) => (t.end, t.tracks.clone(), t.end_crit),
             None => (0, vec![Default::default(); 4 + chip.dma.engines as usize], [0; 10]),
         };
+        // Busy times and counts summed over the physical cores of spmd launches; a share of
+        // the time is of every core's (`cores` × the kernel time).
+        for (track, sum) in tracks.iter_mut().zip(&self.spmd.tracks) {
+            track.busy_ps += sum.busy_ps;
+            track.busy_cycles += sum.busy_cycles;
+            track.count += sum.count;
+        }
+        let cores = self.spmd.cores as f64;
         let kernel_us = kernel_ps as f64 / 1e6;
         let launch_us = chip.launch_overhead_ns / 1e3;
         let total_us = kernel_us + launch_us;
-        let pct = |ps: u64| if kernel_ps > 0 { 100.0 * ps as f64 / kernel_ps as f64 } else { 0.0 };
+        let core_ps = kernel_ps as f64 * cores;
+        let pct = |ps: u64| if kernel_ps > 0 { 100.0 * ps as f64 / core_ps } else { 0.0 };
         let engines: Vec<EngineProfile> = Engine::ALL
             .iter()
             .map(|e| {
@@ -225,11 +250,11 @@ impl Nc {
         let kernel_s = kernel_us * 1e-6;
         let hbm_bytes = (st.hbm_read_bytes + st.hbm_write_bytes) as f64;
         let bw = if kernel_s > 0.0 { hbm_bytes / kernel_s / 1e9 } else { 0.0 };
-        let mbu = 100.0 * bw / chip.memory.hbm_gbps_per_core;
-        let peak = chip.peak_bf16_flops();
+        let mbu = 100.0 * bw / (chip.memory.hbm_gbps_per_core * cores);
+        let peak = chip.peak_bf16_flops() * cores;
         let per_s = |x: f64| if kernel_s > 0.0 { x / kernel_s } else { 0.0 };
         let intensity = if hbm_bytes > 0.0 { st.matmul_flops / hbm_bytes } else { f64::INFINITY };
-        let ridge = peak / (chip.memory.hbm_gbps_per_core * 1e9);
+        let ridge = peak / (chip.memory.hbm_gbps_per_core * cores * 1e9);
         let mut crit_map = BTreeMap::new();
         for (i, name) in CRIT_CATEGORIES.iter().enumerate() {
             crit_map.insert(name.to_string(), crit[i] as f64 / 1e3);
@@ -306,7 +331,10 @@ impl Nc {
             },
             program_hash: hash,
             scheduling: (self.loops.loops > 0).then(|| {
-                let counters = self.timing.as_ref().map(|t| t.window.counters).unwrap_or_default();
+                let mut counters =
+                    self.timing.as_ref().map(|t| t.window.counters).unwrap_or_default();
+                counters.scheduled += self.spmd.sched.scheduled;
+                counters.reordered += self.spmd.sched.reordered;
                 Scheduling {
                     affine_loops: self.loops.loops,
                     affine_iterations: self.loops.iterations,
@@ -316,6 +344,7 @@ impl Nc {
                     window_instructions: WINDOW_INSTRUCTIONS as u64,
                 }
             }),
+            physical_cores: self.spmd.cores,
         };
         let short_runs = ShortRuns {
             bytes: self.stats.dma_short_run_bytes,

@@ -1,23 +1,62 @@
 //! Chrome / Perfetto JSON trace of a run.
 //!
-//! One process per run; one track (thread) per engine and per DMA queue, slices for
+//! One process per physical core (one per run without an `Nc::spmd` launch); one track (thread) per engine and per DMA queue, slices for
 //! instructions with their operands and source line in `args`, and counters for SBUF use and
 //! HBM bandwidth. Opens in ui.perfetto.dev or chrome://tracing. Timestamps are microseconds
 //! with picosecond resolution, as the format wants.
 
 use crate::isa::Engine;
-use crate::nc::Nc;
+use crate::nc::{CoreTrace, Nc};
+use crate::timing::Slice;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
 impl Nc {
     /// The trace of everything issued so far, or `None` unless the run was made with
-    /// `ExecMode { trace: true, timing: true, .. }`.
+    /// `ExecMode { trace: true, timing: true, .. }`. After an [`Nc::spmd`] launch of more
+    /// than one program, each physical core is its own process (`pid` 1 + core), core 0
+    /// holding the caller's instructions and program 0's.
     pub fn trace_json(&self) -> Option<Value> {
         let timing = self.timing.as_ref()?;
         let slices = timing.trace.as_ref()?;
-        let us = |ps: u64| ps as f64 / 1e6;
         let mut ev = Vec::with_capacity(slices.len() + 64);
-        ev.push(json!({"ph": "M", "pid": 1, "name": "process_name", "args": {"name": format!("NeuronCore ({})", self.chip.name)}}));
+        let cores = self.spmd.cores.max(self.spmd.traces.len() as u32) as usize;
+        let none = CoreTrace::default();
+        for core in 0..cores {
+            let programs = self.spmd.traces.get(core).unwrap_or(&none);
+            let name = if cores == 1 {
+                format!("NeuronCore ({})", self.chip.name)
+            } else {
+                format!("NeuronCore {core} ({})", self.chip.name)
+            };
+            let mut hbm = BTreeMap::new();
+            let mut mine: Vec<&Slice> = programs.slices.iter().collect();
+            let mut sbuf: Vec<(u64, u64)> = programs.sbuf_counter.clone();
+            if core == 0 {
+                mine = slices.iter().chain(&programs.slices).collect();
+                sbuf = self.sbuf_counter.iter().chain(&programs.sbuf_counter).copied().collect();
+                hbm = timing.hbm_counter.clone().unwrap_or_default();
+            }
+            for (&w, &b) in &programs.hbm_counter {
+                *hbm.entry(w).or_default() += b;
+            }
+            self.core_events(&mut ev, 1 + core as u64, &name, &mine, &sbuf, &hbm);
+        }
+        Some(json!({"traceEvents": ev, "displayTimeUnit": "ns"}))
+    }
+
+    /// The events of one physical core's process: its tracks, slices and counters.
+    fn core_events(
+        &self,
+        ev: &mut Vec<Value>,
+        pid: u64,
+        name: &str,
+        slices: &[&Slice],
+        sbuf_counter: &[(u64, u64)],
+        hbm_counter: &BTreeMap<u64, u64>,
+    ) {
+        let us = |ps: u64| ps as f64 / 1e6;
+        ev.push(json!({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": name}}));
         let queues = self.chip.dma.engines as usize;
         let track_name = |i: usize| {
             if i < 4 {
@@ -32,10 +71,10 @@ impl Nc {
                 0 => track_name(track),
                 _ => format!("{} (overlap {lane})", track_name(track)),
             };
-            ev.push(json!({"ph": "M", "pid": 1, "tid": tid, "name": "thread_name", "args": {"name": name}}));
+            ev.push(json!({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": name}}));
             // Each lane right below its track.
             let sort_index = track * LANE_SORT_STRIDE + lane;
-            ev.push(json!({"ph": "M", "pid": 1, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": sort_index}}));
+            ev.push(json!({"ph": "M", "pid": pid, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": sort_index}}));
         }
         for (s, &tid) in slices.iter().zip(&lanes.of_slice) {
             let mut args = json!({
@@ -50,27 +89,24 @@ impl Nc {
                 args["dma_engine"] = json!(engine);
             }
             ev.push(json!({
-                "ph": "X", "pid": 1, "tid": tid, "name": s.name,
+                "ph": "X", "pid": pid, "tid": tid, "name": s.name,
                 "ts": us(s.start), "dur": us(s.dur), "args": args,
             }));
         }
-        for &(t, bytes) in &self.sbuf_counter {
-            ev.push(json!({"ph": "C", "pid": 1, "name": "SBUF use", "ts": us(t), "args": {"bytes_per_partition": bytes}}));
+        for &(t, bytes) in sbuf_counter {
+            ev.push(json!({"ph": "C", "pid": pid, "name": "SBUF use", "ts": us(t), "args": {"bytes_per_partition": bytes}}));
         }
-        if let Some(counter) = &timing.hbm_counter {
-            // Bytes per 1 µs window = GB/s / 1000 … bytes/µs ÷ 1000 = GB/s.
-            let mut last = None;
-            for (&window, &bytes) in counter {
-                if let Some(prev) = last {
-                    if window > prev + 1 {
-                        ev.push(json!({"ph": "C", "pid": 1, "name": "HBM bandwidth", "ts": (prev + 1) as f64, "args": {"GB/s": 0.0}}));
-                    }
+        // Bytes per 1 µs window = GB/s / 1000 … bytes/µs ÷ 1000 = GB/s.
+        let mut last = None;
+        for (&window, &bytes) in hbm_counter {
+            if let Some(prev) = last {
+                if window > prev + 1 {
+                    ev.push(json!({"ph": "C", "pid": pid, "name": "HBM bandwidth", "ts": (prev + 1) as f64, "args": {"GB/s": 0.0}}));
                 }
-                ev.push(json!({"ph": "C", "pid": 1, "name": "HBM bandwidth", "ts": window as f64, "args": {"GB/s": bytes as f64 / 1000.0}}));
-                last = Some(window);
             }
+            ev.push(json!({"ph": "C", "pid": pid, "name": "HBM bandwidth", "ts": window as f64, "args": {"GB/s": bytes as f64 / 1000.0}}));
+            last = Some(window);
         }
-        Some(json!({"traceEvents": ev, "displayTimeUnit": "ns"}))
     }
 }
 

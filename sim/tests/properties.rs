@@ -442,6 +442,20 @@ fn step() -> impl Strategy<Value = Step> {
 /// Run `steps` (timing as `mode` says) after a prologue that writes every tile; returns the
 /// run's profile and lower bound.
 fn run_steps(steps: &[Step], chip: Chip, mode: ExecMode) -> (Profile, neuron_sim::LowerBound) {
+    run_launch(steps, &[], &[], chip, mode)
+}
+
+/// [`run_steps`] of `before` on the caller's core, then (when `programs` is not empty) an
+/// `spmd` launch whose program `i` runs `programs[i]`, then `after` on the caller's core
+/// again, each with its own pools (released between). The programs share the HBM tensors;
+/// the runs are timing-only, where conflicts between them are not looked for.
+fn run_launch(
+    before: &[Step],
+    programs: &[Vec<Step>],
+    after: &[Step],
+    chip: Chip,
+    mode: ExecMode,
+) -> (Profile, neuron_sim::LowerBound) {
     let mut nc = Nc::new(chip, mode);
     // Without the timing model the work is counted as it is (`tune`'s trace); with it,
     // on request.
@@ -452,6 +466,27 @@ fn run_steps(steps: &[Step], chip: Chip, mode: ExecMode) -> (Profile, neuron_sim
     let y = nc.hbm("y", Dtype::F32, &[256, 4 * F]).unwrap();
     let z = nc.hbm("z", Dtype::F32, &[256, 4 * F]).unwrap();
     let w = nc.hbm("w", Dtype::F32, &[128, 64 * F]).unwrap();
+    // The DMA transposes' bf16 source (steps of kind 4 and 5).
+    let xb = nc.hbm_input("xb", Dtype::Bf16, &[256, 256], &[]).unwrap();
+    let hbm = [x, y, z, w, xb];
+    run_body(&mut nc, before, hbm);
+    if !programs.is_empty() {
+        nc.release_pools();
+        nc.spmd(programs.len() as u32, |nc, pid| {
+            run_body(nc, &programs[pid as usize], hbm);
+            Ok(())
+        })
+        .unwrap();
+        if !after.is_empty() {
+            run_body(&mut nc, after, hbm);
+        }
+    }
+    let bound = nc.lower_bound();
+    (nc.profile(), bound)
+}
+
+/// The prologue (pools, tiles written) and `steps`, on the tensors `[x, y, z, w, xb]`.
+fn run_body(nc: &mut Nc, steps: &[Step], [x, y, z, w, xb]: [Hbm; 5]) {
     let sb = nc.sbuf_pool("sb", 1);
     let lp = nc.sbuf_pool("lp", 2);
     let ps = nc.psum_pool("ps", 1);
@@ -463,8 +498,7 @@ fn run_steps(steps: &[Step], chip: Chip, mode: ExecMode) -> (Profile, neuron_sim
         nc.dma(*t, x.slice(&[0..128, i as u64 * F..(i as u64 + 1) * F])).unwrap();
     }
     nc.matmul(acc, tiles[0], tiles[1], false).unwrap();
-    // The DMA transposes' bf16 source and tiles (steps of kind 4 and 5).
-    let xb = nc.hbm_input("xb", Dtype::Bf16, &[256, 256], &[]).unwrap();
+    // The DMA transposes' tiles (steps of kind 4 and 5).
     let tb = nc.tile_named(sb, "tb", Dtype::Bf16, &[128, 128]).unwrap();
     let tb2 = nc.tile_named(sb, "tb2", Dtype::Bf16, &[128, 128]).unwrap();
     nc.dma(tb, xb.slice(&[0..128, 0..128])).unwrap();
@@ -570,8 +604,6 @@ fn run_steps(steps: &[Step], chip: Chip, mode: ExecMode) -> (Profile, neuron_sim
             }
         }
     }
-    let bound = nc.lower_bound();
-    (nc.profile(), bound)
 }
 
 proptest! {
@@ -587,6 +619,31 @@ proptest! {
         let untimed = ExecMode { functional: false, timing: false, trace: false };
         let (_, traced) = run_steps(&steps, chip(c), untimed);
         prop_assert_eq!(traced, b);
+    }
+
+    /// The same with an `spmd` launch between two phases of the caller's core, on the chips
+    /// with two physical cores per logical core: its programs' steps run on their own cores
+    /// from the caller's end, and the caller continues from the launch's end.
+    #[test]
+    fn time_is_never_below_the_lower_bound_of_a_launch(
+        before in prop::collection::vec(step(), 0..12),
+        p0 in prop::collection::vec(step(), 1..20),
+        p1 in prop::collection::vec(step(), 0..20),
+        after in prop::collection::vec(step(), 0..12),
+        c in 1usize..3,
+    ) {
+        let programs = [p0, p1];
+        let (p, b) = run_launch(&before, &programs, &after, chip(c), ExecMode::TIMING);
+        prop_assert!(p.kernel_time_us >= b.us() * (1.0 - 1e-12), "{} µs < bound {:?}", p.kernel_time_us, b);
+        prop_assert_eq!(b.roofline_us, p.roofline_bound_us);
+        let untimed = ExecMode { functional: false, timing: false, trace: false };
+        let (_, traced) = run_launch(&before, &programs, &after, chip(c), untimed);
+        prop_assert_eq!(traced, b);
+        // Each program alone after `before` ends no later than the launch.
+        for one in &programs {
+            let (alone, _) = run_launch(&before, std::slice::from_ref(one), &[], chip(c), ExecMode::TIMING);
+            prop_assert!(alone.kernel_time_us <= p.kernel_time_us, "{} > {}", alone.kernel_time_us, p.kernel_time_us);
+        }
     }
 }
 

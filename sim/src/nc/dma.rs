@@ -83,7 +83,7 @@ impl Nc {
         if self.mode.functional {
             let mut vals = self.take_vals();
             self.gather_access("src", &src, &mut vals)?;
-            self.scatter_access(&dst, &vals);
+            self.scatter_access(&dst, &vals)?;
             self.give_vals([vals]);
         }
         let (rr, wr) = if self.timing.is_some() {

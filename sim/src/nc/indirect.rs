@@ -202,13 +202,13 @@ impl Nc {
                         self.gather_hbm("src", &row_view(table, r as u64), &mut row)?;
                         vals.extend_from_slice(&row);
                     }
-                    self.scatter_access(&dst, &vals);
+                    self.scatter_access(&dst, &vals)?;
                 }
                 Indexed::Dst => {
                     self.gather_access("src", &src, &mut vals)?;
                     let n = row_elems as usize;
                     for (p, &r) in rows.iter().enumerate() {
-                        self.scatter_hbm(&row_view(table, r as u64), &vals[p * n..(p + 1) * n]);
+                        self.scatter_hbm(&row_view(table, r as u64), &vals[p * n..(p + 1) * n])?;
                     }
                 }
             }

@@ -291,7 +291,7 @@ impl Nc {
 
     /// Mark pool `id` released, make its tiles stale and note when its buffers' memory is
     /// free in time (the latest end of any access to them).
-    fn free_pool(&mut self, id: u32) {
+    pub(super) fn free_pool(&mut self, id: u32) {
         let pool = &mut self.pools[id as usize];
         pool.released = true;
         let slot = match pool.mem {

@@ -25,7 +25,8 @@
 //!   [`scalar`] (ScalarE), [`vector`] (VectorE, some also on ScalarE or GpSimd), [`select`]
 //!   (VectorE's selections: top-k steps, predicated and bounded copies), [`shuffle`]
 //!   (VectorE's cross-partition movement), [`gpsimd`], [`local_gather`] (GpSimd's gather
-//!   within groups of 16 partitions).
+//!   within groups of 16 partitions);
+//! * [`spmd`] — launches over the physical cores of a logical core (`nl.program_id`).
 
 mod affine;
 mod checks;
@@ -41,6 +42,7 @@ mod scalar;
 mod schedule;
 mod select;
 mod shuffle;
+mod spmd;
 mod tensor;
 mod values;
 mod vector;
@@ -56,6 +58,7 @@ use rustc_hash::FxHashMap;
 pub(crate) use schedule::Stats;
 pub use select::{INDEX_NOT_FOUND_U16, INDEX_NOT_FOUND_U32};
 pub use shuffle::SHUFFLE_KEEP;
+pub(crate) use spmd::CoreTrace;
 use std::panic::Location;
 
 /// Which models run. Values and times are independent: the functional model never looks at
@@ -119,6 +122,8 @@ pub struct Nc {
     pub(crate) loops: affine::Loops,
     /// The current instruction's accesses, for the loop-carried check (kept to reuse it).
     touches: Vec<affine::Touch>,
+    /// SPMD launches: the running program, the programs' records, the conflict check.
+    pub(crate) spmd: spmd::Spmd,
 }
 
 type VResult<T> = Result<T, V>;
@@ -161,6 +166,7 @@ impl Nc {
             sbuf_counter: Vec::new(),
             loops: affine::Loops::default(),
             touches: Vec::new(),
+            spmd: spmd::Spmd::default(),
         }
     }
 
@@ -189,6 +195,7 @@ impl Nc {
         exec: impl FnOnce(&mut Nc, &'static Location<'static>) -> VResult<()>,
     ) -> SimResult<()> {
         let loc = Location::caller();
+        self.spmd.current = Some((instruction, loc));
         exec(self, loc).map_err(|kind| SimError {
             instruction,
             loc: SourceLoc::from_location(loc),

@@ -122,9 +122,12 @@ impl Nc {
     }
 
     /// Write either side of a DMA ([`Nc::scatter_tile`], [`Nc::scatter_hbm`]).
-    pub(super) fn scatter_access(&mut self, a: &super::Access, vals: &[f32]) {
+    pub(super) fn scatter_access(&mut self, a: &super::Access, vals: &[f32]) -> VResult<()> {
         match a {
-            super::Access::Tile(v) => self.scatter_tile(v, vals),
+            super::Access::Tile(v) => {
+                self.scatter_tile(v, vals);
+                Ok(())
+            }
             super::Access::Hbm(v) => self.scatter_hbm(v, vals),
         }
     }
@@ -183,6 +186,12 @@ impl Nc {
     ) -> VResult<()> {
         let mut starts = std::mem::take(&mut self.scratch2);
         let run = runs(&v.dims, v.offset, &mut starts);
+        if self.spmd.checking() {
+            if let Err(e) = self.spmd_touch(v.tensor.id, &starts, run, false) {
+                self.scratch2 = starts;
+                return Err(e);
+            }
+        }
         let t = &self.hbm[v.tensor.id as usize];
         out.clear();
         out.reserve(starts.len() * run as usize);
@@ -204,9 +213,17 @@ impl Nc {
         Ok(())
     }
 
-    pub(super) fn scatter_hbm(&mut self, v: &HbmView, vals: &[f32]) {
+    /// Write `[rows][free]` values into an HBM view, rounding to its dtype (refused only for
+    /// a write another program of an spmd launch conflicts with, `nc/spmd.rs`).
+    pub(super) fn scatter_hbm(&mut self, v: &HbmView, vals: &[f32]) -> VResult<()> {
         let mut starts = std::mem::take(&mut self.scratch2);
         let run = runs(&v.dims, v.offset, &mut starts);
+        if self.spmd.checking() {
+            if let Err(e) = self.spmd_touch(v.tensor.id, &starts, run, true) {
+                self.scratch2 = starts;
+                return Err(e);
+            }
+        }
         let t = &mut self.hbm[v.tensor.id as usize];
         let dt = t.dtype;
         let r = run as usize;
@@ -216,6 +233,7 @@ impl Nc {
             t.written.set_range(o as u64, o as u64 + run);
         }
         self.scratch2 = starts;
+        Ok(())
     }
 
     pub(super) fn gather_scalar(

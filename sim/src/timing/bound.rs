@@ -63,6 +63,10 @@ pub(crate) struct SerialWork {
     dma_ps: Vec<u64>,
     /// The fixed DMA latency once a transfer was issued (0 before).
     dma_fixed_ps: u64,
+    /// A bound of everything before the last `Nc::spmd` launch ended (0 without one): every
+    /// instruction issued after it starts no earlier than that launch's end (`nc/spmd.rs`),
+    /// so this phase's work adds to it.
+    base_ps: u64,
 }
 
 impl SerialWork {
@@ -95,17 +99,29 @@ impl SerialWork {
         }
     }
 
-    /// The longest work of one compute engine or one shared port (ps).
+    /// The work of a phase that starts behind a bound of `base_ps` (after an `Nc::spmd`
+    /// launch): nothing counted yet.
+    pub(crate) fn after(base_ps: u64) -> Self {
+        SerialWork { base_ps, ..Default::default() }
+    }
+
+    /// The longest work of one compute engine or one shared port (ps), after the base.
     pub(crate) fn compute_ps(&self) -> u64 {
-        self.engine_ps.iter().chain(&self.port_ps).copied().max().unwrap_or(0)
+        self.base_ps + self.engine_ps.iter().chain(&self.port_ps).copied().max().unwrap_or(0)
     }
 
     /// The fixed DMA latency plus the longest work of one queue of one DMA engine (ps; 0
-    /// without DMA).
+    /// without DMA), after the base.
     pub(crate) fn dma_ps(&self) -> u64 {
-        match self.dma_ps.iter().max() {
-            Some(&w) => self.dma_fixed_ps + w,
-            None => 0,
-        }
+        self.base_ps
+            + match self.dma_ps.iter().max() {
+                Some(&w) => self.dma_fixed_ps + w,
+                None => 0,
+            }
+    }
+
+    /// The larger of the two bounds: no run of the work counted here ends sooner.
+    pub(crate) fn bound_ps(&self) -> u64 {
+        self.compute_ps().max(self.dma_ps())
     }
 }

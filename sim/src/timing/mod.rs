@@ -63,7 +63,7 @@ pub(crate) use deps::Region;
 use dma::DmaEngine;
 pub(crate) use dma::{DmaChunk, FULL_RATE};
 use hbm::HbmTimeline;
-pub(crate) use window::{Meta, Window, Work};
+pub(crate) use window::{Meta, SchedCounters, Window, Work};
 pub use window::{WINDOW_INSTRUCTIONS, WINDOW_ITERATIONS};
 
 /// Categories of critical-path time.
@@ -343,6 +343,20 @@ impl Timing {
         self.bump_end(end, crit);
         (start, end)
     }
+    /// Nothing of this timing runs before `t` (reached along `crit`): the compute engines are
+    /// busy until then and the kernel has lasted that long. With the buffers' records
+    /// (`inherit`), this is how a core starts an `Nc::spmd` program, and continues after
+    /// one, at a time other than 0 (`nc/spmd.rs`). A `t` of 0 changes nothing.
+    pub(crate) fn start_at(&mut self, t: u64, crit: Crit) {
+        for track in &mut self.tracks[..4] {
+            if t > track.free {
+                track.free = t;
+                track.crit = crit;
+            }
+        }
+        self.bump_end(t, crit);
+    }
+
     /// The latest time any track is busy until (the program's frontier).
     pub fn frontier(&self) -> u64 {
         self.tracks.iter().map(|t| t.free).max().unwrap_or(0)
