@@ -416,3 +416,23 @@ fn the_caller_continues_after_the_launch_ends() {
     let x1 = nc.read_hbm(x).unwrap()[128 * 512];
     assert_eq!(nc.read_hbm(y).unwrap()[128 * 512], x1 * 2.0 + 1.0);
 }
+
+#[test]
+fn a_program_starts_when_the_callers_work_has_ended_even_on_tensors_it_makes() {
+    // The caller's VectorE work ends at `before`; program 1 copies between two HBM tensors
+    // it makes itself: the copy still starts no sooner, and ends at least its fixed DMA
+    // latency (1.3 µs, §1.7) after.
+    let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+    vector_half(&mut nc, 4).unwrap();
+    let before = nc.profile().kernel_time_us;
+    nc.spmd(2, |nc, pid| {
+        if pid == 1 {
+            let a = nc.hbm("a", Dtype::F32, &[128, 64])?;
+            let b = nc.hbm("b", Dtype::F32, &[128, 64])?;
+            nc.dma(b, a)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    assert!(nc.profile().kernel_time_us >= before + 1.3, "{}", nc.profile().kernel_time_us);
+}

@@ -194,6 +194,7 @@ impl Nc {
         }
         let id = self.hbm.len() as u32;
         let tid = self.new_tid(shape[1..].iter().product::<u64>() * dtype.size() as u64);
+        self.spmd_new_buffer(tid);
         self.hbm.push(HbmTensor {
             name: name.to_string(),
             dtype,

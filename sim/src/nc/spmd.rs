@@ -99,6 +99,8 @@ pub(crate) struct Spmd {
     peaks: (u64, u64),
     /// The launch's largest lower bound of a program (ps).
     bound: u64,
+    /// When the running program's core started, and its critical path.
+    start: (u64, Crit),
 }
 
 impl Default for Spmd {
@@ -117,6 +119,7 @@ impl Default for Spmd {
             marks: Vec::new(),
             peaks: (0, 0),
             bound: 0,
+            start: (0, [0; CRIT_CATEGORIES.len()]),
         }
     }
 }
@@ -322,10 +325,20 @@ impl Nc {
             t
         });
         self.freed = [(t0, crit0); 2];
+        self.spmd.start = (t0, crit0);
         self.sbuf_reserved = 0;
         self.psum_reserved_banks = 0;
         self.sbuf_counter.clear();
         self.stats.serial = SerialWork::default();
+    }
+
+    /// An HBM tensor made inside a program (buffer `tid`) starts behind the program's start,
+    /// as the tensors made before it do.
+    pub(super) fn spmd_new_buffer(&mut self, tid: u32) {
+        let (t0, crit0) = self.spmd.start;
+        if let (true, true, Some(t)) = (self.spmd.running, t0 > 0, &mut self.timing) {
+            t.inherit(tid, t0, &crit0);
+        }
     }
 
     /// Set the program's core aside into the launch's records (profile sums, trace, peaks
