@@ -688,7 +688,7 @@ fn a_chip_file_from_chip_is_named_by_its_file_and_simulated_as_written() {
 
 #[test]
 fn check_lines_keep_their_columns_for_long_parameter_sets() {
-    // rmsnorm's parameter set is 80 characters, add's 26: the columns after them line up.
+    // rmsnorm's parameter set is 83 characters, add's 26: the columns after them line up.
     let (code, out, err) = cli(&[
         "check",
         "-p",

@@ -229,7 +229,7 @@ fn the_pareto_objective_returns_exactly_the_non_dominated_variants() {
 fn each_variant_gets_its_own_sbuf_even_where_variants_share_a_stored_result() {
     let _one = TUNED_FILE.lock().unwrap_or_else(|e| e.into_inner());
     let _keep = KeepFile::new(root().join("fixtures/kernels/neuron-tune.tuned.toml"));
-    let pins = "rows_per_partition=1,scale_on=vector,square_on=scalar,work_dtype=bf16";
+    let pins = "rows_per_partition=1,scale_on=vector,spmd=1,square_on=scalar,work_dtype=bf16";
     let args = [
         "tune",
         "-p",
