@@ -11,6 +11,10 @@
 //!   inside an [`Nc::affine_range`] loop, whose iterations are declared independent, it
 //!   list-schedules a bounded window of iterations instead (docs/scheduling.md).
 //!
+//! On chips whose logical core is two physical ones (trn2, trn3 at LNC=2), [`Nc::spmd`] runs a
+//! kernel body once per program, each on its own simulated physical core sharing the HBM
+//! tensors (NKI `kernel[2](…)` with `nl.program_id(0)`).
+//!
 //! A run ends with a [`Profile`] (times, utilizations, roofline, critical path, top source
 //! lines, a bottleneck verdict) and, on request, a Perfetto trace.
 //!

@@ -8,7 +8,8 @@
 //! * **Values** are computed program after program, so they are exactly those of running
 //!   the bodies one after another. Two programs touching one HBM element, at least one
 //!   writing it, would race on the hardware (no barrier is modelled): the functional model
-//!   reports it, exactly, element by element ([`ViolationKind::SpmdConflict`], naming both
+//!   reports it, exactly, element by element
+//!   ([`ViolationKind::SpmdConflict`](crate::ViolationKind::SpmdConflict), naming both
 //!   instructions), as it reports reads of unwritten memory — so `check` finds it, and a
 //!   timing-only run (`bench`) does not look.
 //! * **Time.** The caller's core state (timing, released-memory times, SBUF/PSUM peaks,
