@@ -543,5 +543,16 @@ mod tests {
         .unwrap();
         assert!(nc.profile().scheduling.is_some());
         same_json(&mut nc);
+        // An SPMD launch adds the physical cores, which must cross too.
+        let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+        let x = nc.hbm("x", Dtype::Bf16, &[256, 512]).unwrap();
+        nc.spmd(2, |nc, pid| {
+            let pool = nc.sbuf_pool("io", 1);
+            let t = nc.tile(pool, Dtype::Bf16, &[128, 512])?;
+            nc.dma(t, x.rows(pid as u64 * 128..(pid as u64 + 1) * 128))
+        })
+        .unwrap();
+        assert_eq!(profile_summary(&nc.profile()).physical_cores, Some(2));
+        same_json(&mut nc);
     }
 }

@@ -337,6 +337,11 @@ pub struct ProfileSummary {
     /// What the list scheduler of affine loops did; only for programs with affine loops.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduling: Option<Scheduling>,
+    /// The physical NeuronCores the kernel ran on, only when more than one (an SPMD launch,
+    /// NKI `kernel[2]`): busy times, counts, FLOPs and bytes are then summed over them, and
+    /// the activities, MFU, HFU, MBU and the roofline are against that many cores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub physical_cores: Option<u32>,
 }
 
 /// The list scheduler's work in one run (docs/scheduling.md).
