@@ -281,7 +281,8 @@ pub struct LoopCarried {
     /// Whether the earlier access was a matmul accumulating into PSUM.
     pub earlier_accumulated: bool,
     /// Loop indices of the earlier iterations whose accesses (merged when they touch
-    /// adjacent elements from the same source line) conflict: first and last.
+    /// adjacent elements from the same source line, or, strided, repeat one pattern shifted)
+    /// conflict: first and last.
     pub earlier_first_index: u64,
     pub earlier_last_index: u64,
     /// The `affine_range` call whose iterations the dependency crosses.

@@ -6,6 +6,7 @@
 use neuron_sim::{
     Act, ActArgs, Alu, Chip, Dtype, ExecMode, Hazard, Hbm, Nc, SimError, Tile, ViolationKind as V,
 };
+use proptest::prelude::*;
 
 /// Assert `err` is a loop-carried dependency of kind `hazard` between `earlier` (the
 /// instruction at `earlier_line` of this file) and `later` (at `line`), naming both lines.
@@ -320,7 +321,7 @@ fn nested_affine_loops_check_every_level() {
 
 /// Accesses to disjoint parts of one tile or tensor from different iterations are fine, also
 /// when the parts are only known to be disjoint elementwise (strided views whose bounding
-/// boxes overlap are never reported).
+/// boxes overlap are compared element by element).
 #[test]
 fn disjoint_and_interleaved_slices_are_accepted() {
     let Setup { mut nc, x, y, sb, .. } = setup(ExecMode::BOTH);
@@ -340,4 +341,350 @@ fn disjoint_and_interleaved_slices_are_accepted() {
     })
     .unwrap();
     nc.dma(y.rows(0..128), wide.cols(0..64)).unwrap();
+}
+
+/// The even columns of a tile (column `j` of `[P, 2·n]` as `[P, n]`, stride 2), or the odd
+/// ones.
+fn every_other_column(t: Tile, odd: bool) -> neuron_sim::TileView {
+    t.view().split(0, 2).swap(0, 1).at(odd as u64)
+}
+
+/// RAW through strided views, whose bounding boxes overlap whether or not they share an
+/// element: iteration 0 writes the even columns of `shared`; iteration 1 reads every third
+/// column from column 4 on (4, 7, 10, …), which includes even ones.
+#[test]
+fn a_strided_read_of_what_a_strided_write_wrote_is_a_raw_error() {
+    let Setup { mut nc, sb, shared, .. } = setup(ExecMode::BOTH);
+    let (mut write_line, mut read_line) = (0, 0);
+    let e = nc
+        .affine_range(0..2, |nc, i| {
+            if i == 0 {
+                let t = nc.tile(sb, Dtype::F32, &[128, 32])?;
+                nc.memset(t, 2.0)?;
+                write_line = line!() + 1;
+                nc.tensor_copy(every_other_column(shared, false), t)
+            } else {
+                let t = nc.tile(sb, Dtype::F32, &[128, 20])?;
+                read_line = line!() + 1;
+                nc.tensor_copy(t, shared.cols(4..64).split(0, 3).swap(0, 1).at(0))
+            }
+        })
+        .unwrap_err();
+    check_carried(&e, Hazard::Raw, "tensor_copy", read_line, "tensor_copy", write_line);
+    let V::LoopCarriedDependency(d) = &e.kind else { unreachable!() };
+    assert_eq!((d.index, d.earlier_first_index, d.what.as_str()), (1, 0, "tile `shared`"));
+}
+
+/// WAR between a strided read and a dense write: iteration 0 reads the odd columns of
+/// `shared`; a later iteration overwriting an even column is fine, one overwriting an odd
+/// column is an error.
+#[test]
+fn overwriting_a_column_a_strided_read_read_is_a_war_error() {
+    let Setup { mut nc, y, sb, shared, .. } = setup(ExecMode::BOTH);
+    let (mut read_line, mut write_line) = (0, 0);
+    let mut run = |nc: &mut Nc, column: u64| {
+        nc.affine_range(0..2, |nc, i| {
+            if i == 0 {
+                let t = nc.tile(sb, Dtype::F32, &[128, 32])?;
+                read_line = line!() + 1;
+                nc.activation(t, every_other_column(shared, true), Act::Exp, ActArgs::default())?;
+                nc.dma(y.rows(0..128).cols(0..32), t)
+            } else {
+                write_line = line!() + 1;
+                nc.memset(shared.cols(column..column + 1), 0.0)
+            }
+        })
+    };
+    run(&mut nc, 2).unwrap();
+    let e = run(&mut nc, 3).unwrap_err();
+    check_carried(&e, Hazard::War, "memset", write_line, "activation", read_line);
+}
+
+/// WAW through strided HBM views: iteration i stores to every other row of `y` from row
+/// `i`, so iterations 0 and 1 interleave (even and odd rows) and iteration 2 writes rows
+/// iteration 0 wrote.
+#[test]
+fn strided_stores_to_rows_an_earlier_iteration_stored_are_a_waw_error() {
+    let Setup { mut nc, x, y, sb, .. } = setup(ExecMode::TIMING);
+    let mut line = 0;
+    let mut run = |nc: &mut Nc, n: u64| {
+        nc.affine_range(0..n, |nc, i| {
+            let t = nc.tile(sb, Dtype::F32, &[64, 64])?;
+            nc.dma(t, x.rows(i * 64..(i + 1) * 64))?;
+            // Rows i, i + 2, …, i + 126.
+            line = line!() + 1;
+            nc.dma(y.rows(i..i + 128).split(0, 2).index(1, 0), t)
+        })
+    };
+    run(&mut nc, 2).unwrap();
+    let e = run(&mut nc, 3).unwrap_err();
+    check_carried(&e, Hazard::Waw, "dma_copy", line, "dma_copy", line);
+    let V::LoopCarriedDependency(d) = &e.kind else { unreachable!() };
+    assert_eq!((d.index, d.earlier_first_index, d.what.as_str()), (2, 0, "HBM tensor `y`"));
+}
+
+/// Strided accesses that interleave without sharing an element are accepted: four
+/// iterations each write, read back and store their own columns i, i + 4, … of one tile
+/// (and every iteration reads all of another, which is no conflict).
+#[test]
+fn interleaved_strided_accesses_are_accepted() {
+    let Setup { mut nc, x, y, sb, shared, .. } = setup(ExecMode::BOTH);
+    let wide = nc.tile_named(sb, "wide", Dtype::F32, &[128, 64]).unwrap();
+    nc.affine_range(0..4, |nc, i| {
+        let mine = wide.view().split(0, 4).swap(0, 1).at(i);
+        let t = nc.tile(sb, Dtype::F32, &[128, 16])?;
+        nc.dma(t, x.rows(i * 128..(i + 1) * 128).cols(0..16))?;
+        nc.tensor_copy(mine, t)?;
+        nc.activation(t, mine, Act::Exp, ActArgs::default())?;
+        let all = nc.tile(sb, Dtype::F32, &[128, 32])?;
+        nc.tensor_copy(all, every_other_column(shared, i % 2 == 1))?;
+        nc.dma(y.rows(i * 128..(i + 1) * 128).cols(0..16), t)
+    })
+    .unwrap();
+}
+
+/// More than 32 accesses per buffer that do not merge (columns 0, 3, 6, … of a tile, rows
+/// 0, 2, 4, … of a tensor: never adjacent) are all still checked: the last iteration reads
+/// what the first wrote, 40 iterations before.
+#[test]
+fn a_conflict_with_the_first_of_many_unmerged_accesses_is_reported() {
+    let Setup { mut nc, x, y, sb, .. } = setup(ExecMode::TIMING);
+    let wide = nc.tile_named(sb, "wide", Dtype::F32, &[128, 128]).unwrap();
+    let (mut write_line, mut read_line) = (0, 0);
+    let e = nc
+        .affine_range(0..41, |nc, i| {
+            if i < 40 {
+                write_line = line!() + 1;
+                nc.memset(wide.cols(3 * i..3 * i + 1), 1.0)
+            } else {
+                let t = nc.tile(sb, Dtype::F32, &[128, 1])?;
+                read_line = line!() + 1;
+                nc.tensor_copy(t, wide.cols(0..1))
+            }
+        })
+        .unwrap_err();
+    check_carried(&e, Hazard::Raw, "tensor_copy", read_line, "memset", write_line);
+    let V::LoopCarriedDependency(d) = &e.kind else { unreachable!() };
+    assert_eq!((d.index, d.earlier_first_index, d.earlier_last_index), (40, 0, 0));
+    let (mut store_line, mut load_line) = (0, 0);
+    let e = nc
+        .affine_range(0..41, |nc, i| {
+            let t = nc.tile(sb, Dtype::F32, &[1, 64])?;
+            if i < 40 {
+                nc.dma(t, x.rows(i..i + 1))?;
+                store_line = line!() + 1;
+                nc.dma(y.rows(2 * i..2 * i + 1), t)
+            } else {
+                load_line = line!() + 1;
+                nc.dma(t, y.rows(0..1))
+            }
+        })
+        .unwrap_err();
+    check_carried(&e, Hazard::Raw, "dma_copy", load_line, "dma_copy", store_line);
+    let V::LoopCarriedDependency(d) = &e.kind else { unreachable!() };
+    assert_eq!((d.index, d.earlier_first_index, d.what.as_str()), (40, 0, "HBM tensor `y`"));
+}
+
+/// The same past 32 strided accesses: 100 iterations each write two columns two apart, at
+/// irregular places (so that few merge), and the last overwrites a column the first wrote.
+#[test]
+fn a_conflict_with_the_first_of_many_strided_accesses_is_reported() {
+    let Setup { mut nc, sb, .. } = setup(ExecMode::TIMING);
+    let wide = nc.tile_named(sb, "wide", Dtype::F32, &[128, 512]).unwrap();
+    let (mut first_line, mut last_line) = (0, 0);
+    let e = nc
+        .affine_range(0..101, |nc, i| {
+            if i < 100 {
+                let c = 4 * i + (i % 3 == 0) as u64;
+                first_line = line!() + 1;
+                nc.memset(wide.cols(c..c + 4).split(0, 2).swap(0, 1).at(0), 1.0)
+            } else {
+                last_line = line!() + 1;
+                nc.memset(wide.cols(1..2), 0.0)
+            }
+        })
+        .unwrap_err();
+    check_carried(&e, Hazard::Waw, "memset", last_line, "memset", first_line);
+    let V::LoopCarriedDependency(d) = &e.kind else { unreachable!() };
+    assert_eq!((d.index, d.earlier_first_index), (100, 0));
+}
+
+/// One access of [`reported_iff_two_iterations_touch_an_element_with_a_write`]: what
+/// (0 writes the tile, 1 reads it, 2 stores to the tensor, 3 loads from it) and where.
+#[derive(Clone, Copy, Debug)]
+struct Op {
+    op: u8,
+    /// Tile: partitions 0..32, 32..64 or 0..64. Tensor: the first row.
+    place: u64,
+    /// Tensor: rows, and whether every other one.
+    rows: u64,
+    row_step: bool,
+    /// Columns `a..a + w`, every `k`-th from the `j`-th.
+    a: u64,
+    w: u64,
+    k: u64,
+    j: u64,
+}
+
+/// (whether in the tensor, element) of the elements of an access.
+type Elements = Vec<(bool, u64)>;
+
+const COLS: u64 = 24;
+const ROWS: u64 = 8;
+
+impl Op {
+    fn normalized(mut self) -> Op {
+        self.a %= COLS;
+        self.w = self.w.clamp(1, COLS - self.a);
+        self.k = self.k.clamp(1, self.w);
+        self.w -= self.w % self.k;
+        self.j %= self.k;
+        self.place %= if self.op < 2 { 3 } else { ROWS };
+        self.rows = self.rows.clamp(1, ROWS - self.place);
+        if self.row_step {
+            self.rows -= self.rows % 2;
+            if self.rows == 0 {
+                (self.rows, self.row_step) = (1, false);
+            }
+        }
+        self
+    }
+
+    /// The columns, and the tile's partitions or the tensor's rows.
+    fn cols(&self) -> Vec<u64> {
+        (0..self.w / self.k).map(|m| self.a + self.j + m * self.k).collect()
+    }
+    fn rows(&self) -> Vec<u64> {
+        match (self.op < 2, self.place) {
+            (true, 0) => (0..32).collect(),
+            (true, 1) => (32..64).collect(),
+            (true, _) => (0..64).collect(),
+            (false, p) if self.row_step => (0..self.rows / 2).map(|m| p + 2 * m).collect(),
+            (false, p) => (p..p + self.rows).collect(),
+        }
+    }
+
+    /// (buffer, element) of every element it touches, and whether it writes.
+    fn elements(&self) -> (Elements, bool) {
+        let hbm = self.op >= 2;
+        let mut out = Vec::new();
+        for r in self.rows() {
+            out.extend(self.cols().into_iter().map(|c| (hbm, r * COLS + c)));
+        }
+        (out, self.op.is_multiple_of(2))
+    }
+
+    fn instruction(&self) -> &'static str {
+        ["memset", "tensor_copy", "dma_copy", "dma_copy"][self.op as usize]
+    }
+
+    fn issue(
+        &self,
+        nc: &mut Nc,
+        tile: Tile,
+        hbm: Hbm,
+        scratch: neuron_sim::Pool,
+    ) -> Result<(), SimError> {
+        let (rows, cols) = (self.rows().len() as u64, self.cols().len() as u64);
+        let strided = |v: neuron_sim::TileView| {
+            let v = v.cols(self.a..self.a + self.w);
+            if self.k > 1 {
+                v.split(0, self.k).swap(0, 1).at(self.j)
+            } else {
+                v
+            }
+        };
+        let parts = [0..32, 32..64, 0..64][self.place.min(2) as usize].clone();
+        let t = nc.tile(scratch, Dtype::F32, &[rows, cols])?;
+        let mut h = hbm.rows(self.place..self.place + if self.row_step { self.rows } else { rows });
+        if self.row_step {
+            h = h.split(0, 2).index(1, 0);
+        }
+        h = h.cols(self.a..self.a + self.w);
+        if self.k > 1 {
+            h = h.split(1, self.k).swap(1, 2).index(1, self.j);
+        }
+        match self.op {
+            0 => nc.memset(strided(tile.view().parts(parts)), 1.0),
+            1 => nc.tensor_copy(t, strided(tile.view().parts(parts))),
+            2 => nc.dma(h, t),
+            _ => nc.dma(t, h),
+        }
+    }
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    (0u8..4, 0u64..8, 1u64..6, any::<bool>(), 0u64..COLS, 1u64..10, 1u64..4, 0u64..4).prop_map(
+        |(op, place, rows, row_step, a, w, k, j)| {
+            Op { op, place, rows, row_step, a, w, k, j }.normalized()
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+    /// On random small strided and dense accesses to a tile and a tensor allocated before an
+    /// affine loop, the loop reports an error iff two iterations touch an element and one of
+    /// them writes it (brute force over the elements), and the error is at the first access
+    /// that does, naming an earlier one it conflicts with.
+    #[test]
+    fn reported_iff_two_iterations_touch_an_element_with_a_write(
+        body in prop::collection::vec(prop::collection::vec(op(), 1..4), 1..6),
+    ) {
+        let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
+        let pool = nc.sbuf_pool("tracked", 1);
+        let scratch = nc.sbuf_pool("scratch", 2);
+        let tile = nc.tile_named(pool, "tile", Dtype::F32, &[64, COLS]).unwrap();
+        let hbm = nc.hbm("hbm", Dtype::F32, &[ROWS, COLS]).unwrap();
+        let result = nc.affine_range(0..body.len() as u64, |nc, i| {
+            for o in &body[i as usize] {
+                o.issue(nc, tile, hbm, scratch)?;
+            }
+            Ok(())
+        });
+        // The truth: the first access (in program order) touching an element an earlier
+        // iteration touched, one of the two writing it; and the earlier ones it conflicts with.
+        // (iteration, access, its elements, whether it writes)
+        let mut seen: Vec<(usize, Op, Elements, bool)> = Vec::new();
+        let mut truth = None;
+        'find: for (i, ops) in body.iter().enumerate() {
+            for o in ops {
+                let (elems, writes) = o.elements();
+                let earlier: Vec<(usize, Op)> = seen
+                    .iter()
+                    .filter(|(j, _, e, w)| {
+                        *j < i && (writes || *w) && e.iter().any(|x| elems.contains(x))
+                    })
+                    .map(|(j, o, _, _)| (*j, *o))
+                    .collect();
+                if !earlier.is_empty() {
+                    truth = Some((i, *o, earlier));
+                    break 'find;
+                }
+                seen.push((i, *o, elems, writes));
+            }
+        }
+        match (result, truth) {
+            (Ok(()), None) => {}
+            (Err(e), Some((i, o, earlier))) => {
+                let V::LoopCarriedDependency(d) = &e.kind else { panic!("{e}") };
+                prop_assert_eq!(d.index, i as u64, "{}", e);
+                prop_assert_eq!(e.instruction, o.instruction(), "{}", e);
+                let named = earlier.iter().any(|(j, eo)| {
+                    let hazard = match (o.op.is_multiple_of(2), eo.op.is_multiple_of(2)) {
+                        (false, _) => Hazard::Raw,
+                        (true, false) => Hazard::War,
+                        (true, true) => Hazard::Waw,
+                    };
+                    d.hazard == hazard
+                        && d.earlier_instruction == eo.instruction()
+                        && d.earlier_first_index <= *j as u64
+                        && *j as u64 <= d.earlier_last_index
+                        && (eo.op >= 2) == d.what.starts_with("HBM")
+                });
+                prop_assert!(named, "{} not among {:?}", e, earlier);
+            }
+            (r, t) => prop_assert!(false, "result {:?}, truth {:?}", r.err().map(|e| e.to_string()), t),
+        }
+    }
 }

@@ -21,22 +21,32 @@
 //! (partitions × bytes, the regions the timing model uses), the current iteration's apart
 //! from the earlier ones'. Rectangles from the same source line that form a larger rectangle
 //! merge, so the common patterns (each iteration its own rows, columns or block of one
-//! tensor) keep one rectangle per line whatever the trip count; a list that still grows past
-//! [`MAX_RECTS`] drops its oldest rectangle (that part is no longer checked). Accesses are
-//! logged and merged only when a check needs the rectangles or the level's log is full, so
-//! an inner loop that ends first (the matmuls of a K loop) never pays for merging
-//! ([`BufRects::log`]). A rectangle is *exact* when its access touched every element in it;
-//! an overlap is reported only between exact rectangles, so a strided access (a bounding box
-//! with holes) never gives a false error — it is only kept in order by the scheduler.
+//! tensor) keep one rectangle per line whatever the trip count. Accesses are logged and
+//! merged only when a check needs the rectangles or the level's log is full, so an inner
+//! loop that ends first (the matmuls of a K loop) never pays for merging ([`BufRects::log`]).
+//!
+//! A rectangle is the exact set of a dense access's elements, and only a bounding box of a
+//! strided one's, which therefore keeps its access pattern beside it, in a list of its own
+//! (`affine_exact.rs`): an overlap of two rectangles, one of them strided, is a conflict only
+//! if the patterns share an element. Each list holds [`MAX_RECTS`] entries; what a full list
+//! moves out goes to the buffer's spill, a map of the bytes touched that stays exact, so no
+//! access is ever dropped. Only an indirect copy's indexed side, whose rows come from values,
+//! is neither checked nor recorded.
 
 use super::{Nc, VResult};
 use crate::error::{Hazard, LoopCarried, SimResult, SourceLoc, ViolationKind as V};
 use crate::timing::Region;
 use crate::view::*;
+pub(super) use exact::Pattern;
+use exact::{meet, spill_rect, Extra, Strided};
+use std::cell::RefCell;
 use std::panic::Location;
 
+#[path = "affine_exact.rs"]
+mod exact;
+
 /// Rectangles kept per buffer and loop level, for the current iteration and for the earlier
-/// ones each.
+/// ones each, dense and strided apart; what a full list moves out is spilled (`Spill`).
 const MAX_RECTS: usize = 32;
 
 /// How an instruction touches an operand.
@@ -61,8 +71,10 @@ pub(super) struct Touch {
     pub region: Region,
     /// The buffer's allocation (a ring buffer reused by a later allocation is a new one).
     pub gen: u32,
-    /// Whether the access touches every element of `region`.
-    pub exact: bool,
+    /// [`DENSE`] when the access touches every element of `region`, [`UNKNOWN`] when which
+    /// elements it touches is not known (an indirect copy's indexed side), else the index of
+    /// its pattern in the instruction's list of them ([`Nc::check_loop_carried`]).
+    pub pat: u8,
     pub kind: Kind,
     pub target: Target,
     /// For a tile, the iteration serial of its allocation (0 for HBM, like a tile allocated
@@ -70,14 +82,19 @@ pub(super) struct Touch {
     pub alloc_serial: u64,
 }
 
-/// An access recorded for the conflict check: a rectangle of one buffer.
+/// [`Touch::pat`] of a dense access.
+pub(super) const DENSE: u8 = u8::MAX;
+/// [`Touch::pat`] of an access whose elements are not known: neither checked nor recorded.
+pub(super) const UNKNOWN: u8 = u8::MAX - 1;
+
+/// An access recorded for the conflict check: a rectangle of one buffer, every element of
+/// which it touched (a strided access's is its bounding box, kept beside its [`Pattern`]).
 #[derive(Clone, Copy, Debug)]
 struct Rect {
     p0: u32,
     p1: u32,
     b0: u64,
     b1: u64,
-    exact: bool,
     kind: Kind,
     /// The instruction and source line, as an index into [`Loops::sites`]: rectangles are
     /// compared, merged and moved at every access and iteration, and a site's 40 bytes
@@ -92,11 +109,11 @@ impl Rect {
         r.p0 < self.p1 && self.p0 < r.p1 && r.b0 < self.b1 && self.b0 < r.b1
     }
 
-    /// Absorb `o` if both came from the same instruction site with the same kind and
-    /// exactness and their union is a rectangle (same partitions and touching bytes, or
-    /// same bytes and touching partitions).
+    /// Absorb `o` if both came from the same instruction site with the same kind and their
+    /// union is a rectangle (same partitions and touching bytes, or same bytes and touching
+    /// partitions).
     fn absorb(&mut self, o: &Rect) -> bool {
-        if (self.site, self.kind, self.exact) != (o.site, o.kind, o.exact) {
+        if (self.site, self.kind) != (o.site, o.kind) {
             return false;
         }
         let same_p = (self.p0, self.p1) == (o.p0, o.p1);
@@ -110,20 +127,43 @@ impl Rect {
         self.p1 = self.p1.max(o.p1);
         self.b0 = self.b0.min(o.b0);
         self.b1 = self.b1.max(o.b1);
+        self.join(o);
+        true
+    }
+
+    /// Take `o`'s bounding box and iterations in.
+    fn join(&mut self, o: &Rect) {
+        self.p0 = self.p0.min(o.p0);
+        self.p1 = self.p1.max(o.p1);
+        self.b0 = self.b0.min(o.b0);
+        self.b1 = self.b1.max(o.b1);
         self.first_index = self.first_index.min(o.first_index);
         self.last_index = self.last_index.max(o.last_index);
-        true
+    }
+
+    /// The hazard of an access of kind `later` after this one, if they conflict.
+    #[inline]
+    fn hazard(&self, later: Kind) -> Option<Hazard> {
+        // Which kinds conflict is `Kind::conflicts`' table; this only names the hazard.
+        if later.conflicts() & self.kind.bit() == 0 {
+            return None;
+        }
+        Some(match (later, self.kind) {
+            (Kind::Read, _) => Hazard::Raw,
+            (_, Kind::Read) => Hazard::War,
+            _ => Hazard::Waw,
+        })
     }
 }
 
-/// Add `r` to `list`, merged into a rectangle it extends, or appended (dropping the oldest
-/// at the cap: that part is no longer checked, never wrongly reported).
-fn add_rect(list: &mut Vec<Rect>, r: Rect) {
+/// Add `r` to `list`, merged into a rectangle it extends, or appended; at the cap the oldest
+/// moves to the spill, with `tag` ([`Who::tag`]).
+fn add_rect(list: &mut Vec<Rect>, r: Rect, extra: &mut Option<Box<Extra>>, tag: u64) {
     if list.iter_mut().rev().any(|x| x.absorb(&r)) {
         return;
     }
     if list.len() >= MAX_RECTS {
-        list.remove(0);
+        spill_rect(extra, &list.remove(0), tag);
     }
     list.push(r);
 }
@@ -153,12 +193,11 @@ struct BufRects {
     gen: u32,
     /// Whether the buffer is in its level's `used` list.
     used: bool,
-    /// The kinds of the exact accesses recorded in iterations before `kinds_iter`
-    /// ([`Kind::bit`]; a dropped rectangle's kind may stay set): an access whose conflicting
-    /// kinds are neither among them nor, once another iteration has started, among
-    /// `iter_kinds`, has nothing to scan.
+    /// The kinds of the accesses recorded in iterations before `kinds_iter` ([`Kind::bit`]):
+    /// an access whose conflicting kinds are neither among them nor, once another iteration
+    /// has started, among `iter_kinds`, has nothing to scan.
     earlier_kinds: u8,
-    /// The kinds of the exact accesses recorded in iteration `kinds_iter`.
+    /// The kinds of the accesses recorded in iteration `kinds_iter`.
     iter_kinds: u8,
     kinds_iter: u64,
     earlier: Vec<Rect>,
@@ -173,6 +212,8 @@ struct BufRects {
     /// order as merging each access when it came ([`BufRects::merge_log`]), so the
     /// rectangles a scan sees are the same; a loop that ends first drops its log unmerged.
     log: Vec<Logged>,
+    /// Strided accesses and spilled ones, if any ([`Extra`]).
+    extra: Option<Box<Extra>>,
 }
 
 impl BufRects {
@@ -180,7 +221,7 @@ impl BufRects {
     fn move_current(&mut self) {
         for i in 0..self.current.len() {
             let r = self.current[i];
-            add_rect(&mut self.earlier, r);
+            add_rect(&mut self.earlier, r, &mut self.extra, 0);
         }
         self.current.clear();
     }
@@ -194,9 +235,41 @@ impl BufRects {
                 self.move_current();
                 self.iter = iter;
             }
-            add_rect(&mut self.current, rect);
+            add_rect(&mut self.current, rect, &mut self.extra, iter);
         }
         self.log.clear();
+    }
+
+    /// [`Level::conflict`] of a strided access `t`, its pattern `pat`, in iteration `iter`.
+    #[cold]
+    #[inline(never)]
+    fn conflict_strided(&mut self, t: &Touch, pat: &Pattern, iter: u64) -> Option<(Hazard, Rect)> {
+        let found = self.earlier.iter().filter(|e| e.overlaps(&t.region)).find_map(|e| {
+            let hazard = e.hazard(t.kind)?;
+            meet(pat, &pat.rect(e.p0, e.p1, e.b0, e.b1)).then_some((hazard, *e))
+        });
+        if found.is_some() {
+            return found;
+        }
+        self.extra.as_deref_mut()?.conflict(t.kind, &t.region, Some(pat), iter)
+    }
+
+    /// Record strided access `t` with pattern `pat` (see [`Level::record`]).
+    #[cold]
+    #[inline(never)]
+    fn record_strided(&mut self, t: &Touch, pat: Pattern, site: u32, index: u64, iter: u64) {
+        let r = t.region;
+        let rect = Rect {
+            p0: r.p0,
+            p1: r.p1,
+            b0: r.b0,
+            b1: r.b1,
+            kind: t.kind,
+            site,
+            first_index: index,
+            last_index: index,
+        };
+        self.extra.get_or_insert_with(Default::default).record(Strided { rect, pat }, iter);
     }
 
     /// Forget everything recorded (a new allocation of the buffer, or the loop ended).
@@ -206,10 +279,22 @@ impl BufRects {
         self.earlier.clear();
         self.current.clear();
         self.log.clear();
+        if self.extra.is_some() {
+            self.extra = None;
+        }
     }
 }
 
 impl Kind {
+    /// The kind's spill map (`Spill`).
+    fn index(self) -> usize {
+        match self {
+            Kind::Read => 0,
+            Kind::Write => 1,
+            Kind::Accumulate => 2,
+        }
+    }
+
     #[inline]
     fn bit(self) -> u8 {
         match self {
@@ -230,6 +315,41 @@ impl Kind {
             Kind::Write => 1 | 2 | 4,
         }
     }
+}
+
+/// The entry of `t`'s buffer in a level's `bufs`, brought up to date for recording `t`
+/// (`used`, `logged` and `iter` the level's): listed as used, cleared for a new allocation of
+/// the buffer, `t`'s kind noted.
+#[inline(always)]
+fn entry<'a>(
+    bufs: &'a mut Vec<BufRects>,
+    used: &mut Vec<u32>,
+    logged: &mut usize,
+    iter: u64,
+    t: &Touch,
+) -> &'a mut BufRects {
+    let id = t.region.id as usize;
+    if bufs.len() <= id {
+        bufs.resize_with(id + 1, Default::default);
+    }
+    let b = &mut bufs[id];
+    if !b.used {
+        b.used = true;
+        used.push(t.region.id);
+    }
+    if b.gen != t.gen {
+        // A new allocation of a ring buffer: what the old one held is not this tile.
+        b.gen = t.gen;
+        *logged -= b.log.len();
+        b.clear();
+    }
+    if b.kinds_iter != iter {
+        b.earlier_kinds |= b.iter_kinds;
+        b.iter_kinds = 0;
+        b.kinds_iter = iter;
+    }
+    b.iter_kinds |= t.kind.bit();
+    b
 }
 
 /// One open `affine_range` loop.
@@ -267,16 +387,21 @@ impl Level {
         t.alloc_serial >= self.iter_serial
     }
 
-    /// The first conflict of `t` with an earlier iteration's exact access (`t` not this
-    /// iteration's own, [`Level::own`]). The buffer's log is merged first when its kinds say
-    /// there may be one, and its rectangles of an earlier iteration are moved to the earlier
-    /// ones: what `earlier` then holds is what merging every access when it came, and moving
-    /// `current` when an iteration started, would have left there.
-    fn conflict(&mut self, t: &Touch) -> Option<(Hazard, Rect)> {
+    /// The first conflict of `t` with an earlier iteration's access (`t` not this
+    /// iteration's own, [`Level::own`]; `pats` the patterns of the instruction's strided
+    /// accesses): with a rectangle, then a strided access, then a spilled one. The buffer's
+    /// log is merged first when its kinds say there may be one, and its rectangles of an
+    /// earlier iteration are moved to the earlier ones: what `earlier` then holds is what
+    /// merging every access when it came, and moving `current` when an iteration started,
+    /// would have left there.
+    fn conflict(&mut self, t: &Touch, pats: &RefCell<Vec<Pattern>>) -> Option<(Hazard, Rect)> {
         let iter = self.iter;
         let b = self.bufs.get_mut(t.region.id as usize)?;
         let before = if b.kinds_iter == iter { 0 } else { b.iter_kinds };
-        if (b.earlier_kinds | before) & t.kind.conflicts() == 0 || b.gen != t.gen || !t.exact {
+        if (b.earlier_kinds | before) & t.kind.conflicts() == 0
+            || b.gen != t.gen
+            || t.pat == UNKNOWN
+        {
             return None;
         }
         self.logged -= b.log.len();
@@ -284,18 +409,18 @@ impl Level {
         if b.iter != iter {
             b.move_current();
         }
-        b.earlier.iter().filter(|e| e.exact && e.overlaps(&t.region)).find_map(|e| {
-            // Which kinds conflict is `Kind::conflicts`' table; this only names the hazard.
-            if t.kind.conflicts() & e.kind.bit() == 0 {
-                return None;
-            }
-            let hazard = match (t.kind, e.kind) {
-                (Kind::Read, _) => Hazard::Raw,
-                (_, Kind::Read) => Hazard::War,
-                _ => Hazard::Waw,
-            };
-            Some((hazard, *e))
-        })
+        if t.pat != DENSE {
+            return b.conflict_strided(t, &pats.borrow()[t.pat as usize], iter);
+        }
+        let found = b
+            .earlier
+            .iter()
+            .filter(|e| e.overlaps(&t.region))
+            .find_map(|e| Some((e.hazard(t.kind)?, *e)));
+        if found.is_some() {
+            return found;
+        }
+        b.extra.as_deref_mut()?.conflict(t.kind, &t.region, None, iter)
     }
 
     /// Merge buffer `id`'s log into its rectangles, as [`Level::conflict`] does first.
@@ -306,38 +431,16 @@ impl Level {
         b.merge_log();
     }
 
-    /// Record `t` (`t` not this iteration's own): logged, merged later ([`BufRects::log`]).
+    /// Record dense access `t` (not this iteration's own): logged, merged later
+    /// ([`BufRects::log`]). A strided one is merged at once ([`Level::record_strided`]).
     fn record(&mut self, t: &Touch, site: u32) {
-        let id = t.region.id as usize;
-        if self.bufs.len() <= id {
-            self.bufs.resize_with(id + 1, Default::default);
-        }
-        let b = &mut self.bufs[id];
-        if !b.used {
-            b.used = true;
-            self.used.push(t.region.id);
-        }
-        if b.gen != t.gen {
-            // A new allocation of a ring buffer: what the old one held is not this tile.
-            b.gen = t.gen;
-            self.logged -= b.log.len();
-            b.clear();
-        }
-        if b.kinds_iter != self.iter {
-            b.earlier_kinds |= b.iter_kinds;
-            b.iter_kinds = 0;
-            b.kinds_iter = self.iter;
-        }
-        if t.exact {
-            b.iter_kinds |= t.kind.bit();
-        }
+        let b = entry(&mut self.bufs, &mut self.used, &mut self.logged, self.iter, t);
         let r = t.region;
         let rect = Rect {
             p0: r.p0,
             p1: r.p1,
             b0: r.b0,
             b1: r.b1,
-            exact: t.exact,
             kind: t.kind,
             site,
             first_index: self.index,
@@ -350,7 +453,7 @@ impl Level {
                 b.move_current();
             }
             b.iter = self.iter;
-            add_rect(&mut b.current, rect);
+            add_rect(&mut b.current, rect, &mut b.extra, self.iter);
             return;
         }
         b.log.push(Logged { rect, iter: self.iter });
@@ -361,6 +464,14 @@ impl Level {
             }
             self.logged = 0;
         }
+    }
+
+    /// Record strided access `t` (not this iteration's own), its pattern `pat`: merged at
+    /// once with the buffer's strided accesses ([`Extra`]).
+    fn record_strided(&mut self, t: &Touch, pat: Pattern, site: u32) {
+        let (index, iter) = (self.index, self.iter);
+        let b = entry(&mut self.bufs, &mut self.used, &mut self.logged, iter, t);
+        b.record_strided(t, pat, site, index, iter);
     }
 
     /// The next iteration (serial `serial`) starts: the current one's accesses become
@@ -412,11 +523,15 @@ pub(crate) struct Loops {
     /// The index of the last site looked up (most instructions of a loop body repeat the
     /// previous one's site: the innermost loop's single instruction).
     last_site: usize,
-    /// Per buffer, the kinds of the exact accesses recorded at the open levels
-    /// ([`Kind::bit`]; a level's cleared or dropped ones may stay set until it ends): an
+    /// Per buffer, the kinds of the accesses recorded at the open levels ([`Kind::bit`]; a
+    /// level's cleared ones may stay set until it ends): an
     /// access whose conflicting kinds are not among them has nothing to scan at any level,
     /// which is most accesses, so it is not looked up level by level.
     kinds: Vec<u8>,
+    /// The patterns of the strided accesses of the instruction being checked
+    /// ([`Touch::pat`]): pushed to while its accesses are listed from `&Nc` (rarely: most
+    /// accesses are dense), emptied by the check.
+    pats: RefCell<Vec<Pattern>>,
 }
 
 impl Loops {
@@ -562,7 +677,9 @@ impl Nc {
     }
 
     /// Check an instruction of an affine loop against the earlier iterations of every open
-    /// loop, then record its accesses.
+    /// loop, then record its accesses (the patterns of its strided ones, which
+    /// [`Touch::pat`] indexes, in [`Loops::pats`], emptied here: an instruction with none
+    /// has none there).
     pub(super) fn check_loop_carried(
         &mut self,
         instruction: &'static str,
@@ -572,9 +689,11 @@ impl Nc {
         // Every level is checked before any records (an instruction does not conflict with
         // itself). Most instructions have no operand whose conflicting kinds any open level
         // recorded for its buffer ([`Loops::kinds`]): nothing to scan at any level.
-        let Loops { levels, kinds, .. } = &mut self.loops;
+        let Loops { levels, kinds, pats, .. } = &mut self.loops;
+        let pats = &*pats;
         let maybe = |t: &Touch| {
-            t.exact && kinds.get(t.region.id as usize).is_some_and(|&k| k & t.kind.conflicts() != 0)
+            t.pat != UNKNOWN
+                && kinds.get(t.region.id as usize).is_some_and(|&k| k & t.kind.conflicts() != 0)
         };
         let levels = if touches.iter().any(maybe) { &mut levels[..] } else { &mut [] };
         let mut found = None;
@@ -583,13 +702,14 @@ impl Nc {
                 if level.own(t) {
                     continue;
                 }
-                if let Some((hazard, e)) = level.conflict(t) {
+                if let Some((hazard, e)) = level.conflict(t, pats) {
                     found = Some((t, hazard, e, level.index, level.loc));
                     break 'levels;
                 }
             }
         }
         if let Some((t, hazard, e, index, loop_loc)) = found {
+            self.loops.pats.get_mut().clear();
             let what = match t.target {
                 Target::Tile(buf) => {
                     let lt = &self.logicals[self.bufs[buf as usize].logical as usize];
@@ -615,25 +735,53 @@ impl Nc {
         }
         let site = self.loops.site(instruction, loc);
         let Loops { levels, kinds, .. } = &mut self.loops;
+        let mut strided = false;
         for t in touches {
+            if t.pat != DENSE {
+                strided = true;
+                continue;
+            }
             // The levels where `t` is not its iteration's own are the innermost ones (an
             // inner level's iteration started after its enclosing level's).
             for level in levels.iter_mut().rev().take_while(|l| !l.own(t)) {
                 level.record(t, site);
             }
-            if t.exact {
-                let id = t.region.id as usize;
-                if kinds.len() <= id {
-                    kinds.resize(id + 1, 0);
-                }
-                kinds[id] |= t.kind.bit();
+            let id = t.region.id as usize;
+            if kinds.len() <= id {
+                kinds.resize(id + 1, 0);
             }
+            kinds[id] |= t.kind.bit();
+        }
+        if strided {
+            self.record_strided(touches, site);
         }
         Ok(())
     }
 
-    /// The accesses of a compute instruction (its views and their regions), for
-    /// [`Nc::check_loop_carried`]; a matmul's destination accumulates.
+    /// The recording of [`Nc::check_loop_carried`] for the strided accesses among `touches`
+    /// (and none for those of unknown elements), which empties the list of patterns (an
+    /// access made unknown may have left one there).
+    #[cold]
+    #[inline(never)]
+    fn record_strided(&mut self, touches: &[Touch], site: u32) {
+        let Loops { levels, kinds, pats, .. } = &mut self.loops;
+        let pats = pats.get_mut();
+        for t in touches.iter().filter(|t| t.pat != DENSE && t.pat != UNKNOWN) {
+            for level in levels.iter_mut().rev().take_while(|l| !l.own(t)) {
+                level.record_strided(t, pats[t.pat as usize], site);
+            }
+            let id = t.region.id as usize;
+            if kinds.len() <= id {
+                kinds.resize(id + 1, 0);
+            }
+            kinds[id] |= t.kind.bit();
+        }
+        pats.clear();
+    }
+
+    /// The accesses of a compute instruction (its views and their regions), and the patterns
+    /// of its strided ones, for [`Nc::check_loop_carried`]; a matmul's destination
+    /// accumulates.
     pub(super) fn compute_touches(
         &self,
         opcode: &'static str,
@@ -655,7 +803,7 @@ impl Nc {
             out.push(Touch {
                 region: *r,
                 gen: v.tile.gen,
-                exact: dense(v.free.as_slice(), 1),
+                pat: self.tile_pat(v),
                 kind,
                 target: Target::Tile(v.tile.buf),
                 alloc_serial,
@@ -675,7 +823,7 @@ impl Nc {
                 Touch {
                     region,
                     gen: v.tile.gen,
-                    exact: dense(v.free.as_slice(), 1),
+                    pat: self.tile_pat(v),
                     kind,
                     target: Target::Tile(v.tile.buf),
                     alloc_serial,
@@ -684,12 +832,50 @@ impl Nc {
             super::Access::Hbm(v) => Touch {
                 region,
                 gen: 0,
-                exact: self.hbm_exact(v),
+                pat: if self.hbm_exact(v) {
+                    DENSE
+                } else {
+                    let t = &self.hbm[v.tensor.id as usize];
+                    let size = t.dtype.size() as u64;
+                    self.add_pat(Pattern::new(v.offset, v.dims.as_slice(), t.row_elems, size))
+                },
                 kind,
                 target: Target::Hbm(v.tensor.id),
                 alloc_serial: 0,
             },
         })
+    }
+
+    /// [`Touch::pat`] of a tile view: [`DENSE`], or its pattern's index ([`Nc::add_pat`]).
+    #[inline(always)]
+    fn tile_pat(&self, v: &TileView) -> u8 {
+        if dense(v.free.as_slice(), 1) {
+            return DENSE;
+        }
+        self.tile_pattern(v)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn tile_pattern(&self, v: &TileView) -> u8 {
+        let row = v.tile.elems as i64;
+        let mut dims = [(row, v.np as u64); 1 + MAX_FREE_DIMS];
+        let free = v.free.as_slice();
+        dims[1..1 + free.len()].copy_from_slice(free);
+        let off = v.p0 as i64 * row + v.offset;
+        let size = v.tile.dtype.size() as u64;
+        self.add_pat(Pattern::new(off, &dims[..1 + free.len()], row as u64, size))
+    }
+
+    /// Keep `p` for the check of the instruction whose accesses are being listed, which
+    /// empties the list: its index there.
+    #[cold]
+    #[inline(never)]
+    fn add_pat(&self, p: Pattern) -> u8 {
+        let mut pats = self.loops.pats.borrow_mut();
+        pats.push(p);
+        debug_assert!(pats.len() < UNKNOWN as usize, "an instruction has a few operands");
+        (pats.len() - 1) as u8
     }
 
     /// Whether an HBM access touches every element of its region (rows × columns of the
@@ -758,113 +944,5 @@ fn dense_sorted(dims: &[(i64, u64)], unit: i64) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{Chip, Dtype, ExecMode};
-
-    /// Each iteration writes its own rows of one HBM tensor and its own columns of one tile:
-    /// the earlier iterations' accesses merge into one rectangle per source line, so the
-    /// check's memory does not grow with the trip count.
-    #[test]
-    fn disjoint_accesses_of_many_iterations_merge_into_one_rectangle() {
-        let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
-        let n = 16_000u64;
-        let y = nc.hbm("y", Dtype::Bf16, &[n, 4]).unwrap();
-        let pool = nc.sbuf_pool("p", 1);
-        let wide = nc.tile(pool, Dtype::Bf16, &[1, 4 * n]).unwrap();
-        nc.memset(wide, 0.0).unwrap();
-        let tids = (nc.hbm[y.id as usize].tid, nc.bufs[wide.view().tile.buf as usize].tid);
-        let mut sizes = (0, 0);
-        nc.affine_range(0..n, |nc, i| {
-            nc.memset(wide.cols(4 * i..4 * i + 4), 1.0)?;
-            nc.dma(y.rows(i..i + 1), wide.cols(4 * i..4 * i + 4))?;
-            // What a check would see: the log merged (it never holds a full log).
-            let level = &mut nc.loops.levels[0];
-            for (id, size) in [(tids.0, &mut sizes.0), (tids.1, &mut sizes.1)] {
-                level.merge_log(id as usize);
-                *size = (*size).max(level.bufs[id as usize].earlier.len());
-            }
-            Ok(())
-        })
-        .unwrap();
-        assert_eq!(sizes, (1, 2), "y: one store rectangle; wide: one memset, one read");
-    }
-
-    /// Merging the logged accesses late (when a check needs them, or the log is full) finds
-    /// what merging each access when it came finds: random nested affine loops whose
-    /// iterations read and write blocks of two tiles and an HBM tensor — mostly their own
-    /// blocks, some shared with other iterations at one level or all — end with the same
-    /// error, or none, either way. Logs fill up and are merged part-way (up to 16 × 12
-    /// iterations of up to 3 accesses per buffer).
-    #[test]
-    fn merging_the_log_late_finds_what_merging_at_once_finds() {
-        // (operation, block mode of its destination, of its source) per access of the body;
-        // operation 0: memset, 1: tile copy, 2: store to HBM, 3: load from HBM.
-        type Op = (u64, u64, u64);
-        let mut next = crate::test_rng(0x0123_4567_89ab_cdef);
-        let (mut errors, mut oks) = (0, 0);
-        for case in 0..200 {
-            let (outer, inner) = (1 + next(16), 1 + next(12));
-            let ops: Vec<Op> = (0..1 + next(3))
-                .map(|_| {
-                    // Block modes: 0 the iteration's own block (index i·inner + j), 1 the
-                    // inner index's (shared across outer iterations), 2 the outer index's
-                    // (shared across inner ones), 3 block 0 (shared by all). Mostly own.
-                    let mode = |next: &mut dyn FnMut(u64) -> u64| {
-                        if next(4) > 0 {
-                            0
-                        } else {
-                            next(4)
-                        }
-                    };
-                    (next(4), mode(&mut next), mode(&mut next))
-                })
-                .collect();
-            let run = |eager: bool| {
-                let mut nc = Nc::new(Chip::trn2(), ExecMode::TIMING);
-                nc.loops.eager = eager;
-                let pool = nc.sbuf_pool("p", 1);
-                let blocks = 16 * 12;
-                let tiles = [
-                    nc.tile(pool, Dtype::F32, &[128, 8 * blocks]).unwrap(),
-                    nc.tile(pool, Dtype::F32, &[128, 8 * blocks]).unwrap(),
-                ];
-                let h = nc.hbm("h", Dtype::F32, &[blocks, 8 * 128]).unwrap();
-                let result = nc.affine_range(0..outer, |nc, i| {
-                    nc.affine_range(0..inner, |nc, j| {
-                        for (n, &(op, dm, sm)) in ops.iter().enumerate() {
-                            let block = |mode| match mode {
-                                0 => i * inner + j,
-                                1 => j,
-                                2 => i,
-                                _ => 0,
-                            };
-                            let (d, s) = (block(dm), block(sm));
-                            let (td, ts) = (tiles[n % 2], tiles[(n + 1) % 2]);
-                            match op {
-                                0 => nc.memset(td.cols(8 * d..8 * d + 8), 1.0)?,
-                                1 => nc.tensor_copy(
-                                    td.cols(8 * d..8 * d + 8),
-                                    ts.cols(8 * s..8 * s + 8),
-                                )?,
-                                2 => nc.dma(h.rows(d..d + 1), ts.cols(8 * s..8 * s + 8))?,
-                                _ => nc.dma(td.cols(8 * d..8 * d + 8), h.rows(s..s + 1))?,
-                            }
-                        }
-                        Ok(())
-                    })
-                });
-                result.map_err(|e| e.to_string())
-            };
-            let (late, at_once) = (run(false), run(true));
-            assert_eq!(late, at_once, "case {case}: {outer} x {inner}, {ops:?}");
-            if late.is_err() {
-                errors += 1;
-            } else {
-                oks += 1;
-            }
-        }
-        // Both outcomes were exercised.
-        assert!(errors >= 20 && oks >= 20, "{errors} errors, {oks} without");
-    }
-}
+#[path = "affine_tests.rs"]
+mod tests;

@@ -17,9 +17,9 @@
 //! * **Dependencies**: the indexed side's rows are known only from values, which a run
 //!   without the functional model does not have; its region is the whole indexed view, so
 //!   the timing model keeps it in order with every access to that view, and the affine
-//!   loop check treats it like a strided view (kept in order, never reported).
+//!   loop check neither checks nor records it (docs/scheduling.md §4).
 
-use super::affine::Kind;
+use super::affine::{Kind, UNKNOWN};
 use super::dma::{shift_dims, Transfer};
 use super::{Access, Nc, VResult};
 use crate::error::{SimResult, SourceLoc, ViolationKind as V};
@@ -167,7 +167,7 @@ impl Nc {
                 self.dma_touch(&Access::Tile(index), ri, Kind::Read),
                 self.dma_touch(&direct, direct_region, dk),
                 self.dma_touch(&Access::Hbm(table), table_region, tk).map(|mut t| {
-                    t.exact = false;
+                    t.pat = UNKNOWN;
                     t
                 }),
             ];
