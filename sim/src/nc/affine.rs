@@ -86,6 +86,14 @@ pub(super) struct Touch {
 pub(super) const DENSE: u8 = u8::MAX;
 /// [`Touch::pat`] of an access whose elements are not known: neither checked nor recorded.
 pub(super) const UNKNOWN: u8 = u8::MAX - 1;
+/// [`Touch::pat`] from this on (below [`UNKNOWN`]): a strided operand of a compute
+/// instruction, its index among the instruction's operands added, whose pattern is made only
+/// when the check needs it ([`Ops`]), so that listing the operands calls nothing.
+const OPERAND: u8 = 128;
+
+/// A compute instruction's operands, read and written ([`Nc::compute_touches`]), for the
+/// patterns of its strided ones; empty for a DMA, whose patterns are made when listed.
+pub(super) type Ops<'a> = (&'a [(&'a TileView, Region)], &'a [(&'a TileView, Region)]);
 
 /// An access recorded for the conflict check: a rectangle of one buffer, every element of
 /// which it touched (a strided access's is its bounding box, kept beside its [`Pattern`]).
@@ -394,7 +402,7 @@ impl Level {
     /// earlier iteration are moved to the earlier ones: what `earlier` then holds is what
     /// merging every access when it came, and moving `current` when an iteration started,
     /// would have left there.
-    fn conflict(&mut self, t: &Touch, pats: &RefCell<Vec<Pattern>>) -> Option<(Hazard, Rect)> {
+    fn conflict(&mut self, t: &Touch, pat: &dyn Fn(&Touch) -> Pattern) -> Option<(Hazard, Rect)> {
         let iter = self.iter;
         let b = self.bufs.get_mut(t.region.id as usize)?;
         let before = if b.kinds_iter == iter { 0 } else { b.iter_kinds };
@@ -410,7 +418,7 @@ impl Level {
             b.move_current();
         }
         if t.pat != DENSE {
-            return b.conflict_strided(t, &pats.borrow()[t.pat as usize], iter);
+            return b.conflict_strided(t, &pat(t), iter);
         }
         let found = b
             .earlier
@@ -684,13 +692,14 @@ impl Nc {
         &mut self,
         instruction: &'static str,
         touches: &[Touch],
+        ops: Ops,
         loc: SourceLoc,
     ) -> VResult<()> {
         // Every level is checked before any records (an instruction does not conflict with
         // itself). Most instructions have no operand whose conflicting kinds any open level
         // recorded for its buffer ([`Loops::kinds`]): nothing to scan at any level.
         let Loops { levels, kinds, pats, .. } = &mut self.loops;
-        let pats = &*pats;
+        let pat = |t: &Touch| pattern(t, &pats.borrow(), ops);
         let maybe = |t: &Touch| {
             t.pat != UNKNOWN
                 && kinds.get(t.region.id as usize).is_some_and(|&k| k & t.kind.conflicts() != 0)
@@ -702,7 +711,7 @@ impl Nc {
                 if level.own(t) {
                     continue;
                 }
-                if let Some((hazard, e)) = level.conflict(t, pats) {
+                if let Some((hazard, e)) = level.conflict(t, &pat) {
                     found = Some((t, hazard, e, level.index, level.loc));
                     break 'levels;
                 }
@@ -753,7 +762,7 @@ impl Nc {
             kinds[id] |= t.kind.bit();
         }
         if strided {
-            self.record_strided(touches, site);
+            self.record_strided(touches, ops, site);
         }
         Ok(())
     }
@@ -763,12 +772,13 @@ impl Nc {
     /// access made unknown may have left one there).
     #[cold]
     #[inline(never)]
-    fn record_strided(&mut self, touches: &[Touch], site: u32) {
+    fn record_strided(&mut self, touches: &[Touch], ops: Ops, site: u32) {
         let Loops { levels, kinds, pats, .. } = &mut self.loops;
         let pats = pats.get_mut();
         for t in touches.iter().filter(|t| t.pat != DENSE && t.pat != UNKNOWN) {
+            let pat = pattern(t, pats, ops);
             for level in levels.iter_mut().rev().take_while(|l| !l.own(t)) {
-                level.record_strided(t, pats[t.pat as usize], site);
+                level.record_strided(t, pat, site);
             }
             let id = t.region.id as usize;
             if kinds.len() <= id {
@@ -795,7 +805,7 @@ impl Nc {
         let innermost = self.loops.levels.last().map_or(u64::MAX, |l| l.iter_serial);
         let wkind = if opcode == "nc_matmul" { Kind::Accumulate } else { Kind::Write };
         let all = reads.iter().map(|x| (x, Kind::Read)).chain(writes.iter().map(|x| (x, wkind)));
-        for ((v, r), kind) in all {
+        for (i, ((v, r), kind)) in all.enumerate() {
             let alloc_serial = self.bufs[v.tile.buf as usize].alloc_serial;
             if alloc_serial >= innermost {
                 continue;
@@ -803,7 +813,7 @@ impl Nc {
             out.push(Touch {
                 region: *r,
                 gen: v.tile.gen,
-                pat: self.tile_pat(v),
+                pat: if dense(v.free.as_slice(), 1) { DENSE } else { OPERAND + i as u8 },
                 kind,
                 target: Target::Tile(v.tile.buf),
                 alloc_serial,
@@ -856,15 +866,8 @@ impl Nc {
     }
 
     #[cold]
-    #[inline(never)]
     fn tile_pattern(&self, v: &TileView) -> u8 {
-        let row = v.tile.elems as i64;
-        let mut dims = [(row, v.np as u64); 1 + MAX_FREE_DIMS];
-        let free = v.free.as_slice();
-        dims[1..1 + free.len()].copy_from_slice(free);
-        let off = v.p0 as i64 * row + v.offset;
-        let size = v.tile.dtype.size() as u64;
-        self.add_pat(Pattern::new(off, &dims[..1 + free.len()], row as u64, size))
+        self.add_pat(view_pattern(v))
     }
 
     /// Keep `p` for the check of the instruction whose accesses are being listed, which
@@ -874,7 +877,7 @@ impl Nc {
     fn add_pat(&self, p: Pattern) -> u8 {
         let mut pats = self.loops.pats.borrow_mut();
         pats.push(p);
-        debug_assert!(pats.len() < UNKNOWN as usize, "an instruction has a few operands");
+        debug_assert!(pats.len() < OPERAND as usize, "an instruction has a few operands");
         (pats.len() - 1) as u8
     }
 
@@ -906,6 +909,29 @@ impl Nc {
         let lo: i64 = cols[..nc].iter().map(|&(s, n)| (s * (n as i64 - 1)).min(0)).sum();
         let c0 = v.offset.rem_euclid(row) + lo;
         c0 >= 0 && c0 + ext < row
+    }
+}
+
+/// The pattern of tile view `v`.
+fn view_pattern(v: &TileView) -> Pattern {
+    let row = v.tile.elems as i64;
+    let mut dims = [(row, v.np as u64); 1 + MAX_FREE_DIMS];
+    let free = v.free.as_slice();
+    dims[1..1 + free.len()].copy_from_slice(free);
+    let off = v.p0 as i64 * row + v.offset;
+    let size = v.tile.dtype.size() as u64;
+    Pattern::new(off, &dims[..1 + free.len()], row as u64, size)
+}
+
+/// The pattern of strided access `t`: made from its compute operand in `ops`, or listed in
+/// `pats` ([`Touch::pat`]).
+#[cold]
+fn pattern(t: &Touch, pats: &[Pattern], ops: Ops) -> Pattern {
+    if t.pat >= OPERAND {
+        let (v, _) = ops.0.iter().chain(ops.1).nth((t.pat - OPERAND) as usize).expect("an operand");
+        view_pattern(v)
+    } else {
+        pats[t.pat as usize]
     }
 }
 

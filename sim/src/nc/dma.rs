@@ -140,7 +140,8 @@ impl Nc {
         let mut list = std::mem::take(&mut self.touches);
         list.clear();
         list.extend(touches.into_iter().flatten());
-        let checked = self.check_loop_carried(instruction, &list, SourceLoc::from_location(loc));
+        let loc = SourceLoc::from_location(loc);
+        let checked = self.check_loop_carried(instruction, &list, (&[], &[]), loc);
         self.touches = list;
         checked
     }

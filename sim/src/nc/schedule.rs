@@ -132,7 +132,7 @@ impl Nc {
         if self.loops.active() {
             let mut touches = std::mem::take(&mut self.touches);
             self.compute_touches(opcode, reads, writes, &mut touches);
-            let checked = self.check_loop_carried(opcode, &touches, loc);
+            let checked = self.check_loop_carried(opcode, &touches, (reads, writes), loc);
             self.touches = touches;
             checked?;
         }
