@@ -536,9 +536,9 @@ pub(crate) struct Loops {
     /// access whose conflicting kinds are not among them has nothing to scan at any level,
     /// which is most accesses, so it is not looked up level by level.
     kinds: Vec<u8>,
-    /// The patterns of the strided accesses of the instruction being checked
-    /// ([`Touch::pat`]): pushed to while its accesses are listed from `&Nc` (rarely: most
-    /// accesses are dense), emptied by the check.
+    /// The patterns of the strided accesses of the DMA being checked ([`Touch::pat`]):
+    /// pushed to while its accesses are listed from `&Nc` (rarely: most accesses are dense),
+    /// emptied by the check. A compute instruction's are made from its operands ([`Ops`]).
     pats: RefCell<Vec<Pattern>>,
 }
 
@@ -685,9 +685,9 @@ impl Nc {
     }
 
     /// Check an instruction of an affine loop against the earlier iterations of every open
-    /// loop, then record its accesses (the patterns of its strided ones, which
-    /// [`Touch::pat`] indexes, in [`Loops::pats`], emptied here: an instruction with none
-    /// has none there).
+    /// loop, then record its accesses. The patterns of its strided ones are a compute
+    /// instruction's operands' (`ops`) or a DMA's in [`Loops::pats`], which is emptied here
+    /// when used ([`Touch::pat`]).
     pub(super) fn check_loop_carried(
         &mut self,
         instruction: &'static str,
@@ -789,9 +789,9 @@ impl Nc {
         pats.clear();
     }
 
-    /// The accesses of a compute instruction (its views and their regions), and the patterns
-    /// of its strided ones, for [`Nc::check_loop_carried`]; a matmul's destination
-    /// accumulates.
+    /// The accesses of a compute instruction (its views and their regions), for
+    /// [`Nc::check_loop_carried`], a strided one marked with its operand's index ([`OPERAND`]);
+    /// a matmul's destination accumulates.
     pub(super) fn compute_touches(
         &self,
         opcode: &'static str,
