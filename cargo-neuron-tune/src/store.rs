@@ -206,6 +206,9 @@ pub struct JournalRead {
     /// `(line number, why)` of every line that is not used. The last line of a journal
     /// killed mid-write is one of them (torn), which is expected after SIGKILL.
     pub rejected: Vec<(usize, String)>,
+    /// The line numbers among `rejected` written by a newer tool (a higher schema): not
+    /// damage, so a reader that sets damaged lines aside leaves these in place.
+    pub newer: Vec<usize>,
 }
 
 /// Read the journal at `path` (a missing file is an empty journal). A line that is not
@@ -233,10 +236,15 @@ pub fn parse_journal(text: &str) -> JournalRead {
                         read.lines.push(v);
                         continue;
                     }
-                    s => format!(
-                        "journal schema {} (this tool reads {JOURNAL_SCHEMA})",
-                        s.map_or("none".to_string(), |s| s.to_string())
-                    ),
+                    s => {
+                        if s.as_ref().and_then(|s| s.as_u64()).is_some_and(|s| s > JOURNAL_SCHEMA) {
+                            read.newer.push(i + 1);
+                        }
+                        format!(
+                            "journal schema {} (this tool reads {JOURNAL_SCHEMA})",
+                            s.map_or("none".to_string(), |s| s.to_string())
+                        )
+                    }
                 },
             },
         };

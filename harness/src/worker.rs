@@ -353,6 +353,7 @@ impl Registry {
             sbuf_bytes_per_partition: p.sbuf_peak_bytes_per_partition,
             hbm_bytes: p.hbm_read_bytes + p.hbm_write_bytes,
             hardware_flops: p.hardware_flops,
+            physical_cores: (p.physical_cores > 1).then_some(p.physical_cores),
             work: k.work(&shape),
             shape,
             profile: full.then(|| profile_summary(&p)),

@@ -411,6 +411,10 @@ pub struct BenchResult {
     /// FLOPs the engines executed (padding and transposes included), as neuron-profile
     /// counts `hardware_flops`.
     pub hardware_flops: f64,
+    /// The physical NeuronCores the kernel ran on, only when more than one (an SPMD launch):
+    /// `tflops`, `hbm_bytes` and `hardware_flops` are then summed over them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub physical_cores: Option<u32>,
     /// The full profile (`profile` requests only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<ProfileSummary>,

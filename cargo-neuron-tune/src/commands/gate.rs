@@ -629,8 +629,11 @@ fn record_history(
     // The history is never resumed: a line it cannot use (cut short by a killed gate, edited)
     // would stay in it for good, and `report` would warn of it on every page. Set aside
     // under the lock, as `tune --resume` sets a journal's aside: said once, kept to look at.
-    if let Some((first, why)) = read.rejected.first() {
-        let numbers: Vec<usize> = read.rejected.iter().map(|(n, _)| *n).collect();
+    // Lines of a newer tool (one sharing the target dir) are not damage: they stay.
+    let damaged: Vec<&(usize, String)> =
+        read.rejected.iter().filter(|(n, _)| !read.newer.contains(n)).collect();
+    if let Some((first, why)) = damaged.first() {
+        let numbers: Vec<usize> = damaged.iter().map(|(n, _)| *n).collect();
         let aside = crate::store::set_aside_journal_lines(&path, &numbers)
             .map_err(|e| fail(Exit::Internal, format!("the gate history: {e:#}")))?;
         out.note(format!(
@@ -832,15 +835,23 @@ mod tests {
         let history = dir.path().join("journals/gate-history.jsonl");
         record_history(dir.path(), "100-1", &report, &out, || ()).unwrap();
         let mut f = std::fs::OpenOptions::new().append(true).open(&history).unwrap();
+        // A line a newer tool wrote (a higher schema, sealed as it would seal it) is not
+        // damage: it stays where it is for that tool.
+        let mut newer =
+            serde_json::json!({"run": "100-0", "schema": crate::store::JOURNAL_SCHEMA + 1});
+        crate::seal::seal_json(&mut newer);
+        std::io::Write::write_all(&mut f, format!("{newer}\n").as_bytes()).unwrap();
         std::io::Write::write_all(&mut f, b"{\"run\":\"100-2\",\"mod").unwrap();
         drop(f);
         let damage = crate::report::model::gate_history_damage(dir.path());
-        assert!(damage.is_some_and(|d| d.contains("line 2 not used (not JSON")));
+        assert!(damage.is_some_and(|d| d.contains("line 3 not used (not JSON")));
         record_history(dir.path(), "100-3", &report, &out, || ()).unwrap();
-        assert_eq!(crate::report::model::gate_history_damage(dir.path()), None);
         let read = crate::store::read_journal(&history).unwrap();
         let runs: Vec<&str> = read.lines.iter().map(|l| l["run"].as_str().unwrap()).collect();
         assert_eq!(runs, ["100-1", "100-3"]);
+        assert_eq!(read.newer, [2], "the newer tool's line stays: {:?}", read.rejected);
+        let said = crate::report::model::gate_history_damage(dir.path()).unwrap();
+        assert!(said.contains("1 line from a newer cargo-neuron-tune not shown (line 2"), "{said}");
         let aside = std::fs::read_to_string(history.with_extension("jsonl.rejected")).unwrap();
         assert_eq!(aside, "{\"run\":\"100-2\",\"mod\n");
     }

@@ -814,6 +814,7 @@ mod tests {
                     sbuf_bytes_per_partition: 0,
                     hbm_bytes: 0,
                     hardware_flops: 0.0,
+                    physical_cores: None,
                     profile: None,
                     trace: None,
                 },

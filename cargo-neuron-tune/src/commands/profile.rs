@@ -211,7 +211,14 @@ pub fn run(cargo: &CargoFlags, a: &Args, ctx: &Ctx) -> Result<Exit, Failure> {
 }
 
 fn print_profile(out: &Reporter, kernel: &str, shape: &str, p: &Params, prof: &ProfileSummary) {
-    out.result(format!("\n  {kernel} {p} at {shape} on {}", prof.chip));
+    // An SPMD launch's figures are summed over its cores and rated against all of them.
+    let cores = match prof.physical_cores {
+        Some(n) if n > 1 => {
+            format!(" ({n} physical cores: work summed over them, rates against {n} × a core's)")
+        }
+        _ => String::new(),
+    };
+    out.result(format!("\n  {kernel} {p} at {shape} on {}{cores}", prof.chip));
     out.result(format!(
         "  time {:.1} µs ({:.1} µs kernel + {:.1} µs launch), {} cycles",
         prof.total_time_us,

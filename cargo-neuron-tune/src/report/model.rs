@@ -226,7 +226,8 @@ impl Shown {
 }
 
 /// One evaluated variant on the roofline: FLOPs per HBM byte and achieved TFLOP/s (kernel
-/// time, without launch overhead), from its stored bench result.
+/// time, without launch overhead) per physical core, from its stored bench result: the
+/// roofs are one core's, so a launch over two cores (SPMD) counts half its rate.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RooflinePoint {
     pub intensity: f64,
@@ -402,8 +403,18 @@ pub fn gate_history_damage(store_root: &Path) -> Option<String> {
             return Some(format!("{}: {e:#}; the report shows no gate history", path.display()))
         }
     };
-    let (first, why) = j.rejected.first()?;
-    let more = match j.rejected.len() {
+    let damaged: Vec<&(usize, String)> =
+        j.rejected.iter().filter(|(n, _)| !j.newer.contains(n)).collect();
+    let Some((first, why)) = damaged.first() else {
+        // Only a newer tool's lines: not damage, and no gate run of this tool moves them.
+        let (first, why) = j.rejected.first()?;
+        return Some(format!(
+            "{}: {} from a newer cargo-neuron-tune not shown (line {first}: {why})",
+            path.display(),
+            crate::convergence::count(j.newer.len(), "line")
+        ));
+    };
+    let more = match damaged.len() {
         1 => String::new(),
         2 => ", and 1 more line".to_string(),
         n => format!(", and {} more lines", n - 1),
@@ -514,7 +525,10 @@ pub fn build(store: &Store, runs: Vec<TuneRun>, tuned: Vec<PackageRecord>) -> Re
             .filter(|b| b.hbm_bytes > 0 && b.kernel_time_us > 0.0)
             .map(|b| RooflinePoint {
                 intensity: b.hardware_flops / b.hbm_bytes as f64,
-                tflops: b.hardware_flops / (b.kernel_time_us * 1e-6) / 1e12,
+                tflops: b.hardware_flops
+                    / (b.kernel_time_us * 1e-6)
+                    / 1e12
+                    / f64::from(b.physical_cores.unwrap_or(1)),
             })
             .collect();
     }
@@ -666,6 +680,7 @@ mod tests {
             sbuf_bytes_per_partition: 0,
             hbm_bytes: hbm,
             hardware_flops: flops,
+            physical_cores: None,
             profile: None,
             trace: None,
         }
@@ -720,6 +735,9 @@ mod tests {
         put("h1", "v1", &bench("h1", 2.0, 4e6, 1000));
         put("hd", "v1", &bench("hd", 8.0, 4e6, 4000));
         put("h3", "v0", &bench("h3", 1.0, 1e6, 10));
+        // A launch over two cores: 8e6 FLOP in 2 µs is 2 TFLOP/s per core under one core's
+        // roofs, at the same 4000 FLOP/B.
+        put("h0", "v1", &BenchResult { physical_cores: Some(2), ..bench("h0", 2.0, 8e6, 2000) });
 
         let read = read_runs(store.root());
         assert_eq!(read.skipped.len(), 1, "{:?}", read.skipped);
@@ -763,7 +781,7 @@ mod tests {
         // FLOP/B at 0.5 TFLOP/s (kernel time, not the 10 µs of launch overhead).
         let mut pts: Vec<(f64, f64)> = t.roofline.iter().map(|p| (p.intensity, p.tflops)).collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        assert_eq!(pts, [(1000.0, 0.5), (4000.0, 2.0)]);
+        assert_eq!(pts, [(1000.0, 0.5), (4000.0, 2.0), (4000.0, 2.0)]);
         // trn2's roofs: 128 x 128 x 2 FLOP x its TensorE clock; its HBM per core.
         let c = neuron_sim::Chip::builtin("trn2").unwrap();
         assert_eq!(t.peak_tflops, 128.0 * 128.0 * 2.0 * c.clocks.tensor_ghz * 1e9 / 1e12);

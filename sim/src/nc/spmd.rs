@@ -32,6 +32,10 @@
 //! * **Hash**: the launch (tag 64, with its program count), each program's start (65, with
 //!   its id) and the launch's end (66) are in the program hash.
 //!
+//! A panic inside a body leaves the [`Nc`] inside its launch (the caller's core set
+//! aside): drop it, as the harness does with an `Nc` whose kernel panicked. An error
+//! returned by a body ends the launch cleanly.
+//!
 //! Not modelled: barriers and messages between programs (`core_barrier`, `sendrecv`:
 //! no published cost, docs/instructions.md §3), and contention between the two cores of
 //! an HBM bank (each core has its own bandwidth share; neuroncore.md §1.1 has the banks
