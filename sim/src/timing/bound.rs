@@ -3,7 +3,8 @@
 //! run with the timing model off (`tune`'s trace) has it too.
 //!
 //! Three kinds of resource, each with the argument that its work fits inside the kernel
-//! time (`Timing::end`, the latest end of any instruction, from time 0):
+//! time (`Timing::end`, the latest end of any instruction, from time 0; after an SPMD
+//! launch, from the launch's bound, below):
 //!
 //! * **A compute engine.** Every compute instruction, at issue or from the list scheduler of
 //!   affine loops, is placed by `Timing::compute_after`: it starts no earlier than its
@@ -45,6 +46,13 @@
 //! The uniform and grouped fast paths give what the general path gives (their tests), so
 //! the argument holds for them. The bound is the largest of these sums; `Nc::lower_bound`
 //! takes the classic roofline with it.
+//!
+//! **SPMD launches** (`Nc::spmd`). Each program runs on a fresh core whose clock starts
+//! at the caller's end, which is at least the caller's bound; the program's own work
+//! then fits after that start, as above, on its own resources. So the caller's bound plus
+//! the largest program's bound is below the launch's end, and work issued after the
+//! launch (on the caller's core, which continues from the latest end) starts from that
+//! sum again: [`SerialWork::after`] carries it as `base_ps`.
 
 use super::{cycles_to_ps, round_u64, DmaChunk};
 
