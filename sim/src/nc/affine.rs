@@ -113,6 +113,22 @@ struct Rect {
 }
 
 impl Rect {
+    /// Access `t`'s rectangle, by `site` in the iteration numbered `index`.
+    #[inline(always)]
+    fn of(t: &Touch, site: u32, index: u64) -> Rect {
+        let r = t.region;
+        Rect {
+            p0: r.p0,
+            p1: r.p1,
+            b0: r.b0,
+            b1: r.b1,
+            kind: t.kind,
+            site,
+            first_index: index,
+            last_index: index,
+        }
+    }
+
     fn overlaps(&self, r: &Region) -> bool {
         r.p0 < self.p1 && self.p0 < r.p1 && r.b0 < self.b1 && self.b0 < r.b1
     }
@@ -266,17 +282,7 @@ impl BufRects {
     #[cold]
     #[inline(never)]
     fn record_strided(&mut self, t: &Touch, pat: Pattern, site: u32, index: u64, iter: u64) {
-        let r = t.region;
-        let rect = Rect {
-            p0: r.p0,
-            p1: r.p1,
-            b0: r.b0,
-            b1: r.b1,
-            kind: t.kind,
-            site,
-            first_index: index,
-            last_index: index,
-        };
+        let rect = Rect::of(t, site, index);
         self.extra.get_or_insert_with(Default::default).record(Strided { rect, pat }, iter);
     }
 
@@ -443,17 +449,7 @@ impl Level {
     /// ([`BufRects::log`]). A strided one is merged at once ([`Level::record_strided`]).
     fn record(&mut self, t: &Touch, site: u32) {
         let b = entry(&mut self.bufs, &mut self.used, &mut self.logged, self.iter, t);
-        let r = t.region;
-        let rect = Rect {
-            p0: r.p0,
-            p1: r.p1,
-            b0: r.b0,
-            b1: r.b1,
-            kind: t.kind,
-            site,
-            first_index: self.index,
-            last_index: self.index,
-        };
+        let rect = Rect::of(t, site, self.index);
         #[cfg(test)]
         if self.eager {
             // Merged at once, as before logs existed: what the log must give.
