@@ -211,6 +211,14 @@ pub struct JournalRead {
     pub newer: Vec<usize>,
 }
 
+impl JournalRead {
+    /// The `rejected` lines that are damage (cut short, edited, an older schema), not a
+    /// newer tool's.
+    pub fn damaged(&self) -> Vec<&(usize, String)> {
+        self.rejected.iter().filter(|(n, _)| !self.newer.contains(n)).collect()
+    }
+}
+
 /// Read the journal at `path` (a missing file is an empty journal). A line that is not
 /// JSON, not sealed, of another schema or whose checksum does not match is never used:
 /// it is listed in `rejected`, so the evaluation it records is made again.

@@ -630,8 +630,7 @@ fn record_history(
     // would stay in it for good, and `report` would warn of it on every page. Set aside
     // under the lock, as `tune --resume` sets a journal's aside: said once, kept to look at.
     // Lines of a newer tool (one sharing the target dir) are not damage: they stay.
-    let damaged: Vec<&(usize, String)> =
-        read.rejected.iter().filter(|(n, _)| !read.newer.contains(n)).collect();
+    let damaged = read.damaged();
     if let Some((first, why)) = damaged.first() {
         let numbers: Vec<usize> = damaged.iter().map(|(n, _)| *n).collect();
         let aside = crate::store::set_aside_journal_lines(&path, &numbers)

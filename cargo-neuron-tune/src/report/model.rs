@@ -403,8 +403,7 @@ pub fn gate_history_damage(store_root: &Path) -> Option<String> {
             return Some(format!("{}: {e:#}; the report shows no gate history", path.display()))
         }
     };
-    let damaged: Vec<&(usize, String)> =
-        j.rejected.iter().filter(|(n, _)| !j.newer.contains(n)).collect();
+    let damaged = j.damaged();
     let Some((first, why)) = damaged.first() else {
         // Only a newer tool's lines: not damage, and no gate run of this tool moves them.
         let (first, why) = j.rejected.first()?;
