@@ -880,10 +880,15 @@ fn build_prints_its_grid_in_order_with_the_sbuf_footprint_and_a_summary() {
     let (_, json, _) = cli_json(&build.concat());
     let sbuf = events(&json, "build")
         .into_iter()
-        .find(|b| b["kernel"] == "add" && b["params"]["bufs"] == 1)
+        .find(|b| {
+            b["kernel"] == "add" && b["params"]["bufs"] == 1 && b["params"]["cols_per_tile"] == 256
+        })
         .map(|b| b["sbuf_bytes_per_partition"].as_f64().unwrap())
         .unwrap();
-    let row = rows.iter().find(|r| r.contains("add") && r.contains("bufs=1,")).unwrap();
+    // The same variant's row: JSON events come as builds finish (`--jobs 4`), not in grid
+    // order, so the first `bufs=1` event need not be the first `bufs=1` row.
+    let row =
+        rows.iter().find(|r| r.contains("add") && r.contains("bufs=1,cols_per_tile=256")).unwrap();
     assert!(row.contains(&format!(" {:.1} ", sbuf / 1024.0)), "{sbuf} bytes in {row}");
     let summary = err.lines().last().unwrap_or_default();
     assert_eq!(summary.trim(), "27 variants built, 0 invalid", "{err}");
