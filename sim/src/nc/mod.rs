@@ -43,6 +43,7 @@ mod schedule;
 mod select;
 mod shuffle;
 mod spmd;
+mod spmd_marks;
 mod tensor;
 mod values;
 mod vector;

@@ -11,7 +11,12 @@
 //!   reports it, exactly, element by element
 //!   ([`ViolationKind::SpmdConflict`](crate::ViolationKind::SpmdConflict), naming both
 //!   instructions), as it reports reads of unwritten memory — so `check` finds it, and a
-//!   timing-only run (`bench`) does not look.
+//!   timing-only run (`bench`) does not look. The marks it keeps (`nc/spmd_marks.rs`) are
+//!   runs of elements with the site of their first writer and first reader, per tensor and
+//!   for the earlier programs and the running one: their memory grows with the number of
+//!   maximal runs of one first site (40–100 B each; one run for a program's block of rows
+//!   written from one source line, at most one per element), not with the tensors' sizes,
+//!   and checking or marking a run costs O(log n) in the runs kept.
 //! * **Time.** The caller's core state (timing, released-memory times, SBUF/PSUM peaks,
 //!   the lower bound's work, the SBUF counter) is set aside, and each program gets a fresh
 //!   one whose clock starts at the caller's end `T0`: its compute engines are busy until
@@ -41,8 +46,9 @@
 //! an HBM bank (each core has its own bandwidth share; neuroncore.md §1.1 has the banks
 //! shared by 2 physical cores, with no figure for what sharing costs).
 
+use super::spmd_marks::Marks;
 use super::{Nc, VResult};
-use crate::error::{Hazard, SimError, SimResult, SourceLoc, SpmdConflict, ViolationKind as V};
+use crate::error::{SimError, SimResult, SourceLoc, SpmdConflict, ViolationKind as V};
 use crate::timing::{Crit, SchedCounters, SerialWork, Slice, Timing, Track, CRIT_CATEGORIES};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
@@ -64,15 +70,6 @@ pub(crate) struct CoreTrace {
     pub slices: Vec<Slice>,
     pub sbuf_counter: Vec<(u64, u64)>,
     pub hbm_counter: BTreeMap<u64, u64>,
-}
-
-/// Which elements of an HBM tensor the launch's programs accessed: per element, the site
-/// (plus 1; 0 = none) of the first program to write it and of the first to read it.
-/// The first program's is the one to compare with: an access conflicts with any earlier
-/// program's, and the earliest is earlier than the current program whenever any is.
-struct Marks {
-    writer: Vec<u32>,
-    reader: Vec<u32>,
 }
 
 /// The SPMD state of an [`Nc`].
@@ -422,48 +419,27 @@ impl Nc {
     ) -> VResult<()> {
         let site = self.spmd.site();
         let program = self.spmd.program;
-        let t = &self.hbm[tensor as usize];
-        let elems: u64 = t.shape.iter().product();
         let ti = tensor as usize;
         if self.spmd.marks.len() <= ti {
             self.spmd.marks.resize_with(ti + 1, || None);
         }
         let Spmd { marks, sites, .. } = &mut self.spmd;
-        let m = marks[ti].get_or_insert_with(|| Marks {
-            writer: vec![0; elems as usize],
-            reader: vec![0; elems as usize],
-        });
-        let other = |s: u32| s != 0 && sites[s as usize - 1].0 != program;
-        for &o in starts {
-            for e in o as usize..(o as u64 + run) as usize {
-                let (w, r) = (m.writer[e], m.reader[e]);
-                let hazard = match (write, other(w), other(r)) {
-                    (true, true, _) => Some((Hazard::Waw, w)),
-                    (true, false, true) => Some((Hazard::War, r)),
-                    (false, true, _) => Some((Hazard::Raw, w)),
-                    _ => None,
-                };
-                if let Some((hazard, earlier)) = hazard {
-                    let (earlier_program, earlier_instruction, earlier_loc) =
-                        sites[earlier as usize - 1];
-                    let row = t.row_elems.max(1);
-                    return Err(V::SpmdConflict(Box::new(SpmdConflict {
-                        hazard,
-                        tensor: t.name.clone(),
-                        row: e as u64 / row,
-                        element: e as u64 % row,
-                        program,
-                        earlier_program,
-                        earlier_instruction,
-                        earlier_loc,
-                    })));
-                }
-                let mark = if write { &mut m.writer[e] } else { &mut m.reader[e] };
-                if *mark == 0 {
-                    *mark = site + 1;
-                }
-            }
-        }
-        Ok(())
+        let m = marks[ti].get_or_insert_with(|| Marks::new(program));
+        let Some((hazard, e, earlier)) = m.touch(program, site, starts, run, write) else {
+            return Ok(());
+        };
+        let (earlier_program, earlier_instruction, earlier_loc) = sites[earlier as usize];
+        let t = &self.hbm[ti];
+        let row = t.row_elems.max(1);
+        Err(V::SpmdConflict(Box::new(SpmdConflict {
+            hazard,
+            tensor: t.name.clone(),
+            row: e / row,
+            element: e % row,
+            program,
+            earlier_program,
+            earlier_instruction,
+            earlier_loc,
+        })))
     }
 }
