@@ -196,7 +196,9 @@ impl Nc {
         exec: impl FnOnce(&mut Nc, &'static Location<'static>) -> VResult<()>,
     ) -> SimResult<()> {
         let loc = Location::caller();
-        self.spmd.current = Some((instruction, loc));
+        if self.spmd.launched() {
+            self.spmd.current = Some((instruction, loc));
+        }
         exec(self, loc).map_err(|kind| SimError {
             instruction,
             loc: SourceLoc::from_location(loc),

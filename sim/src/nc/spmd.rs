@@ -88,8 +88,9 @@ pub(crate) struct Spmd {
     pub tracks: Vec<Track>,
     /// The programs' list-scheduler counters, summed.
     pub sched: SchedCounters,
-    /// The instruction being issued and its source line (set by `Nc::issue`): a conflict
-    /// names it as the earlier access of a later one.
+    /// The instruction being issued and its source line (set by `Nc::issue` inside a launch
+    /// of two programs or more, where HBM accesses are marked; stale outside one): a
+    /// conflict names it as the earlier access of a later one.
     pub current: Option<(&'static str, &'static Location<'static>)>,
     /// Instruction sites of the launch's HBM accesses (program, instruction, line), which
     /// the marks name by index: bounded by the source, not by the run.
@@ -127,6 +128,13 @@ impl Default for Spmd {
 }
 
 impl Spmd {
+    /// Whether a launch of two programs or more is running (where `Nc::issue` keeps the
+    /// current instruction for the conflict check; outside one it stores nothing).
+    #[inline(always)]
+    pub(super) fn launched(&self) -> bool {
+        self.programs > 1
+    }
+
     /// Whether HBM accesses are checked for cross-program conflicts (inside a launch of two
     /// programs or more, in a functional run).
     #[inline(always)]
