@@ -864,7 +864,7 @@ fn build_prints_its_grid_in_order_with_the_sbuf_footprint_and_a_summary() {
             }
         }
     }
-    assert_eq!(expected.len(), 27, "softmax's 18 and add's 9: {expected:?}");
+    assert_eq!(expected.len(), 54, "softmax's 36 and add's 18: {expected:?}");
     let build = [&["build"][..], &sel, &["--all-variants", "--shape", "small", "--jobs", "4"]];
     let (code, out, err) = cli(&build.concat());
     assert_eq!(code, 0, "{err}");
@@ -881,17 +881,20 @@ fn build_prints_its_grid_in_order_with_the_sbuf_footprint_and_a_summary() {
     let sbuf = events(&json, "build")
         .into_iter()
         .find(|b| {
-            b["kernel"] == "add" && b["params"]["bufs"] == 1 && b["params"]["cols_per_tile"] == 256
+            let p = &b["params"];
+            b["kernel"] == "add" && p["bufs"] == 1 && p["cols_per_tile"] == 256 && p["spmd"] == 1
         })
         .map(|b| b["sbuf_bytes_per_partition"].as_f64().unwrap())
         .unwrap();
     // The same variant's row: JSON events come as builds finish (`--jobs 4`), not in grid
     // order, so the first `bufs=1` event need not be the first `bufs=1` row.
-    let row =
-        rows.iter().find(|r| r.contains("add") && r.contains("bufs=1,cols_per_tile=256")).unwrap();
+    let row = rows
+        .iter()
+        .find(|r| r.contains("add") && r.contains("bufs=1,cols_per_tile=256,spmd=1"))
+        .unwrap();
     assert!(row.contains(&format!(" {:.1} ", sbuf / 1024.0)), "{sbuf} bytes in {row}");
     let summary = err.lines().last().unwrap_or_default();
-    assert_eq!(summary.trim(), "27 variants built, 0 invalid", "{err}");
+    assert_eq!(summary.trim(), "54 variants built, 0 invalid", "{err}");
 }
 
 /// A manifest cargo cannot find is said once, in cargo's words, without guessing.

@@ -426,14 +426,14 @@ fn a_report_gives_tunes_figures_and_names_the_files_it_cannot_read() {
         assert_eq!(ev.len(), 1, "{out}");
         (PathBuf::from(ev[0]["journal"].as_str().unwrap()), ev[0].clone())
     };
-    // `add` pinned to bufs=2: a space of 3, searched whole by a budget of 5.
-    let (add, ev) = tune("add", &["--params", "bufs=2", "--budget", "5", "--seed", "17001"]);
+    // `add` pinned to bufs=2 on one core: a space of 3, searched whole by a budget of 5.
+    let pins = "bufs=2,spmd=1";
+    let (add, ev) = tune("add", &["--params", pins, "--budget", "5", "--seed", "17001"]);
     assert_eq!(ev["convergence"]["whole_space"], 3, "{ev}");
     let (rmsnorm, _) = tune("rmsnorm", &["--budget", "2", "--seed", "17002"]);
     // The same strategy and pins under the Pareto objective: another journal, and another
     // search (it prunes nothing), so another curve of the convergence chart.
-    let pareto =
-        ["--params", "bufs=2", "--objective", "pareto", "--budget", "5", "--seed", "17003"];
+    let pareto = ["--params", pins, "--objective", "pareto", "--budget", "5", "--seed", "17003"];
     let (add_pareto, _) = tune("add", &pareto);
     assert_ne!(add_pareto, add);
     let dir = scratch_dir("report-damage-out");
@@ -475,13 +475,14 @@ fn a_report_gives_tunes_figures_and_names_the_files_it_cannot_read() {
         "{section}"
     );
     // Two runs of one strategy that differ by their objective are two curves, one seed
-    // each, the pins named as given (the journals' names have `bufs-2`). Each searched the
-    // space of 3 whole (every one measured): 3 points, one circle each.
+    // each, the pins named as given (the journals' names have `bufs-2-spmd-1`). Each
+    // searched the space of 3 whole (every one measured): 3 points, one circle each.
     let fig = section.split("data-chart=\"convergence\"").nth(1).unwrap();
     let fig = fig.split("</figure>").next().unwrap();
-    for curve in
-        ["strategy default (pinned bufs=2)", "strategy default (pareto objective, pinned bufs=2)"]
-    {
+    for curve in [
+        "strategy default (pinned bufs=2,spmd=1)",
+        "strategy default (pareto objective, pinned bufs=2,spmd=1)",
+    ] {
         let name = format!(">\n{curve}: median of 1 seed\n<");
         assert_eq!(fig.matches(&name).count(), 1, "{name}\n{fig}");
     }
