@@ -400,8 +400,16 @@ fn a_report_of_one_package_leaves_out_the_tuning_runs_of_other_packages() {
 }
 
 /// A chip file of its own, named `name` (results go by its file name): only the test that
-/// makes it tunes on it, though the store is shared.
+/// makes it tunes on it, though the store is shared. The journals an earlier run of that test
+/// left under this chip are removed (a report reads every journal of its chip, and an older
+/// checkout's runs, under other pins, would be more curves and points).
 fn own_chip(name: &str) -> PathBuf {
+    let journals = test_target_dir().join("neuron-tune").join("journals");
+    for e in std::fs::read_dir(&journals).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().contains(&format!("-{name}-")) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
     let (code, toml, err) = cli(&["chip", "trn2"]);
     assert_eq!(code, 0, "{err}");
     let chip = scratch_dir(&format!("{name}-chip")).join(format!("{name}.toml"));
