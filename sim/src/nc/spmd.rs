@@ -14,9 +14,9 @@
 //!   timing-only run (`bench`) does not look. The marks it keeps (`nc/spmd_marks.rs`) are
 //!   runs of elements with the site of their first writer and first reader, per tensor and
 //!   for the earlier programs and the running one: their memory grows with the number of
-//!   maximal runs of one first site (40–100 B each; one run for a program's block of rows
-//!   written from one source line, at most one per element), not with the tensors' sizes,
-//!   and checking or marking a run costs O(log n) in the runs kept.
+//!   maximal runs of one first site (one for a program's block of rows written from one
+//!   source line, at most one per element; the bound is in that module), not with the
+//!   tensors' sizes, and checking or marking a run costs O(log n) in the runs kept.
 //! * **Time.** The caller's core state (timing, released-memory times, SBUF/PSUM peaks,
 //!   the lower bound's work, the SBUF counter) is set aside, and each program gets a fresh
 //!   one whose clock starts at the caller's end `T0`: its compute engines are busy until
@@ -247,6 +247,9 @@ impl Nc {
         self.spmd.sites.clear();
         self.spmd.site_index.clear();
         self.spmd.marks.clear();
+        // `issue` sets the instruction only inside a launch: one kept past it could name a
+        // later launch's access that did not come through `issue` (it panics instead).
+        self.spmd.current = None;
         self.h(&[66]);
         result
     }
